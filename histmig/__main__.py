@@ -1,0 +1,5 @@
+"""``python -m histmig``: the same command line as ``histmig``."""
+
+from histmig.cli import main
+
+main()

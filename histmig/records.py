@@ -1,0 +1,87 @@
+"""Record: one stored conversation as it travels through the pipeline.
+
+A record is the bytes a source read (a JSONL line, a whole ``.json`` file, a Parquet or
+DuckDB cell) plus where they came from, so every message can name the file and the line
+or row. The envelope (every field around the messages) is never touched by rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+MESSAGE_FIELD_CANDIDATES = ("messages", "all_messages", "history", "message_history", "conversation")
+"""Envelope fields tried, in order, when ``--messages-field`` is not given."""
+
+
+@dataclass(frozen=True)
+class Record:
+    """One record read from a source.
+
+    ``raw`` is the record's JSON text as stored (UTF-8 bytes, no line terminator);
+    ``source`` the file name (``-`` for stdin); ``location`` a human position such as
+    ``line 12`` or ``row 5``; ``record_id`` the envelope's id (:func:`envelope_id`), filled
+    in once the pipeline has parsed the record.
+    """
+
+    raw: bytes
+    source: str
+    location: str
+    record_id: str | None = None
+
+    @property
+    def name(self) -> str:
+        """``file:location`` (and ``[id]`` when known), as used in every error line."""
+        suffix = f" [{self.record_id}]" if self.record_id else ""
+        return f"{self.source}:{self.location}{suffix}"
+
+
+class NotAHistory(ValueError):
+    """The record holds no message list: neither a JSON array nor an object with a
+    messages field (named, or found among :data:`MESSAGE_FIELD_CANDIDATES`)."""
+
+
+def _looks_like_history(value: Any) -> bool:
+    return isinstance(value, list) and (
+        not value or (isinstance(value[0], dict) and "kind" in value[0] and "parts" in value[0])
+    )
+
+
+def locate_messages(obj: Any, field: str | None = None) -> tuple[list[Any], str | None]:
+    """Find the history inside a parsed record.
+
+    Returns ``(messages, field)``: a bare array is its own history (``field`` ``None``); an
+    object's history is ``obj[field]`` when ``field`` is given, else the first candidate
+    field holding a list, else the only field holding a list of messages. Raises
+    :class:`NotAHistory` naming what was found instead.
+    """
+    if isinstance(obj, list):
+        return obj, None
+    if not isinstance(obj, dict):
+        raise NotAHistory(f"expected a JSON array or object, got {type(obj).__name__}")
+    if field is not None:
+        if not isinstance(obj.get(field), list):
+            raise NotAHistory(f"field {field!r} is missing or not an array")
+        return obj[field], field
+    for candidate in MESSAGE_FIELD_CANDIDATES:
+        if isinstance(obj.get(candidate), list):
+            return obj[candidate], candidate
+    found = [key for key, value in obj.items() if _looks_like_history(value) and value]
+    if len(found) == 1:
+        return obj[found[0]], found[0]
+    raise NotAHistory("no messages field found (name it with --messages-field)")
+
+
+ID_FIELDS = ("id", "conversation_id", "record_id")
+
+
+def envelope_id(obj: Any) -> str | None:
+    """The record's own id, for reports: the first of :data:`ID_FIELDS` an envelope object
+    holds as a string or integer; ``None`` for a bare history or an envelope without one."""
+    if not isinstance(obj, dict):
+        return None
+    for key in ID_FIELDS:
+        value = obj.get(key)
+        if isinstance(value, (str, int)) and not isinstance(value, bool):
+            return str(value)
+    return None

@@ -1,0 +1,131 @@
+"""The diff report: every change and every rejected record, a summary, three renderers.
+
+JSON shape (documented in README "Report"): ``{"summary": {...}, "changes": [...],
+"errors": [...]}``. ``summary`` reconciles ``records_in == changed + unchanged +
+rejected``; ``invalid`` counts records that need no rule yet fail validation (``check``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from histmig.pipeline import Outcome
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def safe(text: str) -> str:
+    """``text`` with control characters shown as ``\\xNN`` and rich markup escaped, for a
+    terminal: record ids and error messages come from record content."""
+    return escape(_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text))
+
+
+class Report:
+    """Accumulates pipeline outcomes (:meth:`add`) and renders them.
+
+    Holds one row per change and per rejected or invalid record; counts are plain ints.
+    """
+
+    def __init__(self) -> None:
+        self.counts = Counter({"records_in": 0, "changed": 0, "unchanged": 0, "rejected": 0, "invalid": 0})
+        self.by_rule: Counter[str] = Counter()
+        self.by_cause: Counter[str] = Counter()
+        self.by_evidence: Counter[str] = Counter()
+        self.changes: list[dict[str, Any]] = []
+        self.errors: list[dict[str, Any]] = []
+
+    def add(self, outcome: Outcome) -> None:
+        """Count ``outcome`` and keep its change rows and error lines."""
+        record = outcome.record
+        self.counts["records_in"] += 1
+        self.counts[outcome.status] += 1
+        where = {"source": record.source, "location": record.location, "id": record.record_id}
+        if outcome.status != "rejected":
+            for change in sorted(outcome.changes, key=_position):
+                self.by_rule[change.rule] += 1
+                if change.cause is not None:
+                    self.by_cause[change.cause] += 1
+                self.by_evidence[f"{change.evidence} ({change.certainty})"] += 1
+                self.changes.append({**where, **change.as_dict()})
+        if outcome.errors:
+            if outcome.status == "unchanged":
+                self.counts["invalid"] += 1
+            self.errors.append({**where, "status": outcome.status, "errors": outcome.errors})
+
+    @property
+    def needs_attention(self) -> bool:
+        """True when any record changed, was rejected or is invalid (``check`` exits 1)."""
+        return bool(self.counts["changed"] or self.counts["rejected"] or self.counts["invalid"])
+
+    def summary(self) -> dict[str, Any]:
+        """Counts, then parts by rule, by cause and by evidence (each sorted by key)."""
+        return {
+            **{key: self.counts[key] for key in ("records_in", "changed", "unchanged", "rejected", "invalid")},
+            "parts_by_rule": dict(sorted(self.by_rule.items())),
+            "parts_by_cause": dict(sorted(self.by_cause.items())),
+            "parts_by_evidence": dict(sorted(self.by_evidence.items())),
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        """The whole report as plain JSON data."""
+        return {"summary": self.summary(), "changes": self.changes, "errors": self.errors}
+
+    def render_text(self, stream: TextIO) -> None:
+        """One line per change and per error, then summary tables, with rich on ``stream``
+        (colour only when it is a terminal)."""
+        console = Console(file=stream, highlight=False, soft_wrap=True)
+        for row in self.changes:
+            part = "" if row["part"] is None else f".parts[{row['part']}]"
+            cause = f" cause={row['cause']}" if row["cause"] else ""
+            console.print(
+                f"{safe(_name(row))}: messages[{row['message']}]{part} [bold]{row['rule']}[/] "
+                f"{row['before']} -> {row['after']}{cause} evidence={safe(row['evidence'])} ({row['certainty']})"
+            )
+        for row in self.errors:
+            label = "[red]rejected[/]" if row["status"] == "rejected" else "[yellow]invalid[/]"
+            for line in row["errors"]:
+                console.print(f"{safe(_name(row))}: {label}: {safe(line)}")
+        counts = Table(title="histmig summary", show_header=False)
+        for key, value in self.summary().items():
+            if isinstance(value, dict):
+                value = ", ".join(f"{k}: {v}" for k, v in value.items()) or "-"
+            counts.add_row(key, safe(str(value)))
+        console.print(counts)
+
+    def render_markdown(self) -> str:
+        """The report as a Markdown document: a summary table and a table of changes."""
+        lines = ["# histmig report", "", "| summary | value |", "| --- | --- |"]
+        for key, value in self.summary().items():
+            if isinstance(value, dict):
+                value = ", ".join(f"{k}: {v}" for k, v in value.items()) or "-"
+            lines.append(f"| {key} | {_md(str(value))} |")
+        lines += ["", "| record | message | part | rule | before -> after | cause | evidence |", "| --- | --- | --- | --- | --- | --- | --- |"]
+        for row in self.changes:
+            part = "" if row["part"] is None else row["part"]
+            lines.append(
+                f"| {_md(_name(row))} | {row['message']} | {part} | {row['rule']} | {row['before']} -> {row['after']} "
+                f"| {row['cause'] or ''} | {_md(row['evidence'])} ({row['certainty']}) |"
+            )
+        if self.errors:
+            lines += ["", "## Errors", ""]
+            lines += [f"- {_md(_name(row))} ({row['status']}): {_md(line)}" for row in self.errors for line in row["errors"]]
+        return "\n".join(lines) + "\n"
+
+
+def _position(change: Any) -> tuple[int, int, str]:
+    return (change.message, -1 if change.part is None else change.part, change.rule)
+
+
+def _name(row: dict[str, Any]) -> str:
+    suffix = f" [{row['id']}]" if row.get("id") else ""
+    return f"{row['source']}:{row['location']}{suffix}"
+
+
+def _md(text: str) -> str:
+    return _CONTROL.sub(" ", text).replace("|", "\\|")

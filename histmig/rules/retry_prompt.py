@@ -1,0 +1,177 @@
+"""HM101, HM102, HM103: every legacy retry-prompt part becomes the part it always meant.
+
+The dispatch follows pydantic-ai 2.68's loader (framework-facts §2, ``_legacy_retry_part_tag``):
+a part whose ``tool_name`` is not ``None`` (``''`` included) answers a tool call and becomes
+that call's ``ToolReturnPart`` with ``outcome: "retried"``; any other becomes a
+``RetryFeedbackPart``. Unlike the loader, the cause comes from evidence
+(rules/causes.py), no field is filled from the clock, a missing or ``''`` id is never
+replaced by a random one, and every other key of the part keeps its value and position.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from histmig.rules.base import Change, Context, Messages, iter_parts, register
+from histmig.rules.causes import Verdict, framework_cause, infer_cause, unknown_tool_name
+
+RETRY_PROMPT = "retry-prompt"
+_ERROR_DETAILS_KEYS = ("type", "loc", "msg", "input", "url")
+
+
+def dump_error_details(errors: list[Any]) -> list[Any]:
+    """Clean a tool-bound error list exactly as 2.68's ``_dump_error_details`` does
+    (framework-facts §2): keep the ``ErrorDetails`` keys in their declared order
+    (``type, loc, msg, input, url``; ``ctx`` and unknown keys dropped), and among root-level
+    entries (``len(loc) <= 1``) drop a later ``input`` equal to the first root input.
+    Entries that are not objects are kept as they are."""
+    cleaned: list[Any] = []
+    root_input: Any = None
+    seen_root = False
+    for detail in errors:
+        if not isinstance(detail, dict):
+            cleaned.append(detail)
+            continue
+        entry = {key: detail[key] for key in _ERROR_DETAILS_KEYS if key in detail}
+        if len(detail.get("loc") or ()) <= 1:
+            if not seen_root:
+                root_input, seen_root = detail.get("input"), True
+            elif detail.get("input") == root_input:
+                entry.pop("input", None)
+        cleaned.append(entry)
+    return cleaned
+
+
+def _retry_info(verdict: Verdict) -> dict[str, Any] | None:
+    if verdict.cause is None:
+        return None
+    return {"cause": verdict.cause, "attempt": None, "max_retries": None}
+
+
+def _rebuild(part: dict[str, Any], part_kind: str, insert: dict[str, Any], drop: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A copy of ``part`` with ``part_kind`` replaced in place, ``insert`` placed just before
+    it (where the framework writes ``outcome``/``retry``) and the keys in ``drop`` removed."""
+    rebuilt: dict[str, Any] = {}
+    for key, value in part.items():
+        if key in drop or key in insert:
+            continue
+        if key == "part_kind":
+            rebuilt.update(insert)
+            value = part_kind
+        rebuilt[key] = value
+    if "part_kind" not in part:
+        rebuilt.update(insert)
+        rebuilt["part_kind"] = part_kind
+    return rebuilt
+
+
+def to_tool_return(part: dict[str, Any], verdict: Verdict, **fields: Any) -> dict[str, Any]:
+    """The retried ``ToolReturnPart`` for a tool-bound retry-prompt ``part`` (framework-facts
+    §2): ``outcome: "retried"``, ``retry`` from ``verdict`` (``null`` when it has no cause),
+    an error-list ``content`` cleaned by :func:`dump_error_details`; ``fields`` overwrite
+    values in place (HM103 sets ``tool_name``/``tool_call_id``)."""
+    rebuilt = _rebuild(part, "tool-return", {"outcome": "retried", "retry": _retry_info(verdict)})
+    for key, value in fields.items():
+        rebuilt[key] = value
+    if isinstance(rebuilt.get("content"), list):
+        rebuilt["content"] = dump_error_details(rebuilt["content"])
+    return rebuilt
+
+
+def to_retry_feedback(part: dict[str, Any], verdict: Verdict) -> dict[str, Any]:
+    """The ``RetryFeedbackPart`` for a tool-less retry-prompt ``part`` (framework-facts §2):
+    ``retry`` from ``verdict``, ``tool_name``/``tool_call_id`` removed (the part has no tool
+    fields), ``content`` kept as stored (an error list keeps ``ctx`` and repeated inputs)."""
+    return _rebuild(part, "retry-feedback", {"retry": _retry_info(verdict)}, drop=("tool_name", "tool_call_id"))
+
+
+def _verdict(part: dict[str, Any], ctx: Context, *, tool_bound: bool) -> Verdict:
+    judge = framework_cause if ctx.causes == "framework" else infer_cause
+    return judge(part.get("content"), tool_bound=tool_bound)
+
+
+@register(
+    "HM103",
+    "tool-less 'Unknown tool name' retry-prompt (releases before 0.0.47) -> the invented call's retried tool-return",
+    "framework-facts §1.2",
+)
+def rebind_unknown_tool(messages: Messages, ctx: Context) -> list[Change]:
+    """Re-bind a tool-less ``'Unknown tool name: …'`` retry to the call it answers.
+
+    0.0.3–0.0.46 wrote this text with no ``tool_name``/``tool_call_id`` (framework-facts
+    §1.2); the loader turns it into ``model_retry`` feedback. Its quoted name is matched
+    against the ``tool-call`` parts of the nearest preceding response (each call used once,
+    in order); on a match the part becomes that call's retried ``ToolReturnPart`` with cause
+    ``unknown_tool``, as 2.60+ records natively. Not applied with ``--causes framework``.
+    """
+    if ctx.causes == "framework":
+        return []
+    changes: list[Change] = []
+    used: set[int] = set()
+    for m_index, p_index, message, part in iter_parts(messages, "request"):
+        if part.get("part_kind") != RETRY_PROMPT or part.get("tool_name") is not None:
+            continue
+        name = unknown_tool_name(part.get("content"))
+        call = _preceding_call(messages, m_index, name, used) if name is not None else None
+        if call is None:
+            continue
+        used.add(id(call))
+        verdict = Verdict("unknown_tool", "unknown-tool+preceding-call", "template")
+        message["parts"][p_index] = to_tool_return(part, verdict, tool_name=name, tool_call_id=call["tool_call_id"])
+        changes.append(Change("HM103", m_index, p_index, RETRY_PROMPT, "tool-return", verdict.evidence, verdict.certainty, "unknown_tool"))
+    return changes
+
+
+def _preceding_call(messages: Messages, m_index: int, name: str, used: set[int]) -> dict[str, Any] | None:
+    for earlier in reversed(messages[:m_index]):
+        if not isinstance(earlier, dict) or earlier.get("kind") != "response":
+            continue
+        for part in earlier.get("parts") or ():
+            if (
+                isinstance(part, dict)
+                and part.get("part_kind") == "tool-call"
+                and part.get("tool_name") == name
+                and isinstance(part.get("tool_call_id"), str)
+                and id(part) not in used
+            ):
+                return part
+        return None
+    return None
+
+
+@register(
+    "HM101",
+    "tool-bound retry-prompt -> ToolReturnPart with outcome 'retried' and a RetryInfo cause",
+    "framework-facts §1, §2",
+)
+def migrate_tool_bound(messages: Messages, ctx: Context) -> list[Change]:
+    """Rewrite every tool-bound retry-prompt part (``tool_name`` not ``None``) as the retried
+    ``ToolReturnPart`` of the call it answers, keeping ``tool_name``, ``tool_call_id``,
+    ``timestamp`` and every other key; the cause comes from :mod:`histmig.rules.causes`."""
+    changes: list[Change] = []
+    for m_index, p_index, message, part in iter_parts(messages, "request"):
+        if part.get("part_kind") != RETRY_PROMPT or part.get("tool_name") is None:
+            continue
+        verdict = _verdict(part, ctx, tool_bound=True)
+        message["parts"][p_index] = to_tool_return(part, verdict)
+        changes.append(Change("HM101", m_index, p_index, RETRY_PROMPT, "tool-return", verdict.evidence, verdict.certainty, verdict.cause))
+    return changes
+
+
+@register(
+    "HM102",
+    "tool-less retry-prompt -> RetryFeedbackPart with a RetryInfo cause",
+    "framework-facts §1, §2",
+)
+def migrate_tool_less(messages: Messages, ctx: Context) -> list[Change]:
+    """Rewrite every tool-less retry-prompt part (``tool_name`` ``None`` or absent) as a
+    ``RetryFeedbackPart``; the cause comes from :mod:`histmig.rules.causes` (a fixed
+    no-output text is ``no_output``, not the loader's ``model_retry``)."""
+    changes: list[Change] = []
+    for m_index, p_index, message, part in iter_parts(messages, "request"):
+        if part.get("part_kind") != RETRY_PROMPT or part.get("tool_name") is not None:
+            continue
+        verdict = _verdict(part, ctx, tool_bound=False)
+        message["parts"][p_index] = to_retry_feedback(part, verdict)
+        changes.append(Change("HM102", m_index, p_index, RETRY_PROMPT, "retry-feedback", verdict.evidence, verdict.certainty, verdict.cause))
+    return changes

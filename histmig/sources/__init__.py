@@ -1,0 +1,86 @@
+"""Sources and sinks: one module per storage format (design.md "The package").
+
+A source yields :class:`~histmig.records.Record` objects; a sink takes the bytes the
+pipeline decided on, record by record, and commits them atomically (a temporary file
+beside the target, renamed on success), or writes to stdout for ``-``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO, Literal
+
+Format = Literal["json", "jsonl"]
+
+_JSONL_SUFFIXES = (".jsonl", ".ndjson", ".jsonl.gz", ".ndjson.gz")
+
+
+class UnreadableInput(OSError):
+    """The input cannot be opened or its format cannot be told (exit code 2)."""
+
+
+def detect_format(path: str, explicit: str | None = None) -> Format:
+    """The format of ``path``: ``explicit`` when given (``json``/``jsonl``), ``jsonl`` for
+    ``-`` and ``.jsonl``/``.ndjson`` (optionally ``.gz``), ``json`` for ``.json`` (one
+    history). Raises :class:`UnreadableInput` for any other suffix."""
+    if explicit in ("json", "jsonl"):
+        return explicit  # type: ignore[return-value]
+    name = path.lower()
+    if path == "-" or name.endswith(_JSONL_SUFFIXES):
+        return "jsonl"
+    if name.endswith((".json", ".json.gz")):
+        return "json"
+    raise UnreadableInput(f"{path}: cannot tell the format from the name (use --format json|jsonl)")
+
+
+@contextmanager
+def open_input(path: str) -> Iterator[BinaryIO]:
+    """A binary stream over ``path`` (stdin for ``-``), gunzipped when it starts with the
+    gzip magic bytes. Raises :class:`UnreadableInput` when the file cannot be opened."""
+    if path == "-":
+        yield sys.stdin.buffer
+        return
+    try:
+        raw = open(path, "rb")
+    except OSError as exc:
+        raise UnreadableInput(f"{path}: {exc.strerror or exc}") from exc
+    with raw:
+        if raw.peek(2)[:2] == b"\x1f\x8b":
+            with gzip.GzipFile(fileobj=raw) as unzipped:
+                yield unzipped  # type: ignore[misc]
+        else:
+            yield raw
+
+
+@contextmanager
+def atomic_output(path: str) -> Iterator[BinaryIO]:
+    """A binary stream that becomes ``path`` only when the block ends without an exception:
+    written to a temporary file in the same directory, flushed, fsynced and renamed over
+    the target, so a crash leaves either the previous file or none. ``-`` is stdout. A
+    target ending in ``.gz`` is gzip-compressed (with a fixed mtime, so output bytes are
+    reproducible)."""
+    if path == "-":
+        yield sys.stdout.buffer
+        sys.stdout.buffer.flush()
+        return
+    target = Path(path)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    try:
+        with os.fdopen(fd, "wb") as tmp:
+            if target.name.lower().endswith(".gz"):
+                with gzip.GzipFile(filename="", mode="wb", fileobj=tmp, mtime=0) as zipped:
+                    yield zipped  # type: ignore[misc]
+            else:
+                yield tmp
+            tmp.flush()
+            os.fsync(tmp.fileno())
+        os.replace(tmp_name, target)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
