@@ -59,7 +59,7 @@ IgnoreOpt = Annotated[Optional[list[str]], typer.Option("--ignore", help="Skip t
 CausesOpt = Annotated[CauseChoice, typer.Option("--causes", help="inferred: causes from evidence; framework: exactly the retry values pydantic-ai 2.68's loader writes (HM103 off).")]
 FieldOpt = Annotated[Optional[str], typer.Option("--messages-field", help="Envelope field holding the messages (default: auto-detect).")]
 FormatOpt = Annotated[Optional[InputFormat], typer.Option("--format", help="Input format, when the file name does not tell.")]
-ReportOpt = Annotated[Optional[Path], typer.Option("--report", help="Write the report to this file instead of stderr.")]
+ReportOpt = Annotated[Optional[str], typer.Option("--report", help="Write the report to this file (- for stdout) instead of stderr.")]
 ReportFormatOpt = Annotated[ReportFormat, typer.Option("--report-format", help="Report format.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No report on stderr (a --report file is still written).")]
 
@@ -91,9 +91,9 @@ def _run(input_path: str, output_path: str | None, options: Options, fmt: InputF
         raise typer.Exit(EXIT_USAGE) from exc
 
 
-def _emit(report: Report, path: Path | None, fmt: ReportFormat, quiet: bool) -> None:
+def _emit(report: Report, path: str | None, fmt: ReportFormat, quiet: bool) -> None:
     if path is not None:
-        with atomic_output(str(path)) as out:
+        with atomic_output(path) as out:
             out.write(_render(report, fmt).encode())
     elif not quiet:
         if fmt is ReportFormat.text:

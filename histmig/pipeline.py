@@ -1,11 +1,13 @@
 """The rewrite pipeline: one record in, the migrated record and its changes out.
 
-Hot path (design.md): a record whose bytes hold nothing any rule targets is returned as it
-is, never parsed nor re-serialized. Any other record is parsed with orjson, rewritten by the
-selected rules in registration order, validated against the current schema
-(histmig.schema) and passed through the rules a second time; a second pass that changes
-anything is an internal error: the record is rejected (kept whole) and the error names it. Bad input never raises out of
-:func:`process`: the record comes back ``rejected`` with one line per problem.
+Hot path (design.md): every record is parsed once (so broken JSON and records that are not
+histories are caught and named), but one whose bytes hold nothing any rule targets is
+returned as it is, never walked by the rules nor re-serialized. Any other record is
+rewritten by the selected rules in registration order, validated against the current
+schema (histmig.schema) and passed through the rules a second time; a second pass that
+changes anything is an internal error: the record is rejected (kept whole) and the error
+names it. Bad input never raises out of :func:`process`: the record comes back
+``rejected`` with one line per problem.
 """
 
 from __future__ import annotations
@@ -92,8 +94,6 @@ class Outcome:
 
 def process(record: Record, options: Options = Options()) -> Outcome:
     """Migrate one record (see the module docstring). Never raises for bad input."""
-    if not options.validate_all and not TRIGGER.search(record.raw):
-        return Outcome(record, "unchanged", record.raw)
     try:
         obj = orjson.loads(record.raw)
     except orjson.JSONDecodeError as exc:
@@ -103,6 +103,8 @@ def process(record: Record, options: Options = Options()) -> Outcome:
         messages, field_name = locate_messages(obj, options.messages_field)
     except NotAHistory as exc:
         return Outcome(record, "rejected", None, errors=[str(exc)])
+    if not options.validate_all and not TRIGGER.search(record.raw):
+        return Outcome(record, "unchanged", record.raw)
     prefix = f"{field_name}" if field_name else "messages"
     try:
         changes = migrate(messages, options)

@@ -49,20 +49,15 @@ def _retry_info(verdict: Verdict) -> dict[str, Any] | None:
 
 
 def _rebuild(part: dict[str, Any], part_kind: str, insert: dict[str, Any], drop: tuple[str, ...] = ()) -> dict[str, Any]:
-    """A copy of ``part`` with ``part_kind`` replaced in place, ``insert`` placed just before
-    it (where the framework writes ``outcome``/``retry``) and the keys in ``drop`` removed."""
-    rebuilt: dict[str, Any] = {}
-    for key, value in part.items():
-        if key in drop or key in insert:
-            continue
-        if key == "part_kind":
-            rebuilt.update(insert)
-            value = part_kind
-        rebuilt[key] = value
-    if "part_kind" not in part:
-        rebuilt.update(insert)
-        rebuilt["part_kind"] = part_kind
-    return rebuilt
+    """A copy of ``part`` with ``part_kind`` replaced in place, the keys in ``drop`` removed
+    and ``insert`` added: just before ``part_kind`` when that is the last key (where the
+    framework writes ``outcome``/``retry``), else at the end."""
+    rebuilt = {key: value for key, value in part.items() if key not in drop and key not in insert}
+    rebuilt["part_kind"] = part_kind
+    if list(part)[-1:] == ["part_kind"]:
+        del rebuilt["part_kind"]
+        return {**rebuilt, **insert, "part_kind": part_kind}
+    return {**rebuilt, **insert}
 
 
 def to_tool_return(part: dict[str, Any], verdict: Verdict, **fields: Any) -> dict[str, Any]:

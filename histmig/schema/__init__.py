@@ -1,0 +1,184 @@
+"""The schema core: pydantic models of the current (2.68) and legacy message unions.
+
+Validation only (design.md): `current_errors` says whether pydantic-ai 2.68 will load a history,
+`legacy_errors` whether histmig can read it at all. Both take plain JSON data (as orjson parses
+it) and return one line per error, e.g. `messages[2].parts[0].tool_call_id: Input should be a
+valid string`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from histmig.schema.current import (
+    FEEDBACK_RETRY_CAUSES,
+    TOOL_RETRY_CAUSES,
+    BinaryContent,
+    CapabilityLoadDeltaPart,
+    CompactionPart,
+    ErrorDetails,
+    FeedbackRetryCause,
+    FeedbackRetryInfo,
+    FilePart,
+    InstructionBaselinePart,
+    InstructionDeltaPart,
+    ModelMessage,
+    ModelRequest,
+    ModelRequestAttempt,
+    ModelRequestPart,
+    ModelResponse,
+    ModelResponsePart,
+    ModelSettingsDeltaPart,
+    NativeToolCallPart,
+    NativeToolReturnPart,
+    OpenModel,
+    RequestUsage,
+    RetryFeedbackPart,
+    RetryInfo,
+    SpeechPart,
+    StrOrList,
+    SystemPromptPart,
+    TextPart,
+    ThinkingPart,
+    ToolAvailabilityDeltaPart,
+    ToolCallPart,
+    ToolRetryCause,
+    ToolRetryInfo,
+    ToolReturnPart,
+    UserPromptPart,
+    WorkspaceRef,
+)
+from histmig.schema.legacy import (
+    ArgsDict,
+    ArgsJson,
+    LegacyErrorDetails,
+    LegacyInstructionPart,
+    LegacyModelMessage,
+    LegacyModelRequest,
+    LegacyModelRequestPart,
+    LegacyModelResponse,
+    LegacyModelResponsePart,
+    LegacyNativeToolReturnPart,
+    LegacyRequestUsage,
+    LegacyRetryPromptPart,
+    LegacySystemPromptPart,
+    LegacyToolCallPart,
+    LegacyToolReturnPart,
+    LegacyUserPromptPart,
+)
+
+CurrentHistory: TypeAdapter[list[ModelMessage]] = TypeAdapter(list[ModelMessage])
+"""A history as pydantic-ai 2.68 loads and writes it (framework-facts §3.1)."""
+
+LegacyHistory: TypeAdapter[list[LegacyModelMessage]] = TypeAdapter(list[LegacyModelMessage])
+"""A history as any release 0.0.13-2.68 wrote it (framework-facts §3.2, §3.3)."""
+
+_MISSING = object()
+
+
+def _path(loc: tuple[int | str, ...], messages: Any) -> str:
+    """The real path of `loc` inside `messages`, without the union tags pydantic inserts.
+
+    Walks the data alongside `loc`: a step that is a key or index of the value reached is kept;
+    any other step is a union tag (a message `kind`, a `part_kind`, `str`/`list`, a type name)
+    and is skipped, except the last step of a missing field, which names that field.
+    """
+    path, node = "messages", messages
+    for step in loc:
+        if isinstance(node, list) and isinstance(step, int) and 0 <= step < len(node):
+            path, node = f"{path}[{step}]", node[step]
+        elif isinstance(node, dict) and step in node:
+            path, node = f"{path}.{step}", node[step]
+        elif isinstance(node, dict) and step not in (node.get("kind"), node.get("part_kind")):
+            path, node = f"{path}.{step}", _MISSING
+    return path
+
+
+def _errors(adapter: TypeAdapter[Any], messages: Any) -> list[str]:
+    try:
+        adapter.validate_python(messages)
+    except ValidationError as exc:
+        return [f"{_path(error['loc'], messages)}: {error['msg']}" for error in exc.errors()]
+    return []
+
+
+def current_errors(messages: Any) -> list[str]:
+    """Why pydantic-ai 2.68 would refuse to load `messages`: one `path: message` line per error.
+
+    `messages` is a history as plain JSON data (a list of message dicts, as orjson parses it). The
+    path is the real path inside it (`messages[2].parts[0].tool_call_id`); the message is
+    pydantic's. An empty list means the history is current (framework-facts §2, §3.1). Never raises
+    on bad input: a non-list gives `messages: Input should be a valid list`.
+    """
+    return _errors(CurrentHistory, messages)
+
+
+def legacy_errors(messages: Any) -> list[str]:
+    """Why `messages` is not a history any release 0.0.13-2.68 wrote; same lines as `current_errors`.
+
+    An empty list means histmig can read it (framework-facts §3.2, §3.3); pre-0.0.13 archives
+    (framework-facts §3.4) fail here.
+    """
+    return _errors(LegacyHistory, messages)
+
+
+__all__ = [
+    "FEEDBACK_RETRY_CAUSES",
+    "TOOL_RETRY_CAUSES",
+    "ArgsDict",
+    "ArgsJson",
+    "BinaryContent",
+    "CapabilityLoadDeltaPart",
+    "CompactionPart",
+    "CurrentHistory",
+    "ErrorDetails",
+    "FeedbackRetryCause",
+    "FeedbackRetryInfo",
+    "FilePart",
+    "InstructionBaselinePart",
+    "InstructionDeltaPart",
+    "LegacyErrorDetails",
+    "LegacyHistory",
+    "LegacyInstructionPart",
+    "LegacyModelMessage",
+    "LegacyModelRequest",
+    "LegacyModelRequestPart",
+    "LegacyModelResponse",
+    "LegacyModelResponsePart",
+    "LegacyNativeToolReturnPart",
+    "LegacyRequestUsage",
+    "LegacyRetryPromptPart",
+    "LegacySystemPromptPart",
+    "LegacyToolCallPart",
+    "LegacyToolReturnPart",
+    "LegacyUserPromptPart",
+    "ModelMessage",
+    "ModelRequest",
+    "ModelRequestAttempt",
+    "ModelRequestPart",
+    "ModelResponse",
+    "ModelResponsePart",
+    "ModelSettingsDeltaPart",
+    "NativeToolCallPart",
+    "NativeToolReturnPart",
+    "OpenModel",
+    "RequestUsage",
+    "RetryFeedbackPart",
+    "RetryInfo",
+    "SpeechPart",
+    "StrOrList",
+    "SystemPromptPart",
+    "TextPart",
+    "ThinkingPart",
+    "ToolAvailabilityDeltaPart",
+    "ToolCallPart",
+    "ToolRetryCause",
+    "ToolRetryInfo",
+    "ToolReturnPart",
+    "UserPromptPart",
+    "WorkspaceRef",
+    "current_errors",
+    "legacy_errors",
+]

@@ -1,0 +1,45 @@
+"""Shared fixtures: the corpus copied from ../shared/fixtures/corpus into fixtures/corpus,
+and the pydantic-ai 2.68.0 oracle (a test dependency only)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+from histmig.pipeline import Options, migrate
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+CORPUS = FIXTURES / "corpus"
+HISTORIES = sorted(CORPUS.glob("v*/*.json"))
+LEGACY_RELEASES = ("0.0.20", "0.0.55", "0.4.11", "1.0.18", "1.107.10", "2.0.0", "2.59.0")
+NATIVE_RELEASES = ("2.60.0", "2.68.0")
+
+
+def history_id(path: Path) -> str:
+    """``v2.59.0/a_tool_model_retry`` for a corpus path."""
+    return f"{path.parent.name}/{path.stem}"
+
+
+def load(path: Path) -> Any:
+    return orjson.loads(path.read_bytes())
+
+
+def converted(messages: list[Any], options: Options = Options()) -> tuple[list[Any], list]:
+    """A migrated copy of ``messages`` and the changes made."""
+    copy = orjson.loads(orjson.dumps(messages))
+    return copy, migrate(copy, options)
+
+
+def framework_dump(messages: list[Any]) -> list[dict[str, Any]]:
+    """What pydantic-ai 2.68.0 makes of a history: loaded, then dumped as JSON data."""
+    return ModelMessagesTypeAdapter.dump_python(ModelMessagesTypeAdapter.validate_python(messages), mode="json")
+
+
+@pytest.fixture(params=HISTORIES, ids=history_id)
+def history_path(request: pytest.FixtureRequest) -> Path:
+    return request.param

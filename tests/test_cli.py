@@ -1,0 +1,139 @@
+"""The command line: exit codes, stdin/stdout, report formats, rules (README "Exit codes")."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from histmig.cli import app
+from tests.conftest import CORPUS, FIXTURES
+
+runner = CliRunner()
+ALL = CORPUS / "all.jsonl"
+
+
+def invoke(*args: str, stdin: bytes | None = None):
+    return runner.invoke(app, list(args), input=stdin)
+
+
+def test_convert_then_check_the_corpus(tmp_path: Path) -> None:
+    out = tmp_path / "all.v2.jsonl"
+    assert invoke("convert", str(ALL), str(out), "-q").exit_code == 0
+    assert invoke("check", str(ALL), "-q").exit_code == 1
+    assert invoke("check", str(out), "-q").exit_code == 0
+    assert not (tmp_path / "all.v2.jsonl.rejects.jsonl").exists()
+    lines_in, lines_out = ALL.read_bytes().splitlines(), out.read_bytes().splitlines()
+    assert len(lines_in) == len(lines_out) == 212
+    unchanged = sum(a == b for a, b in zip(lines_in, lines_out))
+    assert unchanged == 74
+
+
+def test_check_exits_2_on_unreadable_input(tmp_path: Path) -> None:
+    result = invoke("check", str(tmp_path / "missing.jsonl"))
+    assert result.exit_code == 2
+    assert "missing.jsonl" in result.output
+
+
+def test_unknown_rule_code_is_a_usage_error() -> None:
+    assert invoke("check", str(ALL), "--select", "HM999").exit_code == 2
+
+
+def test_select_and_ignore(tmp_path: Path) -> None:
+    report = tmp_path / "r.json"
+    assert invoke("audit", str(ALL), "--select", "HM1", "--ignore", "HM103", "--report", str(report), "--report-format", "json").exit_code == 1
+    data = orjson.loads(report.read_bytes())
+    assert set(data["summary"]["parts_by_rule"]) == {"HM101", "HM102"}
+    assert data["summary"]["rejected"] == 11
+    for row in data["errors"]:
+        assert row["id"].startswith("v0.0.20/")
+        assert row["errors"][0].endswith("tool_call_id: Input should be a valid string")
+
+
+def test_stdin_to_stdout() -> None:
+    line = ALL.read_bytes().splitlines()[-1]
+    result = runner.invoke(app, ["convert", "-", "-", "-q"], input=line + b"\n")
+    assert result.exit_code == 0
+    assert result.stdout_bytes == line + b"\n"
+
+
+def test_gzip_in_and_out(tmp_path: Path) -> None:
+    source = tmp_path / "all.jsonl.gz"
+    source.write_bytes(gzip.compress(ALL.read_bytes()))
+    out = tmp_path / "out.jsonl.gz"
+    plain = tmp_path / "out.jsonl"
+    assert invoke("convert", str(source), str(out), "-q").exit_code == 0
+    assert invoke("convert", str(ALL), str(plain), "-q").exit_code == 0
+    assert gzip.decompress(out.read_bytes()) == plain.read_bytes()
+
+
+def test_single_json_history(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    assert invoke("convert", str(CORPUS / "v2.59.0" / "h_empty_response.json"), str(out), "-q").exit_code == 0
+    parts = [p for m in orjson.loads(out.read_bytes()) for p in m["parts"]]
+    assert [p["retry"]["cause"] for p in parts if p["part_kind"] == "retry-feedback"] == ["no_output"]
+
+
+def test_audit_writes_nothing_and_reports_markdown(tmp_path: Path) -> None:
+    copy = tmp_path / "sample.jsonl"
+    shutil.copy(FIXTURES / "sample.jsonl", copy)
+    report = tmp_path / "audit.md"
+    assert invoke("audit", str(copy), "--report", str(report), "--report-format", "markdown").exit_code == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["audit.md", "sample.jsonl"]
+    text = report.read_text()
+    assert text.startswith("# histmig report")
+    assert "| records_in | 8 |" in text
+    assert "| HM103 | retry-prompt -> tool-return | unknown_tool |" in text
+
+
+def test_a_rejected_record_goes_to_the_rejects_file(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    good = ALL.read_bytes().splitlines()[-1]
+    source.write_bytes(good + b"\n" + b"{not json\n" + good + b"\n")
+    out = tmp_path / "out.jsonl"
+    result = invoke("convert", str(source), str(out))
+    assert result.exit_code == 1
+    assert out.read_bytes() == good + b"\n" + good + b"\n"
+    assert (tmp_path / "out.jsonl.rejects.jsonl").read_bytes() == b"{not json\n"
+    assert "in.jsonl:line 2: rejected: invalid JSON" in result.stderr
+
+
+def test_text_report_escapes_control_characters(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    record = {"id": "evil\x1b[31mred", "messages": [{"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": "x", "tool_name": None}]}]}
+    source.write_bytes(orjson.dumps(record) + b"\n")
+    result = invoke("audit", str(source))
+    assert "evil\\x1b[31mred" in result.stderr
+    assert "\x1b[31m" not in result.stderr
+
+
+def test_rules_lists_every_code() -> None:
+    result = invoke("rules")
+    for code in ("HM101", "HM102", "HM103", "HM201", "HM202", "HM203", "HM204", "HM301", "HM302"):
+        assert code in result.stdout
+    assert "framework-facts §1.2" in invoke("rules", "HM103").stdout
+
+
+def test_help_has_examples() -> None:
+    result = invoke("convert", "--help")
+    assert result.exit_code == 0
+    assert "histmig convert chats.jsonl chats.v2.jsonl" in result.stdout
+
+
+def test_python_dash_m_runs_the_same_cli() -> None:
+    result = subprocess.run([sys.executable, "-m", "histmig", "check", str(ALL), "-q"], capture_output=True)
+    assert result.returncode == 1
+
+
+@pytest.mark.parametrize("name", ["v0.0.20/c_unknown_tool", "v1.0.18/h_thinking_only_structured", "v2.59.0/j_rich_content"])
+def test_json_report_snapshot(name: str, snapshot, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(CORPUS)
+    result = invoke("audit", f"{name}.json", "--report", "-", "--report-format", "json")
+    assert result.exit_code == 0
+    assert orjson.loads(result.stdout_bytes) == snapshot
