@@ -12,12 +12,13 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/histmig convert fixtures/sample.jsonl $(VENV)/sample.converted.jsonl
-	@echo "converted archive: $(VENV)/sample.converted.jsonl"
-	$(BIN)/histmig check $(VENV)/sample.converted.jsonl
+	mkdir -p demo-out
+	$(BIN)/histmig convert fixtures/sample.jsonl demo-out/sample.v2.jsonl
+	@echo "converted archive: demo-out/sample.v2.jsonl; checking it:"
+	$(BIN)/histmig check demo-out/sample.v2.jsonl
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) demo-out

@@ -116,28 +116,34 @@ def _render(report: Report, fmt: ReportFormat) -> str:
     epilog=(
         "Examples:\n\n"
         "  histmig convert chats.jsonl chats.v2.jsonl\n\n"
+        "  histmig convert chats.jsonl.gz --in-place\n\n"
         "  histmig convert history.json - --report report.json --report-format json\n\n"
         "  zcat logs.jsonl.gz | histmig convert - - --messages-field conversation > out.jsonl"
     )
 )
 def convert(
     input_path: InputArg,
-    output_path: Annotated[str, typer.Argument(help="Where to write the migrated archive (same format), or - for stdout.")],
+    output_path: Annotated[Optional[str], typer.Argument(help="Where to write the migrated archive (same format), or - for stdout.")] = None,
     select: SelectOpt = None,
     ignore: IgnoreOpt = None,
     causes: CausesOpt = CauseChoice.inferred,
     messages_field: FieldOpt = None,
     input_format: FormatOpt = None,
     rejects: Annotated[Optional[str], typer.Option("--rejects", help="File for rejected records (default: OUTPUT.rejects.jsonl).")] = None,
+    in_place: Annotated[bool, typer.Option("--in-place", help="Replace INPUT with the migrated archive once it is complete (no OUTPUT).")] = False,
     report: ReportOpt = None,
     report_format: ReportFormatOpt = ReportFormat.text,
     quiet: QuietOpt = False,
 ) -> None:
     """Write the migrated archive. Unchanged records are copied byte for byte."""
+    if in_place == (output_path is not None) or (in_place and input_path == "-"):
+        stderr.print("histmig: give OUTPUT, or --in-place with a file INPUT (not both)")
+        raise typer.Exit(EXIT_USAGE)
+    output_path = input_path if in_place else output_path
     options = _options(select, ignore, causes, messages_field, validate_all=False)
     result = _run(input_path, output_path, options, input_format, rejects)
     _emit(result, report, report_format, quiet)
-    raise typer.Exit(EXIT_ATTENTION if result.counts["rejected"] else EXIT_OK)
+    raise typer.Exit(EXIT_ATTENTION if result.failed else EXIT_OK)
 
 
 @app.command(epilog="Examples:\n\n  histmig audit chats.jsonl\n\n  histmig audit chats.jsonl --report audit.md --report-format markdown")
@@ -156,7 +162,7 @@ def audit(
     options = _options(select, ignore, causes, messages_field, validate_all=False)
     result = _run(input_path, None, options, input_format, None)
     _emit(result, report, report_format, quiet)
-    raise typer.Exit(EXIT_ATTENTION if result.counts["rejected"] else EXIT_OK)
+    raise typer.Exit(EXIT_ATTENTION if result.failed else EXIT_OK)
 
 
 @app.command(epilog="Examples:\n\n  histmig check chats.jsonl          # in CI: exit 1 when anything needs migrating\n\n  histmig check history.json --select HM2")

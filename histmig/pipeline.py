@@ -12,6 +12,7 @@ names it. Bad input never raises out of :func:`process`: the record comes back
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -21,8 +22,9 @@ import orjson
 
 from histmig.records import NotAHistory, Record, envelope_id, locate_messages
 from histmig.rules import REGISTRY, Change, Context, Rule
-from histmig.rules.base import CauseMode
+from histmig.rules.base import CauseMode, Malformed
 from histmig.schema import current_errors
+from histmig.schema.current import REQUEST_PART_KINDS, RESPONSE_PART_KINDS
 
 TRIGGER = re.compile(
     rb"retry-prompt|retry-feedback|args_json|args_dict|provider_request_id"
@@ -32,6 +34,10 @@ TRIGGER = re.compile(
 """Byte patterns of everything a rule can target (retry parts, args wrappers, the renamed
 field, instruction parts, null ids and timestamps). A record matching none is passed
 through untouched."""
+
+BIG_INT = re.compile(rb"\d{20,}")
+"""A run of 20 digits: maybe an integer beyond 64 bits, which orjson reads as a float. A
+record holding one is parsed and written with the standard library instead, exactly."""
 
 Status = Literal["unchanged", "changed", "rejected"]
 
@@ -83,13 +89,15 @@ class Outcome:
     """What the pipeline made of one record: ``status``; ``output``, the bytes to write
     (the original bytes unless ``changed``; ``None`` when ``rejected``); the ``changes``;
     ``errors``, one ``path: message`` line per problem (why it was rejected, or, for an
-    unchanged record under ``validate_all``, why it is not valid)."""
+    unchanged record under ``validate_all``, why it is not valid); ``warnings``, parts
+    carried unchanged that no release up to 2.68 wrote (an unknown ``part_kind``)."""
 
     record: Record
     status: Status
     output: bytes | None
     changes: list[Change] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def process(record: Record, options: Options = Options()) -> Outcome:
@@ -98,6 +106,9 @@ def process(record: Record, options: Options = Options()) -> Outcome:
         obj = orjson.loads(record.raw)
     except orjson.JSONDecodeError as exc:
         return Outcome(record, "rejected", None, errors=[f"invalid JSON: {exc}"])
+    exact = BIG_INT.search(record.raw) is not None
+    if exact:
+        obj = json.loads(record.raw)
     record = replace(record, record_id=envelope_id(obj))
     try:
         messages, field_name = locate_messages(obj, options.messages_field)
@@ -108,25 +119,65 @@ def process(record: Record, options: Options = Options()) -> Outcome:
     prefix = f"{field_name}" if field_name else "messages"
     try:
         changes = migrate(messages, options)
+    except Malformed as exc:
+        return Outcome(record, "rejected", None, errors=[_under(str(exc), prefix)])
     except Exception as exc:  # a rule met a shape it did not expect: keep the record, say so
         return Outcome(record, "rejected", None, errors=[f"internal error: {type(exc).__name__}: {exc}"])
     if not changes:
-        errors = _validation_errors(messages, prefix) if options.validate_all else []
-        return Outcome(record, "unchanged", record.raw, errors=errors)
-    errors = _validation_errors(messages, prefix)
+        if not options.validate_all:
+            return Outcome(record, "unchanged", record.raw)
+        errors, warnings = _validate(messages, prefix)
+        return Outcome(record, "unchanged", record.raw, errors=errors, warnings=warnings)
+    errors, warnings = _validate(messages, prefix)
     if errors:
-        return Outcome(record, "rejected", None, changes, errors)
+        return Outcome(record, "rejected", None, changes, errors, warnings)
     second = migrate(messages, options)
     if second:
         codes = ", ".join(sorted({c.rule for c in second}))
         return Outcome(record, "rejected", None, changes, [f"internal error: a second pass changed the record again ({codes})"])
     if field_name is not None:
         obj[field_name] = messages
-    return Outcome(record, "changed", orjson.dumps(obj), changes)
+    output = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() if exact else orjson.dumps(obj)
+    return Outcome(record, "changed", output, changes, warnings=warnings)
+
+
+_KNOWN_PART_KINDS = {
+    "request": REQUEST_PART_KINDS | {"retry-prompt", "instruction"},
+    "response": RESPONSE_PART_KINDS,
+}
+_PLACEHOLDER = {"request": {"part_kind": "user-prompt", "content": ""}, "response": {"part_kind": "text", "content": ""}}
+
+
+def _validate(messages: list[Any], prefix: str) -> tuple[list[str], list[str]]:
+    """Validation errors and unknown-part warnings of a history, paths under ``prefix``.
+
+    A part whose ``part_kind`` no release up to 2.68 wrote (a newer release's) is carried
+    unchanged and reported as a warning, never an error: it is validated as an empty
+    placeholder of its message kind, so every other path keeps its index."""
+    warnings: list[str] = []
+    checked: list[Any] = []
+    for m_index, message in enumerate(messages):
+        kind = message.get("kind") if isinstance(message, dict) else None
+        parts = message.get("parts") if kind in _KNOWN_PART_KINDS else None
+        if isinstance(parts, list):
+            unknown = [
+                p_index
+                for p_index, part in enumerate(parts)
+                if isinstance(part, dict)
+                and isinstance(part.get("part_kind"), str)
+                and part["part_kind"] not in _KNOWN_PART_KINDS[kind]
+            ]
+            for p_index in unknown:
+                warnings.append(f"{prefix}[{m_index}].parts[{p_index}]: unknown part_kind {parts[p_index]['part_kind']!r}, carried unchanged")
+            if unknown:
+                message = {**message, "parts": [_PLACEHOLDER[kind] if i in unknown else part for i, part in enumerate(parts)]}
+        checked.append(message)
+    return _validation_errors(checked, prefix), warnings
+
+
+def _under(line: str, prefix: str) -> str:
+    return prefix + line[len("messages") :] if line.startswith("messages") else line
 
 
 def _validation_errors(messages: list[Any], prefix: str) -> list[str]:
-    return [
-        (prefix + line[len("messages") :]) if line.startswith("messages") else line
-        for line in current_errors(messages)
-    ]
+    return [_under(line, prefix) for line in current_errors(messages)]

@@ -1,8 +1,9 @@
 """The diff report: every change and every rejected record, a summary, three renderers.
 
 JSON shape (documented in README "Report"): ``{"summary": {...}, "changes": [...],
-"errors": [...]}``. ``summary`` reconciles ``records_in == changed + unchanged +
-rejected``; ``invalid`` counts records that need no rule yet fail validation (``check``).
+"errors": [...], "warnings": [...]}``. ``summary`` reconciles ``records_in == changed +
+unchanged + rejected``; ``invalid`` counts records that need no rule yet fail validation
+(``check``); ``read_errors`` counts inputs that ended early or could not be read on.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from rich.table import Table
 
 from histmig.pipeline import Outcome
 
+_COUNTS = ("records_in", "changed", "unchanged", "rejected", "invalid", "warnings", "read_errors")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
@@ -33,12 +35,13 @@ class Report:
     """
 
     def __init__(self) -> None:
-        self.counts = Counter({"records_in": 0, "changed": 0, "unchanged": 0, "rejected": 0, "invalid": 0})
+        self.counts = Counter(dict.fromkeys(_COUNTS, 0))
         self.by_rule: Counter[str] = Counter()
         self.by_cause: Counter[str] = Counter()
         self.by_evidence: Counter[str] = Counter()
         self.changes: list[dict[str, Any]] = []
         self.errors: list[dict[str, Any]] = []
+        self.warnings: list[dict[str, Any]] = []
 
     def add(self, outcome: Outcome) -> None:
         """Count ``outcome`` and keep its change rows and error lines."""
@@ -57,16 +60,31 @@ class Report:
             if outcome.status == "unchanged":
                 self.counts["invalid"] += 1
             self.errors.append({**where, "status": outcome.status, "errors": outcome.errors})
+        if outcome.warnings:
+            self.counts["warnings"] += len(outcome.warnings)
+            self.warnings.append({**where, "warnings": outcome.warnings})
+
+    def add_read_error(self, source: str, location: str, message: str) -> None:
+        """Record that ``source`` could not be read past ``location`` (a truncated ``.gz``,
+        an I/O error): what was read before is processed as usual."""
+        self.counts["read_errors"] += 1
+        self.errors.append({"source": source, "location": location, "id": None, "status": "unreadable", "errors": [message]})
 
     @property
     def needs_attention(self) -> bool:
         """True when any record changed, was rejected or is invalid (``check`` exits 1)."""
-        return bool(self.counts["changed"] or self.counts["rejected"] or self.counts["invalid"])
+        return bool(self.counts["changed"] or self.counts["rejected"] or self.counts["invalid"] or self.counts["read_errors"])
+
+    @property
+    def failed(self) -> bool:
+        """True when a record was rejected or the input could not be read to its end
+        (``convert``/``audit`` exit 1)."""
+        return bool(self.counts["rejected"] or self.counts["read_errors"])
 
     def summary(self) -> dict[str, Any]:
         """Counts, then parts by rule, by cause and by evidence (each sorted by key)."""
         return {
-            **{key: self.counts[key] for key in ("records_in", "changed", "unchanged", "rejected", "invalid")},
+            **{key: self.counts[key] for key in _COUNTS},
             "parts_by_rule": dict(sorted(self.by_rule.items())),
             "parts_by_cause": dict(sorted(self.by_cause.items())),
             "parts_by_evidence": dict(sorted(self.by_evidence.items())),
@@ -74,7 +92,7 @@ class Report:
 
     def to_json(self) -> dict[str, Any]:
         """The whole report as plain JSON data."""
-        return {"summary": self.summary(), "changes": self.changes, "errors": self.errors}
+        return {"summary": self.summary(), "changes": self.changes, "errors": self.errors, "warnings": self.warnings}
 
     def render_text(self, stream: TextIO) -> None:
         """One line per change and per error, then summary tables, with rich on ``stream``
@@ -88,9 +106,12 @@ class Report:
                 f"{row['before']} -> {row['after']}{cause} evidence={safe(row['evidence'])} ({row['certainty']})"
             )
         for row in self.errors:
-            label = "[red]rejected[/]" if row["status"] == "rejected" else "[yellow]invalid[/]"
+            label = "[yellow]invalid[/]" if row["status"] == "unchanged" else f"[red]{row['status']}[/]"
             for line in row["errors"]:
                 console.print(f"{safe(_name(row))}: {label}: {safe(line)}")
+        for row in self.warnings:
+            for line in row["warnings"]:
+                console.print(f"{safe(_name(row))}: [yellow]warning[/]: {safe(line)}")
         counts = Table(title="histmig summary", show_header=False)
         for key, value in self.summary().items():
             if isinstance(value, dict):
@@ -115,6 +136,9 @@ class Report:
         if self.errors:
             lines += ["", "## Errors", ""]
             lines += [f"- {_md(_name(row))} ({row['status']}): {_md(line)}" for row in self.errors for line in row["errors"]]
+        if self.warnings:
+            lines += ["", "## Warnings", ""]
+            lines += [f"- {_md(_name(row))}: {_md(line)}" for row in self.warnings for line in row["warnings"]]
         return "\n".join(lines) + "\n"
 
 

@@ -7,7 +7,9 @@ migrated archive and the rejects file atomically.
 
 from __future__ import annotations
 
+import gzip
 import os
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from typing import BinaryIO
@@ -59,8 +61,11 @@ def run(
     migrated bytes, or the original bytes when nothing changed; a rejected record goes,
     unchanged, to ``rejects_path`` (default :func:`default_rejects_path`), which is created
     only when something is rejected. Without it (``audit``/``check``) nothing is written.
-    ``fmt`` overrides format detection. Raises :class:`~histmig.sources.UnreadableInput`
-    when the input cannot be opened or its format told; bad records never raise.
+    ``fmt`` overrides format detection. ``output_path`` may equal ``input_path`` (in place):
+    the input is read to its end before the new file replaces it. Raises
+    :class:`~histmig.sources.UnreadableInput` when the input cannot be opened or its format
+    told; bad records never raise, and an input that ends early (a truncated ``.gz``) is
+    reported (:meth:`~histmig.report.Report.add_read_error`) after what was read is written.
     """
     fmt_ = detect_format(input_path, fmt)
     report = Report()
@@ -71,24 +76,29 @@ def run(
         stream = stack.enter_context(open_input(input_path))
         out: BinaryIO | None = None
         rejects: BinaryIO | None = None
-        for item in _records(stream, input_path, fmt_):
-            if isinstance(item, bytes):
-                if output_path is not None:
-                    out = out or stack.enter_context(atomic_output(output_path))
-                    write_line(out, item)
-                continue
-            outcome = process(item, options)
-            report.add(outcome)
-            if progress is not None:
-                progress(len(item.raw) + 1)
-            if output_path is None:
-                continue
-            if outcome.status == "rejected" and rejects_path is not None:
-                rejects = rejects or stack.enter_context(atomic_output(rejects_path))
-                write_line(rejects, item.raw)
-                continue
-            out = out or stack.enter_context(atomic_output(output_path))
-            write(out, item.raw if outcome.output is None else outcome.output)
+        last = "the start"
+        try:
+            for item in _records(stream, input_path, fmt_):
+                if isinstance(item, bytes):
+                    if output_path is not None:
+                        out = out or stack.enter_context(atomic_output(output_path))
+                        write_line(out, item)
+                    continue
+                last = item.location
+                outcome = process(item, options)
+                report.add(outcome)
+                if progress is not None:
+                    progress(len(item.raw) + 1)
+                if output_path is None:
+                    continue
+                if outcome.status == "rejected" and rejects_path is not None:
+                    rejects = rejects or stack.enter_context(atomic_output(rejects_path))
+                    write_line(rejects, item.raw)
+                    continue
+                out = out or stack.enter_context(atomic_output(output_path))
+                write(out, item.raw if outcome.output is None else outcome.output)
+        except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as exc:
+            report.add_read_error(input_path, f"after {last}", f"input ends early or cannot be read on: {exc}")
         if output_path is not None and out is None and fmt_ == "jsonl":
             stack.enter_context(atomic_output(output_path))
     return report

@@ -59,6 +59,12 @@ class Change:
         }
 
 
+class Malformed(ValueError):
+    """A part a rule targets has a shape no release wrote, so it cannot be migrated; the
+    message starts with the path inside the record (``messages[2].parts[0].content: …``).
+    The pipeline rejects the record, unchanged."""
+
+
 @dataclass(frozen=True)
 class Context:
     """What a rule may know besides the conversation: the cause mode chosen by the user."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from histmig.rules.base import Change, Context, Messages, iter_parts, register
+from histmig.rules.base import Change, Context, Malformed, Messages, iter_parts, register
 from histmig.rules.causes import Verdict, framework_cause, infer_cause, unknown_tool_name
 
 RETRY_PROMPT = "retry-prompt"
@@ -80,6 +80,18 @@ def to_retry_feedback(part: dict[str, Any], verdict: Verdict) -> dict[str, Any]:
     return _rebuild(part, "retry-feedback", {"retry": _retry_info(verdict)}, drop=("tool_name", "tool_call_id"))
 
 
+def _legacy_parts(messages: Messages, *, tool_bound: bool):
+    """The retry-prompt parts of one binding, as ``iter_parts`` yields them. Raises
+    :class:`Malformed` for one whose ``content`` is neither a string nor a list (the
+    loader's ``_LegacyRetryPromptFields`` rejects it too, framework-facts §2)."""
+    for m_index, p_index, message, part in iter_parts(messages, "request"):
+        if part.get("part_kind") != RETRY_PROMPT or (part.get("tool_name") is not None) != tool_bound:
+            continue
+        if not isinstance(part.get("content"), (str, list)):
+            raise Malformed(f"messages[{m_index}].parts[{p_index}].content: a retry-prompt content must be a string or a list of error details")
+        yield m_index, p_index, message, part
+
+
 def _verdict(part: dict[str, Any], ctx: Context, *, tool_bound: bool) -> Verdict:
     judge = framework_cause if ctx.causes == "framework" else infer_cause
     return judge(part.get("content"), tool_bound=tool_bound)
@@ -103,9 +115,7 @@ def rebind_unknown_tool(messages: Messages, ctx: Context) -> list[Change]:
         return []
     changes: list[Change] = []
     used: set[int] = set()
-    for m_index, p_index, message, part in iter_parts(messages, "request"):
-        if part.get("part_kind") != RETRY_PROMPT or part.get("tool_name") is not None:
-            continue
+    for m_index, p_index, message, part in _legacy_parts(messages, tool_bound=False):
         name = unknown_tool_name(part.get("content"))
         call = _preceding_call(messages, m_index, name, used) if name is not None else None
         if call is None:
@@ -144,9 +154,7 @@ def migrate_tool_bound(messages: Messages, ctx: Context) -> list[Change]:
     ``ToolReturnPart`` of the call it answers, keeping ``tool_name``, ``tool_call_id``,
     ``timestamp`` and every other key; the cause comes from :mod:`histmig.rules.causes`."""
     changes: list[Change] = []
-    for m_index, p_index, message, part in iter_parts(messages, "request"):
-        if part.get("part_kind") != RETRY_PROMPT or part.get("tool_name") is None:
-            continue
+    for m_index, p_index, message, part in _legacy_parts(messages, tool_bound=True):
         verdict = _verdict(part, ctx, tool_bound=True)
         message["parts"][p_index] = to_tool_return(part, verdict)
         changes.append(Change("HM101", m_index, p_index, RETRY_PROMPT, "tool-return", verdict.evidence, verdict.certainty, verdict.cause))
@@ -163,9 +171,7 @@ def migrate_tool_less(messages: Messages, ctx: Context) -> list[Change]:
     ``RetryFeedbackPart``; the cause comes from :mod:`histmig.rules.causes` (a fixed
     no-output text is ``no_output``, not the loader's ``model_retry``)."""
     changes: list[Change] = []
-    for m_index, p_index, message, part in iter_parts(messages, "request"):
-        if part.get("part_kind") != RETRY_PROMPT or part.get("tool_name") is not None:
-            continue
+    for m_index, p_index, message, part in _legacy_parts(messages, tool_bound=False):
         verdict = _verdict(part, ctx, tool_bound=False)
         message["parts"][p_index] = to_retry_feedback(part, verdict)
         changes.append(Change("HM102", m_index, p_index, RETRY_PROMPT, "retry-feedback", verdict.evidence, verdict.certainty, verdict.cause))

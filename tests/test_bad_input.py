@@ -1,0 +1,145 @@
+"""Bad input never crashes a run and never loses a record (issue: bad input, nothing lost)."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import orjson
+from typer.testing import CliRunner
+
+from histmig.cli import app
+from histmig.pipeline import process
+from histmig.records import Record
+from histmig.runner import run
+from tests.conftest import CORPUS
+
+runner = CliRunner()
+LEGACY = (CORPUS / "all.jsonl").read_bytes().splitlines()[150]
+RETRY = {"part_kind": "retry-prompt", "content": "x", "tool_name": None}
+
+BAD_LINES = {
+    "invalid JSON": (b'{"id": "a", "messages": [', "invalid JSON"),
+    "not a history": (b'{"id": "b", "note": 42}', "no messages field found"),
+    "a scalar": (b"42", "expected a JSON array or object, got int"),
+    "non-UTF-8 bytes": (b'[{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"\xff\xfe","tool_name":null}]}]', "invalid JSON"),
+    "unknown kind": (orjson.dumps([{"kind": "tool-log", "parts": []}, {"kind": "request", "parts": [RETRY]}]), "messages[0]"),
+    "wrong field types": (orjson.dumps([{"kind": "request", "parts": "oops"}, {"kind": "request", "parts": [RETRY]}]), "messages[0].parts"),
+    "a retry part of the wrong shape": (orjson.dumps([{"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": 7, "tool_name": "t", "tool_call_id": "c"}]}]), "messages[0].parts[0].content"),
+    "too deeply nested": (b"[" * 2000 + b"]" * 2000, "invalid JSON"),
+    "a number beyond double range": (b'[{"kind":"request","parts":[],"n":1e400}]', "invalid JSON: number is infinity"),
+}
+
+
+def _mixed(tmp_path: Path) -> tuple[Path, list[bytes]]:
+    lines = [LEGACY]
+    for bad, _ in BAD_LINES.values():
+        lines += [bad, LEGACY]
+    source = tmp_path / "mixed.jsonl"
+    source.write_bytes(b"\n".join(lines) + b"\n")
+    return source, lines
+
+
+def test_every_kind_of_bad_line_is_named_and_kept(tmp_path: Path) -> None:
+    source, lines = _mixed(tmp_path)
+    out = tmp_path / "out.jsonl"
+    report = run(str(source), str(out))
+    rejects = (tmp_path / "out.jsonl.rejects.jsonl").read_bytes().splitlines()
+    written = out.read_bytes().splitlines()
+    assert report.counts["records_in"] == len(lines) == len(written) + len(rejects)
+    assert rejects == [bad for bad, _ in BAD_LINES.values()]
+    assert len(written) == len(BAD_LINES) + 1 and len(set(written)) == 1
+    assert [row["location"] for row in report.errors] == [f"line {2 * i + 2}" for i in range(len(BAD_LINES))]
+    for row, (name, (_, expected)) in zip(report.errors, BAD_LINES.items()):
+        assert row["source"] == str(source)
+        assert any(expected in line for line in row["errors"]), (name, row["errors"])
+
+
+def test_the_cli_exits_1_when_anything_is_rejected(tmp_path: Path) -> None:
+    source, _ = _mixed(tmp_path)
+    result = runner.invoke(app, ["convert", str(source), str(tmp_path / "o.jsonl")])
+    assert result.exit_code == 1
+    assert f"{source}:line 2: rejected: invalid JSON" in result.stderr
+
+
+def test_an_integer_beyond_64_bits_is_kept_exactly() -> None:
+    raw = b'{"n":123456789012345678901234567890,"f":0.1,"messages":[{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"x","tool_name":null}]}]}'
+    outcome = process(Record(raw, "in.jsonl", "line 1"))
+    assert outcome.status == "changed"
+    assert outcome.output.startswith(b'{"n":123456789012345678901234567890,"f":0.1,"messages":')
+
+
+def test_an_unknown_part_kind_is_carried_and_warned_about(tmp_path: Path) -> None:
+    future = {"part_kind": "hologram", "content": "from a newer release"}
+    record = orjson.dumps({"id": "f1", "messages": [{"kind": "request", "parts": [future, RETRY]}]})
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(record + b"\n")
+    out = tmp_path / "out.jsonl"
+    report = run(str(source), str(out))
+    assert report.counts["changed"] == 1 and report.counts["rejected"] == 0
+    assert orjson.loads(out.read_bytes())["messages"][0]["parts"][0] == future
+    assert report.warnings == [
+        {"source": str(source), "location": "line 1", "id": "f1", "warnings": ["messages[0].parts[0]: unknown part_kind 'hologram', carried unchanged"]}
+    ]
+
+
+def test_a_truncated_gz_keeps_what_was_read_and_says_where_it_stopped(tmp_path: Path) -> None:
+    whole = gzip.compress((CORPUS / "all.jsonl").read_bytes())
+    source = tmp_path / "cut.jsonl.gz"
+    source.write_bytes(whole[: len(whole) // 2])
+    out = tmp_path / "out.jsonl"
+    report = run(str(source), str(out))
+    assert report.counts["read_errors"] == 1 and report.failed
+    row = report.errors[-1]
+    assert row["status"] == "unreadable"
+    assert row["location"] == f"after line {report.counts['records_in']}"
+    assert 0 < report.counts["records_in"] < 212
+    assert len(out.read_bytes().splitlines()) == report.counts["records_in"] - report.counts["rejected"]
+
+
+def test_an_empty_jsonl_file_gives_an_empty_output(tmp_path: Path) -> None:
+    source = tmp_path / "empty.jsonl"
+    source.write_bytes(b"")
+    out = tmp_path / "out.jsonl"
+    report = run(str(source), str(out))
+    assert report.counts["records_in"] == 0 and not report.failed
+    assert out.read_bytes() == b""
+
+
+def test_an_empty_json_file_is_rejected_not_lost(tmp_path: Path) -> None:
+    source = tmp_path / "empty.json"
+    source.write_bytes(b"")
+    report = run(str(source), str(tmp_path / "out.json"))
+    assert report.counts["rejected"] == 1
+    assert not (tmp_path / "out.json").exists()
+    assert (tmp_path / "out.json.rejects.jsonl").read_bytes() == b"\n"
+
+
+def test_blank_lines_are_carried(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(b"\n" + LEGACY + b"\n\n")
+    out = tmp_path / "out.jsonl"
+    report = run(str(source), str(out))
+    assert report.counts["records_in"] == 1
+    assert out.read_bytes().split(b"\n")[0] == b"" and out.read_bytes().split(b"\n")[2] == b""
+
+
+def test_a_100_mb_line(tmp_path: Path) -> None:
+    big = "y" * (100 * 1024 * 1024)
+    record = orjson.dumps([{"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": big, "tool_name": "t", "tool_call_id": "c"}]}])
+    source = tmp_path / "big.jsonl"
+    source.write_bytes(record + b"\n")
+    out = tmp_path / "out.jsonl"
+    report = run(str(source), str(out))
+    assert report.counts["changed"] == 1
+    part = orjson.loads(out.read_bytes())[0]["parts"][0]
+    assert part["part_kind"] == "tool-return" and len(part["content"]) == len(big)
+
+
+def test_in_place_replaces_the_input_only_when_complete(tmp_path: Path) -> None:
+    source = tmp_path / "chats.jsonl"
+    source.write_bytes(LEGACY + b"\n")
+    assert runner.invoke(app, ["convert", str(source), "--in-place", "-q"]).exit_code == 0
+    assert b"retry-prompt" not in source.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chats.jsonl"]
+    assert runner.invoke(app, ["convert", str(source), str(tmp_path / "x"), "--in-place"]).exit_code == 2
