@@ -247,9 +247,9 @@ class ModelSettingsDeltaPart(OpenModel):
 
 
 class InstructionDeltaPart(OpenModel):
-    """`part_kind: 'instruction-delta'` (2.59+): `id` and `content` required, both nullable (framework-facts §3.1)."""
+    """`part_kind: 'instruction-delta'` (2.59+): `id` (any shape 2.68 accepts) and `content` (nullable) required (framework-facts §3.1)."""
 
-    id: dict[str, Any] | None
+    id: Any
     content: str | None
     base_hash: str | None = None
     part_kind: Literal["instruction-delta"] = "instruction-delta"

@@ -1,0 +1,116 @@
+"""Property tests over generated histories (issue: bad input, nothing lost, item 3).
+
+Histories hold every part kind the schema core knows, random retry-prompt parts and random
+extra fields. Properties: migrate never raises, never changes a part no rule targets, is
+idempotent, keeps message and part counts, and its output validates against the current
+schema and loads in pydantic-ai-slim 2.68.0.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from histmig.pipeline import migrate
+from histmig.schema import current_errors
+from tests.conftest import framework_dump
+
+TS = st.sampled_from(["2025-05-01T10:00:00Z", "2024-01-02T03:04:05.123456Z"])
+TEXT = st.text(max_size=30)
+NAMES = st.sampled_from(["get_weather", "final_result", "add", "search_tools", ""])
+IDS = st.sampled_from(["call_1", "call_2", "pyd_ai_x", ""])
+EXTRA = st.dictionaries(st.sampled_from(["x_note", "x_rank", "x_tags"]), st.one_of(st.integers(), TEXT, st.lists(st.integers(), max_size=3)), max_size=2)
+SCALAR = st.one_of(st.none(), st.booleans(), st.integers(-1000, 1000), TEXT)
+ERROR = st.fixed_dictionaries(
+    {"type": st.sampled_from(["missing", "int_parsing"]), "loc": st.lists(st.one_of(TEXT, st.integers(0, 3)), max_size=3), "msg": TEXT, "input": SCALAR},
+    optional={"ctx": st.fixed_dictionaries({"error": TEXT})},
+)
+RETRY_TEXT = st.one_of(
+    TEXT,
+    st.sampled_from(
+        [
+            "Please return text or call a tool.",
+            "Plain text responses are not permitted, please include your response in a tool call",
+            "Unknown tool name: 'nope'. Available tools: 'add'",
+            "Tool 'x' is not available yet: search for it first, then call it again once you've seen its schema.",
+            "Timed out after 5 seconds.",
+        ]
+    ),
+)
+
+
+def _part(kind: str, **fields: Any) -> st.SearchStrategy[dict[str, Any]]:
+    return st.builds(lambda fixed, extra: {**fixed, **extra, "part_kind": kind}, st.fixed_dictionaries(fields), EXTRA)
+
+
+RETRY_PROMPT = st.builds(
+    lambda content, name, call_id, ts, extra: {
+        "content": content,
+        "tool_name": name,
+        "tool_call_id": call_id,
+        **({"timestamp": ts} if ts else {}),
+        **extra,
+        "part_kind": "retry-prompt",
+    },
+    st.one_of(RETRY_TEXT, st.lists(ERROR, max_size=3)),
+    st.one_of(st.none(), NAMES),
+    IDS.filter(bool),
+    st.one_of(st.none(), TS),
+    EXTRA,
+)
+REQUEST_PARTS = st.one_of(
+    RETRY_PROMPT,
+    _part("system-prompt", content=TEXT, timestamp=TS),
+    _part("user-prompt", content=st.one_of(TEXT, st.lists(TEXT, max_size=2)), timestamp=TS),
+    _part("tool-return", tool_name=NAMES, content=st.one_of(TEXT, st.lists(SCALAR, max_size=2)), tool_call_id=IDS, timestamp=TS, outcome=st.sampled_from(["success", "failed", "denied"])),
+    _part("retry-feedback", content=TEXT, retry=st.fixed_dictionaries({"cause": st.sampled_from(["validation_error", "no_output", "model_retry"])})),
+    _part("tool-availability-delta", tools_added=st.lists(NAMES, max_size=2)),
+    _part("model-settings-delta", settings=st.fixed_dictionaries({"thinking": st.sampled_from(["high", "low"])})),
+    _part("instruction-delta", id=st.one_of(st.none(), TEXT), content=st.one_of(st.none(), TEXT)),
+    _part("compaction", content=TEXT),
+)
+RESPONSE_PARTS = st.one_of(
+    _part("text", content=TEXT),
+    _part("thinking", content=TEXT),
+    _part("tool-call", tool_name=NAMES, args=st.one_of(st.none(), TEXT, st.dictionaries(st.text(max_size=5), SCALAR, max_size=2)), tool_call_id=IDS),
+    _part("builtin-tool-call", tool_name=NAMES, args=st.none(), tool_call_id=IDS),
+    _part("builtin-tool-return", tool_name=NAMES, content=TEXT, tool_call_id=IDS, timestamp=TS),
+)
+MESSAGE = st.one_of(
+    st.builds(lambda parts, extra: {"parts": parts, **extra, "kind": "request"}, st.lists(REQUEST_PARTS, max_size=4), EXTRA),
+    st.builds(lambda parts, ts: {"parts": parts, "timestamp": ts, "kind": "response"}, st.lists(RESPONSE_PARTS, max_size=3), TS),
+)
+HISTORY = st.lists(MESSAGE, max_size=6)
+
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(HISTORY)
+def test_convert_is_total_idempotent_and_loads(history: list[dict[str, Any]]) -> None:
+    original = copy.deepcopy(history)
+    changes = migrate(history)
+    assert migrate(copy.deepcopy(history)) == []
+    assert [len(m["parts"]) for m in history] == [len(m["parts"]) for m in original]
+    assert len(changes) == sum(p["part_kind"] == "retry-prompt" for m in original for p in m["parts"])
+    assert current_errors(history) == []
+    framework_dump(history)
+
+
+@SETTINGS
+@given(HISTORY)
+def test_parts_no_rule_targets_are_untouched(history: list[dict[str, Any]]) -> None:
+    original = copy.deepcopy(history)
+    migrate(history)
+    for before, after in zip(original, history):
+        assert {k: v for k, v in after.items() if k != "parts"} == {k: v for k, v in before.items() if k != "parts"}
+        for old, new in zip(before["parts"], after["parts"]):
+            if old["part_kind"] != "retry-prompt":
+                assert list(new.items()) == list(old.items())
+            else:
+                assert {k: v for k, v in new.items() if k not in ("part_kind", "outcome", "retry", "content", "tool_name", "tool_call_id")} == {
+                    k: v for k, v in old.items() if k not in ("part_kind", "content", "tool_name", "tool_call_id")
+                }
