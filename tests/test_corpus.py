@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
-from histmig.pipeline import process
+from histmig.pipeline import Options, process
 from histmig.records import Record
 from histmig.schema import current_errors
 from tests.conftest import CORPUS, HISTORIES, NATIVE_RELEASES, converted, framework_dump, history_id, load
@@ -147,3 +147,11 @@ def test_converted_records_keep_their_envelope() -> None:
     assert list(after) == list(before) == ["id", "version", "scenario", "messages"]
     assert {k: after[k] for k in ("id", "version", "scenario")} == {k: before[k] for k in ("id", "version", "scenario")}
     assert outcome.record.record_id == "v0.0.20/a_tool_model_retry"
+
+
+@pytest.mark.parametrize("oracle_path", ORACLE, ids=lambda p: history_id(p))
+def test_framework_causes_reproduce_the_loaders_retry_values(oracle_path: Path) -> None:
+    original = load(CORPUS / oracle_path.parent.name / oracle_path.name)
+    messages, _ = converted(original, Options(causes="framework"))
+    retries = [part.get("retry") for message in framework_dump(messages) for part in message["parts"]]
+    assert retries == [part.get("retry") for message in load(oracle_path) for part in message["parts"]]
