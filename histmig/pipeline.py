@@ -23,7 +23,7 @@ import orjson
 from histmig.records import NotAHistory, Record, envelope_id, locate_messages
 from histmig.rules import REGISTRY, Change, Context, Rule
 from histmig.rules.base import CauseMode, Malformed
-from histmig.schema import current_errors
+from histmig.schema import current_errors, legacy_errors
 from histmig.schema.current import REQUEST_PART_KINDS, RESPONSE_PART_KINDS
 
 TRIGGER = re.compile(
@@ -127,6 +127,8 @@ def process(record: Record, options: Options = Options()) -> Outcome:
         if not options.validate_all:
             return Outcome(record, "unchanged", record.raw)
         errors, warnings = _validate(messages, prefix)
+        if errors and legacy_errors(messages):
+            errors.append("no release 0.0.13-2.68 wrote this shape: no rule can migrate it")
         return Outcome(record, "unchanged", record.raw, errors=errors, warnings=warnings)
     errors, warnings = _validate(messages, prefix)
     if errors:

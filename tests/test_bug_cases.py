@@ -142,6 +142,16 @@ def test_bc5_check_names_the_record_and_the_path() -> None:
     outcome = process(Record(BC5, "case.json", "file"), Options(rules=(), validate_all=True))
     assert outcome.status == "unchanged"
     assert any(line.startswith("messages[0].parts[1]") for line in outcome.errors), outcome.errors
+    assert "no release 0.0.13-2.68 wrote this shape" not in outcome.errors[-1]
+
+
+def test_check_says_when_no_release_wrote_a_shape() -> None:
+    raw = b'[{"kind":"request","parts":[{"part_kind":"user-prompt"}]}]'
+    outcome = process(Record(raw, "case.json", "file"), Options(validate_all=True))
+    assert outcome.errors == [
+        "messages[0].parts[0].content: Field required",
+        "no release 0.0.13-2.68 wrote this shape: no rule can migrate it",
+    ]
 
 
 def test_bc6_nested_repeated_inputs_are_carried_as_the_framework_carries_them() -> None:

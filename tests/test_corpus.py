@@ -10,7 +10,7 @@ import pytest
 
 from histmig.pipeline import Options, process
 from histmig.records import Record
-from histmig.schema import current_errors
+from histmig.schema import current_errors, legacy_errors
 from tests.conftest import CORPUS, HISTORIES, NATIVE_RELEASES, converted, framework_dump, history_id, load
 
 RETRY_RULES = {"HM101", "HM102"}
@@ -19,6 +19,10 @@ RETRY_RULES = {"HM101", "HM102"}
 def test_the_corpus_is_all_there() -> None:
     assert len(HISTORIES) == 212
     assert sum(1 for _ in (CORPUS / "oracle-2.68").glob("v*/*.json")) == 196
+
+
+def test_every_stored_history_is_a_shape_the_legacy_schema_knows(history_path: Path) -> None:
+    assert legacy_errors(load(history_path)) == []
 
 
 def test_every_history_converts_and_the_framework_loads_it(history_path: Path) -> None:
