@@ -13,9 +13,12 @@ import orjson
 import pytest
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 from pydantic_ai.models.instrumented import InstrumentationSettings
+from typer.testing import CliRunner
+
+from histmig.cli import app
 
 from histmig.otel import OtelExportError, to_otel_messages, upgrade_v5_to_v6
-from tests.conftest import FIXTURES, HISTORIES, converted, history_id, load
+from tests.conftest import CORPUS, FIXTURES, HISTORIES, converted, history_id, load
 
 EVERY_PART = FIXTURES / "otel" / "every_part.json"
 VERSIONS = (5, 6)
@@ -134,3 +137,155 @@ def test_the_input_history_is_not_modified() -> None:
     before = orjson.dumps(messages)
     to_otel_messages(messages, version=6, include_content=True)
     assert orjson.dumps(messages) == before
+
+
+# --- otel-upgrade: version 5 roles -> version 6 roles ---------------------------------------
+
+
+def tcr(call_id: str) -> dict[str, Any]:
+    return {"type": "tool_call_response", "id": call_id, "name": "t", "result": 1}
+
+
+def text(content: str) -> dict[str, Any]:
+    return {"type": "text", "content": content}
+
+
+def test_upgrade_splits_a_user_message_in_order() -> None:
+    v5 = [
+        {"role": "system", "parts": [text("s")]},
+        {"role": "user", "parts": [tcr("a"), tcr("b"), text("u1"), tcr("c"), text("u2")]},
+        {"role": "assistant", "parts": [text("r")], "finish_reason": "stop"},
+    ]
+    assert upgrade_v5_to_v6(v5) == [
+        {"role": "system", "parts": [text("s")]},
+        {"role": "tool", "parts": [tcr("a"), tcr("b")]},
+        {"role": "user", "parts": [text("u1")]},
+        {"role": "tool", "parts": [tcr("c")]},
+        {"role": "user", "parts": [text("u2")]},
+        {"role": "assistant", "parts": [text("r")], "finish_reason": "stop"},
+    ]
+
+
+def test_upgrade_is_idempotent_and_leaves_everything_else_alone() -> None:
+    v5 = [
+        {"role": "user", "parts": [text("only text")], "x-note": 1},
+        {"role": "user", "parts": [tcr("a")], "x-note": 2},
+        {"role": "assistant", "parts": [{"type": "tool_call", "id": "a", "name": "t"}]},
+        {"role": "tool", "parts": [tcr("b")]},
+    ]
+    once = upgrade_v5_to_v6(v5)
+    assert once[0] is v5[0] and once[2] is v5[2] and once[3] is v5[3]
+    assert once[1] == {"role": "tool", "parts": [tcr("a")], "x-note": 2}
+    assert upgrade_v5_to_v6(once) == once
+    assert v5[1] == {"role": "user", "parts": [tcr("a")], "x-note": 2}  # input not modified
+
+
+def test_upgrade_rejects_what_is_not_an_otel_array() -> None:
+    with pytest.raises(ValueError, match=r"otel_messages\[0\]"):
+        upgrade_v5_to_v6([{"kind": "request", "parts": []}])
+
+
+def has_fixed_no_output_feedback(messages: list[Any]) -> bool:
+    return any(
+        p.get("part_kind") == "retry-feedback" and p["retry"]["cause"] == "no_output" and p["content"].startswith("Please ")
+        for m in messages
+        for p in m["parts"]
+    )
+
+
+def test_upgrading_the_version_5_export_gives_the_version_6_export() -> None:
+    """Across the corpus, upgrade(v5 export) == v6 export, with and without content, except
+    for histories holding fixed no-output feedback, which v5 cannot tell from user text."""
+    exact = skipped = 0
+    for path in HISTORIES:
+        messages, _ = converted(load(path))
+        for include_content in CONTENT:
+            v5 = to_otel_messages(messages, version=5, include_content=include_content)
+            v6 = to_otel_messages(messages, version=6, include_content=include_content)
+            if has_fixed_no_output_feedback(messages):
+                assert upgrade_v5_to_v6(v5) != v6
+                skipped += 1
+            else:
+                assert upgrade_v5_to_v6(v5) == v6
+                exact += 1
+    assert (exact, skipped) == (380, 44)
+
+
+def test_fixed_no_output_feedback_stays_user_when_upgraded() -> None:
+    messages = [{"kind": "request", "parts": [{"part_kind": "retry-feedback", "content": "Please return text.", "retry": {"cause": "no_output"}}]}]
+    v5 = to_otel_messages(messages, version=5, include_content=True)
+    assert upgrade_v5_to_v6(v5) == [{"role": "user", "parts": [text("Please return text.")]}]
+    assert to_otel_messages(messages, version=6, include_content=True) == [{"role": "system", "parts": [text("Please return text.")]}]
+
+
+# --- the commands -----------------------------------------------------------------------------
+
+runner = CliRunner()
+ALL = CORPUS / "all.jsonl"
+
+
+def test_otel_command_exports_every_record_of_the_corpus(tmp_path: Path) -> None:
+    out = tmp_path / "all.otel.jsonl"
+    result = runner.invoke(app, ["otel", str(ALL), str(out), "--version", "6", "--no-include-content"])
+    assert result.exit_code == 0, result.output
+    assert "212 records exported, 0 rejected" in result.stderr
+    records = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    sources = [orjson.loads(line) for line in ALL.read_bytes().splitlines()]
+    assert len(records) == len(sources) == 212
+    for record, source in zip(records, sources):
+        assert list(record) == list(source)
+        assert {k: v for k, v in record.items() if k != "messages"} == {k: v for k, v in source.items() if k != "messages"}
+        messages, _ = converted(source["messages"])
+        assert record["messages"] == framework_otel(messages, 6, False)
+    assert not (tmp_path / "all.otel.jsonl.rejects.jsonl").exists()
+
+
+def test_otel_command_on_one_json_history_to_stdout() -> None:
+    path = CORPUS / "v2.59.0" / "h_empty_response.json"
+    result = runner.invoke(app, ["otel", str(path), "-", "--version", "5", "-q"])
+    assert result.exit_code == 0
+    messages, _ = converted(load(path))
+    assert orjson.loads(result.stdout_bytes) == framework_otel(messages, 5, True)
+
+
+def test_otel_command_rejects_a_record_and_exits_1(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    good = ALL.read_bytes().splitlines()[0]
+    source.write_bytes(good + b"\n{not json\n\n" + b'{"id": 7, "messages": 3}\n')
+    out = tmp_path / "out.jsonl"
+    result = runner.invoke(app, ["otel", str(source), str(out), "--version", "6"])
+    assert result.exit_code == 1
+    assert "in.jsonl:line 2: invalid JSON" in result.stderr
+    assert "in.jsonl:line 4 [7]: no messages field found" in result.stderr
+    assert len(out.read_bytes().splitlines()) == 2  # the good record and the carried blank line
+    assert (tmp_path / "out.jsonl.rejects.jsonl").read_bytes() == b'{not json\n{"id": 7, "messages": 3}\n'
+
+
+def test_otel_commands_exit_2_on_unreadable_input(tmp_path: Path) -> None:
+    for command in (["otel", "--version", "6"], ["otel-upgrade"]):
+        result = runner.invoke(app, [command[0], str(tmp_path / "missing.jsonl"), str(tmp_path / "o.jsonl"), *command[1:]])
+        assert result.exit_code == 2
+        assert "missing.jsonl" in result.stderr
+    assert runner.invoke(app, ["otel", str(ALL), str(tmp_path / "o.jsonl"), "--version", "4"]).exit_code == 2
+
+
+def test_otel_upgrade_command(tmp_path: Path) -> None:
+    v5, v6, upgraded, again = (tmp_path / name for name in ("v5.jsonl", "v6.jsonl", "up.jsonl", "again.jsonl"))
+    assert runner.invoke(app, ["otel", str(ALL), str(v5), "--version", "5", "-q"]).exit_code == 0
+    assert runner.invoke(app, ["otel", str(ALL), str(v6), "--version", "6", "-q"]).exit_code == 0
+    result = runner.invoke(app, ["otel-upgrade", str(v5), str(upgraded)])
+    assert result.exit_code == 0
+    assert "212 records upgraded (49 already in version 6 roles), 0 rejected" in result.stderr
+    same = [a == b for a, b in zip(upgraded.read_bytes().splitlines(), v6.read_bytes().splitlines())]
+    assert (len(same), sum(same)) == (212, 190)  # the 22 others hold fixed no-output feedback
+    assert runner.invoke(app, ["otel-upgrade", str(upgraded), str(again), "-q"]).exit_code == 0
+    assert again.read_bytes() == upgraded.read_bytes()
+    assert runner.invoke(app, ["otel-upgrade", str(v6), str(again), "-q"]).exit_code == 0
+    assert again.read_bytes() == v6.read_bytes()
+
+
+def test_otel_upgrade_command_on_a_bare_array_from_stdin() -> None:
+    array = [{"role": "user", "parts": [tcr("a"), text("hi")]}]
+    result = runner.invoke(app, ["otel-upgrade", "-", "-", "-q"], input=orjson.dumps(array) + b"\n")
+    assert result.exit_code == 0
+    assert orjson.loads(result.stdout_bytes) == [{"role": "tool", "parts": [tcr("a")]}, {"role": "user", "parts": [text("hi")]}]
