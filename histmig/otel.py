@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import html
 import itertools
 import mimetypes
@@ -250,14 +251,94 @@ def _tool_call_id(part: dict[str, Any], where: str) -> str:
     return part["tool_call_id"]
 
 
+def _typed(value: dict[str, Any], declared: tuple[str, ...]) -> dict[str, Any]:
+    """A mapping as 2.68 re-serializes it after validating it as one of its ``extra='allow'``
+    ``TypedDict``s: the declared keys first, in declared order, then the others as stored."""
+    typed = {key: value[key] for key in declared if key in value}
+    typed.update((key, item) for key, item in value.items() if key not in typed)
+    return typed
+
+
+def _typed_args(part: dict[str, Any]) -> Any:
+    """Tool-call arguments as the typed call parts hold them (framework-facts §3.1): a
+    ``'tool-search'`` call's ``ToolSearchArgs`` (``queries`` first) or a ``'capability-load'``
+    call's ``LoadCapabilityArgs`` (``id`` first), extra keys kept; a string as stored."""
+    args, kind = part["args"], part.get("tool_kind")
+    if not isinstance(args, dict):
+        return args
+    if kind == "tool-search":
+        return _typed(args, ("queries",))
+    if kind == "capability-load" and part.get("part_kind") == "tool-call":
+        return _typed(args, ("id",))
+    return args
+
+
+def _typed_result(part: dict[str, Any]) -> Any:
+    """A successful typed return's content as its ``TypedDict`` (framework-facts §3.1):
+    ``ToolSearchReturnContent`` (``discovered_tools`` with ``name`` first in each match, then
+    ``message``) or ``LoadCapabilityReturn`` (``message``, ``instructions``), extra keys kept."""
+    content, kind = part["content"], part.get("tool_kind")
+    if not isinstance(content, dict) or part.get("outcome", "success") != "success":
+        return None
+    if kind == "tool-search":
+        typed = _typed(content, ("discovered_tools", "message"))
+        if isinstance(typed.get("discovered_tools"), list):
+            typed["discovered_tools"] = [_typed(m, ("name",)) if isinstance(m, dict) else m for m in typed["discovered_tools"]]
+        return typed
+    if kind == "capability-load" and part.get("part_kind") == "tool-return":
+        return _typed(content, ("message", "instructions"))
+    return None
+
+
+_BINARY_KEYS = ("data", "media_type", "vendor_metadata", "kind", "identifier")
+_URL_KINDS = ("image-url", "audio-url", "video-url", "document-url")
+
+
+def _tool_result(value: Any, digests: Any, where: str) -> Any:
+    """A tool result's content as 2.68 records it after loading (``serialize_any`` of the
+    validated content). A ``binary`` mapping anywhere in it is rebuilt as ``BinaryContent`` and
+    dumped as such: ``data`` in URL-safe base64, ``media_type``, ``vendor_metadata``, ``kind``,
+    ``identifier`` (stored, or the first 6 hex digits of the data's SHA-1), other keys dropped. A
+    mapping shaped like a URL or uploaded file stays a mapping when the part recorded no files
+    (``content_file_digests: []``), or, with no record, when it is an uploaded file or a
+    non-HTTP URL; any other such mapping raises :class:`OtelExportError` (whether 2.68 rebuilds
+    it depends on file digests histmig does not compute)."""
+    if isinstance(value, list):
+        return [_tool_result(item, digests, where) for item in value]
+    if not isinstance(value, dict):
+        return value
+    kind = value.get("kind")
+    if kind == "binary" and isinstance(value.get("media_type"), str) and isinstance(value.get("data"), str):
+        try:
+            raw = base64.b64decode(_base64(value["data"], where))
+        except OtelExportError:
+            raw = None
+        if raw is not None:
+            return {
+                "data": base64.urlsafe_b64encode(raw).decode(),
+                "media_type": value["media_type"],
+                "vendor_metadata": value.get("vendor_metadata"),
+                "kind": "binary",
+                "identifier": value.get("identifier") or hashlib.sha1(raw, usedforsecurity=False).hexdigest()[:6],
+            }
+    if kind in (*_URL_KINDS, "uploaded-file"):
+        url = value.get("url")
+        unrecorded_kept = digests is None and (kind == "uploaded-file" or not (isinstance(url, str) and urlparse(url).scheme.lower() in ("http", "https")))
+        if digests != [] and not unrecorded_kept:
+            raise OtelExportError(f"{where}: a {kind} item in a tool result is not supported by the export")
+    return {key: _tool_result(item, digests, where) for key, item in value.items()}
+
+
 def _tool_call_response(part: dict[str, Any], where: str, include_content: bool, *, builtin: bool = False) -> dict[str, Any]:
-    """A tool return as ``tool_call_response``: its raw content as ``result`` (a retried
-    return's string or error list, not the ``{"error": …}`` wrapper), none when ``null``."""
+    """A tool return as ``tool_call_response``: its content as ``result`` (a retried return's
+    string or error list, not the ``{"error": …}`` wrapper; typed and file content as
+    :func:`_typed_result` and :func:`_tool_result` say), none when ``null``."""
     response: dict[str, Any] = {"type": "tool_call_response", "id": _tool_call_id(part, where), "name": part.get("tool_name")}
     if builtin:
         response["builtin"] = True
     if include_content and part.get("content") is not None:
-        response["result"] = part["content"]
+        typed = _typed_result(part)
+        response["result"] = typed if typed is not None else _tool_result(part["content"], part.get("content_file_digests"), f"{where}.content")
     return response
 
 
@@ -266,7 +347,7 @@ def _tool_call(part: dict[str, Any], where: str, include_content: bool, *, built
     if builtin:
         call["builtin"] = True
     if include_content and part.get("args") is not None:
-        call["arguments"] = part["args"]
+        call["arguments"] = _typed_args(part)
     return call
 
 

@@ -289,3 +289,12 @@ def test_otel_upgrade_command_on_a_bare_array_from_stdin() -> None:
     result = runner.invoke(app, ["otel-upgrade", "-", "-", "-q"], input=orjson.dumps(array) + b"\n")
     assert result.exit_code == 0
     assert orjson.loads(result.stdout_bytes) == [{"role": "tool", "parts": [tcr("a")]}, {"role": "user", "parts": [text("hi")]}]
+
+
+def test_a_url_item_in_a_tool_result_that_2_68_would_rebuild_is_refused() -> None:
+    part = {"part_kind": "tool-return", "tool_name": "t", "content": [{"kind": "image-url", "url": "https://e.invalid/x.png"}], "tool_call_id": "c1"}
+    with pytest.raises(OtelExportError, match=r"messages\[0\]\.parts\[0\]\.content: a image-url item in a tool result"):
+        to_otel_messages([{"kind": "request", "parts": [part]}], version=6, include_content=True)
+    assert to_otel_messages([{"kind": "request", "parts": [part]}], version=6, include_content=False) == [
+        {"role": "tool", "parts": [{"type": "tool_call_response", "id": "c1", "name": "t"}]}
+    ]
