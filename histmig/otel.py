@@ -48,7 +48,6 @@ CONTEXT_TAG = "pyai:context"
 _SYSTEM_PARTS = frozenset(
     {"system-prompt", "tool-availability-delta", "capability-load-delta", "instruction-delta", "model-settings-delta"}
 )
-_USER_PARTS = frozenset({"user-prompt", "retry-feedback", "compaction", "speech"})
 _URL_MODALITY = {"image-url": "image", "audio-url": "audio", "video-url": "video"}
 _YOUTUBE_HOSTS = ("youtu.be", "youtube.com", "www.youtube.com", "m.youtube.com")
 _INSTRUCTION_ID_PREFIXES = ("agent:", "run:", "toolset:", "capability:")
