@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 from rich.table import Table
 
+from histmig.otel_io import OtelResult, export_file, upgrade_file
 from histmig.pipeline import Options, UnknownRule, select_rules
 from histmig.report import Report
 from histmig.rules import REGISTRY
@@ -199,6 +200,68 @@ def rules(code: Annotated[Optional[str], typer.Argument(help="Show one rule in f
     for rule in selected:
         table.add_row(rule.code, rule.summary, rule.source)
     console.print(table)
+
+
+class OtelVersion(str, Enum):
+    v5 = "5"
+    v6 = "6"
+
+
+def _otel_done(result: OtelResult, quiet: bool, what: str) -> None:
+    for name, reason in result.rejected:
+        stderr.print(f"histmig: {name}: {reason}", markup=False, soft_wrap=True)
+    if not quiet:
+        stderr.print(f"histmig: {result.written} records {what}, {len(result.rejected)} rejected", markup=False, soft_wrap=True)
+    raise typer.Exit(EXIT_ATTENTION if result.rejected else EXIT_OK)
+
+
+@app.command(
+    "otel",
+    epilog=(
+        "Examples:\n\n"
+        "  histmig otel chats.jsonl chats.otel.jsonl --version 6\n\n"
+        "  histmig otel history.json - --version 5 --no-include-content"
+    ),
+)
+def otel(
+    input_path: InputArg,
+    output_path: Annotated[str, typer.Argument(help="Where to write the OTel messages (same format), or - for stdout.")],
+    version: Annotated[OtelVersion, typer.Option("--version", help="pydantic-ai instrumentation version: 6 puts tool results under role 'tool'.")] = OtelVersion.v5,
+    include_content: Annotated[bool, typer.Option("--include-content/--no-include-content", help="Record prompts, completions, arguments and results.")] = True,
+    causes: CausesOpt = CauseChoice.inferred,
+    messages_field: FieldOpt = None,
+    input_format: FormatOpt = None,
+    rejects: Annotated[Optional[str], typer.Option("--rejects", help="File for rejected records (default: OUTPUT.rejects.jsonl).")] = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Export each history (legacy parts migrated first) as the OpenTelemetry GenAI message list pydantic-ai's instrumentation records."""
+    try:
+        result = export_file(
+            input_path, output_path, version=int(version.value), include_content=include_content, causes=causes.value,
+            messages_field=messages_field, fmt=input_format and input_format.value, rejects_path=rejects,
+        )
+    except UnreadableInput as exc:
+        stderr.print(f"histmig: cannot read {exc}", markup=False)
+        raise typer.Exit(EXIT_USAGE) from exc
+    _otel_done(result, quiet, "exported")
+
+
+@app.command("otel-upgrade", epilog="Examples:\n\n  histmig otel-upgrade spans.v5.jsonl spans.v6.jsonl\n\n  cat spans.jsonl | histmig otel-upgrade - - > spans.v6.jsonl")
+def otel_upgrade(
+    input_path: InputArg,
+    output_path: Annotated[str, typer.Argument(help="Where to write the upgraded arrays (same format), or - for stdout.")],
+    messages_field: FieldOpt = None,
+    input_format: FormatOpt = None,
+    rejects: Annotated[Optional[str], typer.Option("--rejects", help="File for rejected records (default: OUTPUT.rejects.jsonl).")] = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Move OTel message arrays exported with version 5 roles to version 6 roles; records already in version 6 roles are copied byte for byte."""
+    try:
+        result = upgrade_file(input_path, output_path, messages_field=messages_field, fmt=input_format and input_format.value, rejects_path=rejects)
+    except UnreadableInput as exc:
+        stderr.print(f"histmig: cannot read {exc}", markup=False)
+        raise typer.Exit(EXIT_USAGE) from exc
+    _otel_done(result, quiet, f"upgraded ({result.unchanged} already in version 6 roles)")
 
 
 def main() -> None:
