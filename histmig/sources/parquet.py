@@ -126,31 +126,29 @@ def _run_file(
     migrator = ColumnMigrator(schema, column, path, options, id_column)
     first_row = 0
 
-    def groups() -> Iterator[list[pa.RecordBatch]]:
+    def batches(group: int) -> Iterator[tuple[pa.RecordBatch, list]]:
         nonlocal first_row
-        for group in range(parquet.num_row_groups):
-            batches = []
-            for batch in parquet.iter_batches(batch_size=BATCH_ROWS, row_groups=[group], use_threads=False):
-                new_batch, outcomes = migrator.migrate(batch, range(first_row, first_row + batch.num_rows))
-                first_row += batch.num_rows
-                for outcome in outcomes:
-                    if outcome is not None:
-                        report.add(outcome)
-                batches.append((new_batch, outcomes))
-            if progress is not None:
-                meta = parquet.metadata.row_group(group)
-                progress(sum(meta.column(i).total_compressed_size for i in range(meta.num_columns)))
-            yield batches
+        for batch in parquet.iter_batches(batch_size=BATCH_ROWS, row_groups=[group], use_threads=False):
+            new_batch, outcomes = migrator.migrate(batch, range(first_row, first_row + batch.num_rows))
+            first_row += batch.num_rows
+            for outcome in outcomes:
+                if outcome is not None:
+                    report.add(outcome)
+            yield new_batch, outcomes
+        if progress is not None:
+            meta = parquet.metadata.row_group(group)
+            progress(sum(meta.column(i).total_compressed_size for i in range(meta.num_columns)))
 
     if output_path is None:
-        for _ in groups():
-            pass
+        for group in range(parquet.num_row_groups):
+            for _ in batches(group):
+                pass
     elif output_path.lower().endswith(".jsonl"):
         with atomic_output(output_path) as out:
-            for batches in groups():
-                for batch, outcomes in batches:
+            for group in range(parquet.num_row_groups):
+                for batch, outcomes in batches(group):
                     write_jsonl_rows(out, batch, column, migrator.kind, outcomes)
     else:
         with parquet_sink(output_path, migrator.output_schema, _compression(parquet.metadata)) as write:
-            for batches in groups():
-                write(pa.Table.from_batches([b for b, _ in batches], migrator.output_schema))
+            for group in range(parquet.num_row_groups):
+                write(pa.Table.from_batches([batch for batch, _ in batches(group)], migrator.output_schema))
