@@ -26,6 +26,8 @@ from histmig.report import Report
 from histmig.rules import REGISTRY
 from histmig.runner import input_size, run
 from histmig.sources import UnreadableInput, atomic_output
+from histmig.sources.duckdb import is_duckdb_input
+from histmig.tabular import TableOptions
 
 EXIT_OK, EXIT_ATTENTION, EXIT_USAGE = 0, 1, 2
 
@@ -63,6 +65,9 @@ FormatOpt = Annotated[Optional[InputFormat], typer.Option("--format", help="Inpu
 ReportOpt = Annotated[Optional[str], typer.Option("--report", help="Write the report to this file (- for stdout) instead of stderr.")]
 ReportFormatOpt = Annotated[ReportFormat, typer.Option("--report-format", help="Report format.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No report on stderr (a --report file is still written).")]
+ColumnOpt = Annotated[Optional[str], typer.Option("--messages-column", help="Parquet/DuckDB: column holding the messages (default: auto-detect).")]
+IdColumnOpt = Annotated[Optional[str], typer.Option("--id-column", help="Parquet/DuckDB: column naming each record in the report (default: the row).")]
+TableOpt = Annotated[Optional[str], typer.Option("--table", help="DuckDB: table to read.")]
 
 
 def _codes(values: list[str] | None) -> list[str]:
@@ -78,15 +83,15 @@ def _options(select: list[str] | None, ignore: list[str] | None, causes: CauseCh
     return Options(rules=rules, causes=causes.value, messages_field=messages_field, validate_all=validate_all)
 
 
-def _run(input_path: str, output_path: str | None, options: Options, fmt: InputFormat | None, rejects: str | None) -> Report:
+def _run(input_path: str, output_path: str | None, options: Options, fmt: InputFormat | None, rejects: str | None, table: TableOptions | None = None) -> Report:
     size = input_size(input_path)
     try:
         if not sys.stderr.isatty():
-            return run(input_path, output_path, options, fmt=fmt and fmt.value, rejects_path=rejects)
+            return run(input_path, output_path, options, fmt=fmt and fmt.value, rejects_path=rejects, table=table)
         columns = (*Progress.get_default_columns()[:1], BarColumn(), DownloadColumn(), TimeRemainingColumn())
         with Progress(*columns, console=stderr, transient=True) as bar:
             task = bar.add_task(Path(input_path).name, total=size)
-            return run(input_path, output_path, options, fmt=fmt and fmt.value, rejects_path=rejects, progress=lambda n: bar.advance(task, n))
+            return run(input_path, output_path, options, fmt=fmt and fmt.value, rejects_path=rejects, progress=lambda n: bar.advance(task, n), table=table)
     except UnreadableInput as exc:
         stderr.print(f"histmig: cannot read {exc}")
         raise typer.Exit(EXIT_USAGE) from exc
@@ -119,35 +124,48 @@ def _render(report: Report, fmt: ReportFormat) -> str:
         "  histmig convert chats.jsonl chats.v2.jsonl\n\n"
         "  histmig convert chats.jsonl.gz --in-place\n\n"
         "  histmig convert history.json - --report report.json --report-format json\n\n"
-        "  zcat logs.jsonl.gz | histmig convert - - --messages-field conversation > out.jsonl"
+        "  zcat logs.jsonl.gz | histmig convert - - --messages-field conversation > out.jsonl\n\n"
+        "  histmig convert lake/chats.parquet chats.v2.parquet --messages-column messages\n\n"
+        "  histmig convert chats.duckdb --table conversations --messages-column messages --in-place"
     )
 )
 def convert(
     input_path: InputArg,
-    output_path: Annotated[Optional[str], typer.Argument(help="Where to write the migrated archive (same format), or - for stdout.")] = None,
+    output_path: Annotated[Optional[str], typer.Argument(help="Where to write the migrated archive (same format), or - for stdout; Parquet/DuckDB: a .parquet or .jsonl file.")] = None,
     select: SelectOpt = None,
     ignore: IgnoreOpt = None,
     causes: CausesOpt = CauseChoice.inferred,
     messages_field: FieldOpt = None,
     input_format: FormatOpt = None,
     rejects: Annotated[Optional[str], typer.Option("--rejects", help="File for rejected records (default: OUTPUT.rejects.jsonl).")] = None,
-    in_place: Annotated[bool, typer.Option("--in-place", help="Replace INPUT with the migrated archive once it is complete (no OUTPUT).")] = False,
+    in_place: Annotated[bool, typer.Option("--in-place", help="Replace INPUT once the migrated archive is complete (DuckDB: rewrite --table in one transaction); no OUTPUT.")] = False,
     report: ReportOpt = None,
     report_format: ReportFormatOpt = ReportFormat.text,
     quiet: QuietOpt = False,
+    messages_column: ColumnOpt = None,
+    id_column: IdColumnOpt = None,
+    table: TableOpt = None,
+    to_table: Annotated[Optional[str], typer.Option("--to-table", help="DuckDB: write to this new table instead of OUTPUT.")] = None,
 ) -> None:
     """Write the migrated archive. Unchanged records are copied byte for byte."""
-    if in_place == (output_path is not None) or (in_place and input_path == "-"):
-        stderr.print("histmig: give OUTPUT, or --in-place with a file INPUT (not both)")
+    if (output_path is None) != (in_place or to_table is not None) or (in_place and input_path == "-"):
+        stderr.print("histmig: give OUTPUT, or --in-place with a file INPUT, or --to-table for a DuckDB input")
         raise typer.Exit(EXIT_USAGE)
-    output_path = input_path if in_place else output_path
+    table_in_place = in_place and is_duckdb_input(input_path)
+    if in_place and not table_in_place:
+        output_path = input_path
     options = _options(select, ignore, causes, messages_field, validate_all=False)
-    result = _run(input_path, output_path, options, input_format, rejects)
+    result = _run(input_path, output_path, options, input_format, rejects, TableOptions(messages_column, id_column, table, to_table, table_in_place))
     _emit(result, report, report_format, quiet)
     raise typer.Exit(EXIT_ATTENTION if result.failed else EXIT_OK)
 
 
-@app.command(epilog="Examples:\n\n  histmig audit chats.jsonl\n\n  histmig audit chats.jsonl --report audit.md --report-format markdown")
+@app.command(
+    epilog=(
+        "Examples:\n\n  histmig audit chats.jsonl\n\n  histmig audit chats.jsonl --report audit.md --report-format markdown\n\n"
+        "  histmig audit 'lake/*.parquet' --id-column conversation_id\n\n  histmig audit chats.duckdb --table conversations"
+    )
+)
 def audit(
     input_path: InputArg,
     select: SelectOpt = None,
@@ -158,15 +176,23 @@ def audit(
     report: ReportOpt = None,
     report_format: ReportFormatOpt = ReportFormat.text,
     quiet: QuietOpt = False,
+    messages_column: ColumnOpt = None,
+    id_column: IdColumnOpt = None,
+    table: TableOpt = None,
 ) -> None:
     """Dry run: the same pipeline and report as convert; nothing is written but the report."""
     options = _options(select, ignore, causes, messages_field, validate_all=False)
-    result = _run(input_path, None, options, input_format, None)
+    result = _run(input_path, None, options, input_format, None, TableOptions(messages_column, id_column, table))
     _emit(result, report, report_format, quiet)
     raise typer.Exit(EXIT_ATTENTION if result.failed else EXIT_OK)
 
 
-@app.command(epilog="Examples:\n\n  histmig check chats.jsonl          # in CI: exit 1 when anything needs migrating\n\n  histmig check history.json --select HM2")
+@app.command(
+    epilog=(
+        "Examples:\n\n  histmig check chats.jsonl          # in CI: exit 1 when anything needs migrating\n\n  histmig check history.json --select HM2\n\n"
+        "  histmig check chats.parquet\n\n  histmig check chats.duckdb --table conversations --id-column id"
+    )
+)
 def check(
     input_path: InputArg,
     select: SelectOpt = None,
@@ -176,10 +202,13 @@ def check(
     report: ReportOpt = None,
     report_format: ReportFormatOpt = ReportFormat.text,
     quiet: QuietOpt = False,
+    messages_column: ColumnOpt = None,
+    id_column: IdColumnOpt = None,
+    table: TableOpt = None,
 ) -> None:
     """Exit 0 when every record is current and valid, 1 when any needs a rule or fails validation, 2 when the input is unreadable."""
     options = _options(select, ignore, CauseChoice.inferred, messages_field, validate_all=True)
-    result = _run(input_path, None, options, input_format, None)
+    result = _run(input_path, None, options, input_format, None, TableOptions(messages_column, id_column, table))
     _emit(result, report, report_format, quiet)
     raise typer.Exit(EXIT_ATTENTION if result.needs_attention else EXIT_OK)
 

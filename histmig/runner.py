@@ -20,6 +20,7 @@ from histmig.report import Report
 from histmig.sources import Format, atomic_output, detect_format, open_input
 from histmig.sources.json import read_document, write_document
 from histmig.sources.jsonl import read_lines, write_line
+from histmig.tabular import TableOptions, is_tabular, run_tabular
 
 Progress = Callable[[int], None]
 """Called with the number of input bytes just consumed."""
@@ -54,6 +55,7 @@ def run(
     fmt: str | None = None,
     rejects_path: str | None = None,
     progress: Progress | None = None,
+    table: TableOptions | None = None,
 ) -> Report:
     """Run the pipeline over ``input_path`` and return the :class:`~histmig.report.Report`.
 
@@ -66,7 +68,11 @@ def run(
     :class:`~histmig.sources.UnreadableInput` when the input cannot be opened or its format
     told; bad records never raise, and an input that ends early (a truncated ``.gz``) is
     reported (:meth:`~histmig.report.Report.add_read_error`) after what was read is written.
+    A Parquet or DuckDB input (``table`` holds its options) goes to
+    :func:`histmig.tabular.run_tabular`.
     """
+    if is_tabular(input_path, table):
+        return run_tabular(input_path, output_path, options, table or TableOptions(), progress=progress)
     fmt_ = detect_format(input_path, fmt)
     report = Report()
     if rejects_path is None and output_path is not None:

@@ -1,0 +1,78 @@
+"""Dispatch for columnar inputs: Parquet files and DuckDB tables (histmig.sources.parquet,
+histmig.sources.duckdb). :func:`histmig.runner.run` hands such an input here; the report
+and exit codes are those of the JSONL path, fed the same outcomes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from histmig.pipeline import Options
+from histmig.report import Report
+from histmig.sources.arrow import ColumnError
+from histmig.sources.duckdb import is_duckdb_input, run_duckdb
+from histmig.sources.parquet import is_parquet_input, run_parquet
+
+
+@dataclass(frozen=True)
+class TableOptions:
+    """Options of a columnar input: the ``messages_column`` (``None``: auto-detect), the
+    ``id_column`` naming records in the report, and for DuckDB the ``table`` to read and
+    where ``convert`` writes: ``to_table`` (a new table) or ``in_place``."""
+
+    messages_column: str | None = None
+    id_column: str | None = None
+    table: str | None = None
+    to_table: str | None = None
+    in_place: bool = False
+
+    @property
+    def given(self) -> bool:
+        """True when any option is set (they then require a columnar input)."""
+        return self != TableOptions()
+
+
+def is_tabular(input_path: str, table: TableOptions | None = None) -> bool:
+    """True when ``input_path`` is a Parquet or DuckDB input. Raises
+    :class:`~histmig.sources.arrow.ColumnError` when table options are given for any other
+    input (a usage error)."""
+    if input_path != "-" and (is_duckdb_input(input_path) or is_parquet_input(input_path)):
+        return True
+    if table is not None and table.given:
+        raise ColumnError(f"{input_path}: --messages-column, --id-column, --table, --to-table and --in-place need a Parquet or DuckDB input")
+    return False
+
+
+def run_tabular(
+    input_path: str,
+    output_path: str | None,
+    options: Options,
+    table: TableOptions,
+    *,
+    progress: Callable[[int], None] | None = None,
+) -> Report:
+    """Run the pipeline over a Parquet or DuckDB input (see :func:`is_tabular`) and return
+    the report. Raises :class:`~histmig.sources.arrow.ColumnError` (exit 2) for options
+    that do not fit the input and for a missing file, table or column."""
+    if is_duckdb_input(input_path):
+        return run_duckdb(
+            input_path,
+            output_path,
+            options,
+            table=table.table,
+            messages_column=table.messages_column,
+            id_column=table.id_column,
+            to_table=table.to_table,
+            in_place=table.in_place,
+        )
+    if table.table is not None or table.to_table is not None or table.in_place:
+        raise ColumnError(f"{input_path}: --table, --to-table and --in-place need a DuckDB input (.duckdb, .db)")
+    return run_parquet(
+        input_path,
+        output_path,
+        options,
+        messages_column=table.messages_column,
+        id_column=table.id_column,
+        progress=progress,
+    )

@@ -1,0 +1,92 @@
+"""Columnar inputs built from the shared corpus: the same 212 records as all.jsonl, as a
+Parquet file or a DuckDB table, with the messages as JSON text or as a nested list<struct>
+column, plus extra columns of several types, in row groups of 50 rows."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from histmig.pipeline import Options
+from histmig.runner import run
+from tests.conftest import CORPUS
+
+ROW_GROUP = 50
+METADATA = {b"origin": b"histmig tests", b"note": b"kept as is"}
+
+
+def corpus_records() -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in (CORPUS / "all.jsonl").read_bytes().splitlines()]
+
+
+def _without_empty_objects(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_empty_objects(v) for k, v in value.items() if v != {}}
+    if isinstance(value, list):
+        return [_without_empty_objects(v) for v in value]
+    return value
+
+
+def nested_records() -> list[dict[str, Any]]:
+    """The corpus records whose histories Arrow can hold in one inferred list<struct> type
+    (a field that is a string in one record and a list in another cannot share a column),
+    without empty-object fields (Parquet cannot store a struct without fields)."""
+    selected: list[dict[str, Any]] = []
+    for record in map(_without_empty_objects, corpus_records()):
+        try:
+            pa.array([r["messages"] for r in selected] + [record["messages"]])
+        except (pa.ArrowException, TypeError):
+            continue
+        selected.append(record)
+    return selected
+
+
+def table_of(records: list[dict[str, Any]], nested: bool) -> pa.Table:
+    """A table of ``records``: ``id`` int64, ``name`` string, ``created`` timestamp,
+    ``tags`` list<string>, ``nothing`` null, ``messages`` JSON text or nested, ``score``
+    float64 with nulls; schema metadata :data:`METADATA`."""
+    start = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    messages = (
+        pa.array([r["messages"] for r in records])
+        if nested
+        else pa.array([orjson.dumps(r["messages"]).decode() for r in records], pa.string())
+    )
+    table = pa.table(
+        {
+            "id": pa.array(range(1000, 1000 + len(records)), pa.int64()),
+            "name": pa.array([r["id"] for r in records], pa.string()),
+            "created": pa.array([start + timedelta(minutes=i) for i in range(len(records))], pa.timestamp("us", tz="UTC")),
+            "tags": pa.array([[r["version"], r["scenario"]][: i % 3] for i, r in enumerate(records)], pa.list_(pa.string())),
+            "nothing": pa.nulls(len(records)),
+            "messages": messages,
+            "score": pa.array([None if i % 4 == 0 else i / 8 for i in range(len(records))], pa.float64()),
+        }
+    )
+    return table.replace_schema_metadata(METADATA)
+
+
+def write_parquet(path: Path, table: pa.Table) -> Path:
+    pq.write_table(table, path, row_group_size=ROW_GROUP, compression="zstd")
+    return path
+
+
+def jsonl_path_output(records: list[dict[str, Any]], tmp: Path, options: Options = Options()) -> tuple[list[bytes], dict]:
+    """What the JSONL path makes of the same histories (one bare array a line): the output
+    lines (rejected ones replaced by their input line) and the JSON report."""
+    source, out = tmp / "same.jsonl", tmp / "same.out.jsonl"
+    lines = [orjson.dumps(r["messages"]) for r in records]
+    source.write_bytes(b"\n".join(lines) + b"\n")
+    report = run(str(source), str(out), options)
+    migrated = iter(out.read_bytes().splitlines())
+    rejected = {row["location"] for row in report.errors if row["status"] == "rejected"}
+    merged = [line if f"line {n}" in rejected else next(migrated) for n, line in enumerate(lines, start=1)]
+    return merged, report.to_json()
+
+
+def without_place(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in row.items() if k not in ("source", "location", "id")} for row in rows]

@@ -1,0 +1,176 @@
+"""DuckDB source and sinks (histmig.sources.duckdb): to Parquet, JSONL, a new table and in
+place; the same messages as the JSONL path, every other column unchanged, and a failed
+in-place run leaves the table as it was."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+import histmig.sources.arrow as arrow
+from histmig.cli import app
+from histmig.pipeline import Options
+from histmig.runner import run
+from histmig.sources.duckdb import quote
+from histmig.tabular import TableOptions
+from tests.sources.conftest import corpus_records, jsonl_path_output, nested_records, table_of, without_place
+
+runner = CliRunner()
+OTHER = ["id", "name", "created", "tags", "nothing", "score"]
+TABLE = 'conversations "2025"'
+
+
+def invoke(*args: str):
+    return runner.invoke(app, list(args))
+
+
+def make_db(path: Path, records, messages_type: str) -> Path:
+    """A database whose table :data:`TABLE` holds ``records`` (``messages_type``: JSON,
+    VARCHAR or NESTED) and the extra columns of ``table_of``."""
+    data = table_of(records, nested=messages_type == "NESTED")
+    with duckdb.connect(str(path)) as con:
+        con.register("src", data)
+        cast = "messages" if messages_type == "NESTED" else f"CAST(messages AS {messages_type}) AS messages"
+        con.execute(
+            f"CREATE TABLE {quote(TABLE)} AS SELECT id, name, created, tags, CAST(nothing AS INTEGER) AS nothing, {cast}, score FROM src"
+        )
+    return path
+
+
+def read_table(path: Path, table: str = TABLE) -> pa.Table:
+    """The table's rows by ``id`` (DuckDB stores an updated nested value as a new row
+    version, so scan order is not insertion order after an in-place run)."""
+    with duckdb.connect(str(path), read_only=True) as con:
+        return con.sql(f"SELECT * FROM {quote(table)} ORDER BY id").to_arrow_table()
+
+
+def column_types(path: Path, table: str = TABLE) -> list[tuple]:
+    with duckdb.connect(str(path), read_only=True) as con:
+        return con.execute(f"DESCRIBE {quote(table)}").fetchall()
+
+
+@pytest.fixture(scope="module")
+def records():
+    return corpus_records()
+
+
+@pytest.mark.parametrize("messages_type", ["JSON", "VARCHAR"])
+def test_to_parquet_matches_the_jsonl_path(tmp_path: Path, records, messages_type: str) -> None:
+    db = make_db(tmp_path / "chats.duckdb", records, messages_type)
+    out = tmp_path / "out.parquet"
+    report = tmp_path / "r.json"
+    result = invoke("convert", str(db), str(out), "--table", TABLE, "--messages-column", "messages", "--report", str(report), "--report-format", "json")
+    assert result.exit_code == 0, result.output
+    expected, jsonl_report = jsonl_path_output(records, tmp_path)
+    written = pq.read_table(out)
+    assert [c.encode() for c in written.column("messages").to_pylist()] == expected
+    before = read_table(db)
+    for name in OTHER:
+        assert written.column(name).equals(before.column(name)), name
+    data = orjson.loads(report.read_bytes())
+    assert data["summary"] == jsonl_report["summary"]
+    assert without_place(data["changes"]) == without_place(jsonl_report["changes"])
+    assert data["changes"][0]["source"] == f"{db}:{TABLE}"
+
+
+def test_to_jsonl(tmp_path: Path, records) -> None:
+    db = make_db(tmp_path / "chats.duckdb", records, "JSON")
+    out = tmp_path / "out.jsonl"
+    assert invoke("convert", str(db), str(out), "--table", TABLE, "-q").exit_code == 0
+    expected, _ = jsonl_path_output(records, tmp_path)
+    rows = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    assert [orjson.dumps(r["messages"]) for r in rows] == [orjson.dumps(orjson.loads(e)) for e in expected]
+    assert [r["id"] for r in rows] == list(range(1000, 1000 + len(records)))
+    assert invoke("check", str(out), "--messages-field", "messages", "-q").exit_code == 0
+
+
+def test_to_table(tmp_path: Path, records) -> None:
+    db = make_db(tmp_path / "chats.duckdb", records, "JSON")
+    assert invoke("convert", str(db), "--table", TABLE, "--to-table", "converted", "-q").exit_code == 0
+    expected, _ = jsonl_path_output(records, tmp_path)
+    before, after = read_table(db), read_table(db, "converted")
+    assert [c.encode() for c in after.column("messages").to_pylist()] == expected
+    for name in OTHER:
+        assert after.column(name).equals(before.column(name)), name
+    assert column_types(db, "converted") == column_types(db)
+    assert invoke("convert", str(db), "--table", TABLE, "--to-table", "converted", "-q").exit_code == 2
+
+
+def test_in_place_then_check(tmp_path: Path, records) -> None:
+    db = make_db(tmp_path / "chats.duckdb", records, "JSON")
+    before = read_table(db)
+    assert invoke("check", str(db), "--table", TABLE, "-q").exit_code == 1
+    assert invoke("convert", str(db), "--table", TABLE, "--in-place", "-q").exit_code == 0
+    after = read_table(db)
+    expected, _ = jsonl_path_output(records, tmp_path)
+    assert [c.encode() for c in after.column("messages").to_pylist()] == expected
+    for name in OTHER:
+        assert after.column(name).equals(before.column(name)), name
+    assert invoke("check", str(db), "--table", TABLE, "--id-column", "name", "-q").exit_code == 0
+
+
+def test_failed_in_place_run_leaves_the_table_untouched(tmp_path: Path, records, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = make_db(tmp_path / "chats.duckdb", records, "JSON")
+    before, types = read_table(db), column_types(db)
+    calls = {"n": 0}
+    real = arrow.process
+
+    def failing(record, options):
+        calls["n"] += 1
+        if calls["n"] > len(records) // 2:
+            raise RuntimeError("interrupted half way")
+        return real(record, options)
+
+    monkeypatch.setattr(arrow, "process", failing)
+    with pytest.raises(RuntimeError, match="half way"):
+        run(str(db), None, Options(), table=TableOptions(table=TABLE, in_place=True))
+    assert calls["n"] > len(records) // 2
+    after = read_table(db)
+    assert after.equals(before)
+    assert [c.encode() for c in after.column("messages").to_pylist()] == [c.encode() for c in before.column("messages").to_pylist()]
+    assert column_types(db) == types
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert [t[0] for t in con.execute("SELECT table_name FROM information_schema.tables").fetchall()] == [TABLE]
+
+
+def test_nested_column_in_place_is_widened(tmp_path: Path) -> None:
+    nested = nested_records()
+    db = make_db(tmp_path / "nested.duckdb", nested, "NESTED")
+    before = read_table(db)
+    out = tmp_path / "nested.parquet"
+    report = run(str(db), str(out), Options(), table=TableOptions(table=TABLE))
+    in_place = run(str(db), None, Options(), table=TableOptions(table=TABLE, in_place=True))
+    assert in_place.summary() == report.summary()
+    assert report.counts["changed"] > 50
+    after = read_table(db)
+    assert after.column("messages").to_pylist() == pq.read_table(out).column("messages").to_pylist()
+    for name in OTHER:
+        assert after.column(name).equals(before.column(name)), name
+    messages_type = dict((row[0], row[1]) for row in column_types(db))["messages"]
+    assert "outcome VARCHAR" in messages_type and "retry STRUCT(" in messages_type
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        (),
+        ("--table", "missing"),
+        ("--table", TABLE, "--messages-column", "nothing"),
+        ("--table", TABLE, "--in-place", "--to-table", "x"),
+    ],
+)
+def test_usage_errors_exit_2(tmp_path: Path, records, args: tuple[str, ...]) -> None:
+    db = make_db(tmp_path / "chats.duckdb", records[:5], "JSON")
+    result = invoke("convert", str(db), *args) if "--in-place" in args else invoke("audit", str(db), *args)
+    assert result.exit_code == 2, result.output
+
+
+def test_missing_database_is_not_created(tmp_path: Path) -> None:
+    assert invoke("audit", str(tmp_path / "none.duckdb"), "--table", TABLE).exit_code == 2
+    assert not (tmp_path / "none.duckdb").exists()
