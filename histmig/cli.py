@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 from rich.table import Table
 
+from histmig.parallel import default_jobs
 from histmig.pipeline import Options, UnknownRule, select_rules
 from histmig.report import Report
 from histmig.rules import REGISTRY
@@ -61,6 +62,7 @@ FieldOpt = Annotated[Optional[str], typer.Option("--messages-field", help="Envel
 FormatOpt = Annotated[Optional[InputFormat], typer.Option("--format", help="Input format, when the file name does not tell.")]
 ReportOpt = Annotated[Optional[str], typer.Option("--report", help="Write the report to this file (- for stdout) instead of stderr.")]
 ReportFormatOpt = Annotated[ReportFormat, typer.Option("--report-format", help="Report format.")]
+JobsOpt = Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, help="Worker processes (default: the number of cores); 1 runs in this process. Output order is kept.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No report on stderr (a --report file is still written).")]
 
 
@@ -77,15 +79,16 @@ def _options(select: list[str] | None, ignore: list[str] | None, causes: CauseCh
     return Options(rules=rules, causes=causes.value, messages_field=messages_field, validate_all=validate_all)
 
 
-def _run(input_path: str, output_path: str | None, options: Options, fmt: InputFormat | None, rejects: str | None) -> Report:
+def _run(input_path: str, output_path: str | None, options: Options, fmt: InputFormat | None, rejects: str | None, jobs: int | None) -> Report:
     size = input_size(input_path)
+    jobs = default_jobs() if jobs is None else jobs
     try:
         if not sys.stderr.isatty():
-            return run(input_path, output_path, options, fmt=fmt and fmt.value, rejects_path=rejects)
+            return run(input_path, output_path, options, fmt=fmt and fmt.value, rejects_path=rejects, jobs=jobs)
         columns = (*Progress.get_default_columns()[:1], BarColumn(), DownloadColumn(), TimeRemainingColumn())
         with Progress(*columns, console=stderr, transient=True) as bar:
             task = bar.add_task(Path(input_path).name, total=size)
-            return run(input_path, output_path, options, fmt=fmt and fmt.value, rejects_path=rejects, progress=lambda n: bar.advance(task, n))
+            return run(input_path, output_path, options, fmt=fmt and fmt.value, rejects_path=rejects, progress=lambda n: bar.advance(task, n), jobs=jobs)
     except UnreadableInput as exc:
         stderr.print(f"histmig: cannot read {exc}")
         raise typer.Exit(EXIT_USAGE) from exc
@@ -134,6 +137,7 @@ def convert(
     report: ReportOpt = None,
     report_format: ReportFormatOpt = ReportFormat.text,
     quiet: QuietOpt = False,
+    jobs: JobsOpt = None,
 ) -> None:
     """Write the migrated archive. Unchanged records are copied byte for byte."""
     if in_place == (output_path is not None) or (in_place and input_path == "-"):
@@ -141,7 +145,7 @@ def convert(
         raise typer.Exit(EXIT_USAGE)
     output_path = input_path if in_place else output_path
     options = _options(select, ignore, causes, messages_field, validate_all=False)
-    result = _run(input_path, output_path, options, input_format, rejects)
+    result = _run(input_path, output_path, options, input_format, rejects, jobs)
     _emit(result, report, report_format, quiet)
     raise typer.Exit(EXIT_ATTENTION if result.failed else EXIT_OK)
 
@@ -157,10 +161,11 @@ def audit(
     report: ReportOpt = None,
     report_format: ReportFormatOpt = ReportFormat.text,
     quiet: QuietOpt = False,
+    jobs: JobsOpt = None,
 ) -> None:
     """Dry run: the same pipeline and report as convert; nothing is written but the report."""
     options = _options(select, ignore, causes, messages_field, validate_all=False)
-    result = _run(input_path, None, options, input_format, None)
+    result = _run(input_path, None, options, input_format, None, jobs)
     _emit(result, report, report_format, quiet)
     raise typer.Exit(EXIT_ATTENTION if result.failed else EXIT_OK)
 
@@ -175,10 +180,11 @@ def check(
     report: ReportOpt = None,
     report_format: ReportFormatOpt = ReportFormat.text,
     quiet: QuietOpt = False,
+    jobs: JobsOpt = None,
 ) -> None:
     """Exit 0 when every record is current and valid, 1 when any needs a rule or fails validation, 2 when the input is unreadable."""
     options = _options(select, ignore, CauseChoice.inferred, messages_field, validate_all=True)
-    result = _run(input_path, None, options, input_format, None)
+    result = _run(input_path, None, options, input_format, None, jobs)
     _emit(result, report, report_format, quiet)
     raise typer.Exit(EXIT_ATTENTION if result.needs_attention else EXIT_OK)
 
