@@ -20,5 +20,8 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
+bench: $(STAMP)
+	$(BIN)/python scripts/bench.py $(BENCH_ARGS)
+
 clean:
 	rm -rf $(VENV) demo-out

@@ -21,6 +21,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColu
 from rich.table import Table
 
 from histmig.otel_io import OtelResult, export_file, upgrade_file
+from histmig.parallel import default_jobs
 from histmig.pipeline import Options, UnknownRule, select_rules
 from histmig.report import Report
 from histmig.rules import REGISTRY
@@ -64,6 +65,7 @@ FieldOpt = Annotated[Optional[str], typer.Option("--messages-field", help="Envel
 FormatOpt = Annotated[Optional[InputFormat], typer.Option("--format", help="Input format, when the file name does not tell.")]
 ReportOpt = Annotated[Optional[str], typer.Option("--report", help="Write the report to this file (- for stdout) instead of stderr.")]
 ReportFormatOpt = Annotated[ReportFormat, typer.Option("--report-format", help="Report format.")]
+JobsOpt = Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, help="Worker processes (default: the number of cores); 1 runs in this process. Output order is kept.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No report on stderr (a --report file is still written).")]
 ColumnOpt = Annotated[Optional[str], typer.Option("--messages-column", help="Parquet/DuckDB: column holding the messages (default: auto-detect).")]
 IdColumnOpt = Annotated[Optional[str], typer.Option("--id-column", help="Parquet/DuckDB: column naming each record in the report (default: the row).")]
@@ -83,15 +85,16 @@ def _options(select: list[str] | None, ignore: list[str] | None, causes: CauseCh
     return Options(rules=rules, causes=causes.value, messages_field=messages_field, validate_all=validate_all)
 
 
-def _run(input_path: str, output_path: str | None, options: Options, fmt: InputFormat | None, rejects: str | None, table: TableOptions | None = None) -> Report:
+def _run(input_path: str, output_path: str | None, options: Options, fmt: InputFormat | None, rejects: str | None, jobs: int | None, table: TableOptions | None = None) -> Report:
     size = input_size(input_path)
+    jobs = default_jobs() if jobs is None else jobs
     try:
         if not sys.stderr.isatty():
-            return run(input_path, output_path, options, fmt=fmt and fmt.value, rejects_path=rejects, table=table)
+            return run(input_path, output_path, options, fmt=fmt and fmt.value, rejects_path=rejects, table=table, jobs=jobs)
         columns = (*Progress.get_default_columns()[:1], BarColumn(), DownloadColumn(), TimeRemainingColumn())
         with Progress(*columns, console=stderr, transient=True) as bar:
             task = bar.add_task(Path(input_path).name, total=size)
-            return run(input_path, output_path, options, fmt=fmt and fmt.value, rejects_path=rejects, progress=lambda n: bar.advance(task, n), table=table)
+            return run(input_path, output_path, options, fmt=fmt and fmt.value, rejects_path=rejects, progress=lambda n: bar.advance(task, n), table=table, jobs=jobs)
     except UnreadableInput as exc:
         stderr.print(f"histmig: cannot read {exc}")
         raise typer.Exit(EXIT_USAGE) from exc
@@ -146,6 +149,7 @@ def convert(
     id_column: IdColumnOpt = None,
     table: TableOpt = None,
     to_table: Annotated[Optional[str], typer.Option("--to-table", help="DuckDB: write to this new table instead of OUTPUT.")] = None,
+    jobs: JobsOpt = None,
 ) -> None:
     """Write the migrated archive. Unchanged records are copied byte for byte."""
     if (output_path is None) != (in_place or to_table is not None) or (in_place and input_path == "-"):
@@ -155,7 +159,7 @@ def convert(
     if in_place and not table_in_place:
         output_path = input_path
     options = _options(select, ignore, causes, messages_field, validate_all=False)
-    result = _run(input_path, output_path, options, input_format, rejects, TableOptions(messages_column, id_column, table, to_table, table_in_place))
+    result = _run(input_path, output_path, options, input_format, rejects, jobs, TableOptions(messages_column, id_column, table, to_table, table_in_place))
     _emit(result, report, report_format, quiet)
     raise typer.Exit(EXIT_ATTENTION if result.failed else EXIT_OK)
 
@@ -179,10 +183,11 @@ def audit(
     messages_column: ColumnOpt = None,
     id_column: IdColumnOpt = None,
     table: TableOpt = None,
+    jobs: JobsOpt = None,
 ) -> None:
     """Dry run: the same pipeline and report as convert; nothing is written but the report."""
     options = _options(select, ignore, causes, messages_field, validate_all=False)
-    result = _run(input_path, None, options, input_format, None, TableOptions(messages_column, id_column, table))
+    result = _run(input_path, None, options, input_format, None, jobs, TableOptions(messages_column, id_column, table))
     _emit(result, report, report_format, quiet)
     raise typer.Exit(EXIT_ATTENTION if result.failed else EXIT_OK)
 
@@ -205,10 +210,11 @@ def check(
     messages_column: ColumnOpt = None,
     id_column: IdColumnOpt = None,
     table: TableOpt = None,
+    jobs: JobsOpt = None,
 ) -> None:
     """Exit 0 when every record is current and valid, 1 when any needs a rule or fails validation, 2 when the input is unreadable."""
     options = _options(select, ignore, CauseChoice.inferred, messages_field, validate_all=True)
-    result = _run(input_path, None, options, input_format, None, TableOptions(messages_column, id_column, table))
+    result = _run(input_path, None, options, input_format, None, jobs, TableOptions(messages_column, id_column, table))
     _emit(result, report, report_format, quiet)
     raise typer.Exit(EXIT_ATTENTION if result.needs_attention else EXIT_OK)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import orjson
@@ -26,18 +26,36 @@ from histmig.rules.base import CauseMode, Malformed
 from histmig.schema import current_errors, legacy_errors
 from histmig.schema.current import REQUEST_PART_KINDS, RESPONSE_PART_KINDS
 
-TRIGGER = re.compile(
-    rb"retry-prompt|retry-feedback|args_json|args_dict|provider_request_id"
-    rb'|"part_kind"\s*:\s*"instruction"'
-    rb'|"(?:tool_call_id|timestamp)"\s*:\s*null'
-)
-"""Byte patterns of everything a rule can target (retry parts, args wrappers, the renamed
-field, instruction parts, null ids and timestamps). A record matching none is passed
-through untouched."""
+_NULL_FIELD = re.compile(rb'"(?:tool_call_id|timestamp)"\s*:\s*null')
+_INSTRUCTION_PART = re.compile(rb'"part_kind"\s*:\s*"instruction"')
+_LIST_CONTENT = re.compile(rb'"content"\s*:\s*\[')
 
-BIG_INT = re.compile(rb"\d{20,}")
-"""A run of 20 digits: maybe an integer beyond 64 bits, which orjson reads as a float. A
-record holding one is parsed and written with the standard library instead, exactly."""
+
+def needs_rules(raw: bytes) -> bool:
+    """Whether the bytes of a record may hold anything a rule targets: a retry-prompt part, a
+    retry-feedback part with list content (HM203), an ``args_json``/``args_dict`` wrapper,
+    ``provider_request_id``, an instruction part, a null ``tool_call_id`` or ``timestamp``.
+    It may say yes for a record no rule changes (the text is in a string), never no for one a
+    rule would change. Plain substring scans first (fast), a regex only behind a substring
+    that makes it possible."""
+    return (
+        (b"retry-" in raw and (b"retry-prompt" in raw or (b"retry-feedback" in raw and _LIST_CONTENT.search(raw) is not None)))
+        or (b"args_" in raw and (b"args_json" in raw or b"args_dict" in raw))
+        or b"provider_request_id" in raw
+        or (b"null" in raw and _NULL_FIELD.search(raw) is not None)
+        or (b'"instruction"' in raw and _INSTRUCTION_PART.search(raw) is not None)
+    )
+
+
+_DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
+
+
+def has_big_int(raw: bytes) -> bool:
+    """Whether ``raw`` holds a run of 20 digits: maybe an integer beyond 64 bits, which orjson
+    reads as a float. A record holding one is parsed and written with the standard library
+    instead, exactly. (A translate and a substring scan: far faster than a regex.)"""
+    return b"00000000000000000000" in raw.translate(_DIGITS_TO_ZERO)
+
 
 Status = Literal["unchanged", "changed", "rejected"]
 
@@ -106,15 +124,17 @@ def process(record: Record, options: Options = Options()) -> Outcome:
         obj = orjson.loads(record.raw)
     except orjson.JSONDecodeError as exc:
         return Outcome(record, "rejected", None, errors=[f"invalid JSON: {exc}"])
-    exact = BIG_INT.search(record.raw) is not None
+    walk = options.validate_all or needs_rules(record.raw)
+    exact = walk and has_big_int(record.raw)
     if exact:
         obj = json.loads(record.raw)
-    record = replace(record, record_id=envelope_id(obj))
     try:
         messages, field_name = locate_messages(obj, options.messages_field)
     except NotAHistory as exc:
-        return Outcome(record, "rejected", None, errors=[str(exc)])
-    if not options.validate_all and not TRIGGER.search(record.raw):
+        exact_obj = json.loads(record.raw) if not exact and has_big_int(record.raw) else obj
+        return Outcome(Record(record.raw, record.source, record.location, envelope_id(exact_obj)), "rejected", None, errors=[str(exc)])
+    record = Record(record.raw, record.source, record.location, envelope_id(obj))
+    if not walk:
         return Outcome(record, "unchanged", record.raw)
     prefix = f"{field_name}" if field_name else "messages"
     try:

@@ -8,9 +8,12 @@ unchanged + rejected``; ``invalid`` counts records that need no rule yet fail va
 
 from __future__ import annotations
 
+import pickle
 import re
+import tempfile
 from collections import Counter
-from typing import Any, TextIO
+from collections.abc import Iterator
+from typing import IO, Any, TextIO
 
 from rich.console import Console
 from rich.markup import escape
@@ -31,7 +34,10 @@ def safe(text: str) -> str:
 class Report:
     """Accumulates pipeline outcomes (:meth:`add`) and renders them.
 
-    Holds one row per change and per rejected or invalid record; counts are plain ints.
+    Counts are plain ints; error and warning rows are kept in memory (one per bad record);
+    change rows, one per edited part and so as many as the archive's parts, are spilled as
+    they come to an anonymous temporary file and read back when rendered, so memory stays
+    flat whatever the archive size.
     """
 
     def __init__(self) -> None:
@@ -39,7 +45,7 @@ class Report:
         self.by_rule: Counter[str] = Counter()
         self.by_cause: Counter[str] = Counter()
         self.by_evidence: Counter[str] = Counter()
-        self.changes: list[dict[str, Any]] = []
+        self._changes: IO[bytes] | None = None
         self.errors: list[dict[str, Any]] = []
         self.warnings: list[dict[str, Any]] = []
 
@@ -49,13 +55,14 @@ class Report:
         self.counts["records_in"] += 1
         self.counts[outcome.status] += 1
         where = {"source": record.source, "location": record.location, "id": record.record_id}
-        if outcome.status != "rejected":
+        if outcome.status != "rejected" and outcome.changes:
+            spill = self._changes = self._changes or tempfile.TemporaryFile()
             for change in sorted(outcome.changes, key=_position):
                 self.by_rule[change.rule] += 1
                 if change.cause is not None:
                     self.by_cause[change.cause] += 1
                 self.by_evidence[f"{change.evidence} ({change.certainty})"] += 1
-                self.changes.append({**where, **change.as_dict()})
+                pickle.dump({**where, **change.as_dict()}, spill, pickle.HIGHEST_PROTOCOL)
         if outcome.errors:
             if outcome.status == "unchanged":
                 self.counts["invalid"] += 1
@@ -63,6 +70,25 @@ class Report:
         if outcome.warnings:
             self.counts["warnings"] += len(outcome.warnings)
             self.warnings.append({**where, "warnings": outcome.warnings})
+
+    def iter_changes(self) -> Iterator[dict[str, Any]]:
+        """The change rows in the order they were added, each a dict in the report's
+        ``changes`` shape (README "Report"), read back from the spill file one at a time."""
+        if self._changes is None:
+            return
+        self._changes.flush()
+        end = self._changes.tell()
+        self._changes.seek(0)
+        try:
+            while self._changes.tell() < end:
+                yield pickle.load(self._changes)
+        finally:
+            self._changes.seek(end)
+
+    @property
+    def changes(self) -> list[dict[str, Any]]:
+        """Every change row as a list (see :meth:`iter_changes`, which streams them)."""
+        return list(self.iter_changes())
 
     def add_read_error(self, source: str, location: str, message: str) -> None:
         """Record that ``source`` could not be read past ``location`` (a truncated ``.gz``,
@@ -98,7 +124,7 @@ class Report:
         """One line per change and per error, then summary tables, with rich on ``stream``
         (colour only when it is a terminal)."""
         console = Console(file=stream, highlight=False, soft_wrap=True)
-        for row in self.changes:
+        for row in self.iter_changes():
             part = "" if row["part"] is None else f".parts[{row['part']}]"
             cause = f" cause={row['cause']}" if row["cause"] else ""
             console.print(
@@ -127,7 +153,7 @@ class Report:
                 value = ", ".join(f"{k}: {v}" for k, v in value.items()) or "-"
             lines.append(f"| {key} | {_md(str(value))} |")
         lines += ["", "| record | message | part | rule | before -> after | cause | evidence |", "| --- | --- | --- | --- | --- | --- | --- |"]
-        for row in self.changes:
+        for row in self.iter_changes():
             part = "" if row["part"] is None else row["part"]
             lines.append(
                 f"| {_md(_name(row))} | {row['message']} | {part} | {row['rule']} | {row['before']} -> {row['after']} "

@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from typing import BinaryIO
 
-from histmig.pipeline import Options, process
+from histmig.parallel import outcomes
+from histmig.pipeline import Options
 from histmig.records import Record
 from histmig.report import Report
 from histmig.sources import Format, atomic_output, detect_format, open_input
@@ -56,6 +57,7 @@ def run(
     rejects_path: str | None = None,
     progress: Progress | None = None,
     table: TableOptions | None = None,
+    jobs: int = 1,
 ) -> Report:
     """Run the pipeline over ``input_path`` and return the :class:`~histmig.report.Report`.
 
@@ -69,7 +71,9 @@ def run(
     told; bad records never raise, and an input that ends early (a truncated ``.gz``) is
     reported (:meth:`~histmig.report.Report.add_read_error`) after what was read is written.
     A Parquet or DuckDB input (``table`` holds its options) goes to
-    :func:`histmig.tabular.run_tabular`.
+    :func:`histmig.tabular.run_tabular`. ``jobs`` worker processes share the records of a
+    JSON/JSONL input (:func:`~histmig.parallel.outcomes`; 1: in this process); output and
+    report are the same for any ``jobs``.
     """
     if is_tabular(input_path, table):
         return run_tabular(input_path, output_path, options, table or TableOptions(), progress=progress)
@@ -84,14 +88,13 @@ def run(
         rejects: BinaryIO | None = None
         last = "the start"
         try:
-            for item in _records(stream, input_path, fmt_):
+            for item, outcome in outcomes(_records(stream, input_path, fmt_), options, jobs):
                 if isinstance(item, bytes):
                     if output_path is not None:
                         out = out or stack.enter_context(atomic_output(output_path))
                         write_line(out, item)
                     continue
                 last = item.location
-                outcome = process(item, options)
                 report.add(outcome)
                 if progress is not None:
                     progress(len(item.raw) + 1)

@@ -1,0 +1,292 @@
+"""Throughput benchmark: histmig against the framework and against the JSON floor.
+
+``make bench`` (or ``python scripts/bench.py [--records N] [--quick]``) builds, under
+``--workdir`` (default ``/tmp/histmig-bench``), archives of ``--records`` conversations
+(default 100,000, about 300 MB of JSONL) from ``fixtures/corpus/all.jsonl``, in three
+variants where 1 %, 10 % and 100 % of the records hold a retry-prompt part, each as JSONL and
+as Parquet (the envelope as columns, the messages as a JSON string column). Building is
+deterministic (record ``i`` of a variant is always the same bytes) and skipped when the file
+is already there.
+
+Then, on the same files, in fresh subprocesses (start-up included, each reading the input
+and writing an output file), it times:
+
+- ``histmig``: ``python -m histmig convert IN OUT -q`` (the real CLI, default ``--jobs``);
+- ``framework``: what users do today, pydantic-ai-slim 2.68.0 per record:
+  ``ModelMessagesTypeAdapter.validate_python`` then ``dump_python(mode="json")``, orjson for
+  the lines (a record the framework cannot load is written back unchanged and counted);
+- ``floor``: orjson ``loads`` and ``dumps`` of every line and nothing else (Parquet: a pyarrow
+  read and write, batch by batch).
+
+and prints one table: MB/s (input MB, 10^6 bytes, per wall-clock second) and records/s of
+each (Parquet too: MB of the same records as JSONL), the ratios histmig/framework and histmig/floor, and histmig's peak RSS (MB, from
+``wait4``), followed by histmig's ``--jobs 1`` vs ``--jobs 2`` scaling on the 100 % variant.
+histmig on Parquet is measured only when ``histmig convert x.parquet y.parquet`` works
+(``n/a`` otherwise). Timings are the best of ``--repeat`` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "fixtures" / "corpus" / "all.jsonl"
+SHARES = (("1%", 0.01), ("10%", 0.10), ("100%", 1.0))
+PARQUET_BATCH = 4096
+
+
+# ---------------------------------------------------------------- building the archives
+
+
+def corpus_pools() -> tuple[list[dict], list[dict]]:
+    """The corpus records as ``(with_retry, without_retry)``: those whose bytes hold a
+    ``retry-prompt`` part (legacy releases) and the others (native 2.60/2.68 histories and
+    the no-retry scenarios of every release), each in corpus order."""
+    with_retry, without = [], []
+    for line in CORPUS.read_bytes().splitlines():
+        (with_retry if b'"retry-prompt"' in line else without).append(orjson.loads(line))
+    return with_retry, without
+
+
+def build_records(count: int, share: float, pools: tuple[list[dict], list[dict]]) -> list[dict]:
+    """``count`` envelopes ``{"id", "version", "scenario", "messages"}``, of which exactly
+    ``round(count * share)`` (spread evenly) hold a retry-prompt part, each with a distinct
+    id ``b000042-v2.0.0/scenario``. Deterministic."""
+    with_retry, without = pools
+    records, taken_retry, taken_plain = [], 0, 0
+    for i in range(count):
+        holds_retry = int((i + 1) * share + 1e-9) > int(i * share + 1e-9)
+        if holds_retry:
+            source, taken_retry = with_retry[taken_retry % len(with_retry)], taken_retry + 1
+        else:
+            source, taken_plain = without[taken_plain % len(without)], taken_plain + 1
+        records.append({**source, "id": f"b{i:06d}-{source['id'].replace('/', '-')}"})
+    return records
+
+
+def build(workdir: Path, count: int) -> dict[str, dict[str, Path]]:
+    """Write the JSONL and Parquet archives of every variant (unless present); returns
+    ``{variant: {"jsonl": path, "parquet": path}}``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    pools = corpus_pools()
+    files: dict[str, dict[str, Path]] = {}
+    for name, share in SHARES:
+        stem = workdir / f"retry{name.rstrip('%')}-{count}"
+        jsonl, parquet = stem.with_suffix(".jsonl"), stem.with_suffix(".parquet")
+        files[name] = {"jsonl": jsonl, "parquet": parquet}
+        if jsonl.exists() and parquet.exists():
+            continue
+        records = build_records(count, share, pools)
+        tmp = jsonl.with_suffix(".tmp")
+        with open(tmp, "wb") as out:
+            for record in records:
+                out.write(orjson.dumps(record) + b"\n")
+        tmp.replace(jsonl)
+        table = pa.table(
+            {
+                "id": [r["id"] for r in records],
+                "version": [r["version"] for r in records],
+                "scenario": [r["scenario"] for r in records],
+                "messages": [orjson.dumps(r["messages"]).decode() for r in records],
+            }
+        )
+        pq.write_table(table, tmp, row_group_size=PARQUET_BATCH)
+        tmp.replace(parquet)
+        print(f"built {jsonl.name} ({jsonl.stat().st_size / 1e6:.0f} MB) and {parquet.name}", file=sys.stderr)
+    return files
+
+
+# ---------------------------------------------------------------- the baselines (run in a child)
+
+
+def floor_jsonl(src: str, dst: str) -> None:
+    """orjson loads and dumps of every line, nothing else."""
+    loads, dumps = orjson.loads, orjson.dumps
+    with open(src, "rb") as inp, open(dst, "wb") as out:
+        for line in inp:
+            out.write(dumps(loads(line)) + b"\n")
+
+
+def framework_jsonl(src: str, dst: str) -> None:
+    """pydantic-ai 2.68 load and dump of every record's messages, orjson for the lines."""
+    from pydantic_ai.messages import ModelMessagesTypeAdapter as adapter
+
+    failed = 0
+    with open(src, "rb") as inp, open(dst, "wb") as out:
+        for line in inp:
+            record = orjson.loads(line)
+            try:
+                record["messages"] = adapter.dump_python(adapter.validate_python(record["messages"]), mode="json")
+            except ValueError:
+                failed += 1
+            out.write(orjson.dumps(record) + b"\n")
+    print(f"framework could not load {failed} records", file=sys.stderr)
+
+
+def floor_parquet(src: str, dst: str) -> None:
+    """A pyarrow read and write, record batch by record batch."""
+    import pyarrow.parquet as pq
+
+    reader = pq.ParquetFile(src)
+    with pq.ParquetWriter(dst, reader.schema_arrow) as writer:
+        for batch in reader.iter_batches(batch_size=PARQUET_BATCH):
+            writer.write_batch(batch)
+
+
+def framework_parquet(src: str, dst: str) -> None:
+    """The pyarrow read and write of :func:`floor_parquet`, with each ``messages`` cell
+    loaded and dumped by pydantic-ai 2.68 (orjson for the JSON text)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pydantic_ai.messages import ModelMessagesTypeAdapter as adapter
+
+    reader = pq.ParquetFile(src)
+    column = reader.schema_arrow.get_field_index("messages")
+    failed = 0
+    with pq.ParquetWriter(dst, reader.schema_arrow) as writer:
+        for batch in reader.iter_batches(batch_size=PARQUET_BATCH):
+            cells = []
+            for text in batch.column(column).to_pylist():
+                try:
+                    text = orjson.dumps(adapter.dump_python(adapter.validate_python(orjson.loads(text)), mode="json")).decode()
+                except ValueError:
+                    failed += 1
+                cells.append(text)
+            writer.write_batch(batch.set_column(column, "messages", pa.array(cells, pa.string())))
+    print(f"framework could not load {failed} records", file=sys.stderr)
+
+
+BASELINES = {
+    ("floor", "jsonl"): floor_jsonl,
+    ("framework", "jsonl"): framework_jsonl,
+    ("floor", "parquet"): floor_parquet,
+    ("framework", "parquet"): framework_parquet,
+}
+
+
+# ---------------------------------------------------------------- measuring
+
+
+@dataclass
+class Timing:
+    seconds: float
+    peak_rss_mb: float
+    ok: bool
+
+
+def timed(argv: list[str]) -> Timing:
+    """Run ``argv`` to its end; wall-clock seconds and the child's own peak RSS (MB).
+    ``ok`` is false when it exited with 2 or more (histmig exits 1 when records were
+    rejected, which is a result, not a failure)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    start = time.perf_counter()
+    child = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    stderr = child.stderr.read() if child.stderr else b""
+    _, status, usage = os.wait4(child.pid, 0)
+    seconds = time.perf_counter() - start
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode >= 2 and stderr:
+        print(stderr.decode(errors="replace")[-400:], file=sys.stderr)
+    return Timing(seconds, usage.ru_maxrss / 1024, child.returncode < 2)
+
+
+def best(argv: list[str], repeat: int) -> Timing:
+    """The fastest of ``repeat`` runs (peak RSS: the largest seen)."""
+    runs = [timed(argv) for _ in range(repeat)]
+    fastest = min(runs, key=lambda t: t.seconds)
+    return Timing(fastest.seconds, max(t.peak_rss_mb for t in runs), all(t.ok for t in runs))
+
+
+def histmig_argv(src: Path, dst: Path, jobs: int | None = None) -> list[str]:
+    return [sys.executable, "-m", "histmig", "convert", str(src), str(dst), "-q", *([] if jobs is None else ["--jobs", str(jobs)])]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Build the archives, measure, print the table. Returns the exit code (0)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=100_000, help="conversations per archive (default 100000)")
+    parser.add_argument("--quick", action="store_true", help="a small run: 5000 records")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per measurement, the best is kept")
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/histmig-bench"))
+    parser.add_argument("--formats", default="jsonl,parquet", help="comma-separated: jsonl, parquet")
+    args = parser.parse_args(argv)
+    count = 5000 if args.quick else args.records
+    # built in a child, so that its memory is not inherited by the measured children's peak RSS
+    subprocess.run([sys.executable, __file__, "--build", str(args.workdir), str(count)], check=True)
+    files = build(args.workdir, count)
+    formats = [f for f in args.formats.split(",") if f]
+
+    print(f"machine: {os.cpu_count()} cores, {cpu_model()}, Python {platform.python_version()}, {count} records per archive\n")
+    header = f"| {'archive':<14} | {'MB':>5} | {'histmig MB/s':>12} | {'rec/s':>8} | {'framework MB/s':>14} | {'rec/s':>7} | {'floor MB/s':>10} | {'rec/s':>8} | {'x framework':>11} | {'x floor':>7} | {'histmig RSS MB':>14} |"
+    print(header)
+    print("|" + "|".join("-" * (len(cell)) for cell in header.split("|")[1:-1]) + "|")
+    out = args.workdir / "out"
+    out.mkdir(exist_ok=True)
+    for fmt in formats:
+        for name, _ in SHARES:
+            src = files[name][fmt]
+            size, label = files[name]["jsonl"].stat().st_size, f"{fmt} {name}"  # MB of JSON, for both formats
+            ours = best(histmig_argv(src, out / f"histmig.{fmt}"), args.repeat)
+            theirs = best([sys.executable, __file__, "--baseline", "framework", str(src), str(out / f"framework.{fmt}")], args.repeat)
+            floor = best([sys.executable, __file__, "--baseline", "floor", str(src), str(out / f"floor.{fmt}")], args.repeat)
+            cells = [rate(size, count, t) for t in (ours, theirs, floor)]
+            ratio = lambda other: f"{other.seconds / ours.seconds:.2f}" if ours.ok and other.ok else "n/a"  # noqa: E731
+            print(
+                f"| {label:<14} | {size / 1e6:>5.0f} | {cells[0][0]:>12} | {cells[0][1]:>8} | {cells[1][0]:>14} | {cells[1][1]:>7} "
+                f"| {cells[2][0]:>10} | {cells[2][1]:>8} | {ratio(theirs):>11} | {ratio(floor):>7} | {f'{ours.peak_rss_mb:.0f}' if ours.ok else 'n/a':>14} |",
+                flush=True,
+            )
+    if "jsonl" in formats:
+        src = files["100%"]["jsonl"]
+        one = best(histmig_argv(src, out / "jobs1.jsonl", jobs=1), args.repeat)
+        two = best(histmig_argv(src, out / "jobs2.jsonl", jobs=2), args.repeat)
+        if one.ok and two.ok:
+            same = (out / "jobs1.jsonl").read_bytes() == (out / "jobs2.jsonl").read_bytes()
+            print(
+                f"\nhistmig --jobs scaling on jsonl 100%: 1 worker {one.seconds:.2f} s, 2 workers {two.seconds:.2f} s, "
+                f"x{one.seconds / two.seconds:.2f}; outputs identical: {same}"
+            )
+        else:
+            print("\nhistmig --jobs scaling: n/a (histmig convert --jobs failed)")
+    return 0
+
+
+def rate(size: int, count: int, timing: Timing) -> tuple[str, str]:
+    """``(MB/s, records/s)`` cells, ``n/a`` for a run that failed."""
+    if not timing.ok:
+        return "n/a", "n/a"
+    return f"{size / 1e6 / timing.seconds:.1f}", f"{count / timing.seconds:,.0f}"
+
+
+def cpu_model() -> str:
+    """The CPU model name from /proc/cpuinfo (as ``lscpu`` shows it), or the platform's."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--build":
+        build(Path(sys.argv[2]), int(sys.argv[3]))
+        sys.exit(0)
+    if len(sys.argv) == 5 and sys.argv[1] == "--baseline":
+        kind, src, dst = sys.argv[2:]
+        BASELINES[(kind, "parquet" if src.endswith(".parquet") else "jsonl")](src, dst)
+        sys.exit(0)
+    sys.exit(main())
