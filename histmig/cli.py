@@ -8,6 +8,7 @@ was rejected); 2 usage error or unreadable input.
 
 from __future__ import annotations
 
+import inspect
 import sys
 from enum import Enum
 from io import StringIO
@@ -17,6 +18,7 @@ from typing import Annotated, Optional
 import orjson
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 from rich.table import Table
 
@@ -26,9 +28,9 @@ from histmig.pipeline import Options, UnknownRule, select_rules
 from histmig.report import Report
 from histmig.rules import REGISTRY
 from histmig.runner import input_size, run
-from histmig.sources import UnreadableInput, atomic_output
+from histmig.sources import UnreadableInput, UnwritableOutput, atomic_output, check_writable
 from histmig.sources.duckdb import is_duckdb_input
-from histmig.tabular import TableOptions
+from histmig.tabular import TableOptions, is_tabular
 
 EXIT_OK, EXIT_ATTENTION, EXIT_USAGE = 0, 1, 2
 
@@ -38,7 +40,7 @@ app = typer.Typer(
     add_completion=False,
     rich_markup_mode="rich",
 )
-stderr = Console(stderr=True, highlight=False)
+stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 class CauseChoice(str, Enum):
@@ -83,6 +85,31 @@ def _options(select: list[str] | None, ignore: list[str] | None, causes: CauseCh
         stderr.print(f"histmig: {exc}")
         raise typer.Exit(EXIT_USAGE) from exc
     return Options(rules=rules, causes=causes.value, messages_field=messages_field, validate_all=validate_all)
+
+
+_TABLE_SUFFIXES = (".parquet", ".duckdb", ".db", ".ddb")
+
+
+def _check_outputs(input_path: str, *paths: str | None) -> None:
+    """Exit 2 before any work when an output cannot be created, or when its name asks for a
+    format the input's family cannot be written as (a JSON/JSONL input is written as
+    JSON/JSONL; a Parquet or DuckDB input as Parquet or JSONL)."""
+    try:
+        for path in paths:
+            if path is not None:
+                check_writable(path)
+    except UnwritableOutput as exc:
+        stderr.print(f"histmig: cannot write {exc}", markup=False)
+        raise typer.Exit(EXIT_USAGE) from exc
+    output = paths[0]
+    if output is None or output == "-" or output == input_path:
+        return
+    suffix = Path(output).suffix.lower()
+    tabular = is_tabular(input_path)
+    if suffix not in ("", ".parquet", ".jsonl") if tabular else suffix in _TABLE_SUFFIXES:
+        kind = "Parquet (.parquet) or JSONL (.jsonl)" if tabular else "the input's own format (JSON or JSONL)"
+        stderr.print(f"histmig: {output}: this input is written as {kind}; choose an output name that says so", markup=False)
+        raise typer.Exit(EXIT_USAGE)
 
 
 def _run(input_path: str, output_path: str | None, options: Options, fmt: InputFormat | None, rejects: str | None, jobs: int | None, table: TableOptions | None = None) -> Report:
@@ -159,6 +186,7 @@ def convert(
     if in_place and not table_in_place:
         output_path = input_path
     options = _options(select, ignore, causes, messages_field, validate_all=False)
+    _check_outputs(input_path, output_path, rejects, report)
     result = _run(input_path, output_path, options, input_format, rejects, jobs, TableOptions(messages_column, id_column, table, to_table, table_in_place))
     _emit(result, report, report_format, quiet)
     raise typer.Exit(EXIT_ATTENTION if result.failed else EXIT_OK)
@@ -187,6 +215,7 @@ def audit(
 ) -> None:
     """Dry run: the same pipeline and report as convert; nothing is written but the report."""
     options = _options(select, ignore, causes, messages_field, validate_all=False)
+    _check_outputs(input_path, None, report)
     result = _run(input_path, None, options, input_format, None, jobs, TableOptions(messages_column, id_column, table))
     _emit(result, report, report_format, quiet)
     raise typer.Exit(EXIT_ATTENTION if result.failed else EXIT_OK)
@@ -214,27 +243,42 @@ def check(
 ) -> None:
     """Exit 0 when every record is current and valid, 1 when any needs a rule or fails validation, 2 when the input is unreadable."""
     options = _options(select, ignore, CauseChoice.inferred, messages_field, validate_all=True)
+    _check_outputs(input_path, None, report)
     result = _run(input_path, None, options, input_format, None, jobs, TableOptions(messages_column, id_column, table))
     _emit(result, report, report_format, quiet)
+    if not quiet:
+        counts = result.counts
+        if result.needs_attention:
+            stderr.print(
+                f"histmig check: {counts['changed']} of {counts['records_in']} records need migration, "
+                f"{counts['invalid']} are invalid, {counts['rejected']} cannot be read",
+                markup=False,
+            )
+        else:
+            stderr.print(f"histmig check: all {counts['records_in']} records are current and valid", markup=False)
     raise typer.Exit(EXIT_ATTENTION if result.needs_attention else EXIT_OK)
 
 
 @app.command()
-def rules(code: Annotated[Optional[str], typer.Argument(help="Show one rule in full.")] = None) -> None:
+def rules(code: Annotated[Optional[str], typer.Argument(help="Show the rules with this code or prefix in full (HM103, HM2).")] = None) -> None:
     """List the rules: code, summary and the framework-facts section each comes from."""
     console = Console(highlight=False)
-    selected = [rule for rule in sorted(REGISTRY, key=lambda r: r.code) if code is None or rule.code == code.upper()]
+    selected = [rule for rule in sorted(REGISTRY, key=lambda r: r.code) if code is None or rule.code.startswith(code.upper())]
     if not selected:
         stderr.print(f"histmig: unknown rule code {code!r}")
         raise typer.Exit(EXIT_USAGE)
     if code is not None:
-        rule = selected[0]
-        console.print(f"[bold]{rule.code}[/]: {rule.summary}\nsource: {rule.source}\n\n{rule.apply.__doc__ or ''}")
+        for rule in selected:
+            doc = inspect.cleandoc(rule.apply.__doc__ or "").replace("``", "")
+            console.print(f"[bold]{rule.code}[/]: {escape(rule.summary)}\nsource: {rule.source}\n\n{escape(doc)}\n", soft_wrap=True)
         return
     table = Table("code", "summary", "source")
     for rule in selected:
         table.add_row(rule.code, rule.summary, rule.source)
     console.print(table)
+
+
+OtelQuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No summary line on stderr (rejected records are still named).")]
 
 
 class OtelVersion(str, Enum):
@@ -261,13 +305,13 @@ def _otel_done(result: OtelResult, quiet: bool, what: str) -> None:
 def otel(
     input_path: InputArg,
     output_path: Annotated[str, typer.Argument(help="Where to write the OTel messages (same format), or - for stdout.")],
-    version: Annotated[OtelVersion, typer.Option("--version", help="pydantic-ai instrumentation version: 6 puts tool results under role 'tool'.")] = OtelVersion.v5,
+    version: Annotated[OtelVersion, typer.Option("--version", help="pydantic-ai instrumentation version (5, the framework's default, or 6, which puts tool results under role 'tool').")] = OtelVersion.v5,
     include_content: Annotated[bool, typer.Option("--include-content/--no-include-content", help="Record prompts, completions, arguments and results.")] = True,
     causes: CausesOpt = CauseChoice.inferred,
     messages_field: FieldOpt = None,
     input_format: FormatOpt = None,
     rejects: Annotated[Optional[str], typer.Option("--rejects", help="File for rejected records (default: OUTPUT.rejects.jsonl).")] = None,
-    quiet: QuietOpt = False,
+    quiet: OtelQuietOpt = False,
 ) -> None:
     """Export each history (legacy parts migrated first) as the OpenTelemetry GenAI message list pydantic-ai's instrumentation records."""
     try:
@@ -288,7 +332,7 @@ def otel_upgrade(
     messages_field: FieldOpt = None,
     input_format: FormatOpt = None,
     rejects: Annotated[Optional[str], typer.Option("--rejects", help="File for rejected records (default: OUTPUT.rejects.jsonl).")] = None,
-    quiet: QuietOpt = False,
+    quiet: OtelQuietOpt = False,
 ) -> None:
     """Move OTel message arrays exported with version 5 roles to version 6 roles; records already in version 6 roles are copied byte for byte."""
     try:

@@ -66,7 +66,8 @@ class Report:
         if outcome.errors:
             if outcome.status == "unchanged":
                 self.counts["invalid"] += 1
-            self.errors.append({**where, "status": outcome.status, "errors": outcome.errors})
+            status = "invalid" if outcome.status == "unchanged" else outcome.status
+            self.errors.append({**where, "status": status, "errors": outcome.errors})
         if outcome.warnings:
             self.counts["warnings"] += len(outcome.warnings)
             self.warnings.append({**where, "warnings": outcome.warnings})
@@ -132,7 +133,7 @@ class Report:
                 f"{row['before']} -> {row['after']}{cause} evidence={safe(row['evidence'])} ({row['certainty']})"
             )
         for row in self.errors:
-            label = "[yellow]invalid[/]" if row["status"] == "unchanged" else f"[red]{row['status']}[/]"
+            label = f"[yellow]{row['status']}[/]" if row["status"] == "invalid" else f"[red]{row['status']}[/]"
             for line in row["errors"]:
                 console.print(f"{safe(_name(row))}: {label}: {safe(line)}")
         for row in self.warnings:

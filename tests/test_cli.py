@@ -137,3 +137,58 @@ def test_json_report_snapshot(name: str, snapshot, monkeypatch: pytest.MonkeyPat
     result = invoke("audit", f"{name}.json", "--report", "-", "--report-format", "json")
     assert result.exit_code == 0
     assert orjson.loads(result.stdout_bytes) == snapshot
+
+
+def test_an_output_in_a_missing_directory_is_a_usage_error(tmp_path: Path) -> None:
+    result = invoke("convert", str(ALL), str(tmp_path / "nowhere" / "out.jsonl"))
+    assert result.exit_code == 2
+    assert "no such directory" in result.stderr
+    assert invoke("audit", str(ALL), "--report", str(tmp_path / "nowhere" / "r.json")).exit_code == 2
+
+
+def test_an_output_name_asking_for_another_format_is_a_usage_error(tmp_path: Path) -> None:
+    result = invoke("convert", str(ALL), str(tmp_path / "out.parquet"))
+    assert result.exit_code == 2
+    assert "choose an output name" in result.stderr
+    assert not (tmp_path / "out.parquet").exists()
+
+
+def test_outputs_keep_the_permissions_a_new_file_or_the_old_one_has(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    assert invoke("convert", str(ALL), str(out), "-q").exit_code == 0
+    assert out.stat().st_mode & 0o777 == 0o666 & ~_umask()
+    out.chmod(0o640)
+    assert invoke("convert", str(out), "--in-place", "-q").exit_code == 0
+    assert out.stat().st_mode & 0o777 == 0o640
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_rules_takes_a_prefix_and_prints_plain_docs() -> None:
+    result = invoke("rules", "HM2")
+    assert result.exit_code == 0
+    assert [code for code in ("HM201", "HM202", "HM203", "HM204") if code in result.stdout] == ["HM201", "HM202", "HM203", "HM204"]
+    assert "``" not in result.stdout and "HM101" not in result.stdout
+
+
+def test_check_ends_with_a_verdict(tmp_path: Path) -> None:
+    assert "histmig check: 138 of 212 records need migration, 0 are invalid, 0 cannot be read" in invoke("check", str(ALL)).stderr
+    out = tmp_path / "out.jsonl"
+    invoke("convert", str(ALL), str(out), "-q")
+    assert "histmig check: all 212 records are current and valid" in invoke("check", str(out)).stderr
+
+
+def test_an_invalid_record_has_status_invalid(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(b'[{"kind":"teleport","parts":[]}]\n')
+    report = tmp_path / "r.json"
+    assert invoke("check", str(source), "--report", str(report), "--report-format", "json").exit_code == 1
+    data = orjson.loads(report.read_bytes())
+    assert data["summary"]["invalid"] == 1
+    assert [row["status"] for row in data["errors"]] == ["invalid"]

@@ -25,6 +25,25 @@ class UnreadableInput(OSError):
     """The input cannot be opened or its format cannot be told (exit code 2)."""
 
 
+class UnwritableOutput(OSError):
+    """An output cannot be created where it was asked for (exit code 2)."""
+
+
+def check_writable(path: str) -> None:
+    """Raise :class:`UnwritableOutput` unless a file can be created at ``path`` (``-`` is
+    stdout): its directory must exist and be writable, and it must not be a directory."""
+    if path == "-":
+        return
+    target = Path(path)
+    folder = target.parent
+    if target.is_dir():
+        raise UnwritableOutput(f"{path}: is a directory")
+    if not folder.is_dir():
+        raise UnwritableOutput(f"{path}: no such directory {str(folder)!r}")
+    if not os.access(folder, os.W_OK):
+        raise UnwritableOutput(f"{path}: cannot write in {str(folder)!r}")
+
+
 def detect_format(path: str, explicit: str | None = None) -> Format:
     """The format of ``path``: ``explicit`` when given (``json``/``jsonl``), ``jsonl`` for
     ``-`` and ``.jsonl``/``.ndjson`` (optionally ``.gz``), ``json`` for ``.json`` (one
@@ -58,6 +77,18 @@ def open_input(path: str) -> Iterator[BinaryIO]:
             yield raw
 
 
+def new_file_mode(target: Path) -> int:
+    """The permission bits a file written over ``target`` gets: the target's own when it
+    exists, else what ``open()`` would give a new file (``0o666`` less the umask). A
+    temporary file from ``mkstemp`` is ``0o600``; renaming it as is would change them."""
+    try:
+        return target.stat().st_mode & 0o7777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
 @contextmanager
 def atomic_output(path: str) -> Iterator[BinaryIO]:
     """A binary stream that becomes ``path`` only when the block ends without an exception:
@@ -71,6 +102,7 @@ def atomic_output(path: str) -> Iterator[BinaryIO]:
         return
     target = Path(path)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    os.fchmod(fd, new_file_mode(target))
     try:
         with os.fdopen(fd, "wb") as tmp:
             if target.name.lower().endswith(".gz"):

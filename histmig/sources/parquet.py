@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from histmig.pipeline import Options
 from histmig.report import Report
-from histmig.sources import atomic_output
+from histmig.sources import atomic_output, new_file_mode
 from histmig.sources.arrow import ColumnError, ColumnMigrator, find_messages_column, write_jsonl_rows
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
@@ -58,6 +58,7 @@ def parquet_sink(path: str, schema: pa.Schema, compression: str = "snappy") -> I
     directory and renamed over ``path`` only when the block ends without an exception."""
     target = Path(path)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.fchmod(fd, new_file_mode(target))
     os.close(fd)
     try:
         with pq.ParquetWriter(tmp_name, schema, compression=compression) as writer:
