@@ -1,13 +1,20 @@
 """The rewrite pipeline: one record in, the migrated record and its changes out.
 
 Hot path (design.md): every record is parsed once (so broken JSON and records that are not
-histories are caught and named), but one whose bytes hold nothing any rule targets is
-returned as it is, never walked by the rules nor re-serialized. Any other record is
-rewritten by the selected rules in registration order, validated against the current
-schema (histmig.schema) and passed through the rules a second time; a second pass that
-changes anything is an internal error: the record is rejected (kept whole) and the error
-names it. Bad input never raises out of :func:`process`: the record comes back
-``rejected`` with one line per problem.
+histories are caught and named), but one whose bytes hold no selected rule's byte marker
+(:attr:`~histmig.rules.Rule.may_apply`) is returned as it is, never walked by the rules nor
+re-serialized. Any other record is rewritten by the selected rules whose marker its bytes
+hold, in registration order, validated against the current schema (histmig.schema),
+serialized, and passed through the rules a second time; a second pass that changes anything
+is an internal error: the record is rejected (kept whole) and the error names it. Bad input
+never raises out of :func:`process`: the record comes back ``rejected`` with one line per
+problem.
+
+Both passes skip the rules whose marker is absent, and that is sound: a marker is a
+necessary condition on the JSON text of the record (if it is false the rule cannot change
+the record), the first pass tests it on the input bytes, which no earlier rule can make a
+later rule's marker match (see :func:`migrate`), and the second pass tests it on the bytes
+of the migrated record, exactly what the second pass walks.
 """
 
 from __future__ import annotations
@@ -23,28 +30,48 @@ import orjson
 from histmig.records import NotAHistory, Record, envelope_id, locate_messages
 from histmig.rules import REGISTRY, Change, Context, Rule
 from histmig.rules.base import CauseMode, Malformed
-from histmig.schema import current_errors, legacy_errors
+from histmig.schema import current_errors, is_current, legacy_errors
 from histmig.schema.current import REQUEST_PART_KINDS, RESPONSE_PART_KINDS
 
-_NULL_FIELD = re.compile(rb'"(?:tool_call_id|timestamp)"\s*:\s*null')
-_INSTRUCTION_PART = re.compile(rb'"part_kind"\s*:\s*"instruction"')
-_LIST_CONTENT = re.compile(rb'"content"\s*:\s*\[')
+
+def needs_rules(raw: bytes, rules: Iterable[Rule] = REGISTRY) -> bool:
+    """Whether any of ``rules`` may change the record whose JSON text is ``raw``: whether one
+    of their byte markers (:attr:`~histmig.rules.Rule.may_apply`) says yes. It may say yes
+    for a record no rule changes (the text is in a string), never no for one a rule would
+    change. ``raw`` must hold no ``\\u`` escape (see :func:`marker_text`)."""
+    return bool(applicable(raw, rules))
 
 
-def needs_rules(raw: bytes) -> bool:
-    """Whether the bytes of a record may hold anything a rule targets: a retry-prompt part, a
-    retry-feedback part with list content (HM203), an ``args_json``/``args_dict`` wrapper,
-    ``provider_request_id``, an instruction part, a null ``tool_call_id`` or ``timestamp``.
-    It may say yes for a record no rule changes (the text is in a string), never no for one a
-    rule would change. Plain substring scans first (fast), a regex only behind a substring
-    that makes it possible."""
-    return (
-        (b"retry-" in raw and (b"retry-prompt" in raw or (b"retry-feedback" in raw and _LIST_CONTENT.search(raw) is not None)))
-        or (b"args_" in raw and (b"args_json" in raw or b"args_dict" in raw))
-        or b"provider_request_id" in raw
-        or (b"null" in raw and _NULL_FIELD.search(raw) is not None)
-        or (b'"instruction"' in raw and _INSTRUCTION_PART.search(raw) is not None)
-    )
+def applicable(text: bytes, rules: Iterable[Rule]) -> tuple[Rule, ...]:
+    """The ``rules`` (in their order) whose byte marker is in ``text``, the JSON text of a
+    record with no ``\\u`` escape (:func:`marker_text`); a marker shared by several rules
+    is run once."""
+    seen: dict[Any, bool] = {}
+    chosen = []
+    for rule in rules:
+        hit = seen.get(rule.may_apply)
+        if hit is None:
+            hit = seen[rule.may_apply] = rule.may_apply(text)
+        if hit:
+            chosen.append(rule)
+    return tuple(chosen)
+
+
+_ESCAPE = re.compile(rb"\\u")
+
+
+def marker_text(raw: bytes, obj: Any) -> bytes | None:
+    """The text the byte markers may be run on for the record ``raw`` parsed as ``obj``:
+    ``raw`` itself, or, when it holds a ``\\u`` escape (which could spell a key or a part
+    kind a marker looks for), ``obj`` as orjson writes it (which escapes only control
+    characters); ``None`` when orjson cannot write ``obj`` (nested too deep): then every
+    rule may apply."""
+    if _ESCAPE.search(raw) is None:
+        return raw
+    try:
+        return orjson.dumps(obj)
+    except orjson.JSONEncodeError:
+        return None
 
 
 _DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
@@ -92,12 +119,23 @@ def select_rules(select: Iterable[str] = (), ignore: Iterable[str] = ()) -> tupl
     )
 
 
-def migrate(messages: list[Any], options: Options = Options()) -> list[Change]:
-    """Run the selected rules over ``messages`` (a history as plain JSON data), editing it in
-    place; returns the changes in the order they were made."""
+def migrate(messages: list[Any], options: Options = Options(), text: bytes | None = None) -> list[Change]:
+    """Run the selected rules over ``messages`` (a history as plain JSON data), in
+    registration order, editing it in place; returns the changes in the order they were made.
+
+    With ``text``, the JSON text of the record holding ``messages`` as it stands (no ``\\u``
+    escape, see :func:`marker_text`), only the rules whose byte marker is in it run: a
+    marker is a necessary condition, and no rule writes what a later rule's marker looks
+    for (the rules write ids, ``"input": null``, ``instructions``, ``tool-return`` and
+    ``retry-feedback`` parts; only HM203, which runs before HM102, looks at the last), so
+    the skipped rules would have changed nothing."""
+    return _apply(messages, options.rules if text is None else applicable(text, options.rules), options)
+
+
+def _apply(messages: list[Any], rules: tuple[Rule, ...], options: Options) -> list[Change]:
     ctx = Context(causes=options.causes)
     changes: list[Change] = []
-    for rule in options.rules:
+    for rule in rules:
         changes.extend(rule.apply(messages, ctx))
     return changes
 
@@ -124,7 +162,9 @@ def process(record: Record, options: Options = Options()) -> Outcome:
         obj = orjson.loads(record.raw)
     except orjson.JSONDecodeError as exc:
         return Outcome(record, "rejected", None, errors=[f"invalid JSON: {exc}"])
-    walk = options.validate_all or needs_rules(record.raw)
+    text = marker_text(record.raw, obj)
+    rules = options.rules if text is None else applicable(text, options.rules)
+    walk = options.validate_all or bool(rules)
     exact = walk and has_big_int(record.raw)
     if exact:
         obj = json.loads(record.raw)
@@ -138,7 +178,7 @@ def process(record: Record, options: Options = Options()) -> Outcome:
         return Outcome(record, "unchanged", record.raw)
     prefix = f"{field_name}" if field_name else "messages"
     try:
-        changes = migrate(messages, options)
+        changes = _apply(messages, rules, options)
     except Malformed as exc:
         return Outcome(record, "rejected", None, errors=[_under(str(exc), prefix)])
     except Exception as exc:  # a rule met a shape it did not expect: keep the record, say so
@@ -153,13 +193,13 @@ def process(record: Record, options: Options = Options()) -> Outcome:
     errors, warnings = _validate(messages, prefix)
     if errors:
         return Outcome(record, "rejected", None, changes, errors, warnings)
-    second = migrate(messages, options)
-    if second:
-        codes = ", ".join(sorted({c.rule for c in second}))
-        return Outcome(record, "rejected", None, changes, [f"internal error: a second pass changed the record again ({codes})"])
     if field_name is not None:
         obj[field_name] = messages
     output = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() if exact else orjson.dumps(obj)
+    second = migrate(messages, options, output)
+    if second:
+        codes = ", ".join(sorted({c.rule for c in second}))
+        return Outcome(record, "rejected", None, changes, [f"internal error: a second pass changed the record again ({codes})"])
     return Outcome(record, "changed", output, changes, warnings=warnings)
 
 
@@ -175,7 +215,11 @@ def _validate(messages: list[Any], prefix: str) -> tuple[list[str], list[str]]:
 
     A part whose ``part_kind`` no release up to 2.68 wrote (a newer release's) is carried
     unchanged and reported as a warning, never an error: it is validated as an empty
-    placeholder of its message kind, so every other path keeps its index."""
+    placeholder of its message kind, so every other path keeps its index. A history that
+    validates as it is has neither (an unknown ``part_kind`` fails validation): that is
+    checked first, and the parts are walked only when it fails."""
+    if is_current(messages):
+        return [], []
     warnings: list[str] = []
     checked: list[Any] = []
     for m_index, message in enumerate(messages):

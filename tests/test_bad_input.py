@@ -143,3 +143,10 @@ def test_in_place_replaces_the_input_only_when_complete(tmp_path: Path) -> None:
     assert b"retry-prompt" not in source.read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["chats.jsonl"]
     assert runner.invoke(app, ["convert", str(source), str(tmp_path / "x"), "--in-place"]).exit_code == 2
+
+
+def test_a_part_kind_spelled_with_a_unicode_escape_is_still_migrated() -> None:
+    raw = b'{"messages":[{"kind":"request","parts":[{"part_kind":"retry\\u002dprompt","content":"x","tool_name":null}]}]}'
+    outcome = process(Record(raw, "in.jsonl", "line 1"))
+    assert outcome.status == "changed"
+    assert [c.rule for c in outcome.changes] == ["HM102"]

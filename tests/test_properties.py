@@ -9,12 +9,14 @@ schema and loads in pydantic-ai-slim 2.68.0.
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from histmig.pipeline import migrate
+from histmig.rules import REGISTRY, Context
 from histmig.schema import current_errors
 from tests.conftest import framework_dump
 
@@ -114,3 +116,12 @@ def test_parts_no_rule_targets_are_untouched(history: list[dict[str, Any]]) -> N
                 assert {k: v for k, v in new.items() if k not in ("part_kind", "outcome", "retry", "content", "tool_name", "tool_call_id")} == {
                     k: v for k, v in old.items() if k not in ("part_kind", "content", "tool_name", "tool_call_id")
                 }
+
+
+@SETTINGS
+@given(HISTORY)
+def test_a_rule_whose_byte_marker_is_false_changes_nothing(history: list[dict[str, Any]]) -> None:
+    text = json.dumps(history, ensure_ascii=False).encode()
+    for rule in REGISTRY:
+        if not rule.may_apply(text):
+            assert rule.apply(copy.deepcopy(history), Context()) == [], rule.code

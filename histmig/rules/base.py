@@ -74,24 +74,33 @@ class Context:
 
 RuleFunc = Callable[[Messages, Context], list[Change]]
 
+Marker = Callable[[bytes], bool]
+"""A rule's byte marker: given the JSON text of a record (UTF-8, no ``\\u`` escapes, see
+:func:`histmig.pipeline.process`), ``False`` only when the rule cannot change the record. It
+is a necessary condition, never a sufficient one: it may say ``True`` for a record the rule
+leaves alone (the text is inside a string), never ``False`` for one it would change."""
+
 
 @dataclass(frozen=True)
 class Rule:
     """A registered rewrite: ``code`` (stable, e.g. ``HM101``), ``summary`` (one line),
-    ``source`` (the framework-facts section or release it comes from) and ``apply``, which
-    edits a conversation in place and returns the changes it made."""
+    ``source`` (the framework-facts section or release it comes from), ``apply``, which
+    edits a conversation in place and returns the changes it made, and ``may_apply``, its
+    byte marker (:data:`Marker`)."""
 
     code: str
     summary: str
     source: str
     apply: RuleFunc = field(repr=False)
+    may_apply: Marker = field(repr=False)
 
 
 REGISTRY: list[Rule] = []
 
 
-def register(code: str, summary: str, source: str) -> Callable[[RuleFunc], RuleFunc]:
-    """Decorator adding a rule function to :data:`REGISTRY` under ``code``.
+def register(code: str, summary: str, source: str, may_apply: Marker) -> Callable[[RuleFunc], RuleFunc]:
+    """Decorator adding a rule function to :data:`REGISTRY` under ``code``, with its byte
+    marker ``may_apply`` (:data:`Marker`).
 
     Raises ``ValueError`` when the code is registered twice.
     """
@@ -99,7 +108,7 @@ def register(code: str, summary: str, source: str) -> Callable[[RuleFunc], RuleF
     def decorate(func: RuleFunc) -> RuleFunc:
         if any(rule.code == code for rule in REGISTRY):
             raise ValueError(f"rule {code} registered twice")
-        REGISTRY.append(Rule(code, summary, source, func))
+        REGISTRY.append(Rule(code, summary, source, func, may_apply))
         return func
 
     return decorate

@@ -8,12 +8,39 @@ random generator, and a derived value says how it was derived in the change's ev
 from __future__ import annotations
 
 import hashlib
+import re
 from collections import defaultdict
 from typing import Any
 
 from histmig.rules.base import Change, Context, Messages, iter_parts, register
 
 _ID_PARTS = ("tool-call", "tool-return")
+
+_NULL_ID = re.compile(rb'"tool_call_id"\s*:\s*null')
+_NULL_TIMESTAMP = re.compile(rb'"timestamp"\s*:\s*null')
+_LIST_CONTENT = re.compile(rb'"content"\s*:\s*\[')
+_INSTRUCTION_PART = re.compile(rb'"part_kind"\s*:\s*"instruction"')
+
+
+def _may_lack_ids(raw: bytes) -> bool:
+    """HM201's marker: a null ``tool_call_id``, or a retry-prompt part (a tool-bound one may
+    have no ``tool_call_id`` key at all)."""
+    return b"retry-prompt" in raw or (b"null" in raw and _NULL_ID.search(raw) is not None)
+
+
+def _may_have_null_timestamp(raw: bytes) -> bool:
+    """HM202's marker: a ``"timestamp": null``."""
+    return b"null" in raw and _NULL_TIMESTAMP.search(raw) is not None
+
+
+def _may_lack_error_input(raw: bytes) -> bool:
+    """HM203's marker: a retry-prompt or retry-feedback part and some list ``content``."""
+    return b"retry-" in raw and (b"retry-prompt" in raw or b"retry-feedback" in raw) and _LIST_CONTENT.search(raw) is not None
+
+
+def _may_hold_instruction_part(raw: bytes) -> bool:
+    """HM204's marker: a ``"part_kind": "instruction"``."""
+    return b'"instruction"' in raw and _INSTRUCTION_PART.search(raw) is not None
 
 
 def derived_tool_call_id(m_index: int, p_index: int, tool_name: Any) -> str:
@@ -35,6 +62,7 @@ def _needs_id(part: dict[str, Any]) -> bool:
     "HM201",
     "null tool_call_id on tool-call / tool-return, null or missing on tool-bound retry-prompt -> paired, derived id",
     "framework-facts §2 (load failures), §3.3 (ids nullable in 0.0.13–0.0.44)",
+    _may_lack_ids,
 )
 def derive_tool_call_ids(messages: Messages, ctx: Context) -> list[Change]:
     """Give every ``null``-id ``tool-call`` a derived id (:func:`derived_tool_call_id`), then
@@ -70,6 +98,7 @@ def derive_tool_call_ids(messages: Messages, ctx: Context) -> list[Change]:
     "HM202",
     "null timestamp on a request part or a response -> field removed (never the clock)",
     "framework-facts §2 (load failures)",
+    _may_have_null_timestamp,
 )
 def drop_null_timestamps(messages: Messages, ctx: Context) -> list[Change]:
     """Remove ``"timestamp": null`` where 2.68 rejects it: on request parts, on
@@ -111,6 +140,7 @@ def _insert_input(detail: dict[str, Any]) -> dict[str, Any]:
     "HM203",
     "error details without 'input' in a retry part -> \"input\": null",
     "framework-facts §2 (load failures), bug case BC3",
+    _may_lack_error_input,
 )
 def add_missing_error_input(messages: Messages, ctx: Context) -> list[Change]:
     """Give every error-details entry of a ``retry-prompt`` or ``retry-feedback`` list content
@@ -137,6 +167,7 @@ _INSTRUCTION_KEYS = {"part_kind", "content"}
     "HM204",
     "'instruction' part inside a request's parts -> text moved to the request's instructions",
     "framework-facts §3.1 (request part tags), bug case BC5",
+    _may_hold_instruction_part,
 )
 def move_instruction_parts(messages: Messages, ctx: Context) -> list[Change]:
     """Move each ``{"part_kind": "instruction", "content": str}`` out of a request's

@@ -9,10 +9,21 @@ from histmig.rules.base import Change, Context, Messages, iter_parts, register
 _ARGS_WRAPPERS = {"args_json": str, "args_dict": dict}
 
 
+def _may_hold_args_wrapper(raw: bytes) -> bool:
+    """HM301's marker: an ``args_json`` or ``args_dict`` key."""
+    return b"args_" in raw and (b"args_json" in raw or b"args_dict" in raw)
+
+
+def _may_hold_provider_request_id(raw: bytes) -> bool:
+    """HM302's marker: a ``provider_request_id`` key."""
+    return b"provider_request_id" in raw
+
+
 @register(
     "HM301",
     "tool-call args wrapped as {'args_json': ...} / {'args_dict': ...} -> the bare arguments",
     "framework-facts §3.3 (ToolCallPart.args, 0.0.13–0.0.20)",
+    _may_hold_args_wrapper,
 )
 def unwrap_tool_call_args(messages: Messages, ctx: Context) -> list[Change]:
     """Replace ``args`` of ``{"args_json": "<json text>"}`` by the text and of
@@ -39,6 +50,7 @@ def _rename_key(obj: dict[str, Any], old: str, new: str) -> dict[str, Any]:
     "HM302",
     "response provider_request_id -> provider_response_id",
     "framework-facts §3.3 (0.7.3–0.8.0 wrote provider_request_id; 2.68 has no alias for it)",
+    _may_hold_provider_request_id,
 )
 def rename_provider_request_id(messages: Messages, ctx: Context) -> list[Change]:
     """Rename a response's ``provider_request_id`` to ``provider_response_id`` in place, when

@@ -19,6 +19,11 @@ RETRY_PROMPT = "retry-prompt"
 _ERROR_DETAILS_KEYS = ("type", "loc", "msg", "input", "url")
 
 
+def may_hold_retry_prompt(raw: bytes) -> bool:
+    """The marker of HM101, HM102 and HM103: a ``retry-prompt`` part kind."""
+    return b"retry-prompt" in raw
+
+
 def dump_error_details(errors: list[Any]) -> list[Any]:
     """Clean a tool-bound error list exactly as 2.68's ``_dump_error_details`` does
     (framework-facts §2): keep the ``ErrorDetails`` keys in their declared order
@@ -101,6 +106,7 @@ def _verdict(part: dict[str, Any], ctx: Context, *, tool_bound: bool) -> Verdict
     "HM103",
     "tool-less 'Unknown tool name' retry-prompt (releases before 0.0.47) -> the invented call's retried tool-return",
     "framework-facts §1.2",
+    may_hold_retry_prompt,
 )
 def rebind_unknown_tool(messages: Messages, ctx: Context) -> list[Change]:
     """Re-bind a tool-less ``'Unknown tool name: …'`` retry to the call it answers.
@@ -148,6 +154,7 @@ def _preceding_call(messages: Messages, m_index: int, name: str, used: set[int])
     "HM101",
     "tool-bound retry-prompt -> ToolReturnPart with outcome 'retried' and a RetryInfo cause",
     "framework-facts §1, §2",
+    may_hold_retry_prompt,
 )
 def migrate_tool_bound(messages: Messages, ctx: Context) -> list[Change]:
     """Rewrite every tool-bound retry-prompt part (``tool_name`` not ``None``) as the retried
@@ -165,6 +172,7 @@ def migrate_tool_bound(messages: Messages, ctx: Context) -> list[Change]:
     "HM102",
     "tool-less retry-prompt -> RetryFeedbackPart with a RetryInfo cause",
     "framework-facts §1, §2",
+    may_hold_retry_prompt,
 )
 def migrate_tool_less(messages: Messages, ctx: Context) -> list[Change]:
     """Rewrite every tool-less retry-prompt part (``tool_name`` ``None`` or absent) as a

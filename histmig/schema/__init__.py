@@ -104,6 +104,16 @@ def _errors(adapter: TypeAdapter[Any], messages: Any) -> list[str]:
     return []
 
 
+def is_current(messages: Any) -> bool:
+    """Whether pydantic-ai 2.68 loads `messages` (a history as plain JSON data): the same verdict
+    as `not current_errors(messages)`, without building error lines (the happy path)."""
+    try:
+        CurrentHistory.validate_python(messages)
+    except ValidationError:
+        return False
+    return True
+
+
 def current_errors(messages: Any) -> list[str]:
     """Why pydantic-ai 2.68 would refuse to load `messages`: one `path: message` line per error.
 
@@ -180,5 +190,6 @@ __all__ = [
     "UserPromptPart",
     "WorkspaceRef",
     "current_errors",
+    "is_current",
     "legacy_errors",
 ]
