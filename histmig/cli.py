@@ -13,7 +13,7 @@ import sys
 from enum import Enum
 from io import StringIO
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import orjson
 import typer
@@ -22,15 +22,16 @@ from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 from rich.table import Table
 
-from histmig.otel_io import OtelResult, export_file, upgrade_file
 from histmig.parallel import default_jobs
 from histmig.pipeline import Options, UnknownRule, select_rules
 from histmig.report import Report
 from histmig.rules import REGISTRY
 from histmig.runner import input_size, run
 from histmig.sources import UnreadableInput, UnwritableOutput, atomic_output, check_writable
-from histmig.sources.duckdb import is_duckdb_input
-from histmig.tabular import TableOptions, is_tabular
+from histmig.tabular import TableOptions, is_duckdb_input, is_tabular
+
+if TYPE_CHECKING:
+    from histmig.otel_io import OtelResult
 
 EXIT_OK, EXIT_ATTENTION, EXIT_USAGE = 0, 1, 2
 
@@ -314,8 +315,10 @@ def otel(
     quiet: OtelQuietOpt = False,
 ) -> None:
     """Export each history (legacy parts migrated first) as the OpenTelemetry GenAI message list pydantic-ai's instrumentation records."""
+    from histmig import otel_io  # only the otel commands pay for its imports
+
     try:
-        result = export_file(
+        result = otel_io.export_file(
             input_path, output_path, version=int(version.value), include_content=include_content, causes=causes.value,
             messages_field=messages_field, fmt=input_format and input_format.value, rejects_path=rejects,
         )
@@ -335,8 +338,10 @@ def otel_upgrade(
     quiet: OtelQuietOpt = False,
 ) -> None:
     """Move OTel message arrays exported with version 5 roles to version 6 roles; records already in version 6 roles are copied byte for byte."""
+    from histmig import otel_io  # only the otel commands pay for its imports
+
     try:
-        result = upgrade_file(input_path, output_path, messages_field=messages_field, fmt=input_format and input_format.value, rejects_path=rejects)
+        result = otel_io.upgrade_file(input_path, output_path, messages_field=messages_field, fmt=input_format and input_format.value, rejects_path=rejects)
     except UnreadableInput as exc:
         stderr.print(f"histmig: cannot read {exc}", markup=False)
         raise typer.Exit(EXIT_USAGE) from exc

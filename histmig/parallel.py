@@ -1,47 +1,62 @@
-"""Running the pipeline over a stream of records on several cores, in input order.
+"""Running the pipeline over a JSONL stream, chunk by chunk, on several cores, in order.
 
-:func:`outcomes` pairs each item a source yields with its :class:`~histmig.pipeline.Outcome`.
-With ``jobs`` above 1, ``jobs`` worker processes are forked, each with its own pipe; the
-records go to them in chunks of :data:`CHUNK`, as plain bytes, round-robin. A worker holds
-one chunk at a time: before sending it the next one, the parent receives (and keeps) its
-answer to the previous one, so neither side can block writing to a full pipe the other is
-not reading. At most :data:`IN_FLIGHT` chunks per worker are sent and not yet yielded, so
-memory stays bounded whatever the input size, and chunks are yielded in the order they were
-sent, so the output order is the input order. The parent runs no helper thread: it reads,
-sends, receives and yields. A worker sends back only what the parent cannot rebuild:
-the envelope id (or ``None``) of a clean unchanged record, the full outcome (without the
-input bytes, which the parent holds) of any other.
+A chunk is a list of input lines (about :data:`CHUNK_BYTES` of them) and the number of its
+first line. :func:`process_chunk` turns one into a :class:`ChunkResult`: the bytes to write
+(kept, migrated and carried blank lines, joined), the rejected lines, the outcomes the
+report needs in detail, and how many records were clean and unchanged. With ``jobs``
+above 1, :func:`map_chunks` forks ``jobs`` worker processes, each with its own pipe, and
+sends them chunks round-robin; a worker holds one chunk at a time and the parent receives
+its answer before sending it the next, so neither side can block writing to a full pipe the
+other is not reading. Chunks come back in the order they were sent, so the output order is
+the input order, and at most ``jobs`` chunks are in flight, so memory stays bounded. The
+parent does no per-record work: it reads lines, writes joined bytes and feeds the report.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
-from collections import deque
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from multiprocessing import get_context
 from multiprocessing.connection import Connection
 
 from histmig.pipeline import Options, Outcome, process
 from histmig.records import Record
 
-CHUNK = 500
-"""Records per chunk sent to a worker (about 1.4 MB of a typical archive)."""
-
-IN_FLIGHT = 2
-"""Chunks sent to one worker and not yet collected, at most."""
-
-Item = Record | bytes
-"""What a source yields: a record, or the bytes of a blank line to carry as it is."""
-
-Result = str | None | Outcome
-"""What a worker sends back for one record: the envelope id (or ``None``) of a clean
-unchanged record, else its outcome without the input bytes."""
+CHUNK_BYTES = 1 << 20
+"""Input bytes per chunk (whole lines; one long line makes a chunk of its own)."""
 
 
 class WorkerDied(RuntimeError):
     """A worker process ended without answering a chunk (killed, out of memory)."""
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Input lines as read (each with its ``\\n``, the last maybe without), the 1-based
+    number of the first one, and the source name used in error lines."""
+
+    lines: list[bytes]
+    first: int
+    source: str
+
+
+@dataclass
+class ChunkResult:
+    """What one chunk came to: ``output``, the bytes to write (each kept, migrated or blank
+    line followed by ``\\n``; rejected records too when there is no rejects file);
+    ``rejected``, the rejected records' lines for the rejects file; ``outcomes``, every
+    outcome the report needs in detail (changed, rejected, or with errors or warnings), in
+    input order and without their bytes; ``unchanged``, the clean unchanged records;
+    ``consumed``, input bytes; ``last``, the location of the last record."""
+
+    output: bytes = b""
+    rejected: bytes = b""
+    outcomes: list[Outcome] = field(default_factory=list)
+    unchanged: int = 0
+    consumed: int = 0
+    last: str | None = None
 
 
 def default_jobs() -> int:
@@ -49,16 +64,61 @@ def default_jobs() -> int:
     return os.cpu_count() or 1
 
 
-def outcomes(items: Iterable[Item], options: Options, jobs: int = 1) -> Iterator[tuple[Item, Outcome | None]]:
-    """Yield ``(item, outcome)`` for every item of ``items`` in order; ``outcome`` is
-    ``None`` for a carried blank line (``bytes``). ``jobs`` <= 1 runs in this process;
-    otherwise ``jobs`` worker processes (forked, so the rules are the parent's) do the work.
-    Outcomes are the same either way (:func:`~histmig.pipeline.process` never raises for bad
-    input). An exception raised while reading ``items`` is raised again after the outcomes
-    of every item read before it; :class:`WorkerDied` is raised when a worker is lost."""
+def read_chunks(stream: Iterable[bytes], source: str) -> Iterator[Chunk]:
+    """Group the lines of ``stream`` into chunks of about :data:`CHUNK_BYTES`. When reading
+    fails (a truncated ``.gz``), the lines read before are yielded, then the error raised."""
+    lines: list[bytes] = []
+    size, first = 0, 1
+    try:
+        for number, line in enumerate(stream, start=1):
+            lines.append(line)
+            size += len(line)
+            if size >= CHUNK_BYTES:
+                yield Chunk(lines, first, source)
+                lines, size, first = [], 0, number + 1
+    except Exception:
+        if lines:
+            yield Chunk(lines, first, source)
+        raise
+    if lines:
+        yield Chunk(lines, first, source)
+
+
+def process_chunk(chunk: Chunk, options: Options, split_rejects: bool) -> ChunkResult:
+    """Run :func:`~histmig.pipeline.process` over every non-blank line of ``chunk``
+    (``location`` ``line N``). ``split_rejects``: rejected lines go to ``rejected`` rather
+    than ``output``. Never raises for bad input."""
+    result = ChunkResult(consumed=sum(map(len, chunk.lines)))
+    written: list[bytes] = []
+    rejected: list[bytes] = []
+    for number, line in enumerate(chunk.lines, start=chunk.first):
+        raw = line[:-1] if line.endswith(b"\n") else line
+        if not raw.strip():
+            written.append(raw)
+            continue
+        result.last = f"line {number}"
+        outcome = process(Record(raw, chunk.source, result.last), options)
+        if outcome.status == "rejected":
+            (rejected if split_rejects else written).append(raw)
+        else:
+            written.append(outcome.output)
+        if outcome.status == "unchanged" and not outcome.errors and not outcome.warnings:
+            result.unchanged += 1
+        else:
+            result.outcomes.append(replace(outcome, record=replace(outcome.record, raw=b""), output=None))
+    result.output = b"\n".join(written) + b"\n" if written else b""
+    result.rejected = b"\n".join(rejected) + b"\n" if rejected else b""
+    return result
+
+
+def map_chunks(chunks: Iterable[Chunk], options: Options, split_rejects: bool, jobs: int = 1) -> Iterator[ChunkResult]:
+    """Yield :func:`process_chunk` of every chunk, in order. ``jobs`` <= 1 runs in this
+    process; otherwise in ``jobs`` forked workers (see the module docstring). An exception
+    raised while reading ``chunks`` (a truncated input) is raised again after the results
+    of every chunk read before it; :class:`WorkerDied` is raised when a worker is lost."""
     if jobs <= 1:
-        for item in items:
-            yield item, None if isinstance(item, bytes) else process(item, options)
+        for chunk in chunks:
+            yield process_chunk(chunk, options, split_rejects)
         return
     context = get_context("fork")
     conns: list[Connection] = []
@@ -66,35 +126,28 @@ def outcomes(items: Iterable[Item], options: Options, jobs: int = 1) -> Iterator
     try:
         for _ in range(jobs):
             parent_end, child_end = context.Pipe()
-            worker = context.Process(target=_serve, args=(child_end, options), daemon=True)
+            worker = context.Process(target=_serve, args=(child_end, options, split_rejects), daemon=True)
             worker.start()
             child_end.close()
             conns.append(parent_end)
             workers.append(worker)
-        source, error, turn = iter(items), None, 0
-        pending: deque[tuple[list[Item], int]] = deque()
-        received: dict[int, list[Result]] = {}
-        holding: dict[int, int] = {}
+        busy: list[int] = []
+        source, error, turn = iter(chunks), None, 0
         while True:
-            chunk, error = _take(source)
-            payload = pickle.dumps([(item.raw, item.source, item.location) for item in chunk if not isinstance(item, bytes)], pickle.HIGHEST_PROTOCOL)
-            worker_index = turn % jobs
-            if worker_index in holding:
-                received[holding.pop(worker_index)] = _receive(conns[worker_index])
-            conns[worker_index].send_bytes(payload)
-            holding[worker_index] = turn
-            pending.append((chunk, turn))
-            turn += 1
-            last = len(chunk) < CHUNK or error is not None
-            while pending and (len(pending) >= IN_FLIGHT * jobs or last):
-                chunk_done, number = pending.popleft()
-                results = received.pop(number, None)
-                if results is None:
-                    del holding[number % jobs]
-                    results = _receive(conns[number % jobs])
-                yield from _collect(chunk_done, results)
-            if last:
+            try:
+                chunk = next(source)
+            except StopIteration:
                 break
+            except Exception as exc:  # raised again below, once the chunks read before are out
+                error = exc
+                break
+            if len(busy) == jobs:
+                yield _receive(conns[busy.pop(0)])
+            conns[turn % jobs].send_bytes(pickle.dumps(chunk, pickle.HIGHEST_PROTOCOL))
+            busy.append(turn % jobs)
+            turn += 1
+        while busy:
+            yield _receive(conns[busy.pop(0)])
         for conn in conns:
             conn.send_bytes(b"")
         for worker in workers:
@@ -110,55 +163,16 @@ def outcomes(items: Iterable[Item], options: Options, jobs: int = 1) -> Iterator
         raise error
 
 
-def _take(source: Iterator[Item]) -> tuple[list[Item], Exception | None]:
-    """Up to :data:`CHUNK` items, and the exception reading stopped on (a truncated input),
-    so that what was read before it is still processed, then the error raised."""
-    chunk: list[Item] = []
-    try:
-        for item in source:
-            chunk.append(item)
-            if len(chunk) == CHUNK:
-                break
-    except Exception as exc:  # re-raised by outcomes() once the records before it are out
-        return chunk, exc
-    return chunk, None
-
-
-def _serve(conn: Connection, options: Options) -> None:
-    """A worker's loop: answer each chunk (a pickled list of ``(raw, source, location)``)
-    with the pickled list of its :data:`Result`; an empty message ends it."""
-    while True:
-        message = conn.recv_bytes()
-        if not message:
-            break
-        results: list[Result] = []
-        for raw, source, location in pickle.loads(message):
-            outcome = process(Record(raw, source, location), options)
-            if outcome.status == "unchanged" and not outcome.errors and not outcome.warnings:
-                results.append(outcome.record.record_id)
-            else:
-                results.append(replace(outcome, record=replace(outcome.record, raw=b""), output=outcome.output if outcome.status == "changed" else None))
-        conn.send_bytes(pickle.dumps(results, pickle.HIGHEST_PROTOCOL))
+def _serve(conn: Connection, options: Options, split_rejects: bool) -> None:
+    """A worker's loop: answer each pickled :class:`Chunk` with its pickled
+    :class:`ChunkResult`; an empty message ends it."""
+    while message := conn.recv_bytes():
+        conn.send_bytes(pickle.dumps(process_chunk(pickle.loads(message), options, split_rejects), pickle.HIGHEST_PROTOCOL))
     conn.close()
 
 
-def _receive(conn: Connection) -> list[Result]:
+def _receive(conn: Connection) -> ChunkResult:
     try:
         return pickle.loads(conn.recv_bytes())
     except EOFError as exc:
         raise WorkerDied("a histmig worker process ended without answering") from exc
-
-
-def _collect(chunk: list[Item], results: list[Result]) -> Iterator[tuple[Item, Outcome | None]]:
-    done = iter(results)
-    for item in chunk:
-        if isinstance(item, bytes):
-            yield item, None
-            continue
-        got = next(done)
-        if isinstance(got, Outcome):
-            record = Record(item.raw, item.source, item.location, got.record.record_id)
-            output = item.raw if got.status == "unchanged" else got.output
-            yield item, Outcome(record, got.status, output, got.changes, got.errors, got.warnings)
-        else:
-            yield item, Outcome(Record(item.raw, item.source, item.location, got), "unchanged", item.raw)

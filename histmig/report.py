@@ -91,6 +91,11 @@ class Report:
         """Every change row as a list (see :meth:`iter_changes`, which streams them)."""
         return list(self.iter_changes())
 
+    def add_unchanged(self, count: int) -> None:
+        """Count ``count`` records that were unchanged, valid and without warnings."""
+        self.counts["records_in"] += count
+        self.counts["unchanged"] += count
+
     def add_read_error(self, source: str, location: str, message: str) -> None:
         """Record that ``source`` could not be read past ``location`` (a truncated ``.gz``,
         an I/O error): what was read before is processed as usual."""

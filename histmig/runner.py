@@ -10,17 +10,15 @@ from __future__ import annotations
 import gzip
 import os
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import ExitStack
 from typing import BinaryIO
 
-from histmig.parallel import outcomes
-from histmig.pipeline import Options
+from histmig.parallel import map_chunks, read_chunks
+from histmig.pipeline import Options, process
 from histmig.records import Record
 from histmig.report import Report
-from histmig.sources import Format, atomic_output, detect_format, open_input
-from histmig.sources.json import read_document, write_document
-from histmig.sources.jsonl import read_lines, write_line
+from histmig.sources import atomic_output, detect_format, open_input
 from histmig.tabular import TableOptions, is_tabular, run_tabular
 
 Progress = Callable[[int], None]
@@ -42,10 +40,6 @@ def input_size(path: str) -> int | None:
         return os.stat(path).st_size
     except OSError:
         return None
-
-
-def _records(stream: BinaryIO, source: str, fmt: Format) -> Iterator[Record | bytes]:
-    return read_lines(stream, source) if fmt == "jsonl" else read_document(stream, source)
 
 
 def run(
@@ -72,7 +66,7 @@ def run(
     reported (:meth:`~histmig.report.Report.add_read_error`) after what was read is written.
     A Parquet or DuckDB input (``table`` holds its options) goes to
     :func:`histmig.tabular.run_tabular`. ``jobs`` worker processes share the records of a
-    JSON/JSONL input (:func:`~histmig.parallel.outcomes`; 1: in this process); output and
+    JSONL input (:func:`~histmig.parallel.map_chunks`; 1: in this process); output and
     report are the same for any ``jobs``.
     """
     if is_tabular(input_path, table):
@@ -81,33 +75,44 @@ def run(
     report = Report()
     if rejects_path is None and output_path is not None:
         rejects_path = default_rejects_path(output_path)
-    write = write_line if fmt_ == "jsonl" else write_document
     with ExitStack() as stack:
         stream = stack.enter_context(open_input(input_path))
-        out: BinaryIO | None = None
+        if fmt_ == "json":
+            _run_document(stream, input_path, output_path, rejects_path, options, report, stack)
+            return report
+        out = stack.enter_context(atomic_output(output_path)) if output_path is not None else None
         rejects: BinaryIO | None = None
         last = "the start"
+        split = out is not None and rejects_path is not None
         try:
-            for item, outcome in outcomes(_records(stream, input_path, fmt_), options, jobs):
-                if isinstance(item, bytes):
-                    if output_path is not None:
-                        out = out or stack.enter_context(atomic_output(output_path))
-                        write_line(out, item)
-                    continue
-                last = item.location
-                report.add(outcome)
+            for result in map_chunks(read_chunks(stream, input_path), options, split, jobs):
+                for outcome in result.outcomes:
+                    report.add(outcome)
+                report.add_unchanged(result.unchanged)
+                last = result.last or last
                 if progress is not None:
-                    progress(len(item.raw) + 1)
-                if output_path is None:
-                    continue
-                if outcome.status == "rejected" and rejects_path is not None:
+                    progress(result.consumed)
+                if out is not None:
+                    out.write(result.output)
+                if split and result.rejected:
                     rejects = rejects or stack.enter_context(atomic_output(rejects_path))
-                    write_line(rejects, item.raw)
-                    continue
-                out = out or stack.enter_context(atomic_output(output_path))
-                write(out, item.raw if outcome.output is None else outcome.output)
+                    rejects.write(result.rejected)
         except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as exc:
             report.add_read_error(input_path, f"after {last}", f"input ends early or cannot be read on: {exc}")
-        if output_path is not None and out is None and fmt_ == "jsonl":
-            stack.enter_context(atomic_output(output_path))
     return report
+
+
+def _run_document(
+    stream: BinaryIO, source: str, output_path: str | None, rejects_path: str | None, options: Options, report: Report, stack: ExitStack
+) -> None:
+    """A ``.json`` input: the whole file is one record; a rejected one goes to the rejects
+    file and no output is written."""
+    record = Record(stream.read(), source, "file")
+    outcome = process(record, options)
+    report.add(outcome)
+    if output_path is None:
+        return
+    if outcome.status == "rejected" and rejects_path is not None:
+        stack.enter_context(atomic_output(rejects_path)).write(record.raw + b"\n")
+        return
+    stack.enter_context(atomic_output(output_path)).write(record.raw if outcome.output is None else outcome.output)

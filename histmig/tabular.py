@@ -5,14 +5,31 @@ and exit codes are those of the JSONL path, fed the same outcomes.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from histmig.pipeline import Options
 from histmig.report import Report
-from histmig.sources.arrow import ColumnError
-from histmig.sources.duckdb import is_duckdb_input, run_duckdb
-from histmig.sources.parquet import is_parquet_input, run_parquet
+from histmig.sources import UnreadableInput
+
+DUCKDB_SUFFIXES = (".duckdb", ".db", ".ddb")
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
+class ColumnError(UnreadableInput):
+    """The messages column (or ``--id-column``) is missing or of a type histmig cannot
+    migrate; also a table or option that does not fit the input (exit code 2)."""
+
+
+def is_duckdb_input(path: str) -> bool:
+    """True for a ``.duckdb``, ``.db`` or ``.ddb`` path."""
+    return path.lower().endswith(DUCKDB_SUFFIXES)
+
+
+def is_parquet_input(path: str) -> bool:
+    """True for a ``.parquet``/``.pq`` path or glob (``data/*.parquet``), or a directory."""
+    return path.lower().endswith(PARQUET_SUFFIXES) or os.path.isdir(path)
 
 
 @dataclass(frozen=True)
@@ -35,7 +52,7 @@ class TableOptions:
 
 def is_tabular(input_path: str, table: TableOptions | None = None) -> bool:
     """True when ``input_path`` is a Parquet or DuckDB input. Raises
-    :class:`~histmig.sources.arrow.ColumnError` when table options are given for any other
+    :class:`ColumnError` when table options are given for any other
     input (a usage error)."""
     if input_path != "-" and (is_duckdb_input(input_path) or is_parquet_input(input_path)):
         return True
@@ -53,8 +70,12 @@ def run_tabular(
     progress: Callable[[int], None] | None = None,
 ) -> Report:
     """Run the pipeline over a Parquet or DuckDB input (see :func:`is_tabular`) and return
-    the report. Raises :class:`~histmig.sources.arrow.ColumnError` (exit 2) for options
-    that do not fit the input and for a missing file, table or column."""
+    the report. Raises :class:`ColumnError` (exit 2) for options
+    that do not fit the input and for a missing file, table or column. pyarrow and duckdb
+    are imported here, not at start-up: a JSONL run never needs them."""
+    from histmig.sources.duckdb import run_duckdb
+    from histmig.sources.parquet import run_parquet
+
     if is_duckdb_input(input_path):
         return run_duckdb(
             input_path,

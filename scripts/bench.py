@@ -48,13 +48,22 @@ PARQUET_BATCH = 4096
 
 
 def corpus_pools() -> tuple[list[dict], list[dict]]:
-    """The corpus records as ``(with_retry, without_retry)``: those whose bytes hold a
-    ``retry-prompt`` part (legacy releases) and the others (native 2.60/2.68 histories and
-    the no-retry scenarios of every release), each in corpus order."""
-    with_retry, without = [], []
+    """The corpus records as ``(with_retry, clean)``: those whose bytes hold a
+    ``retry-prompt`` part (legacy releases), and those with nothing to migrate at all (no
+    rule changes them: native 2.60/2.68 histories and the no-retry scenarios of releases
+    that need no repair), each in corpus order. Records with no retry-prompt part that
+    still need a repair (the 0.0.20 no-retry histories: null ids, args wrappers) are in
+    neither pool."""
+    from histmig.pipeline import migrate
+
+    with_retry, clean = [], []
     for line in CORPUS.read_bytes().splitlines():
-        (with_retry if b'"retry-prompt"' in line else without).append(orjson.loads(line))
-    return with_retry, without
+        record = orjson.loads(line)
+        if b'"retry-prompt"' in line:
+            with_retry.append(record)
+        elif not migrate(orjson.loads(line)["messages"]):
+            clean.append(record)
+    return with_retry, clean
 
 
 def build_records(count: int, share: float, pools: tuple[list[dict], list[dict]]) -> list[dict]:

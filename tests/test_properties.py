@@ -15,7 +15,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from histmig.pipeline import migrate
+from histmig.pipeline import clean, migrate
 from histmig.rules import REGISTRY, Context
 from histmig.schema import current_errors
 from tests.conftest import framework_dump
@@ -125,3 +125,10 @@ def test_a_rule_whose_byte_marker_is_false_changes_nothing(history: list[dict[st
     for rule in REGISTRY:
         if not rule.may_apply(text):
             assert rule.apply(copy.deepcopy(history), Context()) == [], rule.code
+
+
+@SETTINGS
+@given(HISTORY)
+def test_no_rule_changes_a_clean_history(history: list[dict[str, Any]]) -> None:
+    if clean(history):
+        assert migrate(copy.deepcopy(history)) == []

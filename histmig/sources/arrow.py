@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from histmig.pipeline import Options, Outcome, process
 from histmig.records import MESSAGE_FIELD_CANDIDATES, Record
-from histmig.sources import UnreadableInput
+from histmig.tabular import ColumnError
 
 ColumnKind = Literal["text", "binary", "nested"]
 
@@ -44,11 +44,6 @@ NEW_MESSAGE_FIELDS = (pa.field("instructions", pa.string()),)
 NULLS_KEPT = frozenset({"tool_call_id", "timestamp"})
 """Fields whose null a nested cell passes to the pipeline: legacy releases wrote them as
 null, and rules repair exactly that (HM201, HM202). Any other null field is dropped."""
-
-
-class ColumnError(UnreadableInput):
-    """The messages column (or ``--id-column``) is missing or of a type histmig cannot
-    migrate; also a table or option that does not fit the input (exit code 2)."""
 
 
 def _storage(type_: pa.DataType) -> pa.DataType:

@@ -20,10 +20,10 @@ import pyarrow as pa
 from histmig.pipeline import Options, Outcome
 from histmig.report import Report
 from histmig.sources import atomic_output
-from histmig.sources.arrow import ColumnError, ColumnMigrator, find_messages_column, write_jsonl_rows
+from histmig.sources.arrow import ColumnMigrator, find_messages_column, write_jsonl_rows
 from histmig.sources.parquet import parquet_sink
+from histmig.tabular import ColumnError
 
-DUCKDB_SUFFIXES = (".duckdb", ".db", ".ddb")
 BATCH_ROWS = 2048
 """Rows per record batch read from the table."""
 ROW_GROUP_ROWS = 16 * 1024
@@ -32,11 +32,6 @@ ROW_GROUP_ROWS = 16 * 1024
 _ROWID = "__histmig_rowid"
 _UPDATES = "__histmig_updates"
 _BATCH = "__histmig_batch"
-
-
-def is_duckdb_input(path: str) -> bool:
-    """True for a ``.duckdb``, ``.db`` or ``.ddb`` path."""
-    return path.lower().endswith(DUCKDB_SUFFIXES)
 
 
 def quote(name: str) -> str:

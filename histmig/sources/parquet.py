@@ -23,18 +23,13 @@ import pyarrow.parquet as pq
 from histmig.pipeline import Options
 from histmig.report import Report
 from histmig.sources import atomic_output, new_file_mode
-from histmig.sources.arrow import ColumnError, ColumnMigrator, find_messages_column, write_jsonl_rows
+from histmig.sources.arrow import ColumnMigrator, find_messages_column, write_jsonl_rows
+from histmig.tabular import PARQUET_SUFFIXES, ColumnError
 
-PARQUET_SUFFIXES = (".parquet", ".pq")
 BATCH_ROWS = 1024
 """Rows per record batch read from a row group."""
 
 _GLOB_CHARS = frozenset("*?[")
-
-
-def is_parquet_input(path: str) -> bool:
-    """True for a ``.parquet``/``.pq`` path or glob (``data/*.parquet``), or a directory."""
-    return path.lower().endswith(PARQUET_SUFFIXES) or os.path.isdir(path)
 
 
 def input_files(path: str) -> list[str]:
