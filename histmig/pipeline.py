@@ -4,11 +4,12 @@ Hot path (design.md): every record is parsed once (so broken JSON and records th
 histories are caught and named), but one that no rule can change (:func:`clean`, one walk
 of its parts) is returned as it is, never walked by the rules nor re-serialized. Any other
 record is rewritten by the selected rules whose byte marker
-(:attr:`~histmig.rules.Rule.may_apply`) its bytes hold, in registration order, validated against the current schema (histmig.schema),
-serialized, and passed through the rules a second time; a second pass that changes anything
-is an internal error: the record is rejected (kept whole) and the error names it. Bad input
-never raises out of :func:`process`: the record comes back ``rejected`` with one line per
-problem.
+(:attr:`~histmig.rules.Rule.may_apply`) its bytes hold, in registration order, validated
+against the current schema (histmig.schema), serialized, and passed through the rules a
+second time (through :func:`clean` first, which proves most migrated records need no rule
+at all); a second pass that changes anything is an internal error: the record is rejected
+(kept whole) and the error names it. Bad input never raises out of :func:`process`: the
+record comes back ``rejected`` with one line per problem.
 
 Both passes skip the rules whose marker is absent, and that is sound: a marker is a
 necessary condition on the JSON text of the record (if it is false the rule cannot change
@@ -228,7 +229,7 @@ def process(record: Record, options: Options = Options()) -> Outcome:
     if field_name is not None:
         obj[field_name] = messages
     output = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() if exact else orjson.dumps(obj)
-    second = migrate(messages, options, output)
+    second = [] if clean(messages) else migrate(messages, options, output)
     if second:
         codes = ", ".join(sorted({c.rule for c in second}))
         return Outcome(record, "rejected", None, changes, [f"internal error: a second pass changed the record again ({codes})"])
