@@ -1,6 +1,6 @@
 """Build a large Parquet file from the corpus, for measuring ``histmig convert`` memory.
 
-Usage: python scripts/make_big_parquet.py OUT.parquet [--size-mb 1024] [--row-group-rows 20000]
+Usage: python scripts/make_big_parquet.py OUT.parquet [--size-mb 1024] [--row-group-rows 5000]
 
 The records of fixtures/corpus/all.jsonl are repeated until the file holds about
 ``--size-mb`` megabytes of message JSON (Parquet compression makes the file itself smaller
@@ -27,7 +27,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out")
     parser.add_argument("--size-mb", type=int, default=1024)
-    parser.add_argument("--row-group-rows", type=int, default=20_000)
+    parser.add_argument("--row-group-rows", type=int, default=5_000)
     args = parser.parse_args()
     records = [orjson.loads(line) for line in CORPUS.read_bytes().splitlines()]
     cells = [orjson.dumps(r["messages"]).decode() for r in records]
