@@ -69,6 +69,7 @@ FormatOpt = Annotated[Optional[InputFormat], typer.Option("--format", help="Inpu
 ReportOpt = Annotated[Optional[str], typer.Option("--report", help="Write the report to this file (- for stdout) instead of stderr.")]
 ReportFormatOpt = Annotated[ReportFormat, typer.Option("--report-format", help="Report format.")]
 JobsOpt = Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, help="Worker processes (default: the number of cores); 1 runs in this process. Output order is kept.")]
+RejectsOpt = Annotated[Optional[str], typer.Option("--rejects", help="File for rejected records (default: OUTPUT.rejects.jsonl).")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No report on stderr (a --report file is still written).")]
 ColumnOpt = Annotated[Optional[str], typer.Option("--messages-column", help="Parquet/DuckDB: column holding the messages (default: auto-detect).")]
 IdColumnOpt = Annotated[Optional[str], typer.Option("--id-column", help="Parquet/DuckDB: column naming each record in the report (default: the row).")]
@@ -168,7 +169,7 @@ def convert(
     causes: CausesOpt = CauseChoice.inferred,
     messages_field: FieldOpt = None,
     input_format: FormatOpt = None,
-    rejects: Annotated[Optional[str], typer.Option("--rejects", help="File for rejected records (default: OUTPUT.rejects.jsonl).")] = None,
+    rejects: RejectsOpt = None,
     in_place: Annotated[bool, typer.Option("--in-place", help="Replace INPUT once the migrated archive is complete (DuckDB: rewrite --table in one transaction); no OUTPUT.")] = False,
     report: ReportOpt = None,
     report_format: ReportFormatOpt = ReportFormat.text,
@@ -311,7 +312,7 @@ def otel(
     causes: CausesOpt = CauseChoice.inferred,
     messages_field: FieldOpt = None,
     input_format: FormatOpt = None,
-    rejects: Annotated[Optional[str], typer.Option("--rejects", help="File for rejected records (default: OUTPUT.rejects.jsonl).")] = None,
+    rejects: RejectsOpt = None,
     quiet: OtelQuietOpt = False,
 ) -> None:
     """Export each history (legacy parts migrated first) as the OpenTelemetry GenAI message list pydantic-ai's instrumentation records."""
@@ -334,7 +335,7 @@ def otel_upgrade(
     output_path: Annotated[str, typer.Argument(help="Where to write the upgraded arrays (same format), or - for stdout.")],
     messages_field: FieldOpt = None,
     input_format: FormatOpt = None,
-    rejects: Annotated[Optional[str], typer.Option("--rejects", help="File for rejected records (default: OUTPUT.rejects.jsonl).")] = None,
+    rejects: RejectsOpt = None,
     quiet: OtelQuietOpt = False,
 ) -> None:
     """Move OTel message arrays exported with version 5 roles to version 6 roles; records already in version 6 roles are copied byte for byte."""
