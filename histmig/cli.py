@@ -9,6 +9,8 @@ was rejected); 2 usage error or unreadable input.
 from __future__ import annotations
 
 import inspect
+import os
+import re
 import sys
 from enum import Enum
 from io import StringIO
@@ -22,6 +24,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 from rich.table import Table
 
+from histmig import __version__
 from histmig.parallel import default_jobs
 from histmig.pipeline import Options, UnknownRule, select_rules
 from histmig.report import Report
@@ -76,6 +79,19 @@ IdColumnOpt = Annotated[Optional[str], typer.Option("--id-column", help="Parquet
 TableOpt = Annotated[Optional[str], typer.Option("--table", help="DuckDB: table to read.")]
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        print(f"histmig {__version__}")
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback()
+def _main(
+    version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True, help="Print the version and exit.")] = False,
+) -> None:
+    """Migrate stored pydantic-ai message histories: legacy retry-prompt parts become the parts they always meant."""
+
+
 def _codes(values: list[str] | None) -> list[str]:
     return [code.strip() for value in values or () for code in value.split(",") if code.strip()]
 
@@ -104,8 +120,14 @@ def _check_outputs(input_path: str, *paths: str | None) -> None:
         stderr.print(f"histmig: cannot write {exc}", markup=False)
         raise typer.Exit(EXIT_USAGE) from exc
     output = paths[0]
-    if output is None or output == "-" or output == input_path:
+    if output == "-" and "-" in paths[1:]:
+        stderr.print("histmig: the output and the report cannot both go to stdout", markup=False)
+        raise typer.Exit(EXIT_USAGE)
+    if output is None or output == "-":
         return
+    if input_path != "-" and os.path.exists(output) and os.path.exists(input_path) and os.path.samefile(output, input_path):
+        stderr.print(f"histmig: {output} is the input; use --in-place to replace it", markup=False)
+        raise typer.Exit(EXIT_USAGE)
     suffix = Path(output).suffix.lower()
     tabular = is_tabular(input_path)
     if suffix not in ("", ".parquet", ".jsonl") if tabular else suffix in _TABLE_SUFFIXES:
@@ -182,13 +204,13 @@ def convert(
 ) -> None:
     """Write the migrated archive. Unchanged records are copied byte for byte."""
     if (output_path is None) != (in_place or to_table is not None) or (in_place and input_path == "-"):
-        stderr.print("histmig: give OUTPUT, or --in-place with a file INPUT, or --to-table for a DuckDB input")
+        stderr.print("histmig: give OUTPUT, or --in-place with a file INPUT (not both), or --to-table for a DuckDB input")
         raise typer.Exit(EXIT_USAGE)
+    _check_outputs(input_path, output_path, rejects, report)
     table_in_place = in_place and is_duckdb_input(input_path)
     if in_place and not table_in_place:
         output_path = input_path
     options = _options(select, ignore, causes, messages_field, validate_all=False)
-    _check_outputs(input_path, output_path, rejects, report)
     result = _run(input_path, output_path, options, input_format, rejects, jobs, TableOptions(messages_column, id_column, table, to_table, table_in_place))
     _emit(result, report, report_format, quiet)
     raise typer.Exit(EXIT_ATTENTION if result.failed else EXIT_OK)
@@ -253,12 +275,15 @@ def check(
         if result.needs_attention:
             stderr.print(
                 f"histmig check: {counts['changed']} of {counts['records_in']} records need migration, "
-                f"{counts['invalid']} are invalid, {counts['rejected']} cannot be read",
+                f"{counts['invalid']} are invalid, {counts['rejected']} were rejected",
                 markup=False,
             )
         else:
             stderr.print(f"histmig check: all {counts['records_in']} records are current and valid", markup=False)
     raise typer.Exit(EXIT_ATTENTION if result.needs_attention else EXIT_OK)
+
+
+_SPHINX_ROLE = re.compile(r":\w+:`~?([^`]+)`")
 
 
 @app.command()
@@ -271,7 +296,7 @@ def rules(code: Annotated[Optional[str], typer.Argument(help="Show the rules wit
         raise typer.Exit(EXIT_USAGE)
     if code is not None:
         for rule in selected:
-            doc = inspect.cleandoc(rule.apply.__doc__ or "").replace("``", "")
+            doc = _SPHINX_ROLE.sub(r"\1", inspect.cleandoc(rule.apply.__doc__ or "")).replace("``", "")
             console.print(f"[bold]{rule.code}[/]: {escape(rule.summary)}\nsource: {rule.source}\n\n{escape(doc)}\n", soft_wrap=True)
         return
     table = Table("code", "summary", "source")
@@ -318,6 +343,7 @@ def otel(
     """Export each history (legacy parts migrated first) as the OpenTelemetry GenAI message list pydantic-ai's instrumentation records."""
     from histmig import otel_io  # only the otel commands pay for its imports
 
+    _check_outputs(input_path, output_path, rejects)
     try:
         result = otel_io.export_file(
             input_path, output_path, version=int(version.value), include_content=include_content, causes=causes.value,
@@ -341,6 +367,7 @@ def otel_upgrade(
     """Move OTel message arrays exported with version 5 roles to version 6 roles; records already in version 6 roles are copied byte for byte."""
     from histmig import otel_io  # only the otel commands pay for its imports
 
+    _check_outputs(input_path, output_path, rejects)
     try:
         result = otel_io.upgrade_file(input_path, output_path, messages_field=messages_field, fmt=input_format and input_format.value, rejects_path=rejects)
     except UnreadableInput as exc:

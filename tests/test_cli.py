@@ -178,7 +178,7 @@ def test_rules_takes_a_prefix_and_prints_plain_docs() -> None:
 
 
 def test_check_ends_with_a_verdict(tmp_path: Path) -> None:
-    assert "histmig check: 138 of 212 records need migration, 0 are invalid, 0 cannot be read" in invoke("check", str(ALL)).stderr
+    assert "histmig check: 138 of 212 records need migration, 0 are invalid, 0 were rejected" in invoke("check", str(ALL)).stderr
     out = tmp_path / "out.jsonl"
     invoke("convert", str(ALL), str(out), "-q")
     assert "histmig check: all 212 records are current and valid" in invoke("check", str(out)).stderr
@@ -192,3 +192,30 @@ def test_an_invalid_record_has_status_invalid(tmp_path: Path) -> None:
     data = orjson.loads(report.read_bytes())
     assert data["summary"]["invalid"] == 1
     assert [row["status"] for row in data["errors"]] == ["invalid"]
+
+
+def test_writing_over_the_input_needs_in_place(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    shutil.copy(ALL, source)
+    result = invoke("convert", str(source), str(source))
+    assert result.exit_code == 2
+    assert "use --in-place" in result.stderr
+    assert source.read_bytes() == ALL.read_bytes()
+
+
+def test_output_and_report_cannot_both_be_stdout() -> None:
+    assert invoke("convert", str(ALL), "-", "--report", "-").exit_code == 2
+
+
+def test_otel_output_in_a_missing_directory_is_a_usage_error(tmp_path: Path) -> None:
+    for command in ("otel", "otel-upgrade"):
+        result = invoke(command, str(ALL), str(tmp_path / "nowhere" / "o.jsonl"))
+        assert result.exit_code == 2, command
+        assert "no such directory" in result.stderr
+
+
+def test_version() -> None:
+    from histmig import __version__
+
+    result = invoke("--version")
+    assert (result.exit_code, result.stdout) == (0, f"histmig {__version__}\n")
