@@ -12,6 +12,8 @@ import inspect
 import os
 import re
 import sys
+from collections.abc import Callable
+from types import ModuleType
 from enum import Enum
 from io import StringIO
 from pathlib import Path
@@ -313,6 +315,19 @@ class OtelVersion(str, Enum):
     v6 = "6"
 
 
+def _otel_run(pick: Callable[[ModuleType], Callable[..., OtelResult]], input_path: str, output_path: str, rejects: str | None, **options: object) -> OtelResult:
+    """Check the outputs, then run the function ``pick`` chooses from :mod:`histmig.otel_io`
+    (imported here: only the otel commands pay for it); exit 2 on unreadable input."""
+    from histmig import otel_io
+
+    _check_outputs(input_path, output_path, rejects)
+    try:
+        return pick(otel_io)(input_path, output_path, rejects_path=rejects, **options)
+    except UnreadableInput as exc:
+        stderr.print(f"histmig: cannot read {exc}", markup=False)
+        raise typer.Exit(EXIT_USAGE) from exc
+
+
 def _otel_done(result: OtelResult, quiet: bool, what: str) -> None:
     for name, reason in result.rejected:
         stderr.print(f"histmig: {name}: {reason}", markup=False, soft_wrap=True)
@@ -341,17 +356,11 @@ def otel(
     quiet: OtelQuietOpt = False,
 ) -> None:
     """Export each history (legacy parts migrated first) as the OpenTelemetry GenAI message list pydantic-ai's instrumentation records."""
-    from histmig import otel_io  # only the otel commands pay for its imports
-
-    _check_outputs(input_path, output_path, rejects)
-    try:
-        result = otel_io.export_file(
-            input_path, output_path, version=int(version.value), include_content=include_content, causes=causes.value,
-            messages_field=messages_field, fmt=input_format and input_format.value, rejects_path=rejects,
-        )
-    except UnreadableInput as exc:
-        stderr.print(f"histmig: cannot read {exc}", markup=False)
-        raise typer.Exit(EXIT_USAGE) from exc
+    result = _otel_run(
+        lambda otel_io: otel_io.export_file, input_path, output_path, rejects,
+        version=int(version.value), include_content=include_content, causes=causes.value,
+        messages_field=messages_field, fmt=input_format and input_format.value,
+    )
     _otel_done(result, quiet, "exported")
 
 
@@ -365,14 +374,7 @@ def otel_upgrade(
     quiet: OtelQuietOpt = False,
 ) -> None:
     """Move OTel message arrays exported with version 5 roles to version 6 roles; records already in version 6 roles are copied byte for byte."""
-    from histmig import otel_io  # only the otel commands pay for its imports
-
-    _check_outputs(input_path, output_path, rejects)
-    try:
-        result = otel_io.upgrade_file(input_path, output_path, messages_field=messages_field, fmt=input_format and input_format.value, rejects_path=rejects)
-    except UnreadableInput as exc:
-        stderr.print(f"histmig: cannot read {exc}", markup=False)
-        raise typer.Exit(EXIT_USAGE) from exc
+    result = _otel_run(lambda otel_io: otel_io.upgrade_file, input_path, output_path, rejects, messages_field=messages_field, fmt=input_format and input_format.value)
     _otel_done(result, quiet, f"upgraded ({result.unchanged} already in version 6 roles)")
 
 
