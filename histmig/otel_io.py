@@ -20,7 +20,7 @@ import orjson
 
 from histmig.otel import OtelExportError, to_otel_messages, upgrade_v5_to_v6
 from histmig.pipeline import Options, migrate
-from histmig.records import MESSAGE_FIELD_CANDIDATES, NotAHistory, Record, envelope_id, locate_messages
+from histmig.records import NotAHistory, Record, envelope_id, locate_messages
 from histmig.rules.base import CauseMode
 from histmig.runner import default_rejects_path
 from histmig.schema import current_errors
@@ -73,25 +73,13 @@ def _looks_like_otel(value: Any) -> bool:
 
 
 def locate_otel_messages(obj: Any, messages_field: str | None = None) -> tuple[list[Any], str | None]:
-    """Find the OTel message array in a parsed record: a bare array is its own; an envelope's
-    is ``obj[messages_field]`` when given, else the first of
-    :data:`~histmig.records.MESSAGE_FIELD_CANDIDATES` holding an array, else the only field
-    holding an array of ``{"role", "parts"}`` objects. Raises :class:`Rejected` otherwise."""
-    if isinstance(obj, list):
-        return obj, None
-    if not isinstance(obj, dict):
-        raise Rejected(f"expected a JSON array or object, got {type(obj).__name__}")
-    if messages_field is not None:
-        if not isinstance(obj.get(messages_field), list):
-            raise Rejected(f"field {messages_field!r} is missing or not an array")
-        return obj[messages_field], messages_field
-    for candidate in MESSAGE_FIELD_CANDIDATES:
-        if isinstance(obj.get(candidate), list):
-            return obj[candidate], candidate
-    found = [key for key, value in obj.items() if _looks_like_otel(value)]
-    if len(found) == 1:
-        return obj[found[0]], found[0]
-    raise Rejected("no OpenTelemetry messages field found (name it with --messages-field)")
+    """Find the OTel message array in a parsed record, as
+    :func:`~histmig.records.locate_messages` finds a history, a field being recognised by its
+    ``{"role", "parts"}`` objects. Raises :class:`Rejected` when there is none."""
+    try:
+        return locate_messages(obj, messages_field, _looks_like_otel, "OpenTelemetry messages")
+    except NotAHistory as exc:
+        raise Rejected(str(exc)) from exc
 
 
 def upgrade_record(obj: Any, messages_field: str | None = None) -> Any | None:

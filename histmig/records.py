@@ -8,6 +8,7 @@ or row. The envelope (every field around the messages) is never touched by rules
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 MESSAGE_FIELD_CANDIDATES = ("messages", "all_messages", "history", "message_history", "conversation")
@@ -47,12 +48,15 @@ def _looks_like_history(value: Any) -> bool:
     )
 
 
-def locate_messages(obj: Any, field: str | None = None) -> tuple[list[Any], str | None]:
+def locate_messages(
+    obj: Any, field: str | None = None, looks_like: Callable[[Any], bool] = _looks_like_history, what: str = "messages"
+) -> tuple[list[Any], str | None]:
     """Find the history inside a parsed record.
 
     Returns ``(messages, field)``: a bare array is its own history (``field`` ``None``); an
     object's history is ``obj[field]`` when ``field`` is given, else the first candidate
-    field holding a list, else the only field holding a list of messages. Raises
+    field holding a list, else the only non-empty field ``looks_like`` accepts (a list of
+    messages; the OTel export passes its own test and ``what``). Raises
     :class:`NotAHistory` naming what was found instead.
     """
     if isinstance(obj, list):
@@ -66,10 +70,10 @@ def locate_messages(obj: Any, field: str | None = None) -> tuple[list[Any], str 
     for candidate in MESSAGE_FIELD_CANDIDATES:
         if isinstance(obj.get(candidate), list):
             return obj[candidate], candidate
-    found = [key for key, value in obj.items() if _looks_like_history(value) and value]
+    found = [key for key, value in obj.items() if looks_like(value) and value]
     if len(found) == 1:
         return obj[found[0]], found[0]
-    raise NotAHistory("no messages field found (name it with --messages-field)")
+    raise NotAHistory(f"no {what} field found (name it with --messages-field)")
 
 
 ID_FIELDS = ("id", "conversation_id", "record_id")
