@@ -189,24 +189,21 @@ def process(record: Record, options: Options = Options()) -> Outcome:
         obj = orjson.loads(record.raw)
     except orjson.JSONDecodeError as exc:
         return Outcome(record, "rejected", None, errors=[f"invalid JSON: {exc}"])
-    if not options.validate_all:
-        try:
-            if clean(locate_messages(obj, options.messages_field)[0]):
-                return Outcome(record, "unchanged", record.raw)
-        except NotAHistory as exc:
-            return Outcome(replace(record, record_id=envelope_id(obj)), "rejected", None, errors=[str(exc)])
+    try:
+        messages, field_name = locate_messages(obj, options.messages_field)
+    except NotAHistory as exc:
+        exact_obj = json.loads(record.raw) if has_big_int(record.raw) else obj
+        return Outcome(replace(record, record_id=envelope_id(exact_obj)), "rejected", None, errors=[str(exc)])
+    if not options.validate_all and clean(messages):
+        return Outcome(record, "unchanged", record.raw)
     text = marker_text(record.raw, obj)
     rules = options.rules if text is None else applicable(text, options.rules)
     walk = options.validate_all or bool(rules)
     exact = walk and has_big_int(record.raw)
     if exact:
         obj = json.loads(record.raw)
-    try:
         messages, field_name = locate_messages(obj, options.messages_field)
-    except NotAHistory as exc:
-        exact_obj = json.loads(record.raw) if not exact and has_big_int(record.raw) else obj
-        return Outcome(Record(record.raw, record.source, record.location, envelope_id(exact_obj)), "rejected", None, errors=[str(exc)])
-    record = Record(record.raw, record.source, record.location, envelope_id(obj))
+    record = replace(record, record_id=envelope_id(obj))
     if not walk:
         return Outcome(record, "unchanged", record.raw)
     prefix = f"{field_name}" if field_name else "messages"
