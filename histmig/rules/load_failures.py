@@ -161,6 +161,9 @@ def add_missing_error_input(messages: Messages, ctx: Context) -> list[Change]:
 
 
 _INSTRUCTION_KEYS = {"part_kind", "content"}
+_INSTRUCTION_DEFAULTS = {"dynamic": False, "on_change": "rewrite", "name": None, "id": None}
+"""The defaults of 2.68's ``InstructionPart`` fields besides ``content``: a part whose fields
+all hold these (or null) says nothing ``instructions`` cannot."""
 
 
 @register(
@@ -172,9 +175,10 @@ _INSTRUCTION_KEYS = {"part_kind", "content"}
 def move_instruction_parts(messages: Messages, ctx: Context) -> list[Change]:
     """Move each ``{"part_kind": "instruction", "content": str}`` out of a request's
     ``parts`` into its ``instructions`` (joined to existing text with a blank line, in
-    order). 2.68 dumps such parts but cannot load them (``'instruction'`` is not a
-    request-part tag). A part carrying any other non-null field is left for validation to
-    report, so nothing is lost."""
+    order), also in the shape 2.68 dumps it (``dynamic: false``, ``on_change: "rewrite"``,
+    ``name``/``id`` null). 2.68 dumps such parts but cannot load them (``'instruction'`` is
+    not a request-part tag). A part carrying any other value (a dynamic or named part, a
+    field no release wrote) is left for validation to report, so nothing is lost."""
     changes: list[Change] = []
     for m_index, message in enumerate(messages):
         if not isinstance(message, dict) or message.get("kind") != "request" or not isinstance(message.get("parts"), list):
@@ -199,5 +203,5 @@ def _is_movable_instruction(part: Any) -> bool:
         isinstance(part, dict)
         and part.get("part_kind") == "instruction"
         and isinstance(part.get("content"), str)
-        and all(value is None for key, value in part.items() if key not in _INSTRUCTION_KEYS)
+        and all(value is None or value == _INSTRUCTION_DEFAULTS.get(key, None) for key, value in part.items() if key not in _INSTRUCTION_KEYS)
     )
