@@ -1,28 +1,34 @@
 """Running the pipeline over a JSONL stream, chunk by chunk, on several cores, in order.
 
-A chunk is a list of input lines (about :data:`CHUNK_BYTES` of them) and the number of its
-first line. :func:`process_chunk` turns one into a :class:`ChunkResult`: the bytes to write
-(kept, migrated and carried blank lines, joined), the rejected lines, the outcomes the
-report needs in detail, and how many records were clean and unchanged. With ``jobs``
+A chunk is the bytes of whole input lines (about :data:`CHUNK_BYTES` of them) and the
+number of its first line. :func:`process_chunk` turns one into a :class:`ChunkResult`: the
+edits (each migrated or rejected record's place in the chunk and its new bytes) and the
+chunk's own report; :func:`write_chunk` writes the chunk with its edits applied, so a
+record that needs nothing is never copied out of the chunk's bytes. With ``jobs``
 above 1, :func:`map_chunks` forks ``jobs`` worker processes, each with its own pipe, and
 sends them chunks round-robin; a worker holds one chunk at a time and the parent receives
 its answer before sending it the next, so neither side can block writing to a full pipe the
 other is not reading. Chunks come back in the order they were sent, so the output order is
 the input order, and at most ``jobs`` chunks are in flight, so memory stays bounded. The
-parent does no per-record work: it reads lines, writes joined bytes and feeds the report.
+parent does no per-record work: it reads lines, writes the chunk's bytes and the edits, and
+merges the chunk reports.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import pickle
-from collections.abc import Iterable, Iterator
+import stat
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from multiprocessing import get_context
 from multiprocessing.connection import Connection
+from typing import BinaryIO
 
-from histmig.pipeline import Options, Outcome, process
+from histmig.pipeline import Options, process_full
 from histmig.records import Record
+from histmig.report import Report
 
 CHUNK_BYTES = 1 << 20
 """Input bytes per chunk (whole lines; one long line makes a chunk of its own)."""
@@ -34,27 +40,44 @@ class WorkerDied(RuntimeError):
 
 @dataclass(frozen=True)
 class Chunk:
-    """Input lines as read (each with its ``\\n``, the last maybe without), the 1-based
-    number of the first one, and the source name used in error lines."""
+    """Whole input lines as read, joined (``data``; the last line maybe without its
+    ``\\n``), the 1-based number of the first one, and the source name used in error lines.
+    When the input is a regular file, ``fd`` is its descriptor and ``offset`` where ``data``
+    starts in it, so a worker reads the bytes itself (:meth:`bare`, :meth:`load`) instead of
+    receiving them through a pipe."""
 
-    lines: list[bytes]
+    data: bytes
     first: int
     source: str
+    fd: int | None = None
+    offset: int = 0
+    length: int = 0
+
+    def bare(self) -> Chunk:
+        """This chunk as sent to a worker: without ``data`` when the worker can read it."""
+        return self if self.fd is None else replace(self, data=b"", length=len(self.data))
+
+    def load(self) -> bytes:
+        """The chunk's bytes: ``data``, or read from ``fd`` at ``offset`` for a bare chunk."""
+        return self.data if self.fd is None or self.data else os.pread(self.fd, self.length, self.offset)
+
+
+Edit = tuple[int, int, bytes | None]
+"""``(start, end, replacement)``: the record at ``data[start:end]`` of a chunk (without its
+line end) is replaced by ``replacement`` (a migrated record), or, when that is ``None``,
+was rejected."""
 
 
 @dataclass
 class ChunkResult:
-    """What one chunk came to: ``output``, the bytes to write (each kept, migrated or blank
-    line followed by ``\\n``; rejected records too when there is no rejects file);
-    ``rejected``, the rejected records' lines for the rejects file; ``outcomes``, every
-    outcome the report needs in detail (changed, rejected, or with errors or warnings), in
-    input order and without their bytes; ``unchanged``, the clean unchanged records;
-    ``consumed``, input bytes; ``last``, the location of the last record."""
+    """What one chunk came to: ``edits``, the records that were migrated or rejected, in
+    order (every other byte of the chunk is written as it is); ``report``, the chunk's
+    :class:`~histmig.report.Report` (counts, change rows, error lines), merged by the
+    caller in chunk order; ``consumed``, input bytes; ``last``, the location of the last
+    record."""
 
-    output: bytes = b""
-    rejected: bytes = b""
-    outcomes: list[Outcome] = field(default_factory=list)
-    unchanged: int = 0
+    edits: list[Edit] = field(default_factory=list)
+    report: Report = field(default_factory=Report.in_memory)
     consumed: int = 0
     last: str | None = None
 
@@ -64,9 +87,14 @@ def default_jobs() -> int:
     return os.cpu_count() or 1
 
 
-def read_chunks(stream: Iterable[bytes], source: str) -> Iterator[Chunk]:
-    """Group the lines of ``stream`` into chunks of about :data:`CHUNK_BYTES`. When reading
-    fails (a truncated ``.gz``), the lines read before are yielded, then the error raised."""
+def read_chunks(stream: BinaryIO, source: str) -> Iterator[Chunk]:
+    """Group the lines of ``stream`` into chunks of about :data:`CHUNK_BYTES`. A regular
+    file is read a block at a time (completed to the end of its last line); any other
+    stream line by line, so that when reading fails (a truncated ``.gz``), the lines read
+    before are yielded, then the error raised."""
+    if _is_regular_file(stream):
+        yield from _read_blocks(stream, source)
+        return
     lines: list[bytes] = []
     size, first = 0, 1
     try:
@@ -74,51 +102,102 @@ def read_chunks(stream: Iterable[bytes], source: str) -> Iterator[Chunk]:
             lines.append(line)
             size += len(line)
             if size >= CHUNK_BYTES:
-                yield Chunk(lines, first, source)
+                yield Chunk(b"".join(lines), first, source)
                 lines, size, first = [], 0, number + 1
     except Exception:
         if lines:
-            yield Chunk(lines, first, source)
+            yield Chunk(b"".join(lines), first, source)
         raise
     if lines:
-        yield Chunk(lines, first, source)
+        yield Chunk(b"".join(lines), first, source)
 
 
-def process_chunk(chunk: Chunk, options: Options, split_rejects: bool) -> ChunkResult:
-    """Run :func:`~histmig.pipeline.process` over every non-blank line of ``chunk``
-    (``location`` ``line N``). ``split_rejects``: rejected lines go to ``rejected`` rather
-    than ``output``. Never raises for bad input."""
-    result = ChunkResult(consumed=sum(map(len, chunk.lines)))
-    written: list[bytes] = []
-    rejected: list[bytes] = []
-    for number, line in enumerate(chunk.lines, start=chunk.first):
-        raw = line[:-1] if line.endswith(b"\n") else line
-        if not raw.strip():
-            written.append(raw)
-            continue
-        result.last = f"line {number}"
-        outcome = process(Record(raw, chunk.source, result.last), options)
-        if outcome.status == "rejected":
-            (rejected if split_rejects else written).append(raw)
-        else:
-            written.append(outcome.output)
-        if outcome.status == "unchanged" and not outcome.errors and not outcome.warnings:
-            result.unchanged += 1
-        else:
-            result.outcomes.append(replace(outcome, record=replace(outcome.record, raw=b""), output=None))
-    result.output = b"\n".join(written) + b"\n" if written else b""
-    result.rejected = b"\n".join(rejected) + b"\n" if rejected else b""
+def _is_regular_file(stream: BinaryIO) -> bool:
+    try:
+        return isinstance(stream, io.BufferedReader) and stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def _read_blocks(stream: BinaryIO, source: str) -> Iterator[Chunk]:
+    first, offset = 1, stream.tell()
+    while data := stream.read(CHUNK_BYTES):
+        if not data.endswith(b"\n"):
+            data += stream.readline()
+        yield Chunk(data, first, source, stream.fileno(), offset)
+        first += data.count(b"\n")
+        offset += len(data)
+
+
+def process_chunk(chunk: Chunk, options: Options) -> ChunkResult:
+    """Run the pipeline over every non-blank line of ``chunk`` (``location`` ``line N``): a
+    line the screen passes (:class:`~histmig.screen.Screen`) is only counted, any other
+    goes through :func:`~histmig.pipeline.process_full`. Never raises for bad input."""
+    data = chunk.load()
+    result = ChunkResult(consumed=len(data))
+    report = result.report
+    screen = options.screen
+    unchanged = 0
+    last = None
+    start = 0
+    number = chunk.first
+    size = len(data)
+    while start < size:
+        end = data.find(b"\n", start)
+        if end < 0:
+            end = size
+        raw = data[start:end]
+        if raw and not raw.isspace():
+            last = number
+            if screen is not None and screen(raw):
+                unchanged += 1
+            else:
+                outcome = process_full(Record(raw, chunk.source, f"line {number}"), options)
+                if outcome.status == "changed":
+                    result.edits.append((start, end, outcome.output))
+                elif outcome.status == "rejected":
+                    result.edits.append((start, end, None))
+                if outcome.status == "unchanged" and not outcome.errors and not outcome.warnings:
+                    unchanged += 1
+                else:
+                    report.add(outcome)
+        start = end + 1
+        number += 1
+    report.add_unchanged(unchanged)
+    result.last = None if last is None else f"line {last}"
     return result
 
 
-def map_chunks(chunks: Iterable[Chunk], options: Options, split_rejects: bool, jobs: int = 1) -> Iterator[ChunkResult]:
-    """Yield :func:`process_chunk` of every chunk, in order. ``jobs`` <= 1 runs in this
+def write_chunk(data: bytes, edits: list[Edit], out: BinaryIO, rejects: Callable[[], BinaryIO] | None) -> None:
+    """Write a chunk's ``data`` with its ``edits`` applied to ``out``, every line ending in
+    ``\\n``: a migrated record replaced, a rejected one moved to ``rejects()`` (opened on
+    first use) or, without it, kept in ``out`` as it is."""
+    view = memoryview(data)
+    position = 0
+    last_moved = False
+    for start, end, replacement in edits:
+        if replacement is not None:
+            out.write(view[position:start])
+            out.write(replacement)
+            position = end
+        elif rejects is not None:
+            out.write(view[position:start])
+            rejects().write(data[start:end] + b"\n")
+            position = min(end + 1, len(data))
+            last_moved = end == len(data)
+    out.write(view[position:])
+    if data and not data.endswith(b"\n") and not last_moved:
+        out.write(b"\n")
+
+
+def map_chunks(chunks: Iterable[Chunk], options: Options, jobs: int = 1) -> Iterator[tuple[Chunk, ChunkResult]]:
+    """Yield every chunk with its :func:`process_chunk` result, in order. ``jobs`` <= 1 runs in this
     process; otherwise in ``jobs`` forked workers (see the module docstring). An exception
     raised while reading ``chunks`` (a truncated input) is raised again after the results
     of every chunk read before it; :class:`WorkerDied` is raised when a worker is lost."""
     if jobs <= 1:
         for chunk in chunks:
-            yield process_chunk(chunk, options, split_rejects)
+            yield chunk, process_chunk(chunk, options)
         return
     context = get_context("fork")
     conns: list[Connection] = []
@@ -126,12 +205,12 @@ def map_chunks(chunks: Iterable[Chunk], options: Options, split_rejects: bool, j
     try:
         for _ in range(jobs):
             parent_end, child_end = context.Pipe()
-            worker = context.Process(target=_serve, args=(child_end, options, split_rejects), daemon=True)
+            worker = context.Process(target=_serve, args=(child_end, options), daemon=True)
             worker.start()
             child_end.close()
             conns.append(parent_end)
             workers.append(worker)
-        busy: list[int] = []
+        busy: list[tuple[int, Chunk]] = []
         source, error, turn = iter(chunks), None, 0
         while True:
             try:
@@ -142,12 +221,12 @@ def map_chunks(chunks: Iterable[Chunk], options: Options, split_rejects: bool, j
                 error = exc
                 break
             if len(busy) == jobs:
-                yield _receive(conns[busy.pop(0)])
-            conns[turn % jobs].send_bytes(pickle.dumps(chunk, pickle.HIGHEST_PROTOCOL))
-            busy.append(turn % jobs)
+                yield _receive(conns, busy.pop(0))
+            conns[turn % jobs].send_bytes(pickle.dumps(chunk.bare(), pickle.HIGHEST_PROTOCOL))
+            busy.append((turn % jobs, chunk))
             turn += 1
         while busy:
-            yield _receive(conns[busy.pop(0)])
+            yield _receive(conns, busy.pop(0))
         for conn in conns:
             conn.send_bytes(b"")
         for worker in workers:
@@ -163,16 +242,17 @@ def map_chunks(chunks: Iterable[Chunk], options: Options, split_rejects: bool, j
         raise error
 
 
-def _serve(conn: Connection, options: Options, split_rejects: bool) -> None:
+def _serve(conn: Connection, options: Options) -> None:
     """A worker's loop: answer each pickled :class:`Chunk` with its pickled
     :class:`ChunkResult`; an empty message ends it."""
     while message := conn.recv_bytes():
-        conn.send_bytes(pickle.dumps(process_chunk(pickle.loads(message), options, split_rejects), pickle.HIGHEST_PROTOCOL))
+        conn.send_bytes(pickle.dumps(process_chunk(pickle.loads(message), options), pickle.HIGHEST_PROTOCOL))
     conn.close()
 
 
-def _receive(conn: Connection) -> ChunkResult:
+def _receive(conns: list[Connection], sent: tuple[int, Chunk]) -> tuple[Chunk, ChunkResult]:
+    worker, chunk = sent
     try:
-        return pickle.loads(conn.recv_bytes())
+        return chunk, pickle.loads(conns[worker].recv_bytes())
     except EOFError as exc:
         raise WorkerDied("a histmig worker process ended without answering") from exc

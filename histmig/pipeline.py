@@ -21,7 +21,6 @@ of the migrated record, exactly what the second pass walks.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -29,76 +28,11 @@ from typing import Any, Literal
 import orjson
 
 from histmig.records import NotAHistory, Record, envelope_id, locate_messages
-from histmig.rules import REGISTRY, Change, Context, Rule
+from histmig.rules import REGISTRY, Change, Context, Rule, pending
 from histmig.rules.base import CauseMode, Malformed
+from histmig.screen import Screen, screen_for
 from histmig.schema import current_errors, is_current, legacy_errors
 from histmig.schema.current import REQUEST_PART_KINDS, RESPONSE_PART_KINDS
-
-
-_SUSPECT_PART_KINDS = frozenset({"retry-prompt", "instruction"})
-
-
-def clean(messages: list[Any]) -> bool:
-    """True when no rule can change ``messages`` (a parsed history): no ``retry-prompt`` or
-    ``instruction`` part, no ``retry-feedback`` with list content, no null ``tool_call_id``
-    or ``timestamp`` on any part, no null response ``timestamp``, no ``args`` object with an
-    ``args_json``/``args_dict`` key, no ``provider_request_id``, and every message and part
-    an object. Each condition is wider than the rule it stands for (HM1xx, HM203, HM204,
-    HM201, HM202, HM301, HM302), so a clean history is one no rule touches: the common case
-    of a record with nothing to migrate, decided in one walk of the parsed parts, cheaper
-    than scanning the bytes for every rule's marker (:func:`applicable`)."""
-    for message in messages:
-        if type(message) is not dict or "provider_request_id" in message:
-            return False
-        if message.get("kind") == "response" and "timestamp" in message and message["timestamp"] is None:
-            return False
-        parts = message.get("parts")
-        if type(parts) is not list:
-            return False
-        for part in parts:
-            if type(part) is not dict:
-                return False
-            kind = part.get("part_kind")
-            if kind in _SUSPECT_PART_KINDS or (kind == "retry-feedback" and type(part.get("content")) is list):
-                return False
-            if ("tool_call_id" in part and part["tool_call_id"] is None) or ("timestamp" in part and part["timestamp"] is None):
-                return False
-            args = part.get("args")
-            if type(args) is dict and ("args_json" in args or "args_dict" in args):
-                return False
-    return True
-
-
-def applicable(text: bytes, rules: Iterable[Rule]) -> tuple[Rule, ...]:
-    """The ``rules`` (in their order) whose byte marker is in ``text``, the JSON text of a
-    record with no ``\\u`` escape (:func:`marker_text`); a marker shared by several rules
-    is run once."""
-    seen: dict[Any, bool] = {}
-    chosen = []
-    for rule in rules:
-        hit = seen.get(rule.may_apply)
-        if hit is None:
-            hit = seen[rule.may_apply] = rule.may_apply(text)
-        if hit:
-            chosen.append(rule)
-    return tuple(chosen)
-
-
-_ESCAPE = re.compile(rb"\\u")
-
-
-def marker_text(raw: bytes, obj: Any) -> bytes | None:
-    """The text the byte markers may be run on for the record ``raw`` parsed as ``obj``:
-    ``raw`` itself, or, when it holds a ``\\u`` escape (which could spell a key or a part
-    kind a marker looks for), ``obj`` as orjson writes it (which escapes only control
-    characters); ``None`` when orjson cannot write ``obj`` (nested too deep): then every
-    rule may apply."""
-    if _ESCAPE.search(raw) is None:
-        return raw
-    try:
-        return orjson.dumps(obj)
-    except orjson.JSONEncodeError:
-        return None
 
 
 _DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
@@ -129,6 +63,12 @@ class Options:
     messages_field: str | None = None
     validate_all: bool = False
 
+    @property
+    def screen(self) -> Screen | None:
+        """The :class:`~histmig.screen.Screen` for this envelope field, or ``None`` under
+        ``validate_all`` (``check`` parses and validates every record)."""
+        return None if self.validate_all else screen_for(self.messages_field)
+
 
 def select_rules(select: Iterable[str] = (), ignore: Iterable[str] = ()) -> tuple[Rule, ...]:
     """The registered rules whose code starts with one of ``select`` (all when empty) and
@@ -146,17 +86,12 @@ def select_rules(select: Iterable[str] = (), ignore: Iterable[str] = ()) -> tupl
     )
 
 
-def migrate(messages: list[Any], options: Options = Options(), text: bytes | None = None) -> list[Change]:
+def migrate(messages: list[Any], options: Options = Options()) -> list[Change]:
     """Run the selected rules over ``messages`` (a history as plain JSON data), in
-    registration order, editing it in place; returns the changes in the order they were made.
-
-    With ``text``, the JSON text of the record holding ``messages`` as it stands (no ``\\u``
-    escape, see :func:`marker_text`), only the rules whose byte marker is in it run: a
-    marker is a necessary condition, and no rule writes what a later rule's marker looks
-    for (the rules write ids, ``"input": null``, ``instructions``, ``tool-return`` and
-    ``retry-feedback`` parts; only HM203, which runs before HM102, looks at the last), so
-    the skipped rules would have changed nothing."""
-    return _apply(messages, options.rules if text is None else applicable(text, options.rules), options)
+    registration order, editing it in place; returns the changes in the order they were
+    made. Only the rules :func:`~histmig.rules.pending` finds run: the others would
+    change nothing."""
+    return _apply(messages, pending(messages, options.rules), options)
 
 
 def _apply(messages: list[Any], rules: tuple[Rule, ...], options: Options) -> list[Change]:
@@ -184,7 +119,16 @@ class Outcome:
 
 
 def process(record: Record, options: Options = Options()) -> Outcome:
-    """Migrate one record (see the module docstring). Never raises for bad input."""
+    """Migrate one record (see the module docstring): ``unchanged`` at once when the
+    screen passes it, else :func:`process_full`. Never raises for bad input."""
+    if options.screen is not None and options.screen(record.raw):
+        return Outcome(record, "unchanged", record.raw)
+    return process_full(record, options)
+
+
+def process_full(record: Record, options: Options = Options()) -> Outcome:
+    """Migrate one record the full way, without the screen: parse, find the pending rules,
+    apply, validate, serialize, second pass. Never raises for bad input."""
     try:
         obj = orjson.loads(record.raw)
     except orjson.JSONDecodeError as exc:
@@ -194,18 +138,14 @@ def process(record: Record, options: Options = Options()) -> Outcome:
     except NotAHistory as exc:
         exact_obj = json.loads(record.raw) if has_big_int(record.raw) else obj
         return Outcome(replace(record, record_id=envelope_id(exact_obj)), "rejected", None, errors=[str(exc)])
-    if not options.validate_all and clean(messages):
+    rules = pending(messages, options.rules)
+    if not rules and not options.validate_all:
         return Outcome(record, "unchanged", record.raw)
-    text = marker_text(record.raw, obj)
-    rules = options.rules if text is None else applicable(text, options.rules)
-    walk = options.validate_all or bool(rules)
-    exact = walk and has_big_int(record.raw)
+    exact = has_big_int(record.raw)
     if exact:
         obj = json.loads(record.raw)
         messages, field_name = locate_messages(obj, options.messages_field)
     record = replace(record, record_id=envelope_id(obj))
-    if not walk:
-        return Outcome(record, "unchanged", record.raw)
     prefix = f"{field_name}" if field_name else "messages"
     try:
         changes = _apply(messages, rules, options)
@@ -226,7 +166,7 @@ def process(record: Record, options: Options = Options()) -> Outcome:
     if field_name is not None:
         obj[field_name] = messages
     output = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() if exact else orjson.dumps(obj)
-    second = [] if clean(messages) else migrate(messages, options, output)
+    second = migrate(messages, options)
     if second:
         codes = ", ".join(sorted({c.rule for c in second}))
         return Outcome(record, "rejected", None, changes, [f"internal error: a second pass changed the record again ({codes})"])

@@ -8,6 +8,7 @@ unchanged + rejected``; ``invalid`` counts records that need no rule yet fail va
 
 from __future__ import annotations
 
+import io
 import pickle
 import re
 import tempfile
@@ -40,12 +41,12 @@ class Report:
     flat whatever the archive size.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, spill: IO[bytes] | None = None) -> None:
         self.counts = Counter(dict.fromkeys(_COUNTS, 0))
         self.by_rule: Counter[str] = Counter()
         self.by_cause: Counter[str] = Counter()
         self.by_evidence: Counter[str] = Counter()
-        self._changes: IO[bytes] | None = None
+        self._changes: IO[bytes] | None = spill
         self.errors: list[dict[str, Any]] = []
         self.warnings: list[dict[str, Any]] = []
 
@@ -71,6 +72,26 @@ class Report:
         if outcome.warnings:
             self.counts["warnings"] += len(outcome.warnings)
             self.warnings.append({**where, "warnings": outcome.warnings})
+
+    @classmethod
+    def in_memory(cls) -> Report:
+        """A report whose change rows stay in memory, to be sent to another process and
+        :meth:`merge`-d there (one chunk's report)."""
+        return cls(io.BytesIO())
+
+    def merge(self, other: Report) -> None:
+        """Add ``other``'s counts, change rows (after this report's own) and error and
+        warning lines to this report. ``other`` is an :meth:`in_memory` report."""
+        self.counts.update(other.counts)
+        self.by_rule.update(other.by_rule)
+        self.by_cause.update(other.by_cause)
+        self.by_evidence.update(other.by_evidence)
+        rows = other._changes.getvalue() if isinstance(other._changes, io.BytesIO) else b""
+        if rows:
+            self._changes = self._changes or tempfile.TemporaryFile()
+            self._changes.write(rows)
+        self.errors.extend(other.errors)
+        self.warnings.extend(other.warnings)
 
     def iter_changes(self) -> Iterator[dict[str, Any]]:
         """The change rows in the order they were added, each a dict in the report's

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from typing import BinaryIO
 
-from histmig.parallel import map_chunks, read_chunks
+from histmig.parallel import map_chunks, read_chunks, write_chunk
 from histmig.pipeline import Options, process
 from histmig.records import Record
 from histmig.report import Report
@@ -81,22 +81,22 @@ def run(
             _run_document(stream, input_path, output_path, rejects_path, options, report, stack)
             return report
         out = stack.enter_context(atomic_output(output_path)) if output_path is not None else None
-        rejects: BinaryIO | None = None
+        opened: list[BinaryIO] = []
+
+        def rejects() -> BinaryIO:
+            if not opened:
+                opened.append(stack.enter_context(atomic_output(rejects_path)))
+            return opened[0]
+
         last = "the start"
-        split = out is not None and rejects_path is not None
         try:
-            for result in map_chunks(read_chunks(stream, input_path), options, split, jobs):
-                for outcome in result.outcomes:
-                    report.add(outcome)
-                report.add_unchanged(result.unchanged)
+            for chunk, result in map_chunks(read_chunks(stream, input_path), options, jobs):
+                report.merge(result.report)
                 last = result.last or last
                 if progress is not None:
                     progress(result.consumed)
                 if out is not None:
-                    out.write(result.output)
-                if split and result.rejected:
-                    rejects = rejects or stack.enter_context(atomic_output(rejects_path))
-                    rejects.write(result.rejected)
+                    write_chunk(chunk.data, result.edits, out, rejects if rejects_path is not None else None)
         except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as exc:
             report.add_read_error(input_path, f"after {last}", f"input ends early or cannot be read on: {exc}")
     return report

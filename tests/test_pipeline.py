@@ -1,38 +1,75 @@
-"""The pipeline's fast path: :func:`histmig.pipeline.clean` says a history needs no rule only
-when no rule changes it."""
+"""The pipeline's fast paths: :func:`histmig.rules.pending` names the rules that can
+change a history, and the :class:`histmig.screen.Screen` passes a record only when no rule
+can change it and orjson reads it."""
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
-from histmig.pipeline import clean
+from histmig.rules import REGISTRY, pending
+from histmig.screen import Screen
 from tests.conftest import HISTORIES, converted, load
 
 CALL = {"part_kind": "tool-call", "tool_name": "t", "args": {}, "tool_call_id": "c"}
+SCREEN = Screen()
+
+TARGETED = {
+    "tool-bound-retry-prompt": ([{"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": "x", "tool_name": "t", "tool_call_id": "c"}]}], {"HM101"}),
+    "tool-less-retry-prompt": ([{"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": "x"}]}], {"HM102", "HM103"}),
+    "instruction": ([{"kind": "request", "parts": [{"part_kind": "instruction", "content": "x"}]}], {"HM204"}),
+    "feedback-without-input": (
+        [{"kind": "request", "parts": [{"part_kind": "retry-feedback", "content": [{"type": "t", "loc": [], "msg": "m"}], "retry": {"cause": "validation_error"}}]}],
+        {"HM203"},
+    ),
+    "null-id": ([{"kind": "response", "parts": [{**CALL, "tool_call_id": None}]}], {"HM201"}),
+    "null-part-timestamp": ([{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "x", "timestamp": None}]}], {"HM202"}),
+    "null-response-timestamp": ([{"kind": "response", "parts": [], "timestamp": None}], {"HM202"}),
+    "args-wrapper": ([{"kind": "response", "parts": [{**CALL, "args": {"args_json": "{}"}}]}], {"HM301"}),
+    "provider-request-id": ([{"kind": "response", "parts": [], "provider_request_id": "r"}], {"HM302"}),
+}
+
+
+@pytest.mark.parametrize("name", TARGETED)
+def test_every_shape_a_rule_targets_is_pending_and_screened_out(name: str) -> None:
+    history, codes = TARGETED[name]
+    assert {rule.code for rule in pending(history, tuple(REGISTRY))} == codes
+    assert not SCREEN(orjson.dumps({"messages": history}))
 
 
 @pytest.mark.parametrize(
-    "history",
+    "raw",
     [
-        [{"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": "x"}]}],
-        [{"kind": "request", "parts": [{"part_kind": "instruction", "content": "x"}]}],
-        [{"kind": "request", "parts": [{"part_kind": "retry-feedback", "content": [], "retry": {"cause": "validation_error"}}]}],
-        [{"kind": "response", "parts": [{**CALL, "tool_call_id": None}]}],
-        [{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "x", "timestamp": None}]}],
-        [{"kind": "response", "parts": [], "timestamp": None}],
-        [{"kind": "response", "parts": [{**CALL, "args": {"args_json": "{}"}}]}],
-        [{"kind": "response", "parts": [], "provider_request_id": "r"}],
-        [{"kind": "request", "parts": "oops"}],
-        ["not a message"],
+        b'{"messages":[{"kind":"request","parts":"oops"}]}',
+        b'{"messages":["not a message"]}',
+        b'{"messages":[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"\xff"}]}]}',
+        b'{"messages":[{"kind":"request","parts":[{"part_kind":"retry\\u002dprompt","content":"x"}]}]}',
+        b'{"messages":[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":{"args\\u005fjson":"{}"}}]}]}',
+        b'{"messages":[{"kind":"request","parts":[{"part_kind":"text","part_kind":"retry-prompt","content":"x"}]}]}',
+        b'{"messages":[{"kind":"request","parts":[]}],"messages":3}',
+        b'{"messages":[{"kind":"request","parts":[],"x":' + b"[" * 1100 + b"]" * 1100 + b"}]}",
+        b'{"messages":[{"kind":"request","parts":[{"part_kind":"brand-new","content":"x"}]}]}',
+        b'{"messages":[]} trailing',
+        b'[{"kind":"request","parts":[]}]',
+        b'{"history":[{"kind":"request","parts":[]}]}',
     ],
-    ids=["retry-prompt", "instruction", "feedback-list", "null-id", "null-part-timestamp", "null-response-timestamp", "args-wrapper", "provider-request-id", "parts-not-a-list", "message-not-an-object"],
+    ids=[
+        "parts-not-a-list", "message-not-an-object", "invalid-utf8", "escaped-retry-prompt", "escaped-args-wrapper",
+        "duplicate-part-kind", "duplicate-messages", "too-deep", "unknown-part-kind", "trailing-bytes", "bare-array", "other-field",
+    ],
 )
-def test_every_shape_a_rule_targets_is_not_clean(history: list) -> None:
-    assert not clean(history)
+def test_the_screen_refuses_what_it_cannot_vouch_for(raw: bytes) -> None:
+    assert not SCREEN(raw)
 
 
-def test_a_clean_corpus_history_is_one_no_rule_changes() -> None:
-    clean_ones = [path for path in HISTORIES if clean(load(path))]
+def test_the_screen_reads_the_named_field() -> None:
+    raw = b'{"history":[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"x"}]}]}'
+    assert Screen("history")(raw) and not SCREEN(raw)
+
+
+def test_on_the_corpus_the_screen_passes_exactly_what_no_rule_changes() -> None:
+    passed = [path for path in HISTORIES if SCREEN(orjson.dumps({"messages": load(path)}))]
+    pending_none = [path for path in HISTORIES if not pending(load(path), tuple(REGISTRY))]
     unchanged = [path for path in HISTORIES if converted(load(path))[1] == []]
-    assert set(clean_ones) <= set(unchanged)
-    assert (len(clean_ones), len(unchanged)) == (68, 74)
+    assert set(passed) == set(pending_none) == set(unchanged)
+    assert (len(unchanged), len(HISTORIES)) == (74, 212)

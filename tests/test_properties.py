@@ -15,9 +15,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from histmig.pipeline import clean, migrate
+from histmig.pipeline import migrate
 from histmig.rules import REGISTRY, Context
 from histmig.schema import current_errors
+from histmig.screen import Screen
 from tests.conftest import framework_dump
 
 TS = st.sampled_from(["2025-05-01T10:00:00Z", "2024-01-02T03:04:05.123456Z"])
@@ -87,6 +88,7 @@ MESSAGE = st.one_of(
 )
 HISTORY = st.lists(MESSAGE, max_size=6)
 
+SCREEN = Screen()
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -118,17 +120,39 @@ def test_parts_no_rule_targets_are_untouched(history: list[dict[str, Any]]) -> N
                 }
 
 
-@SETTINGS
-@given(HISTORY)
-def test_a_rule_whose_byte_marker_is_false_changes_nothing(history: list[dict[str, Any]]) -> None:
-    text = json.dumps(history, ensure_ascii=False).encode()
-    for rule in REGISTRY:
-        if not rule.may_apply(text):
-            assert rule.apply(copy.deepcopy(history), Context()) == [], rule.code
+DAMAGE = st.sampled_from(["null-id", "null-timestamp", "args-wrapper", "provider-request-id", "instruction", "feedback-without-input"])
+
+
+def _damage(history: list[dict[str, Any]], kind: str, at: int) -> None:
+    """Give ``history`` one shape a repair rule targets, at the ``at``-th part or message."""
+    parts = [(message, part) for message in history for part in message["parts"]]
+    if kind == "provider-request-id" and history:
+        history[at % len(history)]["provider_request_id"] = "req_1"
+    elif kind == "instruction" and history:
+        history[at % len(history)]["parts"].append({"part_kind": "instruction", "content": "be brief"})
+    elif kind == "feedback-without-input" and history:
+        history[at % len(history)]["parts"].append(
+            {"part_kind": "retry-feedback", "content": [{"type": "missing", "loc": ["a"], "msg": "m"}], "retry": {"cause": "validation_error"}}
+        )
+    elif parts:
+        message, part = parts[at % len(parts)]
+        if kind == "null-id":
+            part["tool_call_id"] = None
+        elif kind == "null-timestamp":
+            part["timestamp"] = None
+        elif kind == "args-wrapper":
+            part["args"] = {"args_json": "{}"}
 
 
 @SETTINGS
-@given(HISTORY)
-def test_no_rule_changes_a_clean_history(history: list[dict[str, Any]]) -> None:
-    if clean(history):
-        assert migrate(copy.deepcopy(history)) == []
+@given(HISTORY, st.lists(st.tuples(DAMAGE, st.integers(0, 50)), max_size=3))
+def test_the_pending_rules_change_what_every_rule_would(history: list[dict[str, Any]], damages: list[tuple[str, int]]) -> None:
+    for kind, at in damages:
+        _damage(history, kind, at)
+    every_rule = copy.deepcopy(history)
+    changes = [change for rule in REGISTRY for change in rule.apply(every_rule, Context())]
+    only_pending = copy.deepcopy(history)
+    assert migrate(only_pending) == changes
+    assert only_pending == every_rule
+    if SCREEN(json.dumps({"messages": history}, ensure_ascii=False).encode()):
+        assert changes == []

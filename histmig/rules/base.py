@@ -74,33 +74,24 @@ class Context:
 
 RuleFunc = Callable[[Messages, Context], list[Change]]
 
-Marker = Callable[[bytes], bool]
-"""A rule's byte marker: given the JSON text of a record (UTF-8, no ``\\u`` escapes, see
-:func:`histmig.pipeline.process`), ``False`` only when the rule cannot change the record. It
-is a necessary condition, never a sufficient one: it may say ``True`` for a record the rule
-leaves alone (the text is inside a string), never ``False`` for one it would change."""
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Rule:
     """A registered rewrite: ``code`` (stable, e.g. ``HM101``), ``summary`` (one line),
-    ``source`` (the framework-facts section or release it comes from), ``apply``, which
-    edits a conversation in place and returns the changes it made, and ``may_apply``, its
-    byte marker (:data:`Marker`)."""
+    ``source`` (the framework-facts section or release it comes from) and ``apply``, which
+    edits a conversation in place and returns the changes it made. Where a rule can change
+    anything is decided for all rules in one walk (:func:`histmig.rules.pending`)."""
 
     code: str
     summary: str
     source: str
     apply: RuleFunc = field(repr=False)
-    may_apply: Marker = field(repr=False)
 
 
 REGISTRY: list[Rule] = []
 
 
-def register(code: str, summary: str, source: str, may_apply: Marker) -> Callable[[RuleFunc], RuleFunc]:
-    """Decorator adding a rule function to :data:`REGISTRY` under ``code``, with its byte
-    marker ``may_apply`` (:data:`Marker`).
+def register(code: str, summary: str, source: str) -> Callable[[RuleFunc], RuleFunc]:
+    """Decorator adding a rule function to :data:`REGISTRY` under ``code``.
 
     Raises ``ValueError`` when the code is registered twice.
     """
@@ -108,7 +99,7 @@ def register(code: str, summary: str, source: str, may_apply: Marker) -> Callabl
     def decorate(func: RuleFunc) -> RuleFunc:
         if any(rule.code == code for rule in REGISTRY):
             raise ValueError(f"rule {code} registered twice")
-        REGISTRY.append(Rule(code, summary, source, func, may_apply))
+        REGISTRY.append(Rule(code, summary, source, func))
         return func
 
     return decorate

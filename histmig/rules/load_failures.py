@@ -8,7 +8,6 @@ random generator, and a derived value says how it was derived in the change's ev
 from __future__ import annotations
 
 import hashlib
-import re
 from collections import defaultdict
 from typing import Any
 
@@ -16,31 +15,22 @@ from histmig.rules.base import Change, Context, Messages, iter_parts, register
 
 _ID_PARTS = ("tool-call", "tool-return")
 
-_NULL_ID = re.compile(rb'"tool_call_id"\s*:\s*null')
-_NULL_TIMESTAMP = re.compile(rb'"timestamp"\s*:\s*null')
-_LIST_CONTENT = re.compile(rb'"content"\s*:\s*\[')
-_INSTRUCTION_PART = re.compile(rb'"part_kind"\s*:\s*"instruction"')
 
 
-def _may_lack_ids(raw: bytes) -> bool:
-    """HM201's marker: a null ``tool_call_id``, or a retry-prompt part (a tool-bound one may
-    have no ``tool_call_id`` key at all)."""
-    return b"retry-prompt" in raw or (b"null" in raw and _NULL_ID.search(raw) is not None)
+def lacks_error_input(message: dict[str, Any], part: dict[str, Any]) -> bool:
+    """HM203's test: a request's retry part with an error-details entry without ``input``."""
+    content = part.get("content")
+    return (
+        message.get("kind") == "request"
+        and type(content) is list
+        and any(isinstance(detail, dict) and "input" not in detail for detail in content)
+    )
 
 
-def _may_have_null_timestamp(raw: bytes) -> bool:
-    """HM202's marker: a ``"timestamp": null``."""
-    return b"null" in raw and _NULL_TIMESTAMP.search(raw) is not None
-
-
-def _may_lack_error_input(raw: bytes) -> bool:
-    """HM203's marker: a retry-prompt or retry-feedback part and some list ``content``."""
-    return b"retry-" in raw and (b"retry-prompt" in raw or b"retry-feedback" in raw) and _LIST_CONTENT.search(raw) is not None
-
-
-def _may_hold_instruction_part(raw: bytes) -> bool:
-    """HM204's marker: a ``"part_kind": "instruction"``."""
-    return b'"instruction"' in raw and _INSTRUCTION_PART.search(raw) is not None
+def has_null_timestamp(message: dict[str, Any], part: dict[str, Any]) -> bool:
+    """HM202's part test: ``"timestamp": null`` on a part of a request (or of any message that
+    is not a response), or on a response's ``builtin-tool-return``."""
+    return part.get("timestamp", 0) is None and (message.get("kind") != "response" or part.get("part_kind") == "builtin-tool-return")
 
 
 def derived_tool_call_id(m_index: int, p_index: int, tool_name: Any) -> str:
@@ -51,7 +41,9 @@ def derived_tool_call_id(m_index: int, p_index: int, tool_name: Any) -> str:
     return "pyd_ai_" + digest[:32]
 
 
-def _needs_id(part: dict[str, Any]) -> bool:
+def needs_id(part: dict[str, Any]) -> bool:
+    """HM201's test: a ``tool-call`` / ``tool-return`` with ``"tool_call_id": null``, or a
+    tool-bound ``retry-prompt`` whose ``tool_call_id`` is null or missing."""
     kind = part.get("part_kind")
     if kind == "retry-prompt":
         return part.get("tool_name") is not None and part.get("tool_call_id") is None
@@ -62,7 +54,6 @@ def _needs_id(part: dict[str, Any]) -> bool:
     "HM201",
     "null tool_call_id on tool-call / tool-return, null or missing on tool-bound retry-prompt -> paired, derived id",
     "framework-facts §2 (load failures), §3.3 (ids nullable in 0.0.13–0.0.44)",
-    _may_lack_ids,
 )
 def derive_tool_call_ids(messages: Messages, ctx: Context) -> list[Change]:
     """Give every ``null``-id ``tool-call`` a derived id (:func:`derived_tool_call_id`), then
@@ -76,7 +67,7 @@ def derive_tool_call_ids(messages: Messages, ctx: Context) -> list[Change]:
     for m_index, p_index, _, part in iter_parts(messages):
         kind = part.get("part_kind", "")
         name = part.get("tool_name")
-        if not _needs_id(part):
+        if not needs_id(part):
             if kind == "tool-call" and isinstance(part.get("tool_call_id"), str):
                 unanswered[name].append(part["tool_call_id"])
             elif kind in ("tool-return", "retry-prompt") and part.get("tool_call_id") in unanswered[name]:
@@ -98,7 +89,6 @@ def derive_tool_call_ids(messages: Messages, ctx: Context) -> list[Change]:
     "HM202",
     "null timestamp on a request part or a response -> field removed (never the clock)",
     "framework-facts §2 (load failures)",
-    _may_have_null_timestamp,
 )
 def drop_null_timestamps(messages: Messages, ctx: Context) -> list[Change]:
     """Remove ``"timestamp": null`` where 2.68 rejects it: on request parts, on
@@ -110,9 +100,8 @@ def drop_null_timestamps(messages: Messages, ctx: Context) -> list[Change]:
         if isinstance(message, dict) and message.get("kind") == "response" and _pop_null(message, "timestamp"):
             changes.append(Change("HM202", m_index, None, "response", "response", "null-timestamp", "exact"))
     for m_index, p_index, message, part in iter_parts(messages):
-        if message.get("kind") == "response" and part.get("part_kind") != "builtin-tool-return":
-            continue
-        if _pop_null(part, "timestamp"):
+        if has_null_timestamp(message, part):
+            del part["timestamp"]
             kind = part.get("part_kind", "")
             changes.append(Change("HM202", m_index, p_index, kind, kind, "null-timestamp", "exact"))
     return changes
@@ -140,7 +129,6 @@ def _insert_input(detail: dict[str, Any]) -> dict[str, Any]:
     "HM203",
     "error details without 'input' in a retry part -> \"input\": null",
     "framework-facts §2 (load failures), bug case BC3",
-    _may_lack_error_input,
 )
 def add_missing_error_input(messages: Messages, ctx: Context) -> list[Change]:
     """Give every error-details entry of a ``retry-prompt`` or ``retry-feedback`` list content
@@ -170,7 +158,6 @@ all hold these (or null) says nothing ``instructions`` cannot."""
     "HM204",
     "'instruction' part inside a request's parts -> text moved to the request's instructions",
     "framework-facts §3.1 (request part tags), bug case BC5",
-    _may_hold_instruction_part,
 )
 def move_instruction_parts(messages: Messages, ctx: Context) -> list[Change]:
     """Move each ``{"part_kind": "instruction", "content": str}`` out of a request's
@@ -186,7 +173,7 @@ def move_instruction_parts(messages: Messages, ctx: Context) -> list[Change]:
         kept: list[Any] = []
         texts: list[str] = []
         for p_index, part in enumerate(message["parts"]):
-            if _is_movable_instruction(part):
+            if is_movable_instruction(part):
                 texts.append(part["content"])
                 changes.append(Change("HM204", m_index, p_index, "instruction", "instructions", "instruction-part", "exact"))
             else:
@@ -198,7 +185,9 @@ def move_instruction_parts(messages: Messages, ctx: Context) -> list[Change]:
     return changes
 
 
-def _is_movable_instruction(part: Any) -> bool:
+def is_movable_instruction(part: Any) -> bool:
+    """HM204's test: an ``instruction`` part with text content and every other field absent,
+    null or at 2.68's default (``dynamic: false``, ``on_change: "rewrite"``)."""
     return (
         isinstance(part, dict)
         and part.get("part_kind") == "instruction"

@@ -19,9 +19,14 @@ RETRY_PROMPT = "retry-prompt"
 _ERROR_DETAILS_KEYS = ("type", "loc", "msg", "input", "url")
 
 
-def may_hold_retry_prompt(raw: bytes) -> bool:
-    """The marker of HM101, HM102 and HM103: a ``retry-prompt`` part kind."""
-    return b"retry-prompt" in raw
+def is_tool_bound_retry(message: dict[str, Any], part: dict[str, Any]) -> bool:
+    """HM101's test: a request's retry-prompt part with a ``tool_name``."""
+    return message.get("kind") == "request" and part.get("tool_name") is not None
+
+
+def is_tool_less_retry(message: dict[str, Any], part: dict[str, Any]) -> bool:
+    """HM102's and HM103's test: a request's retry-prompt part without a ``tool_name``."""
+    return message.get("kind") == "request" and part.get("tool_name") is None
 
 
 def dump_error_details(errors: list[Any]) -> list[Any]:
@@ -106,7 +111,6 @@ def _verdict(part: dict[str, Any], ctx: Context, *, tool_bound: bool) -> Verdict
     "HM103",
     "tool-less 'Unknown tool name' retry-prompt (releases before 0.0.47) -> the invented call's retried tool-return",
     "framework-facts §1.2",
-    may_hold_retry_prompt,
 )
 def rebind_unknown_tool(messages: Messages, ctx: Context) -> list[Change]:
     """Re-bind a tool-less ``'Unknown tool name: …'`` retry to the call it answers.
@@ -154,7 +158,6 @@ def _preceding_call(messages: Messages, m_index: int, name: str, used: set[int])
     "HM101",
     "tool-bound retry-prompt -> ToolReturnPart with outcome 'retried' and a RetryInfo cause",
     "framework-facts §1, §2",
-    may_hold_retry_prompt,
 )
 def migrate_tool_bound(messages: Messages, ctx: Context) -> list[Change]:
     """Rewrite every tool-bound retry-prompt part (``tool_name`` not ``None``) as the retried
@@ -172,7 +175,6 @@ def migrate_tool_bound(messages: Messages, ctx: Context) -> list[Change]:
     "HM102",
     "tool-less retry-prompt -> RetryFeedbackPart with a RetryInfo cause",
     "framework-facts §1, §2",
-    may_hold_retry_prompt,
 )
 def migrate_tool_less(messages: Messages, ctx: Context) -> list[Change]:
     """Rewrite every tool-less retry-prompt part (``tool_name`` ``None`` or absent) as a

@@ -141,7 +141,7 @@ class RequestUsage(OpenModel):
     cache_audio_read_tokens: int = 0
     output_audio_tokens: int = 0
     audio_seconds: float = 0
-    details: Annotated[dict[str, int], BeforeValidator(lambda d: d or {})] = Field(default_factory=dict)
+    details: Annotated[dict[str, int] | None, BeforeValidator(lambda d: d or {})] = Field(default_factory=dict)
     cost: Decimal | None = None
 
     @model_validator(mode="before")

@@ -1,0 +1,110 @@
+"""The screen: tells, without building the record, that no rule can change it.
+
+Most records of an archive hold nothing to migrate. :class:`Screen` decodes a record's bytes
+with msgspec into a typed skeleton of the history (the envelope's messages field, each
+message's ``kind`` and ``parts``, each part's ``part_kind`` and the few fields a rule looks
+at) and skips every other value without building a Python object: a few microseconds for a
+3 KB record, against an orjson parse and a walk of its parts. The skeleton's types are
+stricter than every rule's test (:func:`histmig.rules.base.pending`):
+
+- ``part_kind`` is one 2.68 loads, other than ``retry-feedback`` (none of ``retry-prompt``,
+  ``instruction``, or a newer release's kind; HM101-HM103, HM204);
+- a ``retry-feedback`` part (in the second skeleton, used only when the bytes hold
+  ``retry-feedback``) has text content, or error details that each hold ``input`` (HM203);
+- a part's ``tool_call_id`` and ``timestamp``, when present, are strings, and so is a
+  response's ``timestamp`` (HM201, HM202);
+- a tool call's ``args`` is text, ``null`` or an object without an ``args_json`` or
+  ``args_dict`` key, and a response has no ``provider_request_id`` (HM301, HM302);
+
+and a record it accepts is valid JSON in UTF-8 (checked apart: msgspec skips strings
+unchecked) nested no deeper than msgspec's limit, which is below orjson's. Whatever it
+refuses goes the full way (:func:`histmig.pipeline.process`), which names what is wrong.
+One value orjson refuses passes: a number beyond a double's range (``1e400``), which JSON
+allows and the record carries unchanged (``check`` parses every record and names it).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Annotated, Any, Literal, Union
+
+import msgspec
+
+from histmig.schema.current import REQUEST_PART_KINDS, RESPONSE_PART_KINDS
+
+_Absent = Annotated[int, msgspec.Meta(ge=1, le=0)]
+"""A type no JSON value satisfies: a field of this type must be absent."""
+
+_QUIET_KINDS = Literal[tuple(sorted((REQUEST_PART_KINDS | RESPONSE_PART_KINDS) - {"retry-feedback"}))]  # type: ignore[valid-type]
+
+
+class _Args(msgspec.Struct):
+    args_json: _Absent = 0
+    args_dict: _Absent = 0
+
+
+_ARGS = Union[str, None, _Args]
+
+
+class _Part(msgspec.Struct):
+    part_kind: _QUIET_KINDS
+    tool_call_id: str = ""
+    timestamp: str = ""
+    args: _ARGS = None
+
+
+class _ErrorDetails(msgspec.Struct):
+    input: msgspec.Raw
+
+
+class _FeedbackPart(msgspec.Struct, tag_field="part_kind", tag="retry-feedback"):
+    content: Union[str, list[_ErrorDetails]]
+    tool_call_id: str = ""
+    timestamp: str = ""
+
+
+def _tagged_parts() -> Any:
+    """:class:`_Part` and :class:`_FeedbackPart` as one union tagged by ``part_kind``."""
+    members = [
+        msgspec.defstruct(f"_Part_{kind}", [("tool_call_id", str, ""), ("timestamp", str, ""), ("args", _ARGS, None)], tag_field="part_kind", tag=kind)
+        for kind in _QUIET_KINDS.__args__
+    ]
+    return Union[tuple(members) + (_FeedbackPart,)]
+
+
+def _skeleton(part: Any, field: str) -> msgspec.json.Decoder:
+    request = msgspec.defstruct("_Request", [("parts", list[part])], tag_field="kind", tag="request")
+    response = msgspec.defstruct(
+        "_Response", [("parts", list[part]), ("timestamp", str, ""), ("provider_request_id", _Absent, 0)], tag_field="kind", tag="response"
+    )
+    envelope = msgspec.defstruct("_Envelope", [(field, list[Union[request, response]])])
+    return msgspec.json.Decoder(envelope)
+
+
+class Screen:
+    """``screen(raw) -> bool``: ``True`` only when ``raw``, the JSON text of a record (bytes),
+    is an object whose ``field`` (default ``messages``, the first candidate
+    :func:`~histmig.records.locate_messages` tries) holds a history no rule can change and
+    that orjson reads (see the module docstring). ``False`` says nothing: the record must go
+    the full way. Never raises."""
+
+    def __init__(self, field: str | None = None) -> None:
+        name = field or "messages"
+        self._plain = _skeleton(_Part, name)
+        self._feedback = _skeleton(_tagged_parts(), name)
+
+    def __call__(self, raw: bytes) -> bool:
+        decoder = self._feedback if b"retry-feedback" in raw else self._plain
+        try:
+            decoder.decode(raw)
+            raw.decode()
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+            return False
+        return True
+
+
+@lru_cache(maxsize=16)
+def screen_for(field: str | None) -> Screen:
+    """The :class:`Screen` of ``field``, built once per process (building one takes about a
+    millisecond)."""
+    return Screen(field)
