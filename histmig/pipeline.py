@@ -30,7 +30,7 @@ import orjson
 from histmig.records import NotAHistory, Record, envelope_id, locate_messages
 from histmig.rules import REGISTRY, Change, Context, Rule, pending
 from histmig.rules.base import CauseMode, Malformed
-from histmig.screen import Screen, screen_for
+from histmig.screen import Screen, screen_for, settled_for
 from histmig.schema import current_errors, is_current, legacy_errors
 from histmig.schema.current import REQUEST_PART_KINDS, RESPONSE_PART_KINDS
 
@@ -160,12 +160,12 @@ def process_full(record: Record, options: Options = Options()) -> Outcome:
         if errors and legacy_errors(messages):
             errors.append("no release 0.0.13-2.68 wrote this shape: no rule can migrate it")
         return Outcome(record, "unchanged", record.raw, errors=errors, warnings=warnings)
+    output = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() if exact else orjson.dumps(obj)
+    if field_name is not None and settled_for(field_name)(output):
+        return Outcome(record, "changed", output, changes)
     errors, warnings = _validate(messages, prefix)
     if errors:
         return Outcome(record, "rejected", None, changes, errors, warnings)
-    if field_name is not None:
-        obj[field_name] = messages
-    output = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() if exact else orjson.dumps(obj)
     second = migrate(messages, options)
     if second:
         codes = ", ".join(sorted({c.rule for c in second}))

@@ -23,6 +23,9 @@ from rich.table import Table
 from histmig.pipeline import Outcome
 
 _COUNTS = ("records_in", "changed", "unchanged", "rejected", "invalid", "warnings", "read_errors")
+_ROW_KEYS = ("source", "location", "id", "rule", "message", "part", "before", "after", "cause", "evidence", "certainty")
+"""The keys of a change row (README "Report"), in order."""
+_ROWS_PER_BATCH = 4096
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
@@ -36,9 +39,10 @@ class Report:
     """Accumulates pipeline outcomes (:meth:`add`) and renders them.
 
     Counts are plain ints; error and warning rows are kept in memory (one per bad record);
-    change rows, one per edited part and so as many as the archive's parts, are spilled as
-    they come to an anonymous temporary file and read back when rendered, so memory stays
-    flat whatever the archive size.
+    change rows, one per edited part and so as many as the archive's parts, are spilled in
+    batches of :data:`_ROWS_PER_BATCH` to an anonymous temporary file (``spill``: another
+    file, see :meth:`in_memory`) and read back when rendered, so memory stays flat whatever
+    the archive size.
     """
 
     def __init__(self, spill: IO[bytes] | None = None) -> None:
@@ -47,6 +51,7 @@ class Report:
         self.by_cause: Counter[str] = Counter()
         self.by_evidence: Counter[str] = Counter()
         self._changes: IO[bytes] | None = spill
+        self._rows: list[tuple[Any, ...]] = []
         self.errors: list[dict[str, Any]] = []
         self.warnings: list[dict[str, Any]] = []
 
@@ -57,13 +62,14 @@ class Report:
         self.counts[outcome.status] += 1
         where = {"source": record.source, "location": record.location, "id": record.record_id}
         if outcome.status != "rejected" and outcome.changes:
-            spill = self._changes = self._changes or tempfile.TemporaryFile()
             for change in sorted(outcome.changes, key=_position):
                 self.by_rule[change.rule] += 1
                 if change.cause is not None:
                     self.by_cause[change.cause] += 1
                 self.by_evidence[f"{change.evidence} ({change.certainty})"] += 1
-                pickle.dump({**where, **change.as_dict()}, spill, pickle.HIGHEST_PROTOCOL)
+                self._rows.append((record.source, record.location, record.record_id, *change.as_row()))
+            if len(self._rows) >= _ROWS_PER_BATCH:
+                self._flush()
         if outcome.errors:
             if outcome.status == "unchanged":
                 self.counts["invalid"] += 1
@@ -72,6 +78,17 @@ class Report:
         if outcome.warnings:
             self.counts["warnings"] += len(outcome.warnings)
             self.warnings.append({**where, "warnings": outcome.warnings})
+
+    def _flush(self) -> None:
+        """Spill the change rows gathered so far, as one pickled list."""
+        if self._rows:
+            spill = self._changes = self._changes or tempfile.TemporaryFile()
+            pickle.dump(self._rows, spill, pickle.HIGHEST_PROTOCOL)
+            self._rows = []
+
+    def __getstate__(self) -> dict[str, Any]:
+        self._flush()
+        return self.__dict__
 
     @classmethod
     def in_memory(cls) -> Report:
@@ -86,8 +103,10 @@ class Report:
         self.by_rule.update(other.by_rule)
         self.by_cause.update(other.by_cause)
         self.by_evidence.update(other.by_evidence)
+        other._flush()
         rows = other._changes.getvalue() if isinstance(other._changes, io.BytesIO) else b""
         if rows:
+            self._flush()
             self._changes = self._changes or tempfile.TemporaryFile()
             self._changes.write(rows)
         self.errors.extend(other.errors)
@@ -96,6 +115,7 @@ class Report:
     def iter_changes(self) -> Iterator[dict[str, Any]]:
         """The change rows in the order they were added, each a dict in the report's
         ``changes`` shape (README "Report"), read back from the spill file one at a time."""
+        self._flush()
         if self._changes is None:
             return
         self._changes.flush()
@@ -103,7 +123,8 @@ class Report:
         self._changes.seek(0)
         try:
             while self._changes.tell() < end:
-                yield pickle.load(self._changes)
+                for row in pickle.load(self._changes):
+                    yield dict(zip(_ROW_KEYS, row))
         finally:
             self._changes.seek(end)
 

@@ -30,6 +30,7 @@ from typing import Annotated, Any, Literal, Union
 
 import msgspec
 
+from histmig.schema import CURRENT_MESSAGES
 from histmig.schema.current import REQUEST_PART_KINDS, RESPONSE_PART_KINDS
 
 _Absent = Annotated[int, msgspec.Meta(ge=1, le=0)]
@@ -94,6 +95,10 @@ class Screen:
         self._feedback = _skeleton(_tagged_parts(), name)
 
     def __call__(self, raw: bytes) -> bool:
+        """Whether ``raw`` needs nothing (see the class docstring); a record whose bytes
+        spell ``retry-prompt`` anywhere is refused at once, without decoding."""
+        if b"retry-prompt" in raw:
+            return False
         decoder = self._feedback if b"retry-feedback" in raw else self._plain
         try:
             decoder.decode(raw)
@@ -108,3 +113,36 @@ def screen_for(field: str | None) -> Screen:
     """The :class:`Screen` of ``field``, built once per process (building one takes about a
     millisecond)."""
     return Screen(field)
+
+
+_UNSETTLED_KEYS = (b"args_json", b"args_dict", b"provider_request_id")
+
+
+class Settled:
+    """``settled(output) -> bool``: ``True`` only when ``output``, the JSON text histmig wrote
+    for a migrated record (bytes, no ``\\u`` escape but for control characters), holds at
+    ``field`` a history pydantic-ai 2.68 loads (decoded with msgspec into
+    :data:`~histmig.schema.CURRENT_MESSAGES`) on which a second pass of the rules changes
+    nothing. The current schema itself rules out every shape HM101-HM204 repair (a
+    ``retry-prompt`` or ``instruction`` part, a null id or timestamp, error details without
+    ``input``); the keys HM301 and HM302 look for are checked on the bytes. ``False``
+    says nothing: the pipeline then validates with pydantic and runs the second pass."""
+
+    def __init__(self, field: str | None = None) -> None:
+        envelope = msgspec.defstruct("_SettledEnvelope", [(field or "messages", CURRENT_MESSAGES)])
+        self._decoder = msgspec.json.Decoder(envelope)
+
+    def __call__(self, output: bytes) -> bool:
+        if any(key in output for key in _UNSETTLED_KEYS):
+            return False
+        try:
+            self._decoder.decode(output)
+        except (msgspec.DecodeError, RecursionError):
+            return False
+        return True
+
+
+@lru_cache(maxsize=16)
+def settled_for(field: str | None) -> Settled:
+    """The :class:`Settled` check of ``field``, built once per process."""
+    return Settled(field)

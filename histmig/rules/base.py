@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 Certainty = Literal["exact", "template", "shape", "default", "derived"]
 """How sure a change is (design.md "Rules"): an ``exact`` text match with a framework
@@ -25,8 +25,7 @@ exact ``retry`` values pydantic-ai 2.68's loader produces (framework-facts §2).
 Messages = list[dict[str, Any]]
 
 
-@dataclass(frozen=True)
-class Change:
+class Change(NamedTuple):
     """One located edit a rule made to a conversation.
 
     ``message`` and ``part`` are 0-based indices into the history (``part`` is ``None`` for a
@@ -45,18 +44,10 @@ class Change:
     certainty: Certainty
     cause: str | None = None
 
-    def as_dict(self) -> dict[str, Any]:
-        """The change as plain JSON data, in the report's ``changes`` shape (README "Report")."""
-        return {
-            "rule": self.rule,
-            "message": self.message,
-            "part": self.part,
-            "before": self.before,
-            "after": self.after,
-            "cause": self.cause,
-            "evidence": self.evidence,
-            "certainty": self.certainty,
-        }
+    def as_row(self) -> tuple[Any, ...]:
+        """The change as the report's ``changes`` row holds it (README "Report"): ``rule``,
+        ``message``, ``part``, ``before``, ``after``, ``cause``, ``evidence``, ``certainty``."""
+        return (self.rule, self.message, self.part, self.before, self.after, self.cause, self.evidence, self.certainty)
 
 
 class Malformed(ValueError):

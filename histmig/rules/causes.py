@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from histmig.rules.base import Certainty
 
@@ -41,8 +41,7 @@ class Entry:
     section: str
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(NamedTuple):
     """The cause chosen for one retry-prompt part and why: ``cause`` (``None`` only in
     framework mode for a tool-bound string, as the loader writes ``retry: null``), the
     ``evidence`` label and its ``certainty``."""
@@ -230,6 +229,21 @@ CATALOGUE: tuple[Entry, ...] = (
 )
 
 
+_NAMED_GROUP = re.compile(r"\(\?P<\w+>")
+
+
+def _matcher(binding: Binding) -> tuple[re.Pattern[str], tuple[Entry, ...]]:
+    """The entries of ``binding`` in catalogue order and one regex that tries them all in
+    that order: entry ``i``'s pattern is capturing group ``i + 1``, its own groups made
+    non-capturing, so ``match.lastindex`` names the first entry that matches."""
+    entries = tuple(entry for entry in CATALOGUE if entry.binding == binding)
+    regex = "|".join(f"({_NAMED_GROUP.sub('(?:', entry.pattern.pattern)})" for entry in entries)
+    return re.compile(regex, re.DOTALL), entries
+
+
+_MATCHERS = {binding: _matcher(binding) for binding in ("tool-bound", "tool-less")}
+
+
 def infer_cause(content: Any, *, tool_bound: bool) -> Verdict:
     """The cause of a legacy retry-prompt part, from evidence (framework-facts §1).
 
@@ -241,11 +255,12 @@ def infer_cause(content: Any, *, tool_bound: bool) -> Verdict:
     """
     if not isinstance(content, str):
         return Verdict("validation_error", "error-list", "shape")
-    binding: Binding = "tool-bound" if tool_bound else "tool-less"
-    for entry in CATALOGUE:
-        if entry.binding == binding and entry.pattern.match(content):
-            return Verdict(entry.cause, entry.name, entry.certainty)
-    return Verdict("model_retry", "free-text", "default")
+    matcher, entries = _MATCHERS["tool-bound" if tool_bound else "tool-less"]
+    match = matcher.match(content)
+    if match is None:
+        return Verdict("model_retry", "free-text", "default")
+    entry = entries[match.lastindex - 1]
+    return Verdict(entry.cause, entry.name, entry.certainty)
 
 
 def framework_cause(content: Any, *, tool_bound: bool) -> Verdict:

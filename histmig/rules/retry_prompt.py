@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from histmig.rules.base import Change, Context, Malformed, Messages, iter_parts, register
+from histmig.rules.base import Change, Context, Malformed, Messages, register
 from histmig.rules.causes import Verdict, framework_cause, infer_cause, unknown_tool_name
 
 RETRY_PROMPT = "retry-prompt"
@@ -90,16 +90,23 @@ def to_retry_feedback(part: dict[str, Any], verdict: Verdict) -> dict[str, Any]:
     return _rebuild(part, "retry-feedback", {"retry": _retry_info(verdict)}, drop=("tool_name", "tool_call_id"))
 
 
-def _legacy_parts(messages: Messages, *, tool_bound: bool):
-    """The retry-prompt parts of one binding, as ``iter_parts`` yields them. Raises
-    :class:`Malformed` for one whose ``content`` is neither a string nor a list (the
-    loader's ``_LegacyRetryPromptFields`` rejects it too, framework-facts §2)."""
-    for m_index, p_index, message, part in iter_parts(messages, "request"):
-        if part.get("part_kind") != RETRY_PROMPT or (part.get("tool_name") is not None) != tool_bound:
+def _legacy_parts(messages: Messages, *, tool_bound: bool) -> list[tuple[int, int, dict[str, Any], dict[str, Any]]]:
+    """The retry-prompt parts of one binding in requests, as ``(message index, part index,
+    message, part)``, in order. Raises :class:`Malformed` for one whose ``content`` is
+    neither a string nor a list (the loader's ``_LegacyRetryPromptFields`` rejects it too,
+    framework-facts §2)."""
+    found = []
+    for m_index, message in enumerate(messages):
+        parts = message.get("parts") if isinstance(message, dict) and message.get("kind") == "request" else None
+        if not isinstance(parts, list):
             continue
-        if not isinstance(part.get("content"), (str, list)):
-            raise Malformed(f"messages[{m_index}].parts[{p_index}].content: a retry-prompt content must be a string or a list of error details")
-        yield m_index, p_index, message, part
+        for p_index, part in enumerate(parts):
+            if not isinstance(part, dict) or part.get("part_kind") != RETRY_PROMPT or (part.get("tool_name") is not None) != tool_bound:
+                continue
+            if not isinstance(part.get("content"), (str, list)):
+                raise Malformed(f"messages[{m_index}].parts[{p_index}].content: a retry-prompt content must be a string or a list of error details")
+            found.append((m_index, p_index, message, part))
+    return found
 
 
 def _verdict(part: dict[str, Any], ctx: Context, *, tool_bound: bool) -> Verdict:

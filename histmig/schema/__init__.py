@@ -8,8 +8,12 @@ valid string`.
 
 from __future__ import annotations
 
-from typing import Any
+import datetime
+import decimal
+import itertools
+from typing import Any, Literal, Optional, Union
 
+import msgspec
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import SchemaValidator, core_schema
 
@@ -138,6 +142,60 @@ def plain_schema(schema: Any) -> Any:
 
 _PLAIN_CURRENT = SchemaValidator(plain_schema(CurrentHistory.core_schema))
 
+_MSGSPEC_SCALARS: dict[str, Any] = {
+    "any": msgspec.Raw,
+    "bool": bool,
+    "int": int,
+    "float": float,
+    "str": str,
+    "datetime": datetime.datetime,
+    "timedelta": datetime.timedelta,
+    "decimal": decimal.Decimal,
+}
+_struct_names = itertools.count()
+
+
+def msgspec_type(schema: Any, tag: tuple[str, str] | None = None) -> Any:
+    """The msgspec type of a :func:`plain_schema` node: a typed dict becomes a struct
+    (unknown fields ignored, every field of a validation alias declared apart, so the
+    struct is stricter than the alias), a union picked by a key a union of structs tagged
+    by that key (``tag`` is ``(key, value)`` for a member), a value of any type
+    :class:`msgspec.Raw` (skipped, unbuilt). msgspec is stricter than pydantic's lax mode
+    (no ``5.0`` for an int), so a JSON text msgspec decodes into it is one pydantic
+    accepts; the tests check it on the corpus and on generated histories. Raises
+    ``TypeError`` for a node kind the current schema does not use."""
+    kind = schema["type"]
+    if kind in _MSGSPEC_SCALARS:
+        return _MSGSPEC_SCALARS[kind]
+    if kind == "list":
+        return list[msgspec_type(schema["items_schema"])]  # type: ignore[misc]
+    if kind == "dict":
+        return dict[msgspec_type(schema["keys_schema"]), msgspec_type(schema["values_schema"])]  # type: ignore[misc]
+    if kind == "literal":
+        return Literal[tuple(schema["expected"])]
+    if kind == "nullable":
+        return Optional[msgspec_type(schema["schema"])]
+    if kind == "union":
+        return Union[tuple(msgspec_type(choice) for choice in schema["choices"])]
+    if kind == "tagged-union":
+        return Union[tuple(msgspec_type(choice, (schema["discriminator"], value)) for value, choice in schema["choices"].items())]
+    if kind == "typed-dict":
+        fields: list[tuple[Any, ...]] = []
+        for name, spec in schema["fields"].items():
+            if tag is not None and name == tag[0]:
+                continue
+            alias = spec.get("validation_alias")
+            names = [alias] if isinstance(alias, str) else [path[0] for path in alias] if isinstance(alias, list) else [name]
+            value_type = msgspec_type(spec["schema"])
+            fields += [(key, value_type) if spec["required"] and key == names[0] else (key, value_type, None) for key in names]
+        tagging = {"tag_field": tag[0], "tag": tag[1]} if tag is not None else {}
+        return msgspec.defstruct(f"_Current{next(_struct_names)}", fields, kw_only=True, **tagging)
+    raise TypeError(f"no msgspec type for a {kind!r} schema")
+
+
+CURRENT_MESSAGES = msgspec_type(plain_schema(CurrentHistory.core_schema))
+"""A 2.68 history as a msgspec type (:func:`msgspec_type`), for decoding JSON text."""
+
 
 def is_current(messages: Any) -> bool:
     """Whether pydantic-ai 2.68 loads `messages` (a history as plain JSON data): the same verdict
@@ -229,6 +287,8 @@ __all__ = [
     "WorkspaceRef",
     "current_errors",
     "is_current",
+    "CURRENT_MESSAGES",
     "legacy_errors",
+    "msgspec_type",
     "plain_schema",
 ]
