@@ -6,10 +6,13 @@ edits (each migrated or rejected record's place in the chunk and its new bytes) 
 chunk's own report; :func:`write_chunk` writes the chunk with its edits applied, so a
 record that needs nothing is never copied out of the chunk's bytes. With ``jobs``
 above 1, :func:`map_chunks` forks ``jobs`` worker processes, each with its own pipe, and
-sends them chunks round-robin; a worker holds one chunk at a time and the parent receives
-its answer before sending it the next, so neither side can block writing to a full pipe the
-other is not reading. Chunks come back in the order they were sent, so the output order is
-the input order, and at most ``jobs`` chunks are in flight, so memory stays bounded. The
+sends them chunks round-robin. A chunk that carries its bytes is sent only to a worker with
+nothing in flight (the parent receives a worker's answer before sending it the next), so
+neither side can block writing to a full pipe the other is not reading; a chunk of a
+regular file is a few bytes (the worker reads the file itself), so each worker gets a
+second one queued and never waits for the parent between chunks. Chunks come back in the
+order they were sent, so the output order is the input order, and at most ``2 * jobs``
+chunks are in flight, so memory stays bounded. The
 parent does no per-record work: it reads lines, writes the chunk's bytes and the edits, and
 merges the chunk reports.
 """
@@ -220,7 +223,7 @@ def map_chunks(chunks: Iterable[Chunk], options: Options, jobs: int = 1) -> Iter
             except Exception as exc:  # raised again below, once the chunks read before are out
                 error = exc
                 break
-            if len(busy) == jobs:
+            if len(busy) == jobs * (2 if chunk.fd is not None else 1):
                 yield _receive(conns, busy.pop(0))
             conns[turn % jobs].send_bytes(pickle.dumps(chunk.bare(), pickle.HIGHEST_PROTOCOL))
             busy.append((turn % jobs, chunk))

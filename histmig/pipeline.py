@@ -161,7 +161,7 @@ def process_full(record: Record, options: Options = Options()) -> Outcome:
             errors.append("no release 0.0.13-2.68 wrote this shape: no rule can migrate it")
         return Outcome(record, "unchanged", record.raw, errors=errors, warnings=warnings)
     output = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() if exact else orjson.dumps(obj)
-    if field_name is not None and settled_for(field_name)(output):
+    if settled_for(field_name)(output):
         return Outcome(record, "changed", output, changes)
     errors, warnings = _validate(messages, prefix)
     if errors:

@@ -73,33 +73,47 @@ def _tagged_parts() -> Any:
     return Union[tuple(members) + (_FeedbackPart,)]
 
 
-def _skeleton(part: Any, field: str) -> msgspec.json.Decoder:
+def _skeleton(part: Any, field: str | None) -> msgspec.json.Decoder:
     request = msgspec.defstruct("_Request", [("parts", list[part])], tag_field="kind", tag="request")
     response = msgspec.defstruct(
         "_Response", [("parts", list[part]), ("timestamp", str, ""), ("provider_request_id", _Absent, 0)], tag_field="kind", tag="response"
     )
-    envelope = msgspec.defstruct("_Envelope", [(field, list[Union[request, response]])])
-    return msgspec.json.Decoder(envelope)
+    return _decoder(list[Union[request, response]], field)
+
+
+def _decoder(messages: Any, field: str | None) -> msgspec.json.Decoder:
+    """A decoder of a record holding ``messages`` at ``field``, or of a bare array of them
+    (``field`` ``None``)."""
+    if field is None:
+        return msgspec.json.Decoder(messages)
+    return msgspec.json.Decoder(msgspec.defstruct("_Envelope", [(field, messages)]))
 
 
 class Screen:
     """``screen(raw) -> bool``: ``True`` only when ``raw``, the JSON text of a record (bytes),
     is an object whose ``field`` (default ``messages``, the first candidate
     :func:`~histmig.records.locate_messages` tries) holds a history no rule can change and
-    that orjson reads (see the module docstring). ``False`` says nothing: the record must go
+    that orjson reads (see the module docstring), or such a history as a bare array (its
+    first byte ``[``, as a Parquet or DuckDB cell holds it). ``False`` says nothing: the record must go
     the full way. Never raises."""
 
     def __init__(self, field: str | None = None) -> None:
         name = field or "messages"
         self._plain = _skeleton(_Part, name)
         self._feedback = _skeleton(_tagged_parts(), name)
+        self._plain_array = _skeleton(_Part, None)
+        self._feedback_array = _skeleton(_tagged_parts(), None)
 
     def __call__(self, raw: bytes) -> bool:
         """Whether ``raw`` needs nothing (see the class docstring); a record whose bytes
         spell ``retry-prompt`` anywhere is refused at once, without decoding."""
         if b"retry-prompt" in raw:
             return False
-        decoder = self._feedback if b"retry-feedback" in raw else self._plain
+        feedback = b"retry-feedback" in raw
+        if raw[:1] == b"[":
+            decoder = self._feedback_array if feedback else self._plain_array
+        else:
+            decoder = self._feedback if feedback else self._plain
         try:
             decoder.decode(raw)
             raw.decode()
@@ -121,16 +135,15 @@ _UNSETTLED_KEYS = (b"args_json", b"args_dict", b"provider_request_id")
 class Settled:
     """``settled(output) -> bool``: ``True`` only when ``output``, the JSON text histmig wrote
     for a migrated record (bytes, no ``\\u`` escape but for control characters), holds at
-    ``field`` a history pydantic-ai 2.68 loads (decoded with msgspec into
-    :data:`~histmig.schema.CURRENT_MESSAGES`) on which a second pass of the rules changes
-    nothing. The current schema itself rules out every shape HM101-HM204 repair (a
+    ``field`` (``None``: the record is a bare array) a history pydantic-ai 2.68 loads
+    (decoded with msgspec into :data:`~histmig.schema.CURRENT_MESSAGES`) on which a second
+    pass of the rules changes nothing. The current schema itself rules out every shape HM101-HM204 repair (a
     ``retry-prompt`` or ``instruction`` part, a null id or timestamp, error details without
     ``input``); the keys HM301 and HM302 look for are checked on the bytes. ``False``
     says nothing: the pipeline then validates with pydantic and runs the second pass."""
 
     def __init__(self, field: str | None = None) -> None:
-        envelope = msgspec.defstruct("_SettledEnvelope", [(field or "messages", CURRENT_MESSAGES)])
-        self._decoder = msgspec.json.Decoder(envelope)
+        self._decoder = _decoder(CURRENT_MESSAGES, field)
 
     def __call__(self, output: bytes) -> bool:
         if any(key in output for key in _UNSETTLED_KEYS):

@@ -9,7 +9,7 @@ import orjson
 from typer.testing import CliRunner
 
 from histmig.cli import app
-from histmig.pipeline import process
+from histmig.pipeline import Options, process
 from histmig.records import Record
 from histmig.runner import run
 from tests.conftest import CORPUS
@@ -27,7 +27,10 @@ BAD_LINES = {
     "wrong field types": (orjson.dumps([{"kind": "request", "parts": "oops"}, {"kind": "request", "parts": [RETRY]}]), "messages[0].parts"),
     "a retry part of the wrong shape": (orjson.dumps([{"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": 7, "tool_name": "t", "tool_call_id": "c"}]}]), "messages[0].parts[0].content"),
     "too deeply nested": (b"[" * 2000 + b"]" * 2000, "invalid JSON"),
-    "a number beyond double range": (b'[{"kind":"request","parts":[],"n":1e400}]', "invalid JSON: number is infinity"),
+    "a number beyond double range": (
+        b'[{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"x","tool_name":null}],"n":1e400}]',
+        "invalid JSON: number is infinity",
+    ),
 }
 
 
@@ -53,6 +56,18 @@ def test_every_kind_of_bad_line_is_named_and_kept(tmp_path: Path) -> None:
     for row, (name, (_, expected)) in zip(report.errors, BAD_LINES.items()):
         assert row["source"] == str(source)
         assert any(expected in line for line in row["errors"]), (name, row["errors"])
+
+
+def test_a_record_with_nothing_to_migrate_is_copied_even_with_a_number_orjson_refuses(tmp_path: Path) -> None:
+    clean = b'[{"kind":"request","parts":[],"n":1e400}]'
+    source = tmp_path / "clean.jsonl"
+    source.write_bytes(clean + b"\n")
+    out = tmp_path / "out.jsonl"
+    converted = run(str(source), str(out))
+    assert (out.read_bytes(), converted.counts["unchanged"], converted.errors) == (clean + b"\n", 1, [])
+    checked = run(str(source), options=Options(validate_all=True))
+    assert checked.counts["rejected"] == 1
+    assert "number is infinity" in checked.errors[0]["errors"][0]
 
 
 def test_the_cli_exits_1_when_anything_is_rejected(tmp_path: Path) -> None:

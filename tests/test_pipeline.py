@@ -50,21 +50,22 @@ def test_every_shape_a_rule_targets_is_pending_and_screened_out(name: str) -> No
         b'{"messages":[{"kind":"request","parts":[],"x":' + b"[" * 1100 + b"]" * 1100 + b"}]}",
         b'{"messages":[{"kind":"request","parts":[{"part_kind":"brand-new","content":"x"}]}]}',
         b'{"messages":[]} trailing',
-        b'[{"kind":"request","parts":[]}]',
         b'{"history":[{"kind":"request","parts":[]}]}',
     ],
     ids=[
         "parts-not-a-list", "message-not-an-object", "invalid-utf8", "escaped-retry-prompt", "escaped-args-wrapper",
-        "duplicate-part-kind", "duplicate-messages", "too-deep", "unknown-part-kind", "trailing-bytes", "bare-array", "other-field",
+        "duplicate-part-kind", "duplicate-messages", "too-deep", "unknown-part-kind", "trailing-bytes", "other-field",
     ],
 )
 def test_the_screen_refuses_what_it_cannot_vouch_for(raw: bytes) -> None:
     assert not SCREEN(raw)
 
 
-def test_the_screen_reads_the_named_field() -> None:
+def test_the_screen_reads_the_named_field_and_bare_histories() -> None:
     raw = b'{"history":[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"x"}]}]}'
     assert Screen("history")(raw) and not SCREEN(raw)
+    assert SCREEN(b'[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"x"}]}]')
+    assert not SCREEN(b'[{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"x"}]}]')
 
 
 def test_on_the_corpus_the_screen_passes_exactly_what_no_rule_changes() -> None:
