@@ -129,7 +129,7 @@ def screen_for(field: str | None) -> Screen:
     return Screen(field)
 
 
-_UNSETTLED_KEYS = (b"args_json", b"args_dict", b"provider_request_id")
+_UNSETTLED_BYTES = (b"args_json", b"args_dict", b"provider_request_id", b'"timestamp":null')
 
 
 class Settled:
@@ -146,7 +146,7 @@ class Settled:
         self._decoder = _decoder(CURRENT_MESSAGES, field)
 
     def __call__(self, output: bytes) -> bool:
-        if any(key in output for key in _UNSETTLED_KEYS):
+        if any(text in output for text in _UNSETTLED_BYTES):
             return False
         try:
             self._decoder.decode(output)

@@ -6,9 +6,13 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
+from histmig import report as report_module
 from histmig.cli import app
+from histmig.pipeline import process
+from histmig.records import Record
 from histmig.runner import run
 from tests.conftest import CORPUS
 
@@ -45,3 +49,50 @@ def test_two_jobs_on_a_truncated_gz_keep_every_record_read(tmp_path: Path) -> No
     assert two.counts["read_errors"] == 1
     assert one.to_json() == two.to_json()
     assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+
+
+LEGACY_LINE = next(line for line in (CORPUS / "all.jsonl").read_bytes().splitlines() if b"retry-prompt" in line)
+CLEAN_LINE = b'{"id":"c","messages":[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"hi"}]}]}'
+
+
+def _migrated(line: bytes) -> bytes:
+    return process(Record(line, "x", "line 1")).output or b""
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+@pytest.mark.parametrize(
+    ("name", "text", "expected_out", "expected_rejects"),
+    [
+        ("last line unchanged, no newline", CLEAN_LINE + b"\n\n  \n" + CLEAN_LINE, CLEAN_LINE + b"\n\n  \n" + CLEAN_LINE + b"\n", None),
+        ("last line migrated, no newline", CLEAN_LINE + b"\n" + LEGACY_LINE, CLEAN_LINE + b"\n" + _migrated(LEGACY_LINE) + b"\n", None),
+        ("last line rejected, no newline", CLEAN_LINE + b"\n{oops", CLEAN_LINE + b"\n", b"{oops\n"),
+        ("rejected between", b"{oops\n" + CLEAN_LINE + b"\n[1\n", CLEAN_LINE + b"\n", b"{oops\n[1\n"),
+        ("CRLF lines", CLEAN_LINE + b"\r\n" + LEGACY_LINE + b"\r\n", CLEAN_LINE + b"\r\n" + _migrated(LEGACY_LINE) + b"\n", None),
+    ],
+)
+def test_lines_are_written_as_read_with_migrated_and_rejected_ones_replaced(
+    tmp_path: Path, jobs: int, name: str, text: bytes, expected_out: bytes, expected_rejects: bytes | None
+) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(text)
+    out = tmp_path / "out.jsonl"
+    run(str(source), str(out), jobs=jobs)
+    rejects = tmp_path / "out.jsonl.rejects.jsonl"
+    assert out.read_bytes() == expected_out
+    assert (rejects.read_bytes() if rejects.exists() else None) == expected_rejects
+
+
+def test_without_a_rejects_file_a_rejected_line_stays_in_place(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(b"{oops\n" + LEGACY_LINE + b"\n[1")
+    result = runner.invoke(app, ["convert", str(source), "-", "-q"])
+    assert result.stdout_bytes == b"{oops\n" + _migrated(LEGACY_LINE) + b"\n[1\n"
+
+
+def test_change_rows_come_back_in_order_whatever_the_batch_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = tmp_path / "many.jsonl"
+    source.write_bytes((CORPUS / "all.jsonl").read_bytes() * 3)
+    whole = run(str(source), jobs=2)
+    monkeypatch.setattr(report_module, "_ROWS_PER_BATCH", 3)
+    assert run(str(source), jobs=1).to_json() == run(str(source), jobs=2).to_json() == whole.to_json()
+    assert len(whole.changes) == sum(whole.by_rule.values()) > 300

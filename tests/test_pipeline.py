@@ -8,7 +8,8 @@ import orjson
 import pytest
 
 from histmig.rules import REGISTRY, pending
-from histmig.screen import Screen
+from histmig.schema import is_current
+from histmig.screen import Screen, settled_for
 from tests.conftest import HISTORIES, converted, load
 
 CALL = {"part_kind": "tool-call", "tool_name": "t", "args": {}, "tool_call_id": "c"}
@@ -74,3 +75,32 @@ def test_on_the_corpus_the_screen_passes_exactly_what_no_rule_changes() -> None:
     unchanged = [path for path in HISTORIES if converted(load(path))[1] == []]
     assert set(passed) == set(pending_none) == set(unchanged)
     assert (len(unchanged), len(HISTORIES)) == (74, 212)
+
+
+def test_on_the_corpus_a_settled_output_is_one_the_framework_schema_loads() -> None:
+    settled = settled_for("messages")
+    verdicts = []
+    for path in HISTORIES:
+        messages, _ = converted(load(path))
+        output = orjson.dumps({"messages": messages})
+        verdicts.append((settled(output), is_current(messages), bool(pending(messages))))
+    assert all(current and not again for ok, current, again in verdicts if ok)
+    assert sum(ok for ok, _, _ in verdicts) == len(HISTORIES)
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "x", "timestamp": "not a date"}]}],
+        [{"kind": "request", "parts": [{"part_kind": "tool-return", "tool_name": "t", "content": 1, "tool_call_id": None}]}],
+        [{"kind": "request", "parts": [{"part_kind": "retry-feedback", "content": "x", "retry": {"cause": "unknown_tool"}}]}],
+        [{"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "t", "args": {"args_json": "{}"}}]}],
+        [{"kind": "response", "parts": [], "provider_request_id": "r"}],
+        [{"kind": "response", "parts": [], "usage": {"input_tokens": 1.5}}],
+        [{"kind": "request", "parts": [{"part_kind": "instruction", "content": "x"}]}],
+    ],
+    ids=["bad-timestamp", "null-id", "wrong-cause", "args-wrapper", "provider-request-id", "float-tokens", "instruction-part"],
+)
+def test_the_settled_check_refuses_what_the_framework_refuses_or_a_rule_changes(messages: list) -> None:
+    assert not settled_for("messages")(orjson.dumps({"messages": messages}))
+    assert not settled_for(None)(orjson.dumps(messages))

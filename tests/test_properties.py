@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from histmig.pipeline import migrate
 from histmig.rules import REGISTRY, Context
 from histmig.schema import current_errors
-from histmig.screen import Screen
+from histmig.screen import Screen, settled_for
 from tests.conftest import framework_dump
 
 TS = st.sampled_from(["2025-05-01T10:00:00Z", "2024-01-02T03:04:05.123456Z"])
@@ -89,6 +89,7 @@ MESSAGE = st.one_of(
 HISTORY = st.lists(MESSAGE, max_size=6)
 
 SCREEN = Screen()
+SETTLED = settled_for("messages")
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -156,3 +157,5 @@ def test_the_pending_rules_change_what_every_rule_would(history: list[dict[str, 
     assert only_pending == every_rule
     if SCREEN(json.dumps({"messages": history}, ensure_ascii=False).encode()):
         assert changes == []
+    if SETTLED(json.dumps({"messages": history}, ensure_ascii=False, separators=(",", ":")).encode()):
+        assert changes == [] and current_errors(history) == []
