@@ -1,21 +1,22 @@
 """The rewrite pipeline: one record in, the migrated record and its changes out.
 
-Hot path (design.md): every record is parsed once (so broken JSON and records that are not
-histories are caught and named), but one that no rule can change (:func:`clean`, one walk
-of its parts) is returned as it is, never walked by the rules nor re-serialized. Any other
-record is rewritten by the selected rules whose byte marker
-(:attr:`~histmig.rules.Rule.may_apply`) its bytes hold, in registration order, validated
-against the current schema (histmig.schema), serialized, and passed through the rules a
-second time (through :func:`clean` first, which proves most migrated records need no rule
-at all); a second pass that changes anything is an internal error: the record is rejected
-(kept whole) and the error names it. Bad input never raises out of :func:`process`: the
-record comes back ``rejected`` with one line per problem.
+Hot path (design.md), fastest first:
 
-Both passes skip the rules whose marker is absent, and that is sound: a marker is a
-necessary condition on the JSON text of the record (if it is false the rule cannot change
-the record), the first pass tests it on the input bytes, which no earlier rule can make a
-later rule's marker match (see :func:`migrate`), and the second pass tests it on the bytes
-of the migrated record, exactly what the second pass walks.
+1. :class:`~histmig.screen.Screen` (``convert`` and ``audit``; ``check`` validates every
+   record): a record whose bytes msgspec decodes into a skeleton no rule can change is
+   returned as it is, never built, walked nor re-serialized.
+2. Any other record is parsed (orjson), so broken JSON and records that are not histories
+   are caught and named. One walk (:func:`~histmig.rules.pending`) finds the rules that
+   can change it; with none it is returned as it is.
+3. The pending rules run in registration order; the result is serialized, and
+   :class:`~histmig.screen.Settled` checks the output bytes at once against the current
+   schema and the rules' targets. Only when that says no is the history validated with
+   pydantic (:mod:`histmig.schema`, which names every error) and passed through the rules a
+   second time; a second pass that changes anything is an internal error.
+
+A record that fails validation, that a rule cannot migrate or that a second pass would
+change again is rejected (kept whole) with one line per problem. Bad input never raises
+out of :func:`process`.
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ def _apply(messages: list[Any], rules: tuple[Rule, ...], options: Options) -> li
     return changes
 
 
-@dataclass
+@dataclass(slots=True)
 class Outcome:
     """What the pipeline made of one record: ``status``; ``output``, the bytes to write
     (the original bytes unless ``changed``; ``None`` when ``rejected``); the ``changes``;
@@ -145,8 +146,8 @@ def process_full(record: Record, options: Options = Options()) -> Outcome:
     if exact:
         obj = json.loads(record.raw)
         messages, field_name = locate_messages(obj, options.messages_field)
-    record = replace(record, record_id=envelope_id(obj))
-    prefix = f"{field_name}" if field_name else "messages"
+    record = Record(record.raw, record.source, record.location, envelope_id(obj))
+    prefix = field_name or "messages"
     try:
         changes = _apply(messages, rules, options)
     except Malformed as exc:
