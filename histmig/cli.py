@@ -15,11 +15,10 @@ import sys
 from collections.abc import Callable
 from types import ModuleType
 from enum import Enum
-from io import StringIO
+from io import TextIOWrapper
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional, TextIO
 
-import orjson
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -154,24 +153,25 @@ def _run(input_path: str, output_path: str | None, options: Options, fmt: InputF
 
 
 def _emit(report: Report, path: str | None, fmt: ReportFormat, quiet: bool) -> None:
+    """Write ``report`` in ``fmt`` to ``path`` (``-`` is stdout), or to stderr unless
+    ``quiet``, streamed rather than held whole in memory. A file is written atomically: an
+    error while writing (raised as is) leaves the previous file, if any, and no other."""
     if path is not None:
         with atomic_output(path) as out:
-            out.write(_render(report, fmt).encode())
+            stream = TextIOWrapper(out, encoding="utf-8", newline="\n")
+            try:
+                _RENDERERS[fmt](report, stream)
+            finally:
+                stream.detach()
     elif not quiet:
-        if fmt is ReportFormat.text:
-            report.render_text(sys.stderr)
-        else:
-            sys.stderr.write(_render(report, fmt))
+        _RENDERERS[fmt](report, sys.stderr)
 
 
-def _render(report: Report, fmt: ReportFormat) -> str:
-    if fmt is ReportFormat.json:
-        return orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n"
-    if fmt is ReportFormat.markdown:
-        return report.render_markdown()
-    buffer = StringIO()
-    report.render_text(buffer)
-    return buffer.getvalue()
+_RENDERERS: dict[ReportFormat, Callable[[Report, TextIO], None]] = {
+    ReportFormat.text: Report.render_text,
+    ReportFormat.json: Report.render_json,
+    ReportFormat.markdown: Report.render_markdown,
+}
 
 
 @app.command(

@@ -13,11 +13,13 @@ import pickle
 import re
 import tempfile
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any, TextIO
 
-from rich.console import Console
+import orjson
+from rich.console import COLOR_SYSTEMS, Console
 from rich.markup import escape
+from rich.style import Style
 from rich.table import Table
 
 from histmig.pipeline import Outcome
@@ -32,7 +34,12 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 def safe(text: str) -> str:
     """``text`` with control characters shown as ``\\xNN`` and rich markup escaped, for a
     terminal: record ids and error messages come from record content."""
-    return escape(_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text))
+    return escape(_visible(text))
+
+
+def _visible(text: str) -> str:
+    """``text`` with control characters (but tab and newline) shown as ``\\xNN``."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 class Report:
@@ -115,6 +122,12 @@ class Report:
     def iter_changes(self) -> Iterator[dict[str, Any]]:
         """The change rows in the order they were added, each a dict in the report's
         ``changes`` shape (README "Report"), read back from the spill file one at a time."""
+        for batch in self._change_batches():
+            yield from batch
+
+    def _change_batches(self) -> Iterator[list[dict[str, Any]]]:
+        """The change rows as :meth:`iter_changes` gives them, one spilled batch (at most
+        :data:`_ROWS_PER_BATCH` rows, never empty) at a time."""
         self._flush()
         if self._changes is None:
             return
@@ -123,8 +136,9 @@ class Report:
         self._changes.seek(0)
         try:
             while self._changes.tell() < end:
-                for row in pickle.load(self._changes):
-                    yield dict(zip(_ROW_KEYS, row))
+                batch = pickle.load(self._changes)
+                if batch:
+                    yield [dict(zip(_ROW_KEYS, row)) for row in batch]
         finally:
             self._changes.seek(end)
 
@@ -169,23 +183,25 @@ class Report:
         return {"summary": self.summary(), "changes": self.changes, "errors": self.errors, "warnings": self.warnings}
 
     def render_text(self, stream: TextIO) -> None:
-        """One line per change and per error, then summary tables, with rich on ``stream``
-        (colour only when it is a terminal)."""
+        """Write one line per change, then per error and warning line, to ``stream``, then
+        the summary as a rich table.
+
+        The lines are plain writes, a batch of change rows at a time, so memory stays flat
+        whatever the number of rows; rule codes and statuses are styled only when rich shows
+        colour on ``stream`` (a terminal; ``NO_COLOR`` drops the colours, not the bold).
+        Record names, evidence and messages have their control characters shown as
+        ``\\xNN``; nothing else of theirs is interpreted (no markup, no emoji codes).
+        """
         console = Console(file=stream, highlight=False, soft_wrap=True)
-        for row in self.iter_changes():
-            part = "" if row["part"] is None else f".parts[{row['part']}]"
-            cause = f" cause={row['cause']}" if row["cause"] else ""
-            console.print(
-                f"{safe(_name(row))}: messages[{row['message']}]{part} [bold]{row['rule']}[/] "
-                f"{row['before']} -> {row['after']}{cause} evidence={safe(row['evidence'])} ({row['certainty']})"
-            )
+        paint = _painter(console)
+        for batch in self._change_batches():
+            stream.write("".join(_text_line(row, paint) for row in batch))
+        warning = paint("warning", "yellow")
         for row in self.errors:
-            label = f"[yellow]{row['status']}[/]" if row["status"] == "invalid" else f"[red]{row['status']}[/]"
-            for line in row["errors"]:
-                console.print(f"{safe(_name(row))}: {label}: {safe(line)}")
+            label = paint(row["status"], "yellow" if row["status"] == "invalid" else "red")
+            stream.writelines(f"{_visible(_name(row))}: {label}: {_visible(line)}\n" for line in row["errors"])
         for row in self.warnings:
-            for line in row["warnings"]:
-                console.print(f"{safe(_name(row))}: [yellow]warning[/]: {safe(line)}")
+            stream.writelines(f"{_visible(_name(row))}: {warning}: {_visible(line)}\n" for line in row["warnings"])
         counts = Table(title="histmig summary", show_header=False)
         for key, value in self.summary().items():
             if isinstance(value, dict):
@@ -193,31 +209,82 @@ class Report:
             counts.add_row(key, safe(str(value)))
         console.print(counts)
 
-    def render_markdown(self) -> str:
-        """The report as a Markdown document: a summary table and a table of changes."""
+    def render_json(self, stream: TextIO) -> None:
+        """Write the report as JSON to ``stream``: the same text as
+        ``orjson.dumps(self.to_json(), option=orjson.OPT_INDENT_2) + b"\\n"`` decoded (the
+        README "Report" shape, two-space indent), built a batch of change rows at a time
+        instead of as one value, so memory stays flat whatever the number of rows."""
+        stream.write(f"{{\n  \"summary\": {_indented(self.summary(), 1)},\n  \"changes\": [")
+        separator = ""
+        for batch in self._change_batches():
+            rows = orjson.dumps(batch, option=orjson.OPT_INDENT_2).decode()
+            stream.write(separator + rows[1:-2].replace("\n", "\n  "))
+            separator = ","
+        stream.write("\n  ]" if separator else "]")
+        stream.write(f",\n  \"errors\": {_indented(self.errors, 1)},\n  \"warnings\": {_indented(self.warnings, 1)}\n}}\n")
+
+    def render_markdown(self, stream: TextIO) -> None:
+        """Write the report as a Markdown document to ``stream``: a summary table, a table
+        of changes (written a batch of rows at a time, so memory stays flat), then the
+        errors and warnings as lists. Control characters become spaces and ``|`` is escaped."""
         lines = ["# histmig report", "", "| summary | value |", "| --- | --- |"]
         for key, value in self.summary().items():
             if isinstance(value, dict):
                 value = ", ".join(f"{k}: {v}" for k, v in value.items()) or "-"
             lines.append(f"| {key} | {_md(str(value))} |")
         lines += ["", "| record | message | part | rule | before -> after | cause | evidence |", "| --- | --- | --- | --- | --- | --- | --- |"]
-        for row in self.iter_changes():
-            part = "" if row["part"] is None else row["part"]
-            lines.append(
-                f"| {_md(_name(row))} | {row['message']} | {part} | {row['rule']} | {row['before']} -> {row['after']} "
-                f"| {row['cause'] or ''} | {_md(row['evidence'])} ({row['certainty']}) |"
-            )
+        stream.write("\n".join(lines) + "\n")
+        for batch in self._change_batches():
+            stream.write("".join(_md_line(row) for row in batch))
         if self.errors:
-            lines += ["", "## Errors", ""]
-            lines += [f"- {_md(_name(row))} ({row['status']}): {_md(line)}" for row in self.errors for line in row["errors"]]
+            stream.write("\n## Errors\n\n")
+            stream.writelines(f"- {_md(_name(row))} ({row['status']}): {_md(line)}\n" for row in self.errors for line in row["errors"])
         if self.warnings:
-            lines += ["", "## Warnings", ""]
-            lines += [f"- {_md(_name(row))}: {_md(line)}" for row in self.warnings for line in row["warnings"]]
-        return "\n".join(lines) + "\n"
+            stream.write("\n## Warnings\n\n")
+            stream.writelines(f"- {_md(_name(row))}: {_md(line)}\n" for row in self.warnings for line in row["warnings"])
 
 
 def _position(change: Any) -> tuple[int, int, str]:
     return (change.message, -1 if change.part is None else change.part, change.rule)
+
+
+def _painter(console: Console) -> Callable[[str, str], str]:
+    """``paint(text, style)``: ``text`` wrapped in the ANSI codes of the rich ``style`` when
+    ``console`` shows colour (its colour system, without colours under ``NO_COLOR``), else
+    ``text`` unchanged."""
+    if console.color_system is None:
+        return lambda text, style: text
+    system = COLOR_SYSTEMS[console.color_system]
+
+    def paint(text: str, style: str) -> str:
+        parsed = Style.parse(style)
+        return (parsed.without_color if console.no_color else parsed).render(text, color_system=system)
+
+    return paint
+
+
+def _text_line(row: dict[str, Any], paint: Callable[[str, str], str]) -> str:
+    """One change row as a line of the text report, ending in a newline."""
+    part = "" if row["part"] is None else f".parts[{row['part']}]"
+    cause = f" cause={row['cause']}" if row["cause"] else ""
+    return (
+        f"{_visible(_name(row))}: messages[{row['message']}]{part} {paint(row['rule'], 'bold')} "
+        f"{row['before']} -> {row['after']}{cause} evidence={_visible(row['evidence'])} ({row['certainty']})\n"
+    )
+
+
+def _md_line(row: dict[str, Any]) -> str:
+    """One change row as a line of the Markdown changes table, ending in a newline."""
+    part = "" if row["part"] is None else row["part"]
+    return (
+        f"| {_md(_name(row))} | {row['message']} | {part} | {row['rule']} | {row['before']} -> {row['after']} "
+        f"| {row['cause'] or ''} | {_md(row['evidence'])} ({row['certainty']}) |\n"
+    )
+
+
+def _indented(value: Any, level: int) -> str:
+    """``value`` as two-space-indented JSON text, to be placed ``level`` levels deep."""
+    return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode().replace("\n", "\n" + "  " * level)
 
 
 def _name(row: dict[str, Any]) -> str:
