@@ -67,9 +67,9 @@ class Report:
         record = outcome.record
         self.counts["records_in"] += 1
         self.counts[outcome.status] += 1
-        where = {"source": record.source, "location": record.location, "id": record.record_id}
-        if outcome.status != "rejected" and outcome.changes:
-            for change in sorted(outcome.changes, key=_position):
+        changes = outcome.changes
+        if outcome.status != "rejected" and changes:
+            for change in sorted(changes, key=_position) if len(changes) > 1 else changes:
                 self.by_rule[change.rule] += 1
                 if change.cause is not None:
                     self.by_cause[change.cause] += 1
@@ -77,6 +77,9 @@ class Report:
                 self._rows.append((record.source, record.location, record.record_id, *change.as_row()))
             if len(self._rows) >= _ROWS_PER_BATCH:
                 self._flush()
+        if not outcome.errors and not outcome.warnings:
+            return
+        where = {"source": record.source, "location": record.location, "id": record.record_id}
         if outcome.errors:
             if outcome.status == "unchanged":
                 self.counts["invalid"] += 1
