@@ -64,7 +64,7 @@ def _rebuild(part: dict[str, Any], part_kind: str, insert: dict[str, Any], drop:
     framework writes ``outcome``/``retry``), else at the end."""
     rebuilt = {key: value for key, value in part.items() if key not in drop and key not in insert}
     rebuilt["part_kind"] = part_kind
-    if list(part)[-1:] == ["part_kind"]:
+    if next(reversed(part), None) == "part_kind":
         del rebuilt["part_kind"]
         return {**rebuilt, **insert, "part_kind": part_kind}
     return {**rebuilt, **insert}
