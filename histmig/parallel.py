@@ -5,16 +5,17 @@ number of its first line. :func:`process_chunk` turns one into a :class:`ChunkRe
 edits (each migrated or rejected record's place in the chunk and its new bytes) and the
 chunk's own report; :func:`write_chunk` writes the chunk with its edits applied, so a
 record that needs nothing is never copied out of the chunk's bytes. With ``jobs``
-above 1, :func:`map_chunks` forks ``jobs`` worker processes, each with its own pipe, and
-sends them chunks round-robin. A chunk that carries its bytes is sent only to a worker with
-nothing in flight (the parent receives a worker's answer before sending it the next), so
-neither side can block writing to a full pipe the other is not reading; a chunk of a
-regular file is a few bytes (the worker reads the file itself), so each worker gets a
-second one queued and never waits for the parent between chunks. Chunks come back in the
-order they were sent, so the output order is the input order, and at most ``2 * jobs``
-chunks are in flight, so memory stays bounded. The
-parent does no per-record work: it reads lines, writes the chunk's bytes and the edits, and
-merges the chunk reports.
+above 1, :func:`map_chunks` hands the chunks to :class:`Workers`: ``jobs`` forked worker
+processes, each with its own pipe, sent tasks round-robin. A chunk that carries its bytes
+is sent only to a worker with nothing in flight (the parent receives a worker's answer
+before sending it the next), so neither side can block writing to a full pipe the other is
+not reading; a chunk of a regular file is a few bytes (the worker reads the file itself),
+so each worker gets a second one queued and never waits for the parent between chunks.
+Results come back in the order the tasks were sent, so the output order is the input
+order, and at most ``2 * jobs`` chunks are in flight, so memory stays bounded. The parent
+does no per-record work: it reads lines, writes the chunk's bytes and the edits, and merges
+the chunk reports. :class:`Workers` also runs the row groups of a Parquet input
+(histmig.sources.parquet).
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ import pickle
 import stat
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
+from functools import partial
 from multiprocessing import get_context
 from multiprocessing.connection import Connection
-from typing import BinaryIO
+from multiprocessing.process import BaseProcess
+from typing import Any, BinaryIO, Generic, TypeVar
 
 from histmig.pipeline import Options, process_full
 from histmig.records import Record
@@ -36,9 +39,12 @@ from histmig.report import Report
 CHUNK_BYTES = 1 << 20
 """Input bytes per chunk (whole lines; one long line makes a chunk of its own)."""
 
+T = TypeVar("T")
+R = TypeVar("R")
+
 
 class WorkerDied(RuntimeError):
-    """A worker process ended without answering a chunk (killed, out of memory)."""
+    """A worker process ended without answering a task (killed, out of memory)."""
 
 
 @dataclass(frozen=True)
@@ -195,67 +201,162 @@ def write_chunk(data: bytes, edits: list[Edit], out: BinaryIO, rejects: Callable
 
 def map_chunks(chunks: Iterable[Chunk], options: Options, jobs: int = 1) -> Iterator[tuple[Chunk, ChunkResult]]:
     """Yield every chunk with its :func:`process_chunk` result, in order. ``jobs`` <= 1 runs in this
-    process; otherwise in ``jobs`` forked workers (see the module docstring). An exception
-    raised while reading ``chunks`` (a truncated input) is raised again after the results
-    of every chunk read before it; :class:`WorkerDied` is raised when a worker is lost."""
-    if jobs <= 1:
-        for chunk in chunks:
-            yield chunk, process_chunk(chunk, options)
-        return
-    context = get_context("fork")
-    conns: list[Connection] = []
-    workers = []
-    try:
-        for _ in range(jobs):
-            parent_end, child_end = context.Pipe()
-            worker = context.Process(target=_serve, args=(child_end, options), daemon=True)
-            worker.start()
-            child_end.close()
-            conns.append(parent_end)
-            workers.append(worker)
-        busy: list[tuple[int, Chunk]] = []
-        source, error, turn = iter(chunks), None, 0
+    process; otherwise in ``jobs`` forked :class:`Workers` (see the module docstring). An
+    exception raised while reading ``chunks`` (a truncated input) is raised again after the
+    results of every chunk read before it; :class:`WorkerDied` is raised when a worker is lost."""
+    with Workers(partial(process_chunk, options=options), jobs) as workers:
+        yield from workers.map(chunks, message=Chunk.bare, depth=lambda chunk: 2 if chunk.fd is not None else 1)
+
+
+class Workers(Generic[T, R]):
+    """Run ``work`` on tasks in ``jobs`` forked worker processes, results in task order.
+
+    Used as a context manager: with ``jobs`` above 1 the workers are forked on entry (so
+    ``work`` and what it holds are inherited, never pickled), one pipe each, and stopped on
+    exit; with ``jobs`` <= 1 :meth:`map` calls ``work`` in this process. Tasks and results
+    cross the pipes pickled with protocol 5, buffers out of band: a buffer that supports it
+    (an Arrow array's, a :class:`pyarrow.Buffer`) is written to the pipe from where it lies
+    and read back as its own ``bytes``, never copied into the pickle. An exception that
+    ``work`` raises in a worker is raised again by :meth:`map` in the caller.
+    """
+
+    def __init__(self, work: Callable[[T], R], jobs: int) -> None:
+        self.work = work
+        self.jobs = jobs
+        self._conns: list[Connection] = []
+        self._processes: list[BaseProcess] = []
+
+    def __enter__(self) -> Workers[T, R]:
+        if self.jobs > 1:
+            context = get_context("fork")
+            try:
+                for _ in range(self.jobs):
+                    parent_end, child_end = context.Pipe()
+                    process = context.Process(target=_serve, args=(child_end, self.work), daemon=True)
+                    process.start()
+                    child_end.close()
+                    self._conns.append(parent_end)
+                    self._processes.append(process)
+            except BaseException:
+                self._stop(clean=False)
+                raise
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        self._stop(clean=kind is None)
+
+    def _stop(self, clean: bool) -> None:
+        """Stop the workers: when ``clean``, tell each to end and wait for it; then close the
+        pipes and terminate any worker still running (after an error, at once)."""
+        try:
+            if clean:
+                for conn in self._conns:
+                    conn.send_bytes(b"")
+                for process in self._processes:
+                    process.join()
+        finally:
+            for conn in self._conns:
+                conn.close()
+            for process in self._processes:
+                if process.is_alive():
+                    process.terminate()
+                    process.join()
+            self._conns, self._processes = [], []
+
+    def map(
+        self,
+        tasks: Iterable[T],
+        *,
+        message: Callable[[T], T] = lambda task: task,
+        depth: Callable[[T], int] = lambda task: 2,
+    ) -> Iterator[tuple[T, R]]:
+        """Yield every task of ``tasks`` with ``work``'s result for it, in order.
+
+        A worker is sent ``message(task)`` (the task as a worker needs it, for instance
+        without bytes it can read itself) and holds at most ``depth(task)`` tasks at a time:
+        tasks go round-robin, and the oldest result is received before a task would exceed
+        that, so at most ``jobs * depth`` tasks are in flight. ``depth`` 1 for a task that
+        carries its data means a worker gets it only with nothing in flight, so neither
+        side can block writing to a full pipe the other is not reading. An exception raised
+        while reading ``tasks`` is raised again after the results of every task read before
+        it; :class:`WorkerDied` is raised when a worker is lost."""
+        if not self._conns:
+            for task in tasks:
+                yield task, self.work(task)
+            return
+        busy: list[tuple[int, T]] = []
+        source, error, turn = iter(tasks), None, 0
         while True:
             try:
-                chunk = next(source)
+                task = next(source)
             except StopIteration:
                 break
-            except Exception as exc:  # raised again below, once the chunks read before are out
+            except Exception as exc:  # raised again below, once the tasks read before are out
                 error = exc
                 break
-            if len(busy) == jobs * (2 if chunk.fd is not None else 1):
-                yield _receive(conns, busy.pop(0))
-            conns[turn % jobs].send_bytes(pickle.dumps(chunk.bare(), pickle.HIGHEST_PROTOCOL))
-            busy.append((turn % jobs, chunk))
+            while len(busy) >= self.jobs * depth(task):
+                yield self._receive(*busy.pop(0))
+            worker = turn % self.jobs
+            _send(self._conns[worker], message(task))
+            busy.append((worker, task))
             turn += 1
         while busy:
-            yield _receive(conns, busy.pop(0))
-        for conn in conns:
-            conn.send_bytes(b"")
-        for worker in workers:
-            worker.join()
-    finally:
-        for conn in conns:
-            conn.close()
-        for worker in workers:
-            if worker.is_alive():
-                worker.terminate()
-                worker.join()
-    if error is not None:
-        raise error
+            yield self._receive(*busy.pop(0))
+        if error is not None:
+            raise error
+
+    def _receive(self, worker: int, task: T) -> tuple[T, R]:
+        try:
+            result = _recv(self._conns[worker])
+        except EOFError as exc:
+            raise WorkerDied("a histmig worker process ended without answering") from exc
+        if isinstance(result, _Failure):
+            raise result.error
+        return task, result
 
 
-def _serve(conn: Connection, options: Options) -> None:
-    """A worker's loop: answer each pickled :class:`Chunk` with its pickled
-    :class:`ChunkResult`; an empty message ends it."""
-    while message := conn.recv_bytes():
-        conn.send_bytes(pickle.dumps(process_chunk(pickle.loads(message), options), pickle.HIGHEST_PROTOCOL))
+@dataclass(frozen=True)
+class _Failure:
+    """What a worker sends back when ``work`` raised: the exception, raised again by the caller."""
+
+    error: BaseException
+
+
+def _serve(conn: Connection, work: Callable[[Any], Any]) -> None:
+    """A worker's loop: answer each task (:func:`_answer`); an empty message ends it."""
+    while (task := _recv(conn)) is not None:
+        _answer(conn, work, task)
     conn.close()
 
 
-def _receive(conns: list[Connection], sent: tuple[int, Chunk]) -> tuple[Chunk, ChunkResult]:
-    worker, chunk = sent
+def _answer(conn: Connection, work: Callable[[Any], Any], task: Any) -> None:
+    """Send ``work(task)``, or a :class:`_Failure` when it raises or cannot be sent (the
+    result is dropped on return, before the worker reads its next task)."""
     try:
-        return chunk, pickle.loads(conns[worker].recv_bytes())
-    except EOFError as exc:
-        raise WorkerDied("a histmig worker process ended without answering") from exc
+        result = work(task)
+    except Exception as exc:  # raised again in the caller by Workers.map
+        result = _Failure(exc)
+    try:
+        _send(conn, result)
+    except (pickle.PicklingError, TypeError, AttributeError) as exc:
+        what = repr(result.error) if isinstance(result, _Failure) else type(result).__name__
+        _send(conn, _Failure(RuntimeError(f"a histmig worker could not send back {what}: {exc}")))
+
+
+def _send(conn: Connection, obj: object) -> None:
+    """Send ``obj`` as one message (the number of out-of-band buffers, then the pickle),
+    followed by each out-of-band buffer as a message of its own."""
+    buffers: list[pickle.PickleBuffer] = []
+    head = pickle.dumps(obj, 5, buffer_callback=buffers.append)
+    conn.send_bytes(len(buffers).to_bytes(4, "little") + head)
+    for buffer in buffers:
+        conn.send_bytes(buffer)
+
+
+def _recv(conn: Connection) -> Any:
+    """The object :func:`_send` sent; ``None`` for the empty message that ends a worker."""
+    message = conn.recv_bytes()
+    if not message:
+        return None
+    buffers = [conn.recv_bytes() for _ in range(int.from_bytes(message[:4], "little"))]
+    return pickle.loads(memoryview(message)[4:], buffers=buffers)

@@ -66,11 +66,12 @@ def run(
     reported (:meth:`~histmig.report.Report.add_read_error`) after what was read is written.
     A Parquet or DuckDB input (``table`` holds its options) goes to
     :func:`histmig.tabular.run_tabular`. ``jobs`` worker processes share the records of a
-    JSONL input (:func:`~histmig.parallel.map_chunks`; 1: in this process); output and
-    report are the same for any ``jobs``.
+    JSONL input (:func:`~histmig.parallel.map_chunks`; 1: in this process) or the row
+    groups of a Parquet one (a DuckDB input runs in this process); output and report are
+    the same for any ``jobs``.
     """
     if is_tabular(input_path, table):
-        return run_tabular(input_path, output_path, options, table or TableOptions(), progress=progress)
+        return run_tabular(input_path, output_path, options, table or TableOptions(), progress=progress, jobs=jobs)
     fmt_ = detect_format(input_path, fmt)
     report = Report()
     if rejects_path is None and output_path is not None:

@@ -68,15 +68,17 @@ def run_tabular(
     table: TableOptions,
     *,
     progress: Callable[[int], None] | None = None,
+    jobs: int = 1,
 ) -> Report:
     """Run the pipeline over a Parquet or DuckDB input (see :func:`is_tabular`) and return
-    the report. Raises :class:`ColumnError` (exit 2) for options
-    that do not fit the input and for a missing file, table or column. pyarrow and duckdb
-    are imported here, not at start-up: a JSONL run never needs them."""
-    from histmig.sources.duckdb import run_duckdb
-    from histmig.sources.parquet import run_parquet
-
+    the report. ``jobs`` worker processes share the row groups of a Parquet input
+    (:func:`histmig.sources.parquet.run_parquet`); a DuckDB input runs in this process.
+    Raises :class:`ColumnError` (exit 2) for options that do not fit the input and for a
+    missing file, table or column. pyarrow and duckdb are imported here, not at start-up (a
+    JSONL run never needs them), and duckdb only for a DuckDB input."""
     if is_duckdb_input(input_path):
+        from histmig.sources.duckdb import run_duckdb
+
         return run_duckdb(
             input_path,
             output_path,
@@ -89,6 +91,8 @@ def run_tabular(
         )
     if table.table is not None or table.to_table is not None or table.in_place:
         raise ColumnError(f"{input_path}: --table, --to-table and --in-place need a DuckDB input (.duckdb, .db)")
+    from histmig.sources.parquet import run_parquet
+
     return run_parquet(
         input_path,
         output_path,
@@ -96,4 +100,5 @@ def run_tabular(
         messages_column=table.messages_column,
         id_column=table.id_column,
         progress=progress,
+        jobs=jobs,
     )

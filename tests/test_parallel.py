@@ -4,13 +4,16 @@ report as one (issue: throughput)."""
 from __future__ import annotations
 
 import gzip
+import os
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
 from histmig import report as report_module
 from histmig.cli import app
+from histmig.parallel import Workers
 from histmig.pipeline import process
 from histmig.records import Record
 from histmig.runner import run
@@ -96,3 +99,28 @@ def test_change_rows_come_back_in_order_whatever_the_batch_size(tmp_path: Path, 
     monkeypatch.setattr(report_module, "_ROWS_PER_BATCH", 3)
     assert run(str(source), jobs=1).to_json() == run(str(source), jobs=2).to_json() == whole.to_json()
     assert len(whole.changes) == sum(whole.by_rule.values()) > 300
+
+
+def _cells(n: int) -> tuple[int, pa.Array]:
+    if n == 4:
+        raise ValueError("no 4")
+    return os.getpid(), pa.array(["x" * i if i % 3 else None for i in range(n * 1000)])
+
+
+def test_workers_send_arrow_arrays_back_in_order_from_other_processes() -> None:
+    with Workers(_cells, 2) as workers:
+        results = list(workers.map([1, 2, 3, 5, 6]))
+    assert [task for task, _ in results] == [1, 2, 3, 5, 6]
+    for task, (_, array) in results:
+        assert array.to_pylist() == ["x" * i if i % 3 else None for i in range(task * 1000)]
+    pids = {pid for _, (pid, _) in results}
+    assert len(pids) == 2 and os.getpid() not in pids
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_an_exception_raised_by_work_is_raised_by_map(jobs: int) -> None:
+    done = []
+    with pytest.raises(ValueError, match="no 4"), Workers(_cells, jobs) as workers:
+        for task, _ in workers.map([1, 2, 3, 4, 5]):
+            done.append(task)
+    assert done == [1, 2, 3]

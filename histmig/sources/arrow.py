@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import orjson
 import pyarrow as pa
@@ -151,6 +151,17 @@ def _carry_problem(messages: Any, type_: pa.DataType) -> str | None:
     return None
 
 
+class Cells(NamedTuple):
+    """New values for some cells of one batch's messages column: ``positions``, ascending
+    0-based rows of the batch, and ``values``, one a position, of the column's output type;
+    ``length`` is the batch's number of rows. Built by :meth:`ColumnMigrator.migrate_cells`,
+    put in place by :meth:`ColumnMigrator.apply`."""
+
+    positions: list[int]
+    values: pa.Array
+    length: int
+
+
 @dataclass
 class ColumnMigrator:
     """Migrates the ``column`` of record batches whose schema is ``schema``.
@@ -158,8 +169,9 @@ class ColumnMigrator:
     ``source`` names the input in every record (a file name); ``id_column`` names the column
     whose value becomes each record's id in the report (else the envelope's id).
     :meth:`migrate` returns the batch with that column replaced and one outcome per row
-    (``None`` for a null cell). Raises :class:`ColumnError` at construction when a column is
-    missing or unusable.
+    (``None`` for a null cell); :meth:`migrate_cells` only the cells that change, which
+    :meth:`apply` puts in place. Raises :class:`ColumnError` at construction when a column
+    is missing or unusable.
     """
 
     schema: pa.Schema
@@ -186,39 +198,54 @@ class ColumnMigrator:
         return self.schema.set(self.index, self.schema.field(self.index).with_type(self.output_type))
 
     def migrate(self, batch: pa.RecordBatch, rows: Sequence[int]) -> tuple[pa.RecordBatch, list[Outcome | None]]:
-        """Run every cell of the messages column of ``batch`` through the pipeline; ``rows``
-        holds each row's number (0-based) for its ``location`` (``row N``)."""
-        column = batch.column(self.index)
+        """Run every cell of the messages column of ``batch`` (of ``schema``) through the
+        pipeline; ``rows`` holds each row's number (0-based) for its ``location``
+        (``row N``). Returns the batch with the column migrated (:meth:`migrate_cells`,
+        :meth:`with_cells`) and one outcome a row."""
+        cells, outcomes = self.migrate_cells(batch, rows)
+        if not cells.positions and self.kind != "nested":
+            return batch, outcomes
+        return self.with_cells(batch, cells), outcomes
+
+    def with_cells(self, batch: pa.RecordBatch, cells: Cells) -> pa.RecordBatch:
+        """``batch`` (of ``schema``) with its messages column :meth:`apply`-d ``cells``,
+        so of :attr:`output_schema`."""
+        return batch.set_column(self.index, self.output_schema.field(self.index), self.apply(batch.column(self.index), cells))
+
+    def migrate_cells(self, batch: pa.RecordBatch, rows: Sequence[int]) -> tuple[Cells, list[Outcome | None]]:
+        """Run every cell of the messages column of ``batch`` through the pipeline (the
+        columns are found by name: ``batch`` may hold only the messages and id columns);
+        ``rows`` holds each row's number for its ``location``. Returns the cells that
+        change (a text or binary column: the changed ones; a nested column: all, widened)
+        and one outcome a row (``None`` for a null cell)."""
+        column = batch.column(self.column)
         ids = batch.column(self.id_column).to_pylist() if self.id_column is not None else None
-        values = column.to_pylist()
+        values = column.to_pylist() if self.kind == "nested" else _raw_cells(column)
         outcomes: list[Outcome | None] = []
-        replaced = False
+        positions: list[int] = []
         for i, value in enumerate(values):
             if value is None:
                 outcomes.append(None)
                 continue
-            if self.kind == "nested":
-                raw = orjson.dumps(_pipeline_value(value))
-            else:
-                raw = value.encode() if isinstance(value, str) else value
+            raw = orjson.dumps(_pipeline_value(value)) if self.kind == "nested" else value
             outcome = process(Record(raw, self.source, f"row {rows[i]}"), self.options)
             if ids is not None:
                 outcome.record = replace(outcome.record, record_id=None if ids[i] is None else str(ids[i]))
             if outcome.status == "changed":
                 outcome = self._store(values, i, outcome)
-                replaced = replaced or outcome.status == "changed"
+                if outcome.status == "changed":
+                    positions.append(i)
             outcomes.append(outcome)
-        if not replaced and self.kind != "nested":
-            return batch, outcomes
-        new_column = self._array(values, column)
-        return batch.set_column(self.index, self.output_schema.field(self.index), new_column), outcomes
+        if self.kind == "nested":
+            return Cells(list(range(len(values))), pa.array(values, type=self.output_type), len(values)), outcomes
+        return Cells(positions, self._array([values[i] for i in positions]), len(values)), outcomes
 
     def _store(self, values: list[Any], i: int, outcome: Outcome) -> Outcome:
         """Put a changed outcome's output in ``values[i]``; a nested column that cannot
         hold it keeps the original value and the outcome becomes ``rejected``."""
         output = outcome.output or b""
         if self.kind != "nested":
-            values[i] = output.decode() if self.kind == "text" else output
+            values[i] = output
             return outcome
         messages = orjson.loads(output)
         problem = _carry_problem(messages, self.output_type)
@@ -228,13 +255,57 @@ class ColumnMigrator:
         values[i] = messages
         return outcome
 
-    def _array(self, values: list[Any], column: pa.Array) -> pa.Array:
-        if self.kind == "nested":
-            return pa.array(values, type=self.output_type)
-        type_ = column.type
-        if isinstance(type_, pa.ExtensionType):
-            return pa.ExtensionArray.from_storage(type_, pa.array(values, type=type_.storage_type))
-        return pa.array(values, type=type_)
+    def _array(self, outputs: list[bytes]) -> pa.Array:
+        """The migrated JSON texts ``outputs`` as an array of the (text or binary) column's
+        type; text is built as binary and viewed as text, without a copy (the pipeline
+        writes UTF-8 only)."""
+        type_ = self.input_type
+        storage = _storage(type_)
+        array = pa.array(outputs, type=_binary_layout(storage))
+        if array.type != storage:
+            array = array.view(storage)
+        return pa.ExtensionArray.from_storage(type_, array) if isinstance(type_, pa.ExtensionType) else array
+
+    def apply(self, column: pa.Array, cells: Cells) -> pa.Array:
+        """``column`` (the messages column of a batch of ``cells.length`` rows) with
+        ``cells`` in place, of the output type: the runs of unchanged and of new cells,
+        concatenated. Raises :class:`ValueError` when ``column`` is not as long as the
+        batch ``cells`` were made from."""
+        if len(column) != cells.length:
+            raise ValueError(f"{self.source}: cells of a {cells.length}-row batch given for {len(column)} rows")
+        positions = cells.positions
+        if len(positions) == len(column):
+            return cells.values
+        if not positions:
+            return column
+        pieces = []
+        kept = 0
+        first = 0
+        for k in range(len(positions)):
+            if k + 1 == len(positions) or positions[k + 1] != positions[k] + 1:
+                pieces.append(column.slice(kept, positions[first] - kept))
+                pieces.append(cells.values.slice(first, k + 1 - first))
+                kept, first = positions[k] + 1, k + 1
+        pieces.append(column.slice(kept))
+        return pa.concat_arrays(pieces)
+
+
+def _binary_layout(type_: pa.DataType) -> pa.DataType:
+    """The binary type with the layout of the string or binary type ``type_``, whose
+    arrays are viewed as it without a copy."""
+    if pa.types.is_string(type_):
+        return pa.binary()
+    if pa.types.is_large_string(type_):
+        return pa.large_binary()
+    if pa.types.is_string_view(type_):
+        return pa.binary_view()
+    return type_
+
+
+def _raw_cells(column: pa.Array) -> list[bytes | None]:
+    """The cells of a text or binary column as ``bytes`` (no UTF-8 decoding)."""
+    storage = column.storage if isinstance(column, pa.ExtensionArray) else column
+    return storage.view(_binary_layout(storage.type)).to_pylist()
 
 
 def _json_default(value: Any) -> Any:

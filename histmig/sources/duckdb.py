@@ -6,6 +6,7 @@ new table (``to_table``) or back into the table (``in_place``); both table write
 transaction, rolled back on any error, so a failed or interrupted run leaves the database
 as it was. Table and column names enter SQL only as quoted identifiers (:func:`quote`);
 values only as parameters or Arrow data. A rejected row is written unchanged and reported.
+A DuckDB input runs in one process whatever ``--jobs`` says (unlike a Parquet one).
 """
 
 from __future__ import annotations
