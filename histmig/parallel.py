@@ -232,7 +232,8 @@ class Workers(Generic[T, R]):
             try:
                 for _ in range(self.jobs):
                     parent_end, child_end = context.Pipe()
-                    process = context.Process(target=_serve, args=(child_end, self.work), daemon=True)
+                    inherited = [*self._conns, parent_end]
+                    process = context.Process(target=_serve, args=(child_end, self.work, inherited), daemon=True)
                     process.start()
                     child_end.close()
                     self._conns.append(parent_end)
@@ -322,10 +323,18 @@ class _Failure:
     error: BaseException
 
 
-def _serve(conn: Connection, work: Callable[[Any], Any]) -> None:
-    """A worker's loop: answer each task (:func:`_answer`); an empty message ends it."""
-    while (task := _recv(conn)) is not None:
-        _answer(conn, work, task)
+def _serve(conn: Connection, work: Callable[[Any], Any], inherited: list[Connection]) -> None:
+    """A worker's loop: answer each task (:func:`_answer`); an empty message ends it, and so
+    does the parent's end of the pipe closing (the parent was killed). ``inherited`` are the
+    parent's pipe ends the fork copied into this worker: they are closed first, or a killed
+    parent would leave the workers waiting forever on pipes they themselves hold open."""
+    for end in inherited:
+        end.close()
+    try:
+        while (task := _recv(conn)) is not None:
+            _answer(conn, work, task)
+    except EOFError:
+        pass
     conn.close()
 
 
