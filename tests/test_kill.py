@@ -51,3 +51,41 @@ def test_sigkill_at_random_moments_never_leaves_a_partial_file(tmp_path: Path) -
             outcomes.append("previous")
         assert hashlib.sha256(source.read_bytes()).hexdigest() == source_digest
     assert {"none", "previous"} <= set(outcomes), "no kill landed mid-run: make the archive larger"
+
+
+WORKERS = """
+import time
+from histmig.parallel import Workers
+
+with Workers(abs, 2) as workers:
+    for _ in workers.map([1, 2, 3, 4]):
+        print("answered", flush=True)
+        time.sleep(60)
+"""
+
+
+def test_workers_end_when_the_parent_is_killed() -> None:
+    parent = subprocess.Popen([sys.executable, "-c", WORKERS], stdout=subprocess.PIPE)
+    assert parent.stdout is not None
+    assert parent.stdout.readline() == b"answered\n"
+    with open(f"/proc/{parent.pid}/task/{parent.pid}/children") as children:
+        pids = [int(pid) for pid in children.read().split()]
+    assert len(pids) == 2
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    alive = set(pids)
+    for _ in range(200):
+        alive = {pid for pid in alive if _running(pid)}
+        if not alive:
+            break
+        time.sleep(0.05)
+    assert not alive
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (an orphan is reaped by init once it ends)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ")[1][0] != "Z"
+    except FileNotFoundError:
+        return False
