@@ -381,7 +381,7 @@ def otel_upgrade(
 ARROW_ALLOCATOR = {"MIMALLOC_PURGE_DELAY": "100", "MIMALLOC_ARENA_EAGER_COMMIT": "0"}
 """How :func:`main` configures mimalloc, pyarrow's memory pool, unless the environment does:
 freed memory goes back to the system after 0.1 s (not 1 s) and is committed only when
-used. Measured on Parquet inputs: peak RSS 15-25 MB lower at the same speed (a delay of 0
+used. Measured on Parquet inputs: peak RSS 15-20 MB lower at the same speed (a delay of 0
 saves 10 MB more but costs 5-10 % of the time)."""
 
 

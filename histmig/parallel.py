@@ -232,8 +232,7 @@ class Workers(Generic[T, R]):
             try:
                 for _ in range(self.jobs):
                     parent_end, child_end = context.Pipe()
-                    inherited = [*self._conns, parent_end]
-                    process = context.Process(target=_serve, args=(child_end, self.work, inherited), daemon=True)
+                    process = context.Process(target=_serve, args=(child_end, self.work, [*self._conns, parent_end]), daemon=True)
                     process.start()
                     child_end.close()
                     self._conns.append(parent_end)
@@ -323,17 +322,17 @@ class _Failure:
     error: BaseException
 
 
-def _serve(conn: Connection, work: Callable[[Any], Any], inherited: list[Connection]) -> None:
-    """A worker's loop: answer each task (:func:`_answer`); an empty message ends it, and so
-    does the parent's end of the pipe closing (the parent was killed). ``inherited`` are the
-    parent's pipe ends the fork copied into this worker: they are closed first, or a killed
-    parent would leave the workers waiting forever on pipes they themselves hold open."""
-    for end in inherited:
+def _serve(conn: Connection, work: Callable[[Any], Any], parent_ends: list[Connection]) -> None:
+    """A worker's loop: answer each task (:func:`_answer`); an empty message ends it. The
+    parent's ends of the pipes, inherited at fork, are closed first, so that when the
+    parent is gone (killed) the worker reads the end of its pipe, or fails to write to it,
+    and ends too."""
+    for end in parent_ends:
         end.close()
     try:
         while (task := _recv(conn)) is not None:
             _answer(conn, work, task)
-    except EOFError:
+    except (EOFError, OSError):  # the parent is gone: nothing to answer
         pass
     conn.close()
 
