@@ -90,7 +90,7 @@ def test_text_report_is_styled_on_a_terminal(tmp_path: Path, monkeypatch: pytest
     text = terminal.getvalue()
     assert f"{source}:line 6 [v0.0.20/c_unknown_tool]: messages[2].parts[0] \x1b[1mHM103\x1b[0m retry-prompt -> tool-return" in text
     assert f"{source}:line 213: \x1b[31mrejected\x1b[0m: invalid JSON" in text
-    assert f"[f\\x1b[1m]: \x1b[33mwarning\x1b[0m: messages[0].parts[0]" in text
+    assert "[f\\x1b[1m]: \x1b[33mwarning\x1b[0m: messages[0].parts[0]" in text
     monkeypatch.setenv("NO_COLOR", "1")
     terminal = Terminal()
     report.render_text(terminal)
