@@ -94,8 +94,8 @@ class Screen:
     is an object whose ``field`` (default ``messages``, the first candidate
     :func:`~histmig.records.locate_messages` tries) holds a history no rule can change and
     that orjson reads (see the module docstring), or such a history as a bare array (its
-    first byte ``[``, as a Parquet or DuckDB cell holds it). ``False`` says nothing: the record must go
-    the full way. Never raises."""
+    first byte ``[``, as a Parquet or DuckDB cell holds it). ``False`` says nothing: the
+    record must go the full way. Never raises."""
 
     def __init__(self, field: str | None = None) -> None:
         name = field or "messages"
