@@ -64,7 +64,13 @@ class InputFormat(str, Enum):
     jsonl = "jsonl"
 
 
-InputArg = Annotated[str, typer.Argument(help="Archive to read: .json (one history), .jsonl/.jsonl.gz (one record a line), or - for stdin.")]
+InputArg = Annotated[
+    str,
+    typer.Argument(
+        help="Archive to read: .json (one history), .jsonl/.ndjson (one record a line, maybe gzipped), "
+        ".parquet (a file, a directory or a glob), .duckdb (with --table), or - for stdin."
+    ),
+]
 SelectOpt = Annotated[Optional[list[str]], typer.Option("--select", help="Only these rule codes or prefixes (comma-separated or repeated).")]
 IgnoreOpt = Annotated[Optional[list[str]], typer.Option("--ignore", help="Skip these rule codes or prefixes.")]
 CausesOpt = Annotated[CauseChoice, typer.Option("--causes", help="inferred: causes from evidence; framework: exactly the retry values pydantic-ai 2.68's loader writes (HM103 off).")]

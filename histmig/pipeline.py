@@ -133,7 +133,7 @@ def process_full(record: Record, options: Options = Options()) -> Outcome:
     try:
         obj = orjson.loads(record.raw)
     except orjson.JSONDecodeError as exc:
-        return Outcome(record, "rejected", None, errors=[f"invalid JSON: {exc}"])
+        return Outcome(record, "rejected", None, errors=[f"invalid JSON: {_utf8_problem(record.raw) or exc}"])
     try:
         messages, field_name = locate_messages(obj, options.messages_field)
     except NotAHistory as exc:
@@ -172,6 +172,16 @@ def process_full(record: Record, options: Options = Options()) -> Outcome:
         codes = ", ".join(sorted({c.rule for c in second}))
         return Outcome(record, "rejected", None, changes, [f"internal error: a second pass changed the record again ({codes})"])
     return Outcome(record, "changed", output, changes, warnings=warnings)
+
+
+def _utf8_problem(raw: bytes) -> str | None:
+    """Where ``raw`` stops being UTF-8 (``not UTF-8: byte 0xff at offset 80``), or ``None``;
+    orjson's own message for such bytes names neither the byte nor its place."""
+    try:
+        raw.decode()
+    except UnicodeDecodeError as exc:
+        return f"not UTF-8: byte 0x{raw[exc.start]:02x} at offset {exc.start}"
+    return None
 
 
 _KNOWN_PART_KINDS = {

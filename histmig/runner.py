@@ -107,7 +107,8 @@ def _run_document(
     stream: BinaryIO, source: str, output_path: str | None, rejects_path: str | None, options: Options, report: Report, stack: ExitStack
 ) -> None:
     """A ``.json`` input: the whole file is one record; a rejected one goes to the rejects
-    file and no output is written."""
+    file and no output is written. A migrated document ends with a newline when the input
+    did."""
     record = Record(stream.read(), source, "file")
     outcome = process(record, options)
     report.add(outcome)
@@ -116,4 +117,8 @@ def _run_document(
     if outcome.status == "rejected" and rejects_path is not None:
         stack.enter_context(atomic_output(rejects_path)).write(record.raw + b"\n")
         return
-    stack.enter_context(atomic_output(output_path)).write(record.raw if outcome.output is None else outcome.output)
+    if outcome.output is None or outcome.output is record.raw:
+        stack.enter_context(atomic_output(output_path)).write(record.raw)
+        return
+    line_end = b"\n" if record.raw.endswith(b"\n") else b""
+    stack.enter_context(atomic_output(output_path)).write(outcome.output + line_end)

@@ -165,3 +165,19 @@ def test_a_part_kind_spelled_with_a_unicode_escape_is_still_migrated() -> None:
     outcome = process(Record(raw, "in.jsonl", "line 1"))
     assert outcome.status == "changed"
     assert [c.rule for c in outcome.changes] == ["HM102"]
+
+
+def test_bytes_that_are_not_utf8_are_named_with_their_offset() -> None:
+    raw = b'[{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"caf\xe9","tool_name":null}]}]'
+    outcome = process(Record(raw, "x.jsonl", "line 1"))
+    assert outcome.errors == ["invalid JSON: not UTF-8: byte 0xe9 at offset 70"]
+
+
+def test_a_migrated_json_document_keeps_its_final_newline(tmp_path: Path) -> None:
+    document = orjson.dumps([{"kind": "request", "parts": [RETRY]}])
+    for ending in (b"\n", b""):
+        source, out = tmp_path / "in.json", tmp_path / "out.json"
+        source.write_bytes(document + ending)
+        run(str(source), str(out))
+        assert out.read_bytes().endswith(b"}]" + ending)
+        assert orjson.loads(out.read_bytes())[0]["parts"][0]["part_kind"] == "retry-feedback"
