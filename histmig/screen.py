@@ -116,7 +116,8 @@ class Screen:
             decoder = self._feedback if feedback else self._plain
         try:
             decoder.decode(raw)
-            raw.decode()
+            if not raw.isascii():
+                raw.decode()
         except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
             return False
         return True
