@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import orjson
@@ -138,7 +138,7 @@ def process_full(record: Record, options: Options = Options()) -> Outcome:
         messages, field_name = locate_messages(obj, options.messages_field)
     except NotAHistory as exc:
         exact_obj = json.loads(record.raw) if has_big_int(record.raw) else obj
-        return Outcome(replace(record, record_id=envelope_id(exact_obj)), "rejected", None, errors=[str(exc)])
+        return Outcome(Record(record.raw, record.source, record.location, envelope_id(exact_obj)), "rejected", None, errors=[str(exc)])
     rules = pending(messages, options.rules)
     if not rules and not options.validate_all:
         return Outcome(record, "unchanged", record.raw)

@@ -98,11 +98,11 @@ class Screen:
     record must go the full way. Never raises."""
 
     def __init__(self, field: str | None = None) -> None:
-        name = field or "messages"
+        name, tagged = field or "messages", _tagged_parts()
         self._plain = _skeleton(_Part, name)
-        self._feedback = _skeleton(_tagged_parts(), name)
+        self._feedback = _skeleton(tagged, name)
         self._plain_array = _skeleton(_Part, None)
-        self._feedback_array = _skeleton(_tagged_parts(), None)
+        self._feedback_array = _skeleton(tagged, None)
 
     def __call__(self, raw: bytes) -> bool:
         """Whether ``raw`` needs nothing (see the class docstring); a record whose bytes
