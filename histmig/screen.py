@@ -9,8 +9,8 @@ stricter than every rule's test (:func:`histmig.rules.base.pending`):
 
 - ``part_kind`` is one 2.68 loads, other than ``retry-feedback`` (none of ``retry-prompt``,
   ``instruction``, or a newer release's kind; HM101-HM103, HM204);
-- a ``retry-feedback`` part (in the second skeleton, used only when the bytes hold
-  ``retry-feedback``) has text content, or error details that each hold ``input`` (HM203);
+- a ``retry-feedback`` part has text content, or error details that each hold ``input``
+  (HM203);
 - a part's ``tool_call_id`` and ``timestamp``, when present, are strings, and so is a
   response's ``timestamp`` (HM201, HM202);
 - a tool call's ``args`` is text, ``null`` or an object without an ``args_json`` or
@@ -47,13 +47,6 @@ class _Args(msgspec.Struct):
 _ARGS = Union[str, None, _Args]
 
 
-class _Part(msgspec.Struct):
-    part_kind: _QUIET_KINDS
-    tool_call_id: str = ""
-    timestamp: str = ""
-    args: _ARGS = None
-
-
 class _ErrorDetails(msgspec.Struct):
     input: msgspec.Raw
 
@@ -65,7 +58,9 @@ class _FeedbackPart(msgspec.Struct, tag_field="part_kind", tag="retry-feedback")
 
 
 def _tagged_parts() -> Any:
-    """:class:`_Part` and :class:`_FeedbackPart` as one union tagged by ``part_kind``."""
+    """The skeleton's part: one struct per quiet ``part_kind`` (its ``tool_call_id``,
+    ``timestamp`` and ``args``) and :class:`_FeedbackPart`, as one union tagged by
+    ``part_kind``; any other ``part_kind`` (``retry-prompt`` among them) fails to decode."""
     members = [
         msgspec.defstruct(f"_Part_{kind}", [("tool_call_id", str, ""), ("timestamp", str, ""), ("args", _ARGS, None)], tag_field="part_kind", tag=kind)
         for kind in _QUIET_KINDS.__args__
@@ -98,24 +93,15 @@ class Screen:
     record must go the full way. Never raises."""
 
     def __init__(self, field: str | None = None) -> None:
-        name, tagged = field or "messages", _tagged_parts()
-        self._plain = _skeleton(_Part, name)
-        self._feedback = _skeleton(tagged, name)
-        self._plain_array = _skeleton(_Part, None)
-        self._feedback_array = _skeleton(tagged, None)
+        part = _tagged_parts()
+        self._record = _skeleton(part, field or "messages")
+        self._array = _skeleton(part, None)
 
     def __call__(self, raw: bytes) -> bool:
-        """Whether ``raw`` needs nothing (see the class docstring); a record whose bytes
-        spell ``retry-prompt`` anywhere is refused at once, without decoding."""
-        if b"retry-prompt" in raw:
-            return False
-        feedback = b"retry-feedback" in raw
-        if raw[:1] == b"[":
-            decoder = self._feedback_array if feedback else self._plain_array
-        else:
-            decoder = self._feedback if feedback else self._plain
+        """Whether ``raw`` needs nothing (see the class docstring). One decode, no search of
+        the bytes first: a record holding a ``retry-prompt`` part stops decoding there."""
         try:
-            decoder.decode(raw)
+            (self._array if raw[:1] == b"[" else self._record).decode(raw)
             if not raw.isascii():
                 raw.decode()
         except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
