@@ -32,8 +32,8 @@ from histmig.records import NotAHistory, Record, envelope_id, locate_messages
 from histmig.rules import REGISTRY, Change, Context, Rule, pending
 from histmig.rules.base import CauseMode, Malformed
 from histmig.screen import Screen, screen_for, settled_for
-from histmig.schema import current_errors, is_current, legacy_errors
-from histmig.schema.current import REQUEST_PART_KINDS, RESPONSE_PART_KINDS
+from histmig import schema
+from histmig.schema import REQUEST_PART_KINDS, RESPONSE_PART_KINDS
 
 
 _DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
@@ -158,7 +158,7 @@ def process_full(record: Record, options: Options = Options()) -> Outcome:
         if not options.validate_all:
             return Outcome(record, "unchanged", record.raw)
         errors, warnings = _validate(messages, prefix)
-        if errors and legacy_errors(messages):
+        if errors and schema.legacy_errors(messages):
             errors.append("no release 0.0.13-2.68 wrote this shape: no rule can migrate it")
         return Outcome(record, "unchanged", record.raw, errors=errors, warnings=warnings)
     output = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() if exact else orjson.dumps(obj)
@@ -199,7 +199,7 @@ def _validate(messages: list[Any], prefix: str) -> tuple[list[str], list[str]]:
     placeholder of its message kind, so every other path keeps its index. A history that
     validates as it is has neither (an unknown ``part_kind`` fails validation): that is
     checked first, and the parts are walked only when it fails."""
-    if is_current(messages):
+    if schema.is_current(messages):
         return [], []
     warnings: list[str] = []
     checked: list[Any] = []
@@ -227,4 +227,4 @@ def _under(line: str, prefix: str) -> str:
 
 
 def _validation_errors(messages: list[Any], prefix: str) -> list[str]:
-    return [_under(line, prefix) for line in current_errors(messages)]
+    return [_under(line, prefix) for line in schema.current_errors(messages)]

@@ -30,8 +30,7 @@ from typing import Annotated, Any, Literal, Union
 
 import msgspec
 
-from histmig.schema import CURRENT_MESSAGES
-from histmig.schema.current import REQUEST_PART_KINDS, RESPONSE_PART_KINDS
+from histmig.schema import CURRENT_MESSAGES, REQUEST_PART_KINDS, RESPONSE_PART_KINDS
 
 _Absent = Annotated[int, msgspec.Meta(ge=1, le=0)]
 """A type no JSON value satisfies: a field of this type must be absent."""

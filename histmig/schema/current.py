@@ -464,15 +464,3 @@ class ModelResponse(OpenModel):
 
 ModelMessage = Annotated[Union[ModelRequest, ModelResponse], Field(discriminator="kind")]
 """One message of a 2.68 history, by `kind` (framework-facts §3.1)."""
-
-
-def _tags(union: Any) -> frozenset[str]:
-    members = get_args(get_args(union)[0])
-    return frozenset(get_args(member.model_fields["part_kind"].annotation)[0] for member in members)
-
-
-REQUEST_PART_KINDS = _tags(ModelRequestPart)
-"""Every request ``part_kind`` 2.68 loads (framework-facts §3.1)."""
-
-RESPONSE_PART_KINDS = _tags(ModelResponsePart)
-"""Every response ``part_kind`` 2.68 loads (framework-facts §3.1)."""
