@@ -30,7 +30,7 @@ from typing import Annotated, Any, Literal, Union
 
 import msgspec
 
-from histmig.schema import CURRENT_MESSAGES, REQUEST_PART_KINDS, RESPONSE_PART_KINDS
+from histmig.schema import PLAIN_CURRENT, REQUEST_PART_KINDS, RESPONSE_PART_KINDS, Fields, msgspec_type
 
 _Absent = Annotated[int, msgspec.Meta(ge=1, le=0)]
 """A type no JSON value satisfies: a field of this type must be absent."""
@@ -115,25 +115,42 @@ def screen_for(field: str | None) -> Screen:
     return Screen(field)
 
 
-_UNSETTLED_BYTES = (b"args_json", b"args_dict", b"provider_request_id", b'"timestamp":null')
+_NotNull = Union[str, int, float, bool, list[msgspec.Raw], dict[str, msgspec.Raw]]
+"""Any JSON value but ``null``."""
+
+
+def _without_pending(tag: tuple[str, str] | None, fields: Fields) -> Fields:
+    """The fields of a settled history's struct (see :class:`Settled`): a part has no
+    ``"timestamp": null`` (HM202) even where 2.68 declares no timestamp, a part's ``args`` is
+    text, ``null`` or an object without an ``args_json`` or ``args_dict`` key (HM301), and a
+    response has no ``provider_request_id`` (HM302)."""
+    if tag is not None and tag[0] == "part_kind":
+        fields = [(name, _ARGS, *rest[1:]) if name == "args" else (name, *rest) for name, *rest in fields]
+        if all(name != "timestamp" for name, *_ in fields):
+            fields.append(("timestamp", _NotNull, None))
+    if tag == ("kind", "response"):
+        fields = [*fields, ("provider_request_id", _Absent, 0)]
+    return fields
+
+
+_SETTLED_MESSAGES = msgspec_type(PLAIN_CURRENT, refine=_without_pending)
 
 
 class Settled:
     """``settled(output) -> bool``: ``True`` only when ``output``, the JSON text histmig wrote
-    for a migrated record (bytes, no ``\\u`` escape but for control characters), holds at
-    ``field`` (``None``: the record is a bare array) a history pydantic-ai 2.68 loads
-    (decoded with msgspec into :data:`~histmig.schema.CURRENT_MESSAGES`) on which a second
-    pass of the rules changes nothing. The current schema itself rules out every shape HM101-HM204 repair (a
-    ``retry-prompt`` or ``instruction`` part, a null id or timestamp, error details without
-    ``input``); the keys HM301 and HM302 look for are checked on the bytes. ``False``
-    says nothing: the pipeline then validates with pydantic and runs the second pass."""
+    for a migrated record (bytes), holds at ``field`` (``None``: the record is a bare array)
+    a history pydantic-ai 2.68 loads on which a second pass of the rules changes nothing: it
+    decodes with msgspec into the current schema (:data:`~histmig.schema.PLAIN_CURRENT`)
+    made stricter by :func:`_without_pending`. The current schema itself rules out the
+    shapes HM101-HM204 repair (a ``retry-prompt`` or ``instruction`` part, a null id or
+    response timestamp, error details without ``input``); the stricter structs rule out
+    what HM202, HM301 and HM302 look for where 2.68 would load it. ``False`` says nothing:
+    the pipeline then validates with pydantic and runs the second pass."""
 
     def __init__(self, field: str | None = None) -> None:
-        self._decoder = _decoder(CURRENT_MESSAGES, field)
+        self._decoder = _decoder(_SETTLED_MESSAGES, field)
 
     def __call__(self, output: bytes) -> bool:
-        if any(text in output for text in _UNSETTLED_BYTES):
-            return False
         try:
             self._decoder.decode(output)
         except (msgspec.DecodeError, RecursionError):

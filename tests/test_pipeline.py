@@ -98,9 +98,22 @@ def test_on_the_corpus_a_settled_output_is_one_the_framework_schema_loads() -> N
         [{"kind": "response", "parts": [], "provider_request_id": "r"}],
         [{"kind": "response", "parts": [], "usage": {"input_tokens": 1.5}}],
         [{"kind": "request", "parts": [{"part_kind": "instruction", "content": "x"}]}],
+        [{"kind": "request", "parts": [{"part_kind": "compaction", "timestamp": None}]}],
     ],
-    ids=["bad-timestamp", "null-id", "wrong-cause", "args-wrapper", "provider-request-id", "float-tokens", "instruction-part"],
+    ids=["bad-timestamp", "null-id", "wrong-cause", "args-wrapper", "provider-request-id", "float-tokens", "instruction-part", "null-timestamp-undeclared"],
 )
 def test_the_settled_check_refuses_what_the_framework_refuses_or_a_rule_changes(messages: list) -> None:
     assert not settled_for("messages")(orjson.dumps({"messages": messages}))
     assert not settled_for(None)(orjson.dumps(messages))
+
+
+def test_the_settled_check_takes_what_the_framework_loads_and_no_rule_changes() -> None:
+    messages = [
+        {"kind": "request", "parts": [{"part_kind": "compaction", "timestamp": "2026-01-01T00:00:00Z"}], "timestamp": None},
+        {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "t", "args": {"args_json": "{}", "x": 1}, "tool_call_id": "c"}], "timestamp": "2026-01-01T00:00:00Z"},
+    ]
+    assert is_current(messages) and not pending(messages)
+    assert settled_for("messages")(orjson.dumps({"messages": messages})) is False
+    messages[1]["parts"][0]["args"] = {"x": 1}
+    assert settled_for("messages")(orjson.dumps({"messages": messages})) is True
+    assert settled_for(None)(orjson.dumps(messages)) is True

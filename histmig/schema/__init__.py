@@ -10,8 +10,9 @@ Two forms of the current (2.68) history schema (framework-facts §3.1):
   pass the screen and the settled check never pays);
 - the same schema as plain data (``current-plain.json``: :func:`plain_schema` of the
   models' core schema, written by ``scripts/write_current_schema.py`` and compared with the
-  models by the tests), from which :data:`CURRENT_MESSAGES`, a msgspec type for decoding
-  JSON text, and the part kinds are built at import without pydantic.
+  models by the tests), :data:`PLAIN_CURRENT`, from which :func:`msgspec_type` builds
+  msgspec types for decoding JSON text (:class:`histmig.screen.Settled`) and the part
+  kinds are read at import, without pydantic.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import datetime
 import decimal
 import importlib
 import itertools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
@@ -43,40 +45,48 @@ _MSGSPEC_SCALARS: dict[str, Any] = {
 }
 _struct_names = itertools.count()
 
+Fields = list[tuple[Any, ...]]
+"""A struct's fields as :func:`msgspec.defstruct` takes them: ``(name, type)`` or
+``(name, type, default)``."""
 
-def msgspec_type(schema: Any, tag: tuple[str, str] | None = None) -> Any:
+
+def msgspec_type(schema: Any, tag: tuple[str, str] | None = None, refine: Callable[[tuple[str, str] | None, Fields], Fields] | None = None) -> Any:
     """The msgspec type of a :func:`plain_schema` node: a typed dict becomes a struct
     (unknown fields ignored, every field of a validation alias declared apart, so the
     struct is stricter than the alias), a union picked by a key a union of structs tagged
     by that key (``tag`` is ``(key, value)`` for a member), a value of any type
     :class:`msgspec.Raw` (skipped, unbuilt). msgspec is stricter than pydantic's lax mode
     (no ``5.0`` for an int), so a JSON text msgspec decodes into it is one pydantic
-    accepts; the tests check it on the corpus and on generated histories. Raises
-    ``TypeError`` for a node kind the current schema does not use."""
+    accepts; the tests check it on the corpus and on generated histories. ``refine``, when
+    given, is called with each struct's tag and fields and returns the fields to declare
+    (to make a struct stricter still). Raises ``TypeError`` for a node kind the current
+    schema does not use."""
     kind = schema["type"]
     if kind in _MSGSPEC_SCALARS:
         return _MSGSPEC_SCALARS[kind]
     if kind == "list":
-        return list[msgspec_type(schema["items_schema"])]  # type: ignore[misc]
+        return list[msgspec_type(schema["items_schema"], refine=refine)]  # type: ignore[misc]
     if kind == "dict":
-        return dict[msgspec_type(schema["keys_schema"]), msgspec_type(schema["values_schema"])]  # type: ignore[misc]
+        return dict[msgspec_type(schema["keys_schema"], refine=refine), msgspec_type(schema["values_schema"], refine=refine)]  # type: ignore[misc]
     if kind == "literal":
         return Literal[tuple(schema["expected"])]
     if kind == "nullable":
-        return Optional[msgspec_type(schema["schema"])]
+        return Optional[msgspec_type(schema["schema"], refine=refine)]
     if kind == "union":
-        return Union[tuple(msgspec_type(choice) for choice in schema["choices"])]
+        return Union[tuple(msgspec_type(choice, refine=refine) for choice in schema["choices"])]
     if kind == "tagged-union":
-        return Union[tuple(msgspec_type(choice, (schema["discriminator"], value)) for value, choice in schema["choices"].items())]
+        return Union[tuple(msgspec_type(choice, (schema["discriminator"], value), refine) for value, choice in schema["choices"].items())]
     if kind == "typed-dict":
-        fields: list[tuple[Any, ...]] = []
+        fields: Fields = []
         for name, spec in schema["fields"].items():
             if tag is not None and name == tag[0]:
                 continue
             alias = spec.get("validation_alias")
             names = [alias] if isinstance(alias, str) else [path[0] for path in alias] if isinstance(alias, list) else [name]
-            value_type = msgspec_type(spec["schema"])
+            value_type = msgspec_type(spec["schema"], refine=refine)
             fields += [(key, value_type) if spec["required"] and key == names[0] else (key, value_type, None) for key in names]
+        if refine is not None:
+            fields = refine(tag, fields)
         tagging = {"tag_field": tag[0], "tag": tag[1]} if tag is not None else {}
         return msgspec.defstruct(f"_Current{next(_struct_names)}", fields, kw_only=True, **tagging)
     raise TypeError(f"no msgspec type for a {kind!r} schema")
@@ -88,15 +98,13 @@ def _part_kinds(plain: Any, message_kind: str) -> frozenset[str]:
     return frozenset(parts["choices"])
 
 
-_PLAIN_CURRENT = orjson.loads(PLAIN_CURRENT_PATH.read_bytes())
+PLAIN_CURRENT: Any = orjson.loads(PLAIN_CURRENT_PATH.read_bytes())
+"""A 2.68 history's schema as plain data (:func:`plain_schema` of the models' core schema)."""
 
-CURRENT_MESSAGES = msgspec_type(_PLAIN_CURRENT)
-"""A 2.68 history as a msgspec type (:func:`msgspec_type`), for decoding JSON text."""
-
-REQUEST_PART_KINDS = _part_kinds(_PLAIN_CURRENT, "request")
+REQUEST_PART_KINDS = _part_kinds(PLAIN_CURRENT, "request")
 """Every request ``part_kind`` 2.68 loads (framework-facts §3.1)."""
 
-RESPONSE_PART_KINDS = _part_kinds(_PLAIN_CURRENT, "response")
+RESPONSE_PART_KINDS = _part_kinds(PLAIN_CURRENT, "response")
 """Every response ``part_kind`` 2.68 loads (framework-facts §3.1)."""
 
 
@@ -110,11 +118,12 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "CURRENT_MESSAGES",
+    "PLAIN_CURRENT",
     "PLAIN_CURRENT_PATH",
     "REQUEST_PART_KINDS",
     "RESPONSE_PART_KINDS",
     "CurrentHistory",
+    "Fields",
     "LegacyHistory",
     "current_errors",
     "is_current",
