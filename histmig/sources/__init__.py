@@ -8,13 +8,15 @@ beside the target, renamed on success), or writes to stdout for ``-``.
 from __future__ import annotations
 
 import gzip
+import io
 import os
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO, Literal
+from typing import Any, BinaryIO, Literal
 
 Format = Literal["json", "jsonl"]
 
@@ -89,13 +91,75 @@ def new_file_mode(target: Path) -> int:
         return 0o666 & ~umask
 
 
+SYNC_EVERY = 32 << 20
+"""Bytes written to an output between two background ``fdatasync`` calls (:class:`SyncingFile`)."""
+
+
+class SyncingFile(io.FileIO):
+    """A file opened for writing whose data goes to disk while it is written: every
+    :data:`SYNC_EVERY` bytes, a background thread (started at the first of them, so a
+    process forked before holds no thread) calls ``fdatasync``, so the ``fsync`` of
+    :meth:`sync`, which makes the file durable, has little left to wait for (~0.15 s on a
+    300 MB output otherwise). An error the thread meets is raised by :meth:`sync`."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__(fd, "wb")
+        self._unsynced = 0
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self._error: OSError | None = None
+
+    def write(self, data: Any) -> int:
+        written = super().write(data) or 0
+        self._unsynced += written
+        if self._unsynced >= SYNC_EVERY:
+            self._unsynced = 0
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._sync_in_background, name="histmig-fdatasync", daemon=True)
+                self._thread.start()
+            self._wake.set()
+        return written
+
+    def _sync_in_background(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            if self._stopping:
+                return
+            try:
+                os.fdatasync(self.fileno())
+            except OSError as exc:
+                self._error = exc
+                return
+
+    def _stop(self) -> None:
+        if self._thread is not None:
+            self._stopping = True
+            self._wake.set()
+            self._thread.join()
+            self._thread = None
+
+    def sync(self) -> None:
+        """Stop the background thread, then ``fsync``. Raises the ``OSError`` the thread or
+        the ``fsync`` met."""
+        self._stop()
+        if self._error is not None:
+            raise self._error
+        os.fsync(self.fileno())
+
+    def close(self) -> None:
+        self._stop()
+        super().close()
+
+
 @contextmanager
 def atomic_output(path: str) -> Iterator[BinaryIO]:
     """A binary stream that becomes ``path`` only when the block ends without an exception:
-    written to a temporary file in the same directory, flushed, fsynced and renamed over
-    the target, so a crash leaves either the previous file or none. ``-`` is stdout. A
-    target ending in ``.gz`` is gzip-compressed (with a fixed mtime, so output bytes are
-    reproducible)."""
+    written to a temporary file in the same directory (a :class:`SyncingFile`), flushed,
+    fsynced and renamed over the target, so a crash leaves either the previous file or
+    none. ``-`` is stdout. A target ending in ``.gz`` is gzip-compressed (with a fixed
+    mtime, so output bytes are reproducible)."""
     if path == "-":
         yield sys.stdout.buffer
         sys.stdout.buffer.flush()
@@ -104,14 +168,15 @@ def atomic_output(path: str) -> Iterator[BinaryIO]:
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
     os.fchmod(fd, new_file_mode(target))
     try:
-        with os.fdopen(fd, "wb") as tmp:
+        raw = SyncingFile(fd)
+        with io.BufferedWriter(raw) as tmp:
             if target.name.lower().endswith(".gz"):
                 with gzip.GzipFile(filename="", mode="wb", fileobj=tmp, mtime=0) as zipped:
                     yield zipped  # type: ignore[misc]
             else:
                 yield tmp
             tmp.flush()
-            os.fsync(tmp.fileno())
+            raw.sync()
         os.replace(tmp_name, target)
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
