@@ -14,6 +14,7 @@ import re
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
+from operator import itemgetter
 from typing import IO, Any, TextIO
 
 import orjson
@@ -54,9 +55,9 @@ class Report:
 
     def __init__(self, spill: IO[bytes] | None = None) -> None:
         self.counts = Counter(dict.fromkeys(_COUNTS, 0))
-        self.by_rule: Counter[str] = Counter()
-        self.by_cause: Counter[str] = Counter()
-        self.by_evidence: Counter[str] = Counter()
+        self._by_rule: Counter[str] = Counter()
+        self._by_cause: Counter[str] = Counter()
+        self._by_evidence: Counter[tuple[str, str]] = Counter()
         self._changes: IO[bytes] | None = spill
         self._rows: list[tuple[Any, ...]] = []
         self.errors: list[dict[str, Any]] = []
@@ -69,12 +70,8 @@ class Report:
         self.counts[outcome.status] += 1
         changes = outcome.changes
         if outcome.status != "rejected" and changes:
-            for change in sorted(changes, key=_position) if len(changes) > 1 else changes:
-                self.by_rule[change.rule] += 1
-                if change.cause is not None:
-                    self.by_cause[change.cause] += 1
-                self.by_evidence[f"{change.evidence} ({change.certainty})"] += 1
-                self._rows.append((record.source, record.location, record.record_id, *change.as_row()))
+            place = (record.source, record.location, record.record_id)
+            self._rows += [place + change.as_row() for change in (sorted(changes, key=_position) if len(changes) > 1 else changes)]
             if len(self._rows) >= _ROWS_PER_BATCH:
                 self._flush()
         if not outcome.errors and not outcome.warnings:
@@ -90,8 +87,13 @@ class Report:
             self.warnings.append({**where, "warnings": outcome.warnings})
 
     def _flush(self) -> None:
-        """Spill the change rows gathered so far, as one pickled list."""
+        """Count the change rows gathered so far by rule, cause and evidence, and spill them
+        as one pickled list."""
         if self._rows:
+            rows = self._rows
+            self._by_rule.update(map(itemgetter(3), rows))
+            self._by_cause.update(filter(None, map(itemgetter(8), rows)))
+            self._by_evidence.update(zip(map(itemgetter(9), rows), map(itemgetter(10), rows)))
             spill = self._changes = self._changes or tempfile.TemporaryFile()
             pickle.dump(self._rows, spill, pickle.HIGHEST_PROTOCOL)
             self._rows = []
@@ -109,11 +111,11 @@ class Report:
     def merge(self, other: Report) -> None:
         """Add ``other``'s counts, change rows (after this report's own) and error and
         warning lines to this report. ``other`` is an :meth:`in_memory` report."""
-        self.counts.update(other.counts)
-        self.by_rule.update(other.by_rule)
-        self.by_cause.update(other.by_cause)
-        self.by_evidence.update(other.by_evidence)
         other._flush()
+        self.counts.update(other.counts)
+        self._by_rule.update(other._by_rule)
+        self._by_cause.update(other._by_cause)
+        self._by_evidence.update(other._by_evidence)
         rows = other._changes.getvalue() if isinstance(other._changes, io.BytesIO) else b""
         if rows:
             self._flush()
@@ -121,6 +123,24 @@ class Report:
             self._changes.write(rows)
         self.errors.extend(other.errors)
         self.warnings.extend(other.warnings)
+
+    @property
+    def by_rule(self) -> Counter[str]:
+        """Edited parts by rule code."""
+        self._flush()
+        return self._by_rule
+
+    @property
+    def by_cause(self) -> Counter[str]:
+        """Edited parts by the ``RetryInfo.cause`` written (parts given none not counted)."""
+        self._flush()
+        return self._by_cause
+
+    @property
+    def by_evidence(self) -> Counter[str]:
+        """Edited parts by ``evidence (certainty)``."""
+        self._flush()
+        return Counter({f"{evidence} ({certainty})": count for (evidence, certainty), count in self._by_evidence.items()})
 
     def iter_changes(self) -> Iterator[dict[str, Any]]:
         """The change rows in the order they were added, each a dict in the report's
