@@ -6,14 +6,16 @@ edits (each migrated or rejected record's place in the chunk and its new bytes) 
 chunk's own report; :func:`write_chunk` writes the chunk with its edits applied, so a
 record that needs nothing is never copied out of the chunk's bytes. With ``jobs``
 above 1, :func:`map_chunks` hands the chunks to :class:`Workers`: ``jobs`` forked worker
-processes, each with its own pipe, sent tasks round-robin. A chunk that carries its bytes
-is sent only to a worker with nothing in flight (the parent receives a worker's answer
-before sending it the next), so neither side can block writing to a full pipe the other is
-not reading; a chunk of a regular file is a few bytes (the worker reads the file itself),
-so each worker gets a second one queued and never waits for the parent between chunks.
-Results come back in the order the tasks were sent, so the output order is the input
-order, and at most ``2 * jobs`` chunks are in flight, so memory stays bounded. The parent
-does no per-record work: it reads lines, writes the chunk's bytes and the edits, and merges
+processes, each with its own pipe, each task sent to the worker holding fewest. A chunk
+that carries its bytes is sent only to a worker with nothing in flight (the parent receives
+a worker's answer before sending it the next), so neither side can block writing to a full
+pipe the other is not reading; a chunk of a regular file is a few bytes (the worker reads
+the file itself), so each worker gets a second one queued and never waits for the parent
+between chunks. The parent receives each answer as soon as it is ready, whichever worker
+sent it (a worker whose answer fills its pipe would otherwise wait), and yields them in the
+order the tasks were sent, so the output order is the input order; at most
+``WINDOW * jobs`` chunks are in flight, so memory stays bounded. The parent does no
+per-record work: it reads lines, writes the chunk's bytes and the edits, and merges
 the chunk reports. :class:`Workers` also runs the row groups of a Parquet input
 (histmig.sources.parquet).
 """
@@ -24,11 +26,12 @@ import io
 import os
 import pickle
 import stat
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import partial
 from multiprocessing import get_context
-from multiprocessing.connection import Connection
+from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import Any, BinaryIO, Generic, TypeVar
 
@@ -38,6 +41,9 @@ from histmig.report import Report
 
 CHUNK_BYTES = 1 << 20
 """Input bytes per chunk (whole lines; one long line makes a chunk of its own)."""
+
+WINDOW = 4
+"""Tasks per worker that :meth:`Workers.map` has sent and not yet yielded, at most."""
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -273,19 +279,23 @@ class Workers(Generic[T, R]):
         """Yield every task of ``tasks`` with ``work``'s result for it, in order.
 
         A worker is sent ``message(task)`` (the task as a worker needs it, for instance
-        without bytes it can read itself) and holds at most ``depth(task)`` tasks at a time:
-        tasks go round-robin, and the oldest result is received before a task would exceed
-        that, so at most ``jobs * depth`` tasks are in flight. ``depth`` 1 for a task that
-        carries its data means a worker gets it only with nothing in flight, so neither
-        side can block writing to a full pipe the other is not reading. An exception raised
-        while reading ``tasks`` is raised again after the results of every task read before
-        it; :class:`WorkerDied` is raised when a worker is lost."""
+        without bytes it can read itself) and holds at most ``depth(task)`` tasks at a time;
+        each task goes to the worker holding fewest. Results are received from whichever
+        worker has one ready (so a worker never waits, its result unread, while the parent
+        waits on another) and yielded in task order; at most :data:`WINDOW` tasks per worker
+        are sent and not yet yielded, so memory stays bounded when one task is slow.
+        ``depth`` 1 for a task that carries its data means a worker gets it only with
+        nothing in flight, so neither side can block writing to a full pipe the other is not
+        reading. An exception raised while reading ``tasks`` is raised again after the
+        results of every task read before it; :class:`WorkerDied` is raised when a worker is
+        lost."""
         if not self._conns:
             for task in tasks:
                 yield task, self.work(task)
             return
-        busy: list[tuple[int, T]] = []
-        source, error, turn = iter(tasks), None, 0
+        held: list[deque[tuple[int, T]]] = [deque() for _ in self._conns]
+        ready: dict[int, tuple[T, Any]] = {}
+        source, error, sent, done = iter(tasks), None, 0, 0
         while True:
             try:
                 task = next(source)
@@ -294,32 +304,54 @@ class Workers(Generic[T, R]):
             except Exception as exc:  # raised again below, once the tasks read before are out
                 error = exc
                 break
-            while len(busy) >= self.jobs * depth(task):
-                yield self._receive(*busy.pop(0))
-            worker = turn % self.jobs
-            _send(self._conns[worker], message(task))
-            busy.append((worker, task))
-            turn += 1
-        while busy:
-            yield self._receive(*busy.pop(0))
+            while True:
+                while done in ready:
+                    yield _unpack(ready.pop(done))
+                    done += 1
+                worker = min(range(self.jobs), key=lambda w: len(held[w]))
+                if len(held[worker]) < depth(task) and sent - done < WINDOW * self.jobs:
+                    break
+                self._collect(held, ready)
+            try:
+                _send(self._conns[worker], message(task))
+            except OSError:  # the worker is gone: raised in this task's turn
+                ready[sent] = task, _Failure(WorkerDied("a histmig worker process ended before taking a task"))
+            else:
+                held[worker].append((sent, task))
+            sent += 1
+        while done < sent:
+            while done in ready:
+                yield _unpack(ready.pop(done))
+                done += 1
+            if done < sent:
+                self._collect(held, ready)
         if error is not None:
             raise error
 
-    def _receive(self, worker: int, task: T) -> tuple[T, R]:
-        try:
-            result = _recv(self._conns[worker])
-        except EOFError as exc:
-            raise WorkerDied("a histmig worker process ended without answering") from exc
-        if isinstance(result, _Failure):
-            raise result.error
-        return task, result
-
+    def _collect(self, held: list[deque[tuple[int, T]]], ready: dict[int, tuple[T, Any]]) -> None:
+        """Wait until a worker holding tasks has a result, and receive every result ready
+        (a :class:`_Failure` for a task whose worker raised or ended, raised in its turn)."""
+        busy = [conn for conn, tasks in zip(self._conns, held) if tasks]
+        for conn in wait(busy):
+            worker = self._conns.index(conn)  # type: ignore[arg-type]
+            number, task = held[worker].popleft()
+            try:
+                ready[number] = task, _recv(self._conns[worker])
+            except (EOFError, OSError):
+                ready[number] = task, _Failure(WorkerDied("a histmig worker process ended without answering"))
 
 @dataclass(frozen=True)
 class _Failure:
     """What a worker sends back when ``work`` raised: the exception, raised again by the caller."""
 
     error: BaseException
+
+
+def _unpack(answer: tuple[T, Any]) -> tuple[T, Any]:
+    """A task and its result, or the exception its worker met raised."""
+    if isinstance(answer[1], _Failure):
+        raise answer[1].error
+    return answer
 
 
 def _serve(conn: Connection, work: Callable[[Any], Any], parent_ends: list[Connection]) -> None:

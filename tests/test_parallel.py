@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gzip
 import os
+import signal
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -13,7 +15,7 @@ from typer.testing import CliRunner
 
 from histmig import report as report_module
 from histmig.cli import app
-from histmig.parallel import Workers
+from histmig.parallel import WINDOW, WorkerDied, Workers
 from histmig.pipeline import process
 from histmig.records import Record
 from histmig.runner import run
@@ -124,3 +126,41 @@ def test_an_exception_raised_by_work_is_raised_by_map(jobs: int) -> None:
         for task, _ in workers.map([1, 2, 3, 4, 5]):
             done.append(task)
     assert done == [1, 2, 3]
+
+
+def _slow_first(task: int) -> int:
+    if task == 0:
+        time.sleep(0.5)
+    return task * 10
+
+
+def test_a_slow_task_does_not_hold_up_the_other_worker_and_order_is_kept() -> None:
+    pulled: list[int] = []
+
+    def tasks():
+        for task in range(40):
+            pulled.append(task)
+            yield task
+
+    with Workers(_slow_first, 2) as workers:
+        results = workers.map(tasks())
+        first = next(results)
+        pulled_when_first_came = len(pulled)
+        rest = list(results)
+    assert [first, *rest] == [(task, task * 10) for task in range(40)]
+    # while task 0 sleeps, the other worker answers every task the window lets through
+    assert pulled_when_first_came == WINDOW * 2 + 1
+
+
+def _die_on_3(task: int) -> int:
+    if task == 3:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return task
+
+
+def test_a_lost_worker_is_raised_in_its_turn() -> None:
+    done = []
+    with pytest.raises(WorkerDied), Workers(_die_on_3, 2) as workers:
+        for task, _ in workers.map(range(8)):
+            done.append(task)
+    assert done == [0, 1, 2]
