@@ -5,8 +5,8 @@ Hot path (design.md), fastest first:
 1. :class:`~histmig.screen.Screen` (``convert`` and ``audit``; ``check`` validates every
    record): a record whose bytes msgspec decodes into a skeleton no rule can change is
    returned as it is, never built, walked nor re-serialized.
-2. Any other record is parsed (orjson), so broken JSON and records that are not histories
-   are caught and named. One walk (:func:`~histmig.rules.pending`) finds the rules that
+2. Any other record is parsed (msgspec, which reads integers beyond 64 bits exactly), so
+   broken JSON and records that are not histories are caught and named. One walk (:func:`~histmig.rules.pending`) finds the rules that
    can change it; with none it is returned as it is.
 3. The pending rules run in registration order; the result is serialized, and
    :class:`~histmig.screen.Settled` checks the output bytes at once against the current
@@ -21,29 +21,32 @@ out of :func:`process`.
 
 from __future__ import annotations
 
-import json
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import msgspec
 import orjson
 
 from histmig.records import NotAHistory, Record, envelope_id, locate_messages
 from histmig.rules import REGISTRY, Change, Context, Rule, pending
 from histmig.rules.base import CauseMode, Malformed
-from histmig.screen import Screen, screen_for, settled_for
 from histmig import schema
+from histmig.screen import Screen, screen_for, settled_for
 from histmig.schema import REQUEST_PART_KINDS, RESPONSE_PART_KINDS
 
+_DECODER = msgspec.json.Decoder()
+_ENCODER = msgspec.json.Encoder()
 
-_DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
 
-
-def has_big_int(raw: bytes) -> bool:
-    """Whether ``raw`` holds a run of 20 digits: maybe an integer beyond 64 bits, which orjson
-    reads as a float. A record holding one is parsed and written with the standard library
-    instead, exactly. (A translate and a substring scan: far faster than a regex.)"""
-    return b"00000000000000000000" in raw.translate(_DIGITS_TO_ZERO)
+def dumps(obj: Any) -> bytes:
+    """The compact JSON text of ``obj``: orjson's, or for a value holding an integer beyond
+    64 bits, which orjson refuses, msgspec's (the same text, the integer exact)."""
+    try:
+        return orjson.dumps(obj)
+    except orjson.JSONEncodeError:
+        return _ENCODER.encode(obj)
 
 
 Status = Literal["unchanged", "changed", "rejected"]
@@ -131,21 +134,16 @@ def process_full(record: Record, options: Options = Options()) -> Outcome:
     """Migrate one record the full way, without the screen: parse, find the pending rules,
     apply, validate, serialize, second pass. Never raises for bad input."""
     try:
-        obj = orjson.loads(record.raw)
-    except orjson.JSONDecodeError as exc:
-        return Outcome(record, "rejected", None, errors=[f"invalid JSON: {_utf8_problem(record.raw) or exc}"])
+        obj = _DECODER.decode(record.raw)
+    except (msgspec.DecodeError, RecursionError):
+        return Outcome(record, "rejected", None, errors=[f"invalid JSON: {_json_problem(record.raw)}"])
     try:
         messages, field_name = locate_messages(obj, options.messages_field)
     except NotAHistory as exc:
-        exact_obj = json.loads(record.raw) if has_big_int(record.raw) else obj
-        return Outcome(Record(record.raw, record.source, record.location, envelope_id(exact_obj)), "rejected", None, errors=[str(exc)])
+        return Outcome(Record(record.raw, record.source, record.location, envelope_id(obj)), "rejected", None, errors=[str(exc)])
     rules = pending(messages, options.rules)
     if not rules and not options.validate_all:
         return Outcome(record, "unchanged", record.raw)
-    exact = has_big_int(record.raw)
-    if exact:
-        obj = json.loads(record.raw)
-        messages, field_name = locate_messages(obj, options.messages_field)
     record = Record(record.raw, record.source, record.location, envelope_id(obj))
     prefix = field_name or "messages"
     try:
@@ -161,7 +159,7 @@ def process_full(record: Record, options: Options = Options()) -> Outcome:
         if errors and schema.legacy_errors(messages):
             errors.append("no release 0.0.13-2.68 wrote this shape: no rule can migrate it")
         return Outcome(record, "unchanged", record.raw, errors=errors, warnings=warnings)
-    output = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() if exact else orjson.dumps(obj)
+    output = dumps(obj)
     if settled_for(field_name)(output):
         return Outcome(record, "changed", output, changes)
     errors, warnings = _validate(messages, prefix)
@@ -174,14 +172,21 @@ def process_full(record: Record, options: Options = Options()) -> Outcome:
     return Outcome(record, "changed", output, changes, warnings=warnings)
 
 
-def _utf8_problem(raw: bytes) -> str | None:
-    """Where ``raw`` stops being UTF-8 (``not UTF-8: byte 0xff at offset 80``), or ``None``;
-    orjson's own message for such bytes names neither the byte nor its place."""
+def _json_problem(raw: bytes) -> str:
+    """Why ``raw`` is not JSON histmig reads, in the plainest words at hand: where it stops
+    being UTF-8 (``not UTF-8: byte 0xff at offset 80``), else orjson's message, which gives
+    the line and column (msgspec's can mislead: ``Input data was truncated`` for a lone
+    surrogate); a text orjson reads that msgspec does not is nested deeper than Python's
+    recursion limit lets msgspec go."""
     try:
         raw.decode()
     except UnicodeDecodeError as exc:
         return f"not UTF-8: byte 0x{raw[exc.start]:02x} at offset {exc.start}"
-    return None
+    try:
+        orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        return str(exc)
+    return f"nested deeper than {sys.getrecursionlimit()} levels"
 
 
 _KNOWN_PART_KINDS = {

@@ -181,3 +181,16 @@ def test_a_migrated_json_document_keeps_its_final_newline(tmp_path: Path) -> Non
         run(str(source), str(out))
         assert out.read_bytes().endswith(b"}]" + ending)
         assert orjson.loads(out.read_bytes())[0]["parts"][0]["part_kind"] == "retry-feedback"
+
+
+def test_a_lone_surrogate_is_named_as_orjson_names_it() -> None:
+    raw = b'{"messages":[{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"\\ud800","tool_name":null}]}]}'
+    outcome = process(Record(raw, "in.jsonl", "line 1"))
+    assert (outcome.status, outcome.errors) == ("rejected", ["invalid JSON: no low surrogate in string: line 1 column 80 (char 79)"])
+
+
+def test_a_record_nested_deeper_than_msgspec_reads_is_rejected_and_says_so() -> None:
+    depth = 1010  # orjson reads up to 1024 levels, msgspec as deep as Python's recursion limit
+    raw = b'{"messages":[{"kind":"request","parts":[{"part_kind":"retry-prompt","tool_name":null,"content":' + b"[" * depth + b"]" * depth + b"}]}]}"
+    outcome = process(Record(raw, "in.jsonl", "line 1"))
+    assert (outcome.status, outcome.errors) == ("rejected", ["invalid JSON: nested deeper than 1000 levels"])
