@@ -16,7 +16,8 @@ stricter than every rule's test (:func:`histmig.rules.base.pending`):
 - a tool call's ``args`` is text, ``null`` or an object without an ``args_json`` or
   ``args_dict`` key, and a response has no ``provider_request_id`` (HM301, HM302);
 
-and a record it accepts is valid JSON in UTF-8 (checked apart: msgspec skips strings
+(its structs are untracked by the garbage collector, ``gc=False``: a decoded skeleton holds
+no cycle and is dropped at once), and a record it accepts is valid JSON in UTF-8 (checked apart: msgspec skips strings
 unchecked) nested no deeper than msgspec's limit, which is below orjson's. Whatever it
 refuses goes the full way (:func:`histmig.pipeline.process`), which names what is wrong.
 One value orjson refuses passes: a number beyond a double's range (``1e400``), which JSON
@@ -38,7 +39,7 @@ _Absent = Annotated[int, msgspec.Meta(ge=1, le=0)]
 _QUIET_KINDS = Literal[tuple(sorted((REQUEST_PART_KINDS | RESPONSE_PART_KINDS) - {"retry-feedback"}))]  # type: ignore[valid-type]
 
 
-class _Args(msgspec.Struct):
+class _Args(msgspec.Struct, gc=False):
     args_json: _Absent = 0
     args_dict: _Absent = 0
 
@@ -46,11 +47,11 @@ class _Args(msgspec.Struct):
 _ARGS = Union[str, None, _Args]
 
 
-class _ErrorDetails(msgspec.Struct):
+class _ErrorDetails(msgspec.Struct, gc=False):
     input: msgspec.Raw
 
 
-class _FeedbackPart(msgspec.Struct, tag_field="part_kind", tag="retry-feedback"):
+class _FeedbackPart(msgspec.Struct, tag_field="part_kind", tag="retry-feedback", gc=False):
     content: Union[str, list[_ErrorDetails]]
     tool_call_id: str = ""
     timestamp: str = ""
@@ -61,16 +62,16 @@ def _tagged_parts() -> Any:
     ``timestamp`` and ``args``) and :class:`_FeedbackPart`, as one union tagged by
     ``part_kind``; any other ``part_kind`` (``retry-prompt`` among them) fails to decode."""
     members = [
-        msgspec.defstruct(f"_Part_{kind}", [("tool_call_id", str, ""), ("timestamp", str, ""), ("args", _ARGS, None)], tag_field="part_kind", tag=kind)
+        msgspec.defstruct(f"_Part_{kind}", [("tool_call_id", str, ""), ("timestamp", str, ""), ("args", _ARGS, None)], tag_field="part_kind", tag=kind, gc=False)
         for kind in _QUIET_KINDS.__args__
     ]
     return Union[tuple(members) + (_FeedbackPart,)]
 
 
 def _skeleton(part: Any, field: str | None) -> msgspec.json.Decoder:
-    request = msgspec.defstruct("_Request", [("parts", list[part])], tag_field="kind", tag="request")
+    request = msgspec.defstruct("_Request", [("parts", list[part])], tag_field="kind", tag="request", gc=False)
     response = msgspec.defstruct(
-        "_Response", [("parts", list[part]), ("timestamp", str, ""), ("provider_request_id", _Absent, 0)], tag_field="kind", tag="response"
+        "_Response", [("parts", list[part]), ("timestamp", str, ""), ("provider_request_id", _Absent, 0)], tag_field="kind", tag="response", gc=False
     )
     return _decoder(list[Union[request, response]], field)
 
@@ -80,7 +81,7 @@ def _decoder(messages: Any, field: str | None) -> msgspec.json.Decoder:
     (``field`` ``None``)."""
     if field is None:
         return msgspec.json.Decoder(messages)
-    return msgspec.json.Decoder(msgspec.defstruct("_Envelope", [(field, messages)]))
+    return msgspec.json.Decoder(msgspec.defstruct("_Envelope", [(field, messages)], gc=False))
 
 
 class Screen:

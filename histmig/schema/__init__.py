@@ -52,7 +52,7 @@ Fields = list[tuple[Any, ...]]
 
 def msgspec_type(schema: Any, tag: tuple[str, str] | None = None, refine: Callable[[tuple[str, str] | None, Fields], Fields] | None = None) -> Any:
     """The msgspec type of a :func:`plain_schema` node: a typed dict becomes a struct
-    (unknown fields ignored, every field of a validation alias declared apart, so the
+    (untracked by the garbage collector, as decoded JSON holds no cycle; unknown fields ignored, every field of a validation alias declared apart, so the
     struct is stricter than the alias), a union picked by a key a union of structs tagged
     by that key (``tag`` is ``(key, value)`` for a member), a value of any type
     :class:`msgspec.Raw` (skipped, unbuilt). msgspec is stricter than pydantic's lax mode
@@ -88,7 +88,7 @@ def msgspec_type(schema: Any, tag: tuple[str, str] | None = None, refine: Callab
         if refine is not None:
             fields = refine(tag, fields)
         tagging = {"tag_field": tag[0], "tag": tag[1]} if tag is not None else {}
-        return msgspec.defstruct(f"_Current{next(_struct_names)}", fields, kw_only=True, **tagging)
+        return msgspec.defstruct(f"_Current{next(_struct_names)}", fields, kw_only=True, gc=False, **tagging)
     raise TypeError(f"no msgspec type for a {kind!r} schema")
 
 
