@@ -16,10 +16,10 @@ stricter than every rule's test (:func:`histmig.rules.base.pending`):
 - a tool call's ``args`` is text, ``null`` or an object without an ``args_json`` or
   ``args_dict`` key, and a response has no ``provider_request_id`` (HM301, HM302);
 
-(its structs are untracked by the garbage collector, ``gc=False``: a decoded skeleton holds
-no cycle and is dropped at once), and a record it accepts is valid JSON in UTF-8 (checked apart: msgspec skips strings
-unchecked) nested no deeper than msgspec's limit, which is below orjson's. Whatever it
-refuses goes the full way (:func:`histmig.pipeline.process`), which names what is wrong.
+and a record it accepts is valid JSON in UTF-8 (checked apart: msgspec skips strings
+unchecked) nested no deeper than msgspec's limit, which is below orjson's. The skeleton's
+structs are untracked by the garbage collector (``gc=False``): a decoded skeleton holds no
+cycle and is dropped at once. Whatever it refuses goes the full way (:func:`histmig.pipeline.process`), which names what is wrong.
 One value orjson refuses passes: a number beyond a double's range (``1e400``), which JSON
 allows and the record carries unchanged (``check`` parses every record and names it).
 """
