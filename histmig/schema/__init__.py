@@ -52,10 +52,11 @@ Fields = list[tuple[Any, ...]]
 
 def msgspec_type(schema: Any, tag: tuple[str, str] | None = None, refine: Callable[[tuple[str, str] | None, Fields], Fields] | None = None) -> Any:
     """The msgspec type of a :func:`plain_schema` node: a typed dict becomes a struct
-    (untracked by the garbage collector, as decoded JSON holds no cycle; unknown fields ignored, every field of a validation alias declared apart, so the
-    struct is stricter than the alias), a union picked by a key a union of structs tagged
-    by that key (``tag`` is ``(key, value)`` for a member), a value of any type
-    :class:`msgspec.Raw` (skipped, unbuilt). msgspec is stricter than pydantic's lax mode
+    (unknown fields ignored, every field of a validation alias declared apart, so the struct
+    is stricter than the alias; untracked by the garbage collector, as decoded JSON holds no
+    cycle), a union picked by a key a union of structs tagged by that key (``tag`` is
+    ``(key, value)`` for a member), a value of any type :class:`msgspec.Raw` (skipped,
+    unbuilt). msgspec is stricter than pydantic's lax mode
     (no ``5.0`` for an int), so a JSON text msgspec decodes into it is one pydantic
     accepts; the tests check it on the corpus and on generated histories. ``refine``, when
     given, is called with each struct's tag and fields and returns the fields to declare
