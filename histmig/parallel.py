@@ -340,6 +340,7 @@ class Workers(Generic[T, R]):
             except (EOFError, OSError):
                 ready[number] = task, _Failure(WorkerDied("a histmig worker process ended without answering"))
 
+
 @dataclass(frozen=True)
 class _Failure:
     """What a worker sends back when ``work`` raised: the exception, raised again by the caller."""

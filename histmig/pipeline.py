@@ -6,8 +6,9 @@ Hot path (design.md), fastest first:
    record): a record whose bytes msgspec decodes into a skeleton no rule can change is
    returned as it is, never built, walked nor re-serialized.
 2. Any other record is parsed (msgspec, which reads integers beyond 64 bits exactly), so
-   broken JSON and records that are not histories are caught and named. One walk (:func:`~histmig.rules.pending`) finds the rules that
-   can change it; with none it is returned as it is.
+   broken JSON and records that are not histories are caught and named. One walk
+   (:func:`~histmig.rules.pending`) finds the rules that can change it; with none it is
+   returned as it is.
 3. The pending rules run in registration order; the result is serialized, and
    :class:`~histmig.screen.Settled` checks the output bytes at once against the current
    schema and the rules' targets. Only when that says no is the history validated with
@@ -29,10 +30,10 @@ from typing import Any, Literal
 import msgspec
 import orjson
 
+from histmig import schema
 from histmig.records import NotAHistory, Record, envelope_id, locate_messages
 from histmig.rules import REGISTRY, Change, Context, Rule, pending
 from histmig.rules.base import CauseMode, Malformed
-from histmig import schema
 from histmig.screen import Screen, screen_for, settled_for
 from histmig.schema import REQUEST_PART_KINDS, RESPONSE_PART_KINDS
 

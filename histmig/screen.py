@@ -19,9 +19,10 @@ stricter than every rule's test (:func:`histmig.rules.base.pending`):
 and a record it accepts is valid JSON in UTF-8 (checked apart: msgspec skips strings
 unchecked) nested no deeper than msgspec's limit, which is below orjson's. The skeleton's
 structs are untracked by the garbage collector (``gc=False``): a decoded skeleton holds no
-cycle and is dropped at once. Whatever it refuses goes the full way (:func:`histmig.pipeline.process`), which names what is wrong.
-One value orjson refuses passes: a number beyond a double's range (``1e400``), which JSON
-allows and the record carries unchanged (``check`` parses every record and names it).
+cycle and is dropped at once. Whatever it refuses goes the full way
+(:func:`histmig.pipeline.process`), which names what is wrong. One value the full way
+refuses passes: a number beyond a double's range (``1e400``), which JSON allows and the
+record carries unchanged (``check`` parses every record and names it).
 """
 
 from __future__ import annotations
