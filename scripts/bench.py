@@ -19,8 +19,11 @@ and writing an output file), it times:
   read and write, batch by batch).
 
 and prints one table: MB/s (input MB, 10^6 bytes, per wall-clock second) and records/s of
-each (Parquet too: MB of the same records as JSONL), the ratios histmig/framework and histmig/floor, and histmig's peak RSS (MB, from
-``wait4``), followed by histmig's ``--jobs 1`` vs ``--jobs 2`` scaling on the 100 % variant.
+each (Parquet too: MB of the same records as JSONL), the ratios histmig/framework and
+histmig/floor, and histmig's peak RSS (MB, from ``wait4``; on Linux a child's figure starts
+from its parent's RSS when spawned, so this process imports nothing heavy and builds the
+archives in a child of its own), followed by histmig's ``--jobs 1`` vs ``--jobs 2`` scaling
+on the 100 % variant.
 histmig on Parquet is measured only when ``histmig convert x.parquet y.parquet`` works
 (``n/a`` otherwise). Timings are the best of ``--repeat`` runs.
 """
@@ -82,21 +85,27 @@ def build_records(count: int, share: float, pools: tuple[list[dict], list[dict]]
     return records
 
 
-def build(workdir: Path, count: int) -> dict[str, dict[str, Path]]:
-    """Write the JSONL and Parquet archives of every variant (unless present); returns
-    ``{variant: {"jsonl": path, "parquet": path}}``."""
+def archive_paths(workdir: Path, count: int) -> dict[str, dict[str, Path]]:
+    """``{variant: {"jsonl": path, "parquet": path}}``, where :func:`build` writes them."""
+    return {
+        name: {fmt: (workdir / f"retry{name.rstrip('%')}-{count}").with_suffix(f".{fmt}") for fmt in ("jsonl", "parquet")}
+        for name, _ in SHARES
+    }
+
+
+def build(workdir: Path, count: int) -> None:
+    """Write the JSONL and Parquet archives of every variant (:func:`archive_paths`),
+    unless present."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     workdir.mkdir(parents=True, exist_ok=True)
-    pools = corpus_pools()
-    files: dict[str, dict[str, Path]] = {}
+    files, pools = archive_paths(workdir, count), None
     for name, share in SHARES:
-        stem = workdir / f"retry{name.rstrip('%')}-{count}"
-        jsonl, parquet = stem.with_suffix(".jsonl"), stem.with_suffix(".parquet")
-        files[name] = {"jsonl": jsonl, "parquet": parquet}
+        jsonl, parquet = files[name]["jsonl"], files[name]["parquet"]
         if jsonl.exists() and parquet.exists():
             continue
+        pools = pools or corpus_pools()
         records = build_records(count, share, pools)
         tmp = jsonl.with_suffix(".tmp")
         with open(tmp, "wb") as out:
@@ -114,7 +123,6 @@ def build(workdir: Path, count: int) -> dict[str, dict[str, Path]]:
         pq.write_table(table, tmp, row_group_size=PARQUET_BATCH)
         tmp.replace(parquet)
         print(f"built {jsonl.name} ({jsonl.stat().st_size / 1e6:.0f} MB) and {parquet.name}", file=sys.stderr)
-    return files
 
 
 # ---------------------------------------------------------------- the baselines (run in a child)
@@ -232,9 +240,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--formats", default="jsonl,parquet", help="comma-separated: jsonl, parquet")
     args = parser.parse_args(argv)
     count = 5000 if args.quick else args.records
-    # built in a child, so that its memory is not inherited by the measured children's peak RSS
+    # built in a child, and nothing heavy imported here: on Linux a child's peak RSS
+    # (wait4's ru_maxrss) starts from this process's RSS when it is spawned
     subprocess.run([sys.executable, __file__, "--build", str(args.workdir), str(count)], check=True)
-    files = build(args.workdir, count)
+    files = archive_paths(args.workdir, count)
     formats = [f for f in args.formats.split(",") if f]
 
     print(f"machine: {os.cpu_count()} cores, {cpu_model()}, Python {platform.python_version()}, {count} records per archive\n")
