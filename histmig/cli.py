@@ -30,7 +30,7 @@ from histmig.parallel import default_jobs
 from histmig.pipeline import Options, UnknownRule, select_rules
 from histmig.report import Report
 from histmig.rules import REGISTRY
-from histmig.runner import input_size, run
+from histmig.runner import default_rejects_path, input_size, run
 from histmig.sources import UnreadableInput, UnwritableOutput, atomic_output, check_writable
 from histmig.tabular import TableOptions, is_duckdb_input, is_tabular
 
@@ -219,9 +219,23 @@ def convert(
     if in_place and not table_in_place:
         output_path = input_path
     options = _options(select, ignore, causes, messages_field, validate_all=False)
+    rejects_path = rejects or (default_rejects_path(output_path) if output_path is not None else None)
+    earlier = None if is_tabular(input_path) else _mtime(rejects_path)
     result = _run(input_path, output_path, options, input_format, rejects, jobs, TableOptions(messages_column, id_column, table, to_table, table_in_place))
     _emit(result, report, report_format, quiet)
+    if earlier is not None and _mtime(rejects_path) == earlier:
+        stderr.print(f"histmig: note: {rejects_path} is from an earlier run; this run wrote no rejected record to it", markup=False)
     raise typer.Exit(EXIT_ATTENTION if result.failed else EXIT_OK)
+
+
+def _mtime(path: str | None) -> int | None:
+    """The modification time (ns) of the file at ``path``, ``None`` when there is none."""
+    if path is None or path == "-":
+        return None
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None
 
 
 @app.command(

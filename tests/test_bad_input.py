@@ -77,6 +77,21 @@ def test_the_cli_exits_1_when_anything_is_rejected(tmp_path: Path) -> None:
     assert f"{source}:line 2: rejected: invalid JSON" in result.stderr
 
 
+def test_a_rejects_file_of_an_earlier_run_is_kept_and_named(tmp_path: Path) -> None:
+    source, _ = _mixed(tmp_path)
+    out, rejects = tmp_path / "o.jsonl", tmp_path / "o.jsonl.rejects.jsonl"
+    runner.invoke(app, ["convert", str(source), str(out)])
+    before = rejects.read_bytes()
+    good = tmp_path / "good.jsonl"
+    good.write_bytes((CORPUS / "all.jsonl").read_bytes().splitlines(keepends=True)[0])
+    result = runner.invoke(app, ["convert", str(good), str(out), "-q"])
+    assert result.exit_code == 0
+    assert rejects.read_bytes() == before  # never deleted: it may hold the only copy of a record
+    assert f"histmig: note: {rejects} is from an earlier run; this run wrote no rejected record to it" in result.stderr
+    result = runner.invoke(app, ["convert", str(good), str(tmp_path / "other.jsonl"), "-q"])
+    assert "note:" not in result.stderr
+
+
 def test_an_integer_beyond_64_bits_is_kept_exactly() -> None:
     raw = b'{"n":123456789012345678901234567890,"f":0.1,"messages":[{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"x","tool_name":null}]}]}'
     outcome = process(Record(raw, "in.jsonl", "line 1"))
