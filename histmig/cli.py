@@ -41,6 +41,14 @@ EXIT_OK, EXIT_ATTENTION, EXIT_USAGE = 0, 1, 2
 
 app = typer.Typer(
     help="Migrate stored pydantic-ai message histories: legacy retry-prompt parts become the parts they always meant.",
+    epilog=(
+        "Examples:\n\n"
+        "  histmig convert chats.jsonl chats.v2.jsonl   # migrate an export\n\n"
+        "  histmig audit chats.jsonl                    # dry run, report only\n\n"
+        "  histmig check chats.v2.jsonl                 # in CI: 0 = all current\n\n"
+        "  histmig rules                                # what each rule does\n\n"
+        "Each command has its own --help."
+    ),
     no_args_is_help=True,
     add_completion=False,
     rich_markup_mode="rich",
@@ -67,23 +75,24 @@ class InputFormat(str, Enum):
 InputArg = Annotated[
     str,
     typer.Argument(
+        metavar="INPUT",
         help="Archive to read: .json (one history), .jsonl/.ndjson (one record a line, maybe gzipped), "
         ".parquet (a file, a directory or a glob), .duckdb (with --table), or - for stdin."
     ),
 ]
-SelectOpt = Annotated[Optional[list[str]], typer.Option("--select", help="Only these rule codes or prefixes (comma-separated or repeated).")]
-IgnoreOpt = Annotated[Optional[list[str]], typer.Option("--ignore", help="Skip these rule codes or prefixes.")]
+SelectOpt = Annotated[Optional[list[str]], typer.Option("--select", metavar="CODES", help="Only these rule codes or prefixes (comma-separated or repeated).")]
+IgnoreOpt = Annotated[Optional[list[str]], typer.Option("--ignore", metavar="CODES", help="Skip these rule codes or prefixes.")]
 CausesOpt = Annotated[CauseChoice, typer.Option("--causes", help="inferred: causes from evidence; framework: exactly the retry values pydantic-ai 2.68's loader writes (HM103 off).")]
-FieldOpt = Annotated[Optional[str], typer.Option("--messages-field", help="Envelope field holding the messages (default: auto-detect).")]
+FieldOpt = Annotated[Optional[str], typer.Option("--messages-field", metavar="FIELD", help="Envelope field holding the messages (default: auto-detect).")]
 FormatOpt = Annotated[Optional[InputFormat], typer.Option("--format", help="Input format, when the file name does not tell.")]
-ReportOpt = Annotated[Optional[str], typer.Option("--report", help="Write the report to this file (- for stdout) instead of stderr.")]
+ReportOpt = Annotated[Optional[str], typer.Option("--report", metavar="FILE", help="Write the report to this file (- for stdout) instead of stderr.")]
 ReportFormatOpt = Annotated[ReportFormat, typer.Option("--report-format", help="Report format.")]
-JobsOpt = Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, help="Worker processes (default: the number of cores); 1 runs in this process. Output order is kept.")]
-RejectsOpt = Annotated[Optional[str], typer.Option("--rejects", help="File for rejected records (default: OUTPUT.rejects.jsonl).")]
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No report on stderr (a --report file is still written).")]
-ColumnOpt = Annotated[Optional[str], typer.Option("--messages-column", help="Parquet/DuckDB: column holding the messages (default: auto-detect).")]
-IdColumnOpt = Annotated[Optional[str], typer.Option("--id-column", help="Parquet/DuckDB: column naming each record in the report (default: the row).")]
-TableOpt = Annotated[Optional[str], typer.Option("--table", help="DuckDB: table to read.")]
+JobsOpt = Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, metavar="N", help="Worker processes (default: the number of cores); 1 runs in this process. Output order is kept.")]
+RejectsOpt = Annotated[Optional[str], typer.Option("--rejects", metavar="FILE", help="File for rejected records (default: OUTPUT.rejects.jsonl; with - as OUTPUT, rejected records go to stdout unchanged).")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", metavar="", help="No report on stderr (a --report file is still written).")]
+ColumnOpt = Annotated[Optional[str], typer.Option("--messages-column", metavar="COLUMN", help="Parquet/DuckDB: column holding the messages (default: auto-detect).")]
+IdColumnOpt = Annotated[Optional[str], typer.Option("--id-column", metavar="COLUMN", help="Parquet/DuckDB: column naming each record in the report (default: the row).")]
+TableOpt = Annotated[Optional[str], typer.Option("--table", metavar="TABLE", help="DuckDB: table to read.")]
 
 
 def _show_version(value: bool) -> None:
@@ -94,7 +103,7 @@ def _show_version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True, help="Print the version and exit.")] = False,
+    version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True, metavar="", help="Print the version and exit.")] = False,
 ) -> None:
     """Migrate stored pydantic-ai message histories: legacy retry-prompt parts become the parts they always meant."""
 
@@ -193,21 +202,21 @@ _RENDERERS: dict[ReportFormat, Callable[[Report, TextIO], None]] = {
 )
 def convert(
     input_path: InputArg,
-    output_path: Annotated[Optional[str], typer.Argument(help="Where to write the migrated archive (same format), or - for stdout; Parquet/DuckDB: a .parquet or .jsonl file.")] = None,
+    output_path: Annotated[Optional[str], typer.Argument(metavar="OUTPUT", help="Where to write the migrated archive (same format), or - for stdout; Parquet/DuckDB: a .parquet or .jsonl file.")] = None,
     select: SelectOpt = None,
     ignore: IgnoreOpt = None,
     causes: CausesOpt = CauseChoice.inferred,
     messages_field: FieldOpt = None,
     input_format: FormatOpt = None,
     rejects: RejectsOpt = None,
-    in_place: Annotated[bool, typer.Option("--in-place", help="Replace INPUT once the migrated archive is complete (DuckDB: rewrite --table in one transaction); no OUTPUT.")] = False,
+    in_place: Annotated[bool, typer.Option("--in-place", metavar="", help="Replace INPUT once the migrated archive is complete (DuckDB: rewrite --table in one transaction); no OUTPUT.")] = False,
     report: ReportOpt = None,
     report_format: ReportFormatOpt = ReportFormat.text,
     quiet: QuietOpt = False,
     messages_column: ColumnOpt = None,
     id_column: IdColumnOpt = None,
     table: TableOpt = None,
-    to_table: Annotated[Optional[str], typer.Option("--to-table", help="DuckDB: write to this new table instead of OUTPUT.")] = None,
+    to_table: Annotated[Optional[str], typer.Option("--to-table", metavar="TABLE", help="DuckDB: write to this new table instead of OUTPUT.")] = None,
     jobs: JobsOpt = None,
 ) -> None:
     """Write the migrated archive. Unchanged records are copied byte for byte."""
@@ -269,7 +278,7 @@ def audit(
 
 @app.command(
     epilog=(
-        "Examples:\n\n  histmig check chats.jsonl          # in CI: exit 1 when anything needs migrating\n\n  histmig check history.json --select HM2\n\n"
+        "Examples:\n\n  histmig check chats.jsonl   # in CI: exit 1 if anything needs migrating\n\n  histmig check history.json --select HM2\n\n"
         "  histmig check chats.parquet\n\n  histmig check chats.duckdb --table conversations --id-column id"
     )
 )
@@ -309,7 +318,7 @@ _SPHINX_ROLE = re.compile(r":\w+:`~?([^`]+)`")
 
 
 @app.command()
-def rules(code: Annotated[Optional[str], typer.Argument(help="Show the rules with this code or prefix in full (HM103, HM2).")] = None) -> None:
+def rules(code: Annotated[Optional[str], typer.Argument(metavar="CODE", help="Show the rules with this code or prefix in full (HM103, HM2).")] = None) -> None:
     """List the rules: code, summary and the framework-facts section each comes from."""
     console = Console(highlight=False)
     selected = [rule for rule in sorted(REGISTRY, key=lambda r: r.code) if code is None or rule.code.startswith(code.upper())]
@@ -327,7 +336,7 @@ def rules(code: Annotated[Optional[str], typer.Argument(help="Show the rules wit
     console.print(table)
 
 
-OtelQuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No summary line on stderr (rejected records are still named).")]
+OtelQuietOpt = Annotated[bool, typer.Option("--quiet", "-q", metavar="", help="No summary line on stderr (rejected records are still named).")]
 
 
 class OtelVersion(str, Enum):
@@ -366,9 +375,9 @@ def _otel_done(result: OtelResult, quiet: bool, what: str) -> None:
 )
 def otel(
     input_path: InputArg,
-    output_path: Annotated[str, typer.Argument(help="Where to write the OTel messages (same format), or - for stdout.")],
+    output_path: Annotated[str, typer.Argument(metavar="OUTPUT", help="Where to write the OTel messages (same format), or - for stdout.")],
     version: Annotated[OtelVersion, typer.Option("--version", help="pydantic-ai instrumentation version (5, the framework's default, or 6, which puts tool results under role 'tool').")] = OtelVersion.v5,
-    include_content: Annotated[bool, typer.Option("--include-content/--no-include-content", help="Record prompts, completions, arguments and results.")] = True,
+    include_content: Annotated[bool, typer.Option("--include-content/--no-include-content", metavar="", help="Record prompts, completions, arguments and results.")] = True,
     causes: CausesOpt = CauseChoice.inferred,
     messages_field: FieldOpt = None,
     input_format: FormatOpt = None,
@@ -387,7 +396,7 @@ def otel(
 @app.command("otel-upgrade", epilog="Examples:\n\n  histmig otel-upgrade spans.v5.jsonl spans.v6.jsonl\n\n  cat spans.jsonl | histmig otel-upgrade - - > spans.v6.jsonl")
 def otel_upgrade(
     input_path: InputArg,
-    output_path: Annotated[str, typer.Argument(help="Where to write the upgraded arrays (same format), or - for stdout.")],
+    output_path: Annotated[str, typer.Argument(metavar="OUTPUT", help="Where to write the upgraded arrays (same format), or - for stdout.")],
     messages_field: FieldOpt = None,
     input_format: FormatOpt = None,
     rejects: RejectsOpt = None,

@@ -120,10 +120,15 @@ def test_rules_lists_every_code() -> None:
     assert "framework-facts §1.2" in invoke("rules", "HM103").stdout
 
 
-def test_help_has_examples() -> None:
+def test_help_has_examples_and_names_what_each_option_takes() -> None:
     result = invoke("convert", "--help")
     assert result.exit_code == 0
     assert "histmig convert chats.jsonl chats.v2.jsonl" in result.stdout
+    for metavar in ("CODES", "FIELD", "FILE", "COLUMN", "TABLE", "N [x>=1]"):
+        assert f" {metavar} " in result.stdout
+    assert "<list[str]>" not in result.stdout and "<int range>" not in result.stdout
+    top = invoke("--help")
+    assert "histmig check chats.v2.jsonl" in top.stdout and "Each command has its own --help." in top.stdout
 
 
 def test_python_dash_m_runs_the_same_cli() -> None:
