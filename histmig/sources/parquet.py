@@ -59,7 +59,8 @@ def input_files(path: str) -> list[str]:
     else:
         files = [path] if os.path.isfile(path) else []
     if not files:
-        raise ColumnError(f"{path}: no Parquet file found")
+        kind = "a directory is read as a Parquet dataset, and this one holds no .parquet or .pq file" if os.path.isdir(path) else "no Parquet file found"
+        raise ColumnError(f"{path}: {kind}")
     return files
 
 

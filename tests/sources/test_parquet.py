@@ -174,6 +174,13 @@ def test_usage_errors_exit_2(tmp_path: Path, records, args: tuple[str, ...]) -> 
     assert result.exit_code == 2, result.output
 
 
+def test_a_directory_without_parquet_files_is_named_as_such(tmp_path: Path) -> None:
+    (tmp_path / "a.json").write_text("[]")
+    result = invoke("audit", str(tmp_path))
+    assert result.exit_code == 2
+    assert "a directory is read as a Parquet dataset, and this one holds no .parquet or .pq file" in result.output
+
+
 def test_table_options_need_a_columnar_input() -> None:
     assert invoke("audit", str(CORPUS / "all.jsonl"), "--messages-column", "messages").exit_code == 2
     assert invoke("convert", str(CORPUS / "all.jsonl")).exit_code == 2
