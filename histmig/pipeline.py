@@ -22,6 +22,7 @@ out of :func:`process`.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -177,7 +178,8 @@ def _json_problem(raw: bytes) -> str:
     """Why ``raw`` is not JSON histmig reads, in the plainest words at hand: where it stops
     being UTF-8 (``not UTF-8: byte 0xff at offset 80``), else orjson's message, which gives
     the line and column (msgspec's can mislead: ``Input data was truncated`` for a lone
-    surrogate); a text orjson reads that msgspec does not is nested deeper than Python's
+    surrogate; its ``line 1 column 31 (char 30)`` on a record's first line becomes ``at
+    character 30 of the record``); a text orjson reads that msgspec does not is nested deeper than Python's
     recursion limit lets msgspec go."""
     try:
         raw.decode()
@@ -186,8 +188,13 @@ def _json_problem(raw: bytes) -> str:
     try:
         orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        return str(exc)
+        return _FIRST_LINE_PLACE.sub(r" at character \1 of the record", str(exc))
     return f"nested deeper than {sys.getrecursionlimit()} levels"
+
+
+_FIRST_LINE_PLACE = re.compile(r": line 1 column \d+ \(char (\d+)\)$")
+"""orjson's place of an error on the record's first line (a JSONL record's only one), which
+an error line would otherwise read as a line of the file."""
 
 
 _KNOWN_PART_KINDS = {
