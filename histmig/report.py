@@ -267,8 +267,10 @@ class Report:
             stream.writelines(f"- {_md(_name(row))}: {_md(line)}\n" for row in self.warnings for line in row["warnings"])
 
 
-def _position(change: Any) -> tuple[int, int, str]:
-    return (change.message, -1 if change.part is None else change.part, change.rule)
+def _position(change: Any) -> tuple[int, int]:
+    """Where a change is: its message, then its part (a message-level change first). Sorting
+    by it is stable, so the changes to one part stay in the order the rules made them."""
+    return (change.message, -1 if change.part is None else change.part)
 
 
 def _painter(console: Console) -> Callable[[str, str], str]:

@@ -6,6 +6,7 @@ import orjson
 
 from histmig.pipeline import Options, process
 from histmig.records import Record
+from histmig.report import Report
 from histmig.schema import current_errors
 from tests.conftest import framework_dump
 
@@ -106,6 +107,15 @@ def test_bc3_error_details_without_input_load_and_are_reported() -> None:
         ("HM101", 0, 0, "validation_error", "error-list", "shape"),
     ]
     assert framework_dump(out)[0]["parts"][0]["content"][0]["input"] is None
+
+
+def test_bc3_the_report_lists_the_changes_to_a_part_in_the_order_they_were_made() -> None:
+    report = Report.in_memory()
+    report.add(process(Record(BC3, "bc3.jsonl", "line 1")))
+    assert [(row["rule"], row["before"], row["after"]) for row in report.changes] == [
+        ("HM203", "retry-prompt", "retry-prompt"),
+        ("HM101", "retry-prompt", "tool-return"),
+    ]
 
 
 def test_bc3_the_original_does_not_load() -> None:
