@@ -232,8 +232,9 @@ def convert(
     earlier = None if is_tabular(input_path) else _mtime(rejects_path)
     result = _run(input_path, output_path, options, input_format, rejects, jobs, TableOptions(messages_column, id_column, table, to_table, table_in_place))
     _emit(result, report, report_format, quiet)
-    if earlier is not None and _mtime(rejects_path) == earlier:
-        stderr.print(f"histmig: note: {rejects_path} is from an earlier run; this run wrote no rejected record to it", markup=False)
+    if earlier is not None:
+        added = "this run wrote no rejected record to it" if _mtime(rejects_path) == earlier else "this run's rejected records were added after them"
+        stderr.print(f"histmig: note: {rejects_path} already held rejected records of an earlier run; {added}", markup=False)
     raise typer.Exit(EXIT_ATTENTION if result.failed else EXIT_OK)
 
 

@@ -126,7 +126,7 @@ def _run(input_path: str, output_path: str, convert: Callable[[Any], Any | None]
             except Rejected as exc:
                 result.rejected.append((item.name, str(exc)))
                 if rejects_path is not None:
-                    rejects = rejects or stack.enter_context(atomic_output(rejects_path))
+                    rejects = rejects or stack.enter_context(atomic_output(rejects_path, keep=True))
                     write_line(rejects, item.raw)
                 continue
             if converted is None:

@@ -58,7 +58,8 @@ def run(
     With ``output_path`` (``convert``), every record is written in input order: the
     migrated bytes, or the original bytes when nothing changed; a rejected record goes,
     unchanged, to ``rejects_path`` (default :func:`default_rejects_path`), which is created
-    only when something is rejected. Without it (``audit``/``check``) nothing is written.
+    only when something is rejected; a rejects file already there (an earlier run's, maybe
+    the only copy of its records) is added to, never replaced. Without it (``audit``/``check``) nothing is written.
     ``fmt`` overrides format detection. ``output_path`` may equal ``input_path`` (in place):
     the input is read to its end before the new file replaces it. Raises
     :class:`~histmig.sources.UnreadableInput` when the input cannot be opened or its format
@@ -86,7 +87,7 @@ def run(
 
         def rejects() -> BinaryIO:
             if not opened:
-                opened.append(stack.enter_context(atomic_output(rejects_path)))
+                opened.append(stack.enter_context(atomic_output(rejects_path, keep=True)))
             return opened[0]
 
         last = "the start"
@@ -115,7 +116,7 @@ def _run_document(
     if output_path is None:
         return
     if outcome.status == "rejected" and rejects_path is not None:
-        stack.enter_context(atomic_output(rejects_path)).write(record.raw + b"\n")
+        stack.enter_context(atomic_output(rejects_path, keep=True)).write(record.raw + b"\n")
         return
     if outcome.output is None or outcome.output is record.raw:
         stack.enter_context(atomic_output(output_path)).write(record.raw)

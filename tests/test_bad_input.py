@@ -87,9 +87,25 @@ def test_a_rejects_file_of_an_earlier_run_is_kept_and_named(tmp_path: Path) -> N
     result = runner.invoke(app, ["convert", str(good), str(out), "-q"])
     assert result.exit_code == 0
     assert rejects.read_bytes() == before  # never deleted: it may hold the only copy of a record
-    assert f"histmig: note: {rejects} is from an earlier run; this run wrote no rejected record to it" in result.stderr
+    assert f"histmig: note: {rejects} already held rejected records of an earlier run; this run wrote no rejected record to it" in result.stderr
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b"[1\n")
+    result = runner.invoke(app, ["convert", str(bad), str(out), "-q"])
+    assert result.exit_code == 1
+    assert rejects.read_bytes() == before + b"[1\n"  # added after, never replaced
+    assert "this run's rejected records were added after them" in result.stderr
     result = runner.invoke(app, ["convert", str(good), str(tmp_path / "other.jsonl"), "-q"])
     assert "note:" not in result.stderr
+
+
+def test_in_place_runs_add_to_the_rejects_file(tmp_path: Path) -> None:
+    archive = tmp_path / "a.jsonl"
+    archive.write_bytes(b"[1\n")
+    assert runner.invoke(app, ["convert", str(archive), "--in-place", "-q"]).exit_code == 1
+    archive.write_bytes(b"[2\n")
+    assert runner.invoke(app, ["convert", str(archive), "--in-place", "-q"]).exit_code == 1
+    assert (tmp_path / "a.jsonl.rejects.jsonl").read_bytes() == b"[1\n[2\n"
+    assert archive.read_bytes() == b""
 
 
 def test_an_integer_beyond_64_bits_is_kept_exactly() -> None:

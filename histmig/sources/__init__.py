@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -154,12 +155,14 @@ class SyncingFile(io.FileIO):
 
 
 @contextmanager
-def atomic_output(path: str) -> Iterator[BinaryIO]:
+def atomic_output(path: str, *, keep: bool = False) -> Iterator[BinaryIO]:
     """A binary stream that becomes ``path`` only when the block ends without an exception:
     written to a temporary file in the same directory (a :class:`SyncingFile`), flushed,
     fsynced and renamed over the target, so a crash leaves either the previous file or
     none. ``-`` is stdout. A target ending in ``.gz`` is gzip-compressed (with a fixed
-    mtime, so output bytes are reproducible)."""
+    mtime, so output bytes are reproducible). With ``keep``, the new file starts with the
+    target's current bytes, if it exists, so what is written is added after them (a
+    rejects file of an earlier run is never replaced; a gzip target gets one more member)."""
     if path == "-":
         yield sys.stdout.buffer
         sys.stdout.buffer.flush()
@@ -170,6 +173,8 @@ def atomic_output(path: str) -> Iterator[BinaryIO]:
     try:
         raw = SyncingFile(fd)
         with io.BufferedWriter(raw) as tmp:
+            if keep:
+                _copy_existing(target, tmp)
             if target.name.lower().endswith(".gz"):
                 with gzip.GzipFile(filename="", mode="wb", fileobj=tmp, mtime=0) as zipped:
                     yield zipped  # type: ignore[misc]
@@ -181,3 +186,13 @@ def atomic_output(path: str) -> Iterator[BinaryIO]:
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise
+
+
+def _copy_existing(path: Path, out: BinaryIO) -> None:
+    """Copy the bytes of the file at ``path``, if there is one, to ``out``."""
+    try:
+        source = open(path, "rb")
+    except FileNotFoundError:
+        return
+    with source:
+        shutil.copyfileobj(source, out, 1 << 20)

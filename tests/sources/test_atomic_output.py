@@ -4,6 +4,7 @@ when everything, the background syncs included, succeeded."""
 from __future__ import annotations
 
 import errno
+import gzip
 import os
 import threading
 from pathlib import Path
@@ -53,3 +54,14 @@ def test_an_error_of_a_background_sync_leaves_the_target_as_it_was(tmp_path: Pat
             assert called.wait(10)
     assert target.read_bytes() == b"previous\n"
     assert [p.name for p in tmp_path.iterdir()] == ["out.jsonl"]
+
+
+@pytest.mark.parametrize("name", ["rejects.jsonl", "rejects.jsonl.gz"])
+def test_keep_adds_to_the_file_already_there(tmp_path: Path, name: str) -> None:
+    target = tmp_path / name
+    with atomic_output(str(target), keep=True) as out:
+        out.write(b"first\n")
+    with atomic_output(str(target), keep=True) as out:
+        out.write(b"second\n")
+    data = target.read_bytes()
+    assert (gzip.decompress(data) if name.endswith(".gz") else data) == b"first\nsecond\n"
