@@ -157,14 +157,31 @@ def _run(input_path: str, output_path: str | None, options: Options, fmt: InputF
     jobs = default_jobs() if jobs is None else jobs
     try:
         if not sys.stderr.isatty():
-            return run(input_path, output_path, options, fmt=fmt and fmt.value, rejects_path=rejects, table=table, jobs=jobs)
-        columns = (*Progress.get_default_columns()[:1], BarColumn(), DownloadColumn(), TimeRemainingColumn())
-        with Progress(*columns, console=stderr, transient=True) as bar:
-            task = bar.add_task(Path(input_path).name, total=size)
-            return run(input_path, output_path, options, fmt=fmt and fmt.value, rejects_path=rejects, progress=lambda n: bar.advance(task, n), table=table, jobs=jobs)
+            report = run(input_path, output_path, options, fmt=fmt and fmt.value, rejects_path=rejects, table=table, jobs=jobs)
+        else:
+            columns = (*Progress.get_default_columns()[:1], BarColumn(), DownloadColumn(), TimeRemainingColumn())
+            with Progress(*columns, console=stderr, transient=True) as bar:
+                task = bar.add_task(Path(input_path).name, total=size)
+                report = run(input_path, output_path, options, fmt=fmt and fmt.value, rejects_path=rejects, progress=lambda n: bar.advance(task, n), table=table, jobs=jobs)
     except UnreadableInput as exc:
         stderr.print(f"histmig: cannot read {exc}")
         raise typer.Exit(EXIT_USAGE) from exc
+    if input_path == "-" and fmt is None and _looks_like_one_document(report):
+        stderr.print("histmig: note: stdin was read as JSONL and no line of it is a record; if it holds one JSON document, add --format json", markup=False)
+    return report
+
+
+def _looks_like_one_document(report: Report) -> bool:
+    """Whether a JSONL read of stdin looks like it was given one indented JSON document:
+    more than one line, every one rejected, the first as invalid JSON."""
+    first = report.errors[0] if report.errors else None
+    return (
+        report.counts["records_in"] > 1
+        and report.counts["rejected"] == report.counts["records_in"]
+        and first is not None
+        and first["location"] == "line 1"
+        and first["errors"][0].startswith("invalid JSON")
+    )
 
 
 def _emit(report: Report, path: str | None, fmt: ReportFormat, quiet: bool) -> None:

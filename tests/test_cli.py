@@ -224,3 +224,12 @@ def test_version() -> None:
 
     result = invoke("--version")
     assert (result.exit_code, result.stdout) == (0, f"histmig {__version__}\n")
+
+
+def test_one_indented_json_document_on_stdin_gets_a_hint() -> None:
+    document = b'[\n  {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "hi"}]}\n]\n'
+    result = runner.invoke(app, ["convert", "-", "-", "-q"], input=document)
+    assert result.exit_code == 1
+    assert "if it holds one JSON document, add --format json" in result.stderr
+    result = runner.invoke(app, ["convert", "-", "-", "-q", "--format", "json"], input=document)
+    assert result.exit_code == 0 and "--format json" not in result.stderr
