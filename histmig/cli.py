@@ -249,6 +249,13 @@ def convert(
     earlier = None if is_tabular(input_path) else _mtime(rejects_path)
     result = _run(input_path, output_path, options, input_format, rejects, jobs, TableOptions(messages_column, id_column, table, to_table, table_in_place))
     _emit(result, report, report_format, quiet)
+    if not quiet:
+        counts, where = result.counts, "stdout" if output_path == "-" else output_path or to_table or f"{input_path} (in place)"
+        stderr.print(
+            f"histmig convert: {counts['changed']} of {counts['records_in']} records migrated, {counts['unchanged']} unchanged, "
+            f"{counts['rejected']} rejected; written to {where}",
+            markup=False,
+        )
     if earlier is not None:
         added = "this run wrote no rejected record to it" if _mtime(rejects_path) == earlier else "this run's rejected records were added after them"
         stderr.print(f"histmig: note: {rejects_path} already held rejected records of an earlier run; {added}", markup=False)
@@ -291,6 +298,13 @@ def audit(
     _check_outputs(input_path, None, report)
     result = _run(input_path, None, options, input_format, None, jobs, TableOptions(messages_column, id_column, table))
     _emit(result, report, report_format, quiet)
+    if not quiet:
+        counts = result.counts
+        stderr.print(
+            f"histmig audit: {counts['changed']} of {counts['records_in']} records would be migrated, {counts['unchanged']} need nothing, "
+            f"{counts['rejected']} would be rejected; nothing was written",
+            markup=False,
+        )
     raise typer.Exit(EXIT_ATTENTION if result.failed else EXIT_OK)
 
 

@@ -233,3 +233,12 @@ def test_one_indented_json_document_on_stdin_gets_a_hint() -> None:
     assert "if it holds one JSON document, add --format json" in result.stderr
     result = runner.invoke(app, ["convert", "-", "-", "-q", "--format", "json"], input=document)
     assert result.exit_code == 0 and "--format json" not in result.stderr
+
+
+def test_convert_and_audit_end_with_a_verdict_line(tmp_path: Path) -> None:
+    out = tmp_path / "all.v2.jsonl"
+    result = runner.invoke(app, ["convert", str(ALL), str(out)])
+    assert result.stderr.rstrip().endswith(f"histmig convert: 138 of 212 records migrated, 74 unchanged, 0 rejected; written to {out}")
+    result = runner.invoke(app, ["audit", str(ALL)])
+    assert result.stderr.rstrip().endswith("histmig audit: 138 of 212 records would be migrated, 74 need nothing, 0 would be rejected; nothing was written")
+    assert "histmig convert:" not in runner.invoke(app, ["convert", str(ALL), str(out), "-q"]).stderr
