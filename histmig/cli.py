@@ -81,7 +81,7 @@ InputArg = Annotated[
     ),
 ]
 SelectOpt = Annotated[Optional[list[str]], typer.Option("--select", metavar="CODES", help="Only these rule codes or prefixes (comma-separated or repeated).")]
-IgnoreOpt = Annotated[Optional[list[str]], typer.Option("--ignore", metavar="CODES", help="Skip these rule codes or prefixes.")]
+IgnoreOpt = Annotated[Optional[list[str]], typer.Option("--ignore", metavar="CODES", help="Skip these rule codes or prefixes (comma-separated or repeated).")]
 CausesOpt = Annotated[CauseChoice, typer.Option("--causes", metavar="MODE", help="inferred: causes from evidence; framework: exactly the retry values pydantic-ai 2.68's loader writes (HM103 off).")]
 FieldOpt = Annotated[Optional[str], typer.Option("--messages-field", metavar="FIELD", help="Envelope field holding the messages (default: auto-detect).")]
 FormatOpt = Annotated[Optional[InputFormat], typer.Option("--format", metavar="FORMAT", help="Input format, json or jsonl, when the file name does not tell.")]

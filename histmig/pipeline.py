@@ -176,11 +176,11 @@ def process_full(record: Record, options: Options = Options()) -> Outcome:
 
 def _json_problem(raw: bytes) -> str:
     """Why ``raw`` is not JSON histmig reads, in the plainest words at hand: where it stops
-    being UTF-8 (``not UTF-8: byte 0xff at offset 80``), else orjson's message, which gives
-    the line and column (msgspec's can mislead: ``Input data was truncated`` for a lone
-    surrogate; its ``line 1 column 31 (char 30)`` on a record's first line becomes ``at
-    character 30 of the record``); a text orjson reads that msgspec does not is nested deeper than Python's
-    recursion limit lets msgspec go."""
+    being UTF-8 (``not UTF-8: byte 0xff at offset 80``), else orjson's message (msgspec's can
+    mislead: ``Input data was truncated`` for a lone surrogate), its ``line 1 column 31 (char
+    30)`` on a record's first line given as ``at character 31 of the record``, counted from
+    1; a text orjson reads that msgspec does not is nested deeper than Python's recursion
+    limit lets msgspec go."""
     try:
         raw.decode()
     except UnicodeDecodeError as exc:
@@ -192,7 +192,7 @@ def _json_problem(raw: bytes) -> str:
     return f"nested deeper than {sys.getrecursionlimit()} levels"
 
 
-_FIRST_LINE_PLACE = re.compile(r": line 1 column \d+ \(char (\d+)\)$")
+_FIRST_LINE_PLACE = re.compile(r": line 1 column (\d+) \(char \d+\)$")
 """orjson's place of an error on the record's first line (a JSONL record's only one), which
 an error line would otherwise read as a line of the file."""
 

@@ -217,7 +217,7 @@ def test_a_migrated_json_document_keeps_its_final_newline(tmp_path: Path) -> Non
 def test_a_lone_surrogate_is_named_as_orjson_names_it() -> None:
     raw = b'{"messages":[{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"\\ud800","tool_name":null}]}]}'
     outcome = process(Record(raw, "in.jsonl", "line 1"))
-    assert (outcome.status, outcome.errors) == ("rejected", ["invalid JSON: no low surrogate in string at character 79 of the record"])
+    assert (outcome.status, outcome.errors) == ("rejected", ["invalid JSON: no low surrogate in string at character 80 of the record"])
 
 
 def test_a_record_nested_deeper_than_msgspec_reads_is_rejected_and_says_so() -> None:

@@ -67,7 +67,7 @@ def test_text_report_lines(tmp_path: Path, batch_size: int) -> None:
     assert f"{source}:line 6 {CHANGE}" in lines
     assert lines[270] == f"{source}:line 214 [f\\x1b[1m]: messages[0].parts[1] HM102 retry-prompt -> retry-feedback cause=model_retry evidence=free-text (default)"
     assert lines[271:274] == [
-        f"{source}:line 213: rejected: invalid JSON: unexpected character, expected a string key at character 1 of the record",
+        f"{source}:line 213: rejected: invalid JSON: unexpected character, expected a string key at character 2 of the record",
         f"{source}:line 215 [b]: rejected: no messages field found (name it with --messages-field)",
         f"{source}:line 214 [f\\x1b[1m]: warning: messages[0].parts[0]: unknown part_kind 'hologram', carried unchanged",
     ]
@@ -110,7 +110,7 @@ def test_markdown_report_lines(tmp_path: Path, batch_size: int) -> None:
         "",
         "## Errors",
         "",
-        f"- {source}:line 213 (rejected): invalid JSON: unexpected character, expected a string key at character 1 of the record",
+        f"- {source}:line 213 (rejected): invalid JSON: unexpected character, expected a string key at character 2 of the record",
         f"- {source}:line 215 [b] (rejected): no messages field found (name it with --messages-field)",
         "",
         "## Warnings",
@@ -133,7 +133,7 @@ def test_a_report_without_changes_renders(tmp_path: Path) -> None:
     rejected = run(str(source))
     assert rendered(rejected, "render_json").encode() == orjson.dumps(rejected.to_json(), option=orjson.OPT_INDENT_2) + b"\n"
     assert rendered(rejected, "render_text").startswith(f"{source}:line 1: rejected: invalid JSON")
-    assert rendered(rejected, "render_markdown").endswith(f"\n\n## Errors\n\n- {source}:line 1 (rejected): invalid JSON: unexpected character, expected a string key at character 1 of the record\n")
+    assert rendered(rejected, "render_markdown").endswith(f"\n\n## Errors\n\n- {source}:line 1 (rejected): invalid JSON: unexpected character, expected a string key at character 2 of the record\n")
 
 
 @pytest.mark.parametrize("fmt", ["text", "json", "markdown"])
