@@ -43,7 +43,8 @@ CHUNK_BYTES = 1 << 20
 """Input bytes per chunk (whole lines; one long line makes a chunk of its own)."""
 
 WINDOW = 4
-"""Tasks per worker that :meth:`Workers.map` has sent and not yet yielded, at most."""
+"""Tasks per worker that :meth:`Workers.map` has sent and not yet yielded, at most, unless
+told otherwise (a JSONL chunk's result is at most about a chunk of bytes)."""
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -275,6 +276,7 @@ class Workers(Generic[T, R]):
         *,
         message: Callable[[T], T] = lambda task: task,
         depth: Callable[[T], int] = lambda task: 2,
+        window: int = WINDOW,
     ) -> Iterator[tuple[T, R]]:
         """Yield every task of ``tasks`` with ``work``'s result for it, in order.
 
@@ -282,8 +284,9 @@ class Workers(Generic[T, R]):
         without bytes it can read itself) and holds at most ``depth(task)`` tasks at a time;
         each task goes to the worker holding fewest. Results are received from whichever
         worker has one ready (so a worker never waits, its result unread, while the parent
-        waits on another) and yielded in task order; at most :data:`WINDOW` tasks per worker
-        are sent and not yet yielded, so memory stays bounded when one task is slow.
+        waits on another) and yielded in task order; at most ``window`` tasks per worker are
+        sent and not yet yielded (their results are held here until their turn), so memory
+        stays bounded when one task is slow.
         ``depth`` 1 for a task that carries its data means a worker gets it only with
         nothing in flight, so neither side can block writing to a full pipe the other is not
         reading. An exception raised while reading ``tasks`` is raised again after the
@@ -309,7 +312,7 @@ class Workers(Generic[T, R]):
                     yield _unpack(ready.pop(done))
                     done += 1
                 worker = min(range(self.jobs), key=lambda w: len(held[w]))
-                if len(held[worker]) < depth(task) and sent - done < WINDOW * self.jobs:
+                if len(held[worker]) < depth(task) and sent - done < window * self.jobs:
                     break
                 self._collect(held, ready)
             try:
