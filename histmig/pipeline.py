@@ -127,7 +127,8 @@ class Outcome:
 def process(record: Record, options: Options = Options()) -> Outcome:
     """Migrate one record (see the module docstring): ``unchanged`` at once when the
     screen passes it, else :func:`process_full`. Never raises for bad input."""
-    if options.screen is not None and options.screen(record.raw):
+    screen = options.screen
+    if screen is not None and screen(record.raw):
         return Outcome(record, "unchanged", record.raw)
     return process_full(record, options)
 
