@@ -135,10 +135,10 @@ def add_missing_error_input(messages: Messages, ctx: Context) -> list[Change]:
     that lacks ``input`` an ``"input": null``. 2.68 requires ``input`` (framework-facts §2)
     though validators that drop inputs made the framework write such parts itself."""
     changes: list[Change] = []
-    for m_index, p_index, _, part in iter_parts(messages, "request"):
-        content = part.get("content")
-        if part.get("part_kind") not in ("retry-prompt", "retry-feedback") or not isinstance(content, list):
+    for m_index, p_index, message, part in iter_parts(messages, "request"):
+        if part.get("part_kind") not in ("retry-prompt", "retry-feedback") or not lacks_error_input(message, part):
             continue
+        content = part["content"]
         missing = [i for i, d in enumerate(content) if isinstance(d, dict) and "input" not in d]
         for i in missing:
             content[i] = _insert_input(content[i])

@@ -95,13 +95,14 @@ def _legacy_parts(messages: Messages, *, tool_bound: bool) -> list[tuple[int, in
     message, part)``, in order. Raises :class:`Malformed` for one whose ``content`` is
     neither a string nor a list (the loader's ``_LegacyRetryPromptFields`` rejects it too,
     framework-facts §2)."""
+    binding = is_tool_bound_retry if tool_bound else is_tool_less_retry
     found = []
     for m_index, message in enumerate(messages):
         parts = message.get("parts") if isinstance(message, dict) and message.get("kind") == "request" else None
         if not isinstance(parts, list):
             continue
         for p_index, part in enumerate(parts):
-            if not isinstance(part, dict) or part.get("part_kind") != RETRY_PROMPT or (part.get("tool_name") is not None) != tool_bound:
+            if not isinstance(part, dict) or part.get("part_kind") != RETRY_PROMPT or not binding(message, part):
                 continue
             if not isinstance(part.get("content"), (str, list)):
                 raise Malformed(f"messages[{m_index}].parts[{p_index}].content: a retry-prompt content must be a string or a list of error details")
