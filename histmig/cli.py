@@ -32,7 +32,7 @@ from histmig.report import Report
 from histmig.rules import REGISTRY
 from histmig.runner import default_rejects_path, input_size, run
 from histmig.sources import UnreadableInput, UnwritableOutput, atomic_output, check_writable
-from histmig.tabular import TableOptions, is_duckdb_input, is_tabular
+from histmig.tabular import DUCKDB_SUFFIXES, PARQUET_SUFFIXES, TableOptions, is_duckdb_input, is_tabular
 
 if TYPE_CHECKING:
     from histmig.otel_io import OtelResult
@@ -121,7 +121,7 @@ def _options(select: list[str] | None, ignore: list[str] | None, causes: CauseCh
     return Options(rules=rules, causes=causes.value, messages_field=messages_field, validate_all=validate_all)
 
 
-_TABLE_SUFFIXES = (".parquet", ".duckdb", ".db", ".ddb")
+_TABLE_SUFFIXES = PARQUET_SUFFIXES + DUCKDB_SUFFIXES
 
 
 def _check_outputs(input_path: str, *paths: str | None) -> None:
@@ -146,7 +146,7 @@ def _check_outputs(input_path: str, *paths: str | None) -> None:
         raise typer.Exit(EXIT_USAGE)
     suffix = Path(output).suffix.lower()
     tabular = is_tabular(input_path)
-    if suffix not in ("", ".parquet", ".jsonl") if tabular else suffix in _TABLE_SUFFIXES:
+    if suffix not in ("", ".jsonl", *PARQUET_SUFFIXES) if tabular else suffix in _TABLE_SUFFIXES:
         kind = "Parquet (.parquet) or JSONL (.jsonl)" if tabular else "the input's own format (JSON or JSONL)"
         stderr.print(f"histmig: {output}: this input is written as {kind}; choose an output name that says so", markup=False)
         raise typer.Exit(EXIT_USAGE)

@@ -151,11 +151,12 @@ def test_an_output_in_a_missing_directory_is_a_usage_error(tmp_path: Path) -> No
     assert invoke("audit", str(ALL), "--report", str(tmp_path / "nowhere" / "r.json")).exit_code == 2
 
 
-def test_an_output_name_asking_for_another_format_is_a_usage_error(tmp_path: Path) -> None:
-    result = invoke("convert", str(ALL), str(tmp_path / "out.parquet"))
+@pytest.mark.parametrize("name", ["out.parquet", "out.pq", "out.duckdb"])
+def test_an_output_name_asking_for_another_format_is_a_usage_error(tmp_path: Path, name: str) -> None:
+    result = invoke("convert", str(ALL), str(tmp_path / name))
     assert result.exit_code == 2
     assert "choose an output name" in result.stderr
-    assert not (tmp_path / "out.parquet").exists()
+    assert not (tmp_path / name).exists()
 
 
 def test_outputs_keep_the_permissions_a_new_file_or_the_old_one_has(tmp_path: Path) -> None:

@@ -174,6 +174,13 @@ def test_usage_errors_exit_2(tmp_path: Path, records, args: tuple[str, ...]) -> 
     assert result.exit_code == 2, result.output
 
 
+def test_a_pq_output_name_gets_parquet(tmp_path: Path, records) -> None:
+    source = write_parquet(tmp_path / "chats.parquet", table_of(records[:5], nested=False))
+    out = tmp_path / "chats.v2.pq"
+    assert invoke("convert", str(source), str(out), "-q").exit_code == 0
+    assert pq.read_table(out).num_rows == 5
+
+
 def test_a_directory_without_parquet_files_is_named_as_such(tmp_path: Path) -> None:
     (tmp_path / "a.json").write_text("[]")
     result = invoke("audit", str(tmp_path))
