@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import SchemaValidator, core_schema
 
+from histmig.schema import PLAIN_CURRENT
 from histmig.schema.current import ModelMessage
 from histmig.schema.legacy import LegacyModelMessage
 
@@ -83,7 +84,9 @@ def plain_schema(schema: Any) -> Any:
     return {key: plain_schema(value) for key, value in schema.items() if key not in ("ref", "metadata")}
 
 
-_PLAIN_CURRENT = SchemaValidator(plain_schema(CurrentHistory.core_schema))
+_PLAIN_CURRENT = SchemaValidator(PLAIN_CURRENT)
+"""The plain form of the current schema, as stored (tests/test_schema.py: equal to
+:func:`plain_schema` of the models')."""
 
 
 
