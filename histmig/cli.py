@@ -246,8 +246,8 @@ def convert(
         output_path = input_path
     options = _options(select, ignore, causes, messages_field, validate_all=False)
     rejects_path = rejects or (default_rejects_path(output_path) if output_path is not None else None)
-    earlier = None if is_tabular(input_path) else _mtime(rejects_path)
-    result = _run(input_path, output_path, options, input_format, rejects, jobs, TableOptions(messages_column, id_column, table, to_table, table_in_place))
+    earlier = rejects_path not in (None, "-") and not is_tabular(input_path) and os.path.exists(rejects_path)  # type: ignore[arg-type]
+    result = _run(input_path, output_path, options, input_format, rejects_path, jobs, TableOptions(messages_column, id_column, table, to_table, table_in_place))
     _emit(result, report, report_format, quiet)
     if not quiet:
         counts, where = result.counts, "stdout" if output_path == "-" else output_path or to_table or f"{input_path} (in place)"
@@ -256,20 +256,10 @@ def convert(
             f"{counts['rejected']} rejected; written to {where}",
             markup=False,
         )
-    if earlier is not None:
-        added = "this run wrote no rejected record to it" if _mtime(rejects_path) == earlier else "this run's rejected records were added after them"
+    if earlier:
+        added = "this run's rejected records were added after them" if result.counts["rejected"] else "this run wrote no rejected record to it"
         stderr.print(f"histmig: note: {rejects_path} already held rejected records of an earlier run; {added}", markup=False)
     raise typer.Exit(EXIT_ATTENTION if result.failed else EXIT_OK)
-
-
-def _mtime(path: str | None) -> int | None:
-    """The modification time (ns) of the file at ``path``, ``None`` when there is none."""
-    if path is None or path == "-":
-        return None
-    try:
-        return os.stat(path).st_mtime_ns
-    except OSError:
-        return None
 
 
 @app.command(
