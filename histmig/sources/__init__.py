@@ -80,10 +80,18 @@ def open_input(path: str) -> Iterator[BinaryIO]:
             yield raw
 
 
+def temp_beside(target: Path) -> tuple[int, str]:
+    """A new temporary file in ``target``'s directory, to be renamed over ``target`` when
+    complete: ``(descriptor, name)``, with the permission bits :func:`new_file_mode` gives
+    (``mkstemp`` makes it ``0o600``; renamed as is, it would change them)."""
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    os.fchmod(fd, new_file_mode(target))
+    return fd, name
+
+
 def new_file_mode(target: Path) -> int:
     """The permission bits a file written over ``target`` gets: the target's own when it
-    exists, else what ``open()`` would give a new file (``0o666`` less the umask). A
-    temporary file from ``mkstemp`` is ``0o600``; renaming it as is would change them."""
+    exists, else what ``open()`` would give a new file (``0o666`` less the umask)."""
     try:
         return target.stat().st_mode & 0o7777
     except OSError:
@@ -168,8 +176,7 @@ def atomic_output(path: str, *, keep: bool = False) -> Iterator[BinaryIO]:
         sys.stdout.buffer.flush()
         return
     target = Path(path)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
-    os.fchmod(fd, new_file_mode(target))
+    fd, tmp_name = temp_beside(target)
     try:
         raw = SyncingFile(fd)
         with io.BufferedWriter(raw) as tmp:

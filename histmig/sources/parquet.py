@@ -21,7 +21,6 @@ from __future__ import annotations
 import glob
 import io
 import os
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -34,7 +33,7 @@ import pyarrow.parquet as pq
 from histmig.parallel import Workers
 from histmig.pipeline import Options
 from histmig.report import Report
-from histmig.sources import atomic_output, new_file_mode
+from histmig.sources import atomic_output, temp_beside
 from histmig.sources.arrow import Cells, ColumnMigrator, find_messages_column, write_jsonl_rows
 from histmig.tabular import PARQUET_SUFFIXES, ColumnError
 
@@ -70,8 +69,7 @@ def parquet_sink(path: str, schema: pa.Schema, compression: str = "snappy") -> I
     (``schema``, ``compression``); the file is written to a temporary file in the same
     directory and renamed over ``path`` only when the block ends without an exception."""
     target = Path(path)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.fchmod(fd, new_file_mode(target))
+    fd, tmp_name = temp_beside(target)
     os.close(fd)
     try:
         with pq.ParquetWriter(tmp_name, schema, compression=compression) as writer:
@@ -257,10 +255,10 @@ def _emitter(
     """What to do with each row group's result, in order: write its lines to the JSONL
     output, or write it as a row group of the Parquet output (:func:`_migrated_group`), or
     nothing. The output is opened on ``stack`` (written atomically when it closes)."""
-    if output_path is not None and output == "jsonl":
+    if output == "jsonl":
         out = stack.enter_context(atomic_output(output_path))
         return lambda task, result: out.writelines(result.jsonl)
-    if output_path is not None and output == "parquet":
+    if output == "parquet":
         write = stack.enter_context(parquet_sink(output_path, migrator.output_schema, _compression(parquet.metadata)))
         return lambda task, result: write(_migrated_group(parquet, task.group, migrator, result.cells))
     return lambda task, result: None
