@@ -31,7 +31,7 @@ from histmig.pipeline import Options, UnknownRule, select_rules
 from histmig.report import Report
 from histmig.rules import REGISTRY
 from histmig.runner import default_rejects_path, input_size, run
-from histmig.sources import UnreadableInput, UnwritableOutput, atomic_output, check_writable
+from histmig.sources import UnreadableInput, UnwritableOutput, atomic_output, check_writable, detect_format
 from histmig.tabular import DUCKDB_SUFFIXES, PARQUET_SUFFIXES, TableOptions, is_duckdb_input, is_tabular
 
 if TYPE_CHECKING:
@@ -124,10 +124,11 @@ def _options(select: list[str] | None, ignore: list[str] | None, causes: CauseCh
 _TABLE_SUFFIXES = PARQUET_SUFFIXES + DUCKDB_SUFFIXES
 
 
-def _check_outputs(input_path: str, *paths: str | None) -> None:
+def _check_outputs(input_path: str, *paths: str | None, fmt: str | None = None) -> None:
     """Exit 2 before any work when an output cannot be created, or when its name asks for a
-    format the input's family cannot be written as (a JSON/JSONL input is written as
-    JSON/JSONL; a Parquet or DuckDB input as Parquet or JSONL)."""
+    format the input cannot be written as (a JSON input is written as JSON, a JSONL input as
+    JSONL, ``fmt`` telling when the input's name does not; a Parquet or DuckDB input as
+    Parquet or JSONL)."""
     try:
         for path in paths:
             if path is not None:
@@ -146,10 +147,20 @@ def _check_outputs(input_path: str, *paths: str | None) -> None:
         raise typer.Exit(EXIT_USAGE)
     suffix = Path(output).suffix.lower()
     tabular = is_tabular(input_path)
-    if suffix not in ("", ".jsonl", *PARQUET_SUFFIXES) if tabular else suffix in _TABLE_SUFFIXES:
+    if suffix not in ("", ".jsonl", *PARQUET_SUFFIXES) if tabular else suffix in _TABLE_SUFFIXES or _named_otherwise(input_path, output, fmt):
         kind = "Parquet (.parquet) or JSONL (.jsonl)" if tabular else "the input's own format (JSON or JSONL)"
         stderr.print(f"histmig: {output}: this input is written as {kind}; choose an output name that says so", markup=False)
         raise typer.Exit(EXIT_USAGE)
+
+
+def _named_otherwise(input_path: str, output: str, fmt: str | None) -> bool:
+    """Whether ``output``'s name says JSON for a JSONL input, or JSONL for a JSON one (a
+    name that says neither, like ``out.txt``, is the user's choice)."""
+    try:
+        named, given = detect_format(output), detect_format(input_path, fmt)
+    except UnreadableInput:
+        return False
+    return named != given
 
 
 def _run(input_path: str, output_path: str | None, options: Options, fmt: InputFormat | None, rejects: str | None, jobs: int | None, table: TableOptions | None = None) -> Report:
@@ -240,7 +251,7 @@ def convert(
     if (output_path is None) != (in_place or to_table is not None) or (in_place and input_path == "-"):
         stderr.print("histmig: give OUTPUT, or --in-place with a file INPUT (not both), or --to-table for a DuckDB input")
         raise typer.Exit(EXIT_USAGE)
-    _check_outputs(input_path, output_path, rejects, report)
+    _check_outputs(input_path, output_path, rejects, report, fmt=input_format and input_format.value)
     table_in_place = in_place and is_duckdb_input(input_path)
     if in_place and not table_in_place:
         output_path = input_path
@@ -371,7 +382,7 @@ def _otel_run(pick: Callable[[ModuleType], Callable[..., OtelResult]], input_pat
     (imported here: only the otel commands pay for it); exit 2 on unreadable input."""
     from histmig import otel_io
 
-    _check_outputs(input_path, output_path, rejects)
+    _check_outputs(input_path, output_path, rejects, fmt=options.get("fmt"))
     try:
         return pick(otel_io)(input_path, output_path, rejects_path=rejects, **options)
     except UnreadableInput as exc:

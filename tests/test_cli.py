@@ -151,7 +151,7 @@ def test_an_output_in_a_missing_directory_is_a_usage_error(tmp_path: Path) -> No
     assert invoke("audit", str(ALL), "--report", str(tmp_path / "nowhere" / "r.json")).exit_code == 2
 
 
-@pytest.mark.parametrize("name", ["out.parquet", "out.pq", "out.duckdb"])
+@pytest.mark.parametrize("name", ["out.parquet", "out.pq", "out.duckdb", "out.json", "out.json.gz"])
 def test_an_output_name_asking_for_another_format_is_a_usage_error(tmp_path: Path, name: str) -> None:
     result = invoke("convert", str(ALL), str(tmp_path / name))
     assert result.exit_code == 2
@@ -243,3 +243,12 @@ def test_convert_and_audit_end_with_a_verdict_line(tmp_path: Path) -> None:
     result = runner.invoke(app, ["audit", str(ALL)])
     assert result.stderr.rstrip().endswith("histmig audit: 138 of 212 records would be migrated, 74 need nothing, 0 would be rejected; nothing was written")
     assert "histmig convert:" not in runner.invoke(app, ["convert", str(ALL), str(out), "-q"]).stderr
+
+
+def test_a_json_document_is_not_written_under_a_jsonl_name(tmp_path: Path) -> None:
+    document = tmp_path / "history.json"
+    document.write_bytes(b'[{"kind": "request", "parts": []}]')
+    result = invoke("convert", str(document), str(tmp_path / "out.jsonl"))
+    assert result.exit_code == 2 and "choose an output name" in result.stderr
+    assert invoke("convert", str(document), str(tmp_path / "out.json"), "-q").exit_code == 0
+    assert invoke("convert", str(document), str(tmp_path / "out.txt"), "-q").exit_code == 0
