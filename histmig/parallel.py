@@ -80,8 +80,45 @@ class Chunk:
 
 Edit = tuple[int, int, bytes | None]
 """``(start, end, replacement)``: the record at ``data[start:end]`` of a chunk (without its
-line end) is replaced by ``replacement`` (a migrated record), or, when that is ``None``,
-was rejected."""
+line end) is replaced by ``replacement`` (migrated records), or, when that is ``None``,
+was rejected. Migrated records on consecutive lines make one edit, their outputs joined
+by ``\n`` (:class:`_Edits`), so a chunk where every record changes is one edit."""
+
+
+class _Edits:
+    """The edits of one chunk, built in line order: :meth:`replace` and :meth:`reject` a
+    record, :meth:`done` returns the list. A migrated record on the line right after the
+    previous migrated one extends its edit instead of making a new one, so the parent
+    writes, and the pipe carries, a few large buffers rather than one small one a record."""
+
+    def __init__(self) -> None:
+        self.edits: list[Edit] = []
+        self._run: list[bytes] = []
+        self._start = self._end = 0
+
+    def replace(self, start: int, end: int, output: bytes) -> None:
+        """The record at ``data[start:end]`` is migrated to ``output``."""
+        if self._run and self._end + 1 == start:
+            self._run.append(output)
+        else:
+            self._close()
+            self._run, self._start = [output], start
+        self._end = end
+
+    def reject(self, start: int, end: int) -> None:
+        """The record at ``data[start:end]`` was rejected."""
+        self._close()
+        self.edits.append((start, end, None))
+
+    def done(self) -> list[Edit]:
+        """Every edit, in order."""
+        self._close()
+        return self.edits
+
+    def _close(self) -> None:
+        if self._run:
+            self.edits.append((self._start, self._end, b"\n".join(self._run)))
+            self._run = []
 
 
 @dataclass
@@ -153,6 +190,7 @@ def process_chunk(chunk: Chunk, options: Options) -> ChunkResult:
     result = ChunkResult(consumed=len(data))
     report = result.report
     screen = options.screen
+    edits = _Edits()
     unchanged = 0
     last = None
     start = 0
@@ -170,9 +208,9 @@ def process_chunk(chunk: Chunk, options: Options) -> ChunkResult:
             else:
                 outcome = process_full(Record(raw, chunk.source, f"line {number}"), options)
                 if outcome.status == "changed":
-                    result.edits.append((start, end, outcome.output))
+                    edits.replace(start, end, outcome.output)
                 elif outcome.status == "rejected":
-                    result.edits.append((start, end, None))
+                    edits.reject(start, end)
                 if outcome.status == "unchanged" and not outcome.errors and not outcome.warnings:
                     unchanged += 1
                 else:
@@ -180,6 +218,7 @@ def process_chunk(chunk: Chunk, options: Options) -> ChunkResult:
         start = end + 1
         number += 1
     report.add_unchanged(unchanged)
+    result.edits = edits.done()
     result.last = None if last is None else f"line {last}"
     return result
 

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from histmig import report as report_module
 from histmig.cli import app
-from histmig.parallel import WINDOW, WorkerDied, Workers
-from histmig.pipeline import process
+from histmig.parallel import WINDOW, Chunk, WorkerDied, Workers, process_chunk
+from histmig.pipeline import Options, process
 from histmig.records import Record
 from histmig.runner import run
 from tests.conftest import CORPUS
@@ -73,6 +73,12 @@ def _migrated(line: bytes) -> bytes:
         ("last line rejected, no newline", CLEAN_LINE + b"\n{oops", CLEAN_LINE + b"\n", b"{oops\n"),
         ("rejected between", b"{oops\n" + CLEAN_LINE + b"\n[1\n", CLEAN_LINE + b"\n", b"{oops\n[1\n"),
         ("CRLF lines", CLEAN_LINE + b"\r\n" + LEGACY_LINE + b"\r\n", CLEAN_LINE + b"\r\n" + _migrated(LEGACY_LINE) + b"\n", None),
+        (
+            "migrated lines in a row, a blank line, a rejected one",
+            b"\n".join([LEGACY_LINE, LEGACY_LINE, b"", LEGACY_LINE, b"{oops", LEGACY_LINE, LEGACY_LINE]),
+            b"\n".join([_migrated(LEGACY_LINE)] * 2 + [b"", _migrated(LEGACY_LINE)] + [_migrated(LEGACY_LINE)] * 2) + b"\n",
+            b"{oops\n",
+        ),
     ],
 )
 def test_lines_are_written_as_read_with_migrated_and_rejected_ones_replaced(
@@ -85,6 +91,21 @@ def test_lines_are_written_as_read_with_migrated_and_rejected_ones_replaced(
     rejects = tmp_path / "out.jsonl.rejects.jsonl"
     assert out.read_bytes() == expected_out
     assert (rejects.read_bytes() if rejects.exists() else None) == expected_rejects
+
+
+def test_migrated_records_on_consecutive_lines_make_one_edit() -> None:
+    data = b"\n".join([LEGACY_LINE, LEGACY_LINE, CLEAN_LINE, LEGACY_LINE, b"{oops", LEGACY_LINE, LEGACY_LINE, LEGACY_LINE]) + b"\n"
+    starts = [0]
+    for line in data.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    result = process_chunk(Chunk(data, 1, "x"), Options())
+    migrated = _migrated(LEGACY_LINE)
+    assert result.edits == [
+        (starts[0], starts[2] - 1, migrated + b"\n" + migrated),
+        (starts[3], starts[4] - 1, migrated),
+        (starts[4], starts[5] - 1, None),
+        (starts[5], starts[8] - 1, b"\n".join([migrated] * 3)),
+    ]
 
 
 def test_without_a_rejects_file_a_rejected_line_stays_in_place(tmp_path: Path) -> None:
