@@ -46,6 +46,13 @@ WINDOW = 4
 """Tasks per worker that :meth:`Workers.map` has sent and not yet yielded, at most, unless
 told otherwise (a JSONL chunk's result is at most about a chunk of bytes)."""
 
+SKIP_SCREEN_AFTER = 2
+"""Records in a row that :func:`process_chunk` found changed, after which it stops asking the
+screen and sends each record the full way until one comes out unchanged: in an archive
+written by a legacy release nearly every record changes, and the screen, which stops at the
+first ``retry-prompt`` part, would only add its cost (the full way returns a record that
+needs nothing unchanged, so the outcome is the same)."""
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -191,7 +198,7 @@ def process_chunk(chunk: Chunk, options: Options) -> ChunkResult:
     report = result.report
     screen = options.screen
     edits = _Edits()
-    unchanged = 0
+    unchanged = changed_in_a_row = 0
     last = None
     start = 0
     number = chunk.first
@@ -203,10 +210,12 @@ def process_chunk(chunk: Chunk, options: Options) -> ChunkResult:
         raw = data[start:end]
         if raw and not raw.isspace():
             last = number
-            if screen is not None and screen(raw):
+            if screen is not None and changed_in_a_row < SKIP_SCREEN_AFTER and screen(raw):
                 unchanged += 1
+                changed_in_a_row = 0
             else:
                 outcome = process_full(Record(raw, chunk.source, f"line {number}"), options)
+                changed_in_a_row = changed_in_a_row + 1 if outcome.status == "changed" else 0
                 if outcome.status == "changed":
                     edits.replace(start, end, outcome.output)
                 elif outcome.status == "rejected":

@@ -13,11 +13,13 @@ import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
+from histmig import parallel
 from histmig import report as report_module
 from histmig.cli import app
 from histmig.parallel import WINDOW, Chunk, WorkerDied, Workers, process_chunk
 from histmig.pipeline import Options, process
 from histmig.records import Record
+from histmig.report import Report
 from histmig.runner import run
 from tests.conftest import CORPUS
 
@@ -106,6 +108,22 @@ def test_migrated_records_on_consecutive_lines_make_one_edit() -> None:
         (starts[4], starts[5] - 1, None),
         (starts[5], starts[8] - 1, b"\n".join([migrated] * 3)),
     ]
+
+
+def test_whether_the_screen_is_skipped_after_changed_records_does_not_change_the_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = (CORPUS / "all.jsonl").read_bytes().splitlines()
+    data = b"\n".join([LEGACY_LINE, LEGACY_LINE, CLEAN_LINE, LEGACY_LINE, LEGACY_LINE, b"{oops", CLEAN_LINE, *lines]) + b"\n"
+    results = []
+    for after in (0, 2, len(lines) * 2):
+        monkeypatch.setattr(parallel, "SKIP_SCREEN_AFTER", after)
+        result = process_chunk(Chunk(data, 1, "x"), Options())
+        results.append((result.edits, result.report.to_json()))
+    assert results[0] == results[1] == results[2]
+    one_by_one = Report.in_memory()
+    for number, line in enumerate(data.splitlines(), start=1):
+        one_by_one.add(process(Record(line, "x", f"line {number}")))
+    assert results[0][1] == one_by_one.to_json()
+    assert results[0][1]["summary"]["changed"] > 100
 
 
 def test_without_a_rejects_file_a_rejected_line_stays_in_place(tmp_path: Path) -> None:
