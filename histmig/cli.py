@@ -26,7 +26,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColu
 from rich.table import Table
 
 from histmig import __version__
-from histmig.parallel import default_jobs
+from histmig.parallel import default_jobs, keep_heap_slack
 from histmig.pipeline import Options, UnknownRule, select_rules
 from histmig.report import Report
 from histmig.rules import REGISTRY
@@ -164,6 +164,7 @@ def _named_otherwise(input_path: str, output: str, fmt: str | None) -> bool:
 
 
 def _run(input_path: str, output_path: str | None, options: Options, fmt: InputFormat | None, rejects: str | None, jobs: int | None, table: TableOptions | None = None) -> Report:
+    keep_heap_slack()
     size = input_size(input_path)
     jobs = default_jobs() if jobs is None else jobs
     try:

@@ -3,6 +3,7 @@ report as one (issue: throughput)."""
 
 from __future__ import annotations
 
+import ctypes
 import gzip
 import os
 import signal
@@ -203,3 +204,22 @@ def test_a_lost_worker_is_raised_in_its_turn() -> None:
         for task, _ in workers.map(range(8)):
             done.append(task)
     assert done == [0, 1, 2]
+
+
+def test_keep_heap_slack_asks_glibc_for_its_top_pad(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+
+    class Libc:
+        def mallopt(self, param: int, value: int) -> int:
+            calls.append((param, value))
+            return 1
+
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: Libc())
+    parallel.keep_heap_slack()
+    assert calls == [(-2, 64 << 20)]
+
+
+def test_keep_heap_slack_does_nothing_without_mallopt(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: object())
+    assert parallel.keep_heap_slack() is None
+
