@@ -62,12 +62,17 @@ def _rebuild(part: dict[str, Any], part_kind: str, insert: dict[str, Any], drop:
     """A copy of ``part`` with ``part_kind`` replaced in place, the keys in ``drop`` removed
     and ``insert`` added: just before ``part_kind`` when that is the last key (where the
     framework writes ``outcome``/``retry``), else at the end."""
-    rebuilt = {key: value for key, value in part.items() if key not in drop and key not in insert}
-    rebuilt["part_kind"] = part_kind
+    rebuilt = dict(part)
+    for key in (*drop, *insert):
+        rebuilt.pop(key, None)
     if next(reversed(part), None) == "part_kind":
         del rebuilt["part_kind"]
-        return {**rebuilt, **insert, "part_kind": part_kind}
-    return {**rebuilt, **insert}
+        rebuilt.update(insert)
+        rebuilt["part_kind"] = part_kind
+    else:
+        rebuilt["part_kind"] = part_kind
+        rebuilt.update(insert)
+    return rebuilt
 
 
 def to_tool_return(part: dict[str, Any], verdict: Verdict, **fields: Any) -> dict[str, Any]:

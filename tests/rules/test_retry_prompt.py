@@ -85,3 +85,30 @@ def test_hm103_is_off_in_framework_mode() -> None:
 
 def test_select_ignore_prefixes() -> None:
     assert [r.code for r in select_rules(["HM2"], ["HM203"])] == ["HM201", "HM202", "HM204"]
+
+
+@pytest.mark.parametrize(
+    ("part", "keys"),
+    [
+        (
+            {"content": "x", "tool_name": "t", "tool_call_id": "c", "part_kind": "retry-prompt"},
+            ["content", "tool_name", "tool_call_id", "outcome", "retry", "part_kind"],
+        ),
+        (
+            {"part_kind": "retry-prompt", "content": "x", "tool_name": "t", "tool_call_id": "c", "timestamp": "2025-01-01T00:00:00Z"},
+            ["part_kind", "content", "tool_name", "tool_call_id", "timestamp", "outcome", "retry"],
+        ),
+        (
+            {"tool_call_id": None, "content": "x", "part_kind": "retry-prompt", "tool_name": None, "timestamp": "2025-01-01T00:00:00Z"},
+            ["content", "part_kind", "timestamp", "retry"],
+        ),
+        (
+            {"retry": "stale", "content": "x", "tool_name": None, "part_kind": "retry-prompt"},
+            ["content", "retry", "part_kind"],
+        ),
+    ],
+)
+def test_new_keys_go_before_a_last_part_kind_else_at_the_end(part: dict, keys: list[str]) -> None:
+    messages = [{"kind": "request", "parts": [part]}]
+    migrate(messages)
+    assert list(messages[0]["parts"][0]) == keys
