@@ -25,7 +25,8 @@ from its parent's RSS when spawned, so this process imports nothing heavy and bu
 archives in a child of its own), followed by histmig's ``--jobs 1`` vs ``--jobs 2`` scaling
 on the 100 % variant.
 histmig on Parquet is measured only when ``histmig convert x.parquet y.parquet`` works
-(``n/a`` otherwise). Timings are the best of ``--repeat`` runs.
+(``n/a`` otherwise). Timings are the best of ``--repeat`` runs, the three commands of an
+archive taking turns.
 """
 
 from __future__ import annotations
@@ -219,11 +220,19 @@ def timed(argv: list[str]) -> Timing:
     return Timing(seconds, usage.ru_maxrss / 1024, child.returncode < 2)
 
 
-def best(argv: list[str], repeat: int) -> Timing:
-    """The fastest of ``repeat`` runs (peak RSS: the largest seen)."""
-    runs = [timed(argv) for _ in range(repeat)]
-    fastest = min(runs, key=lambda t: t.seconds)
-    return Timing(fastest.seconds, max(t.peak_rss_mb for t in runs), all(t.ok for t in runs))
+def best(argvs: list[list[str]], repeat: int) -> list[Timing]:
+    """For each command of ``argvs``, the fastest of ``repeat`` runs (peak RSS: the largest
+    seen). The commands take turns (A B C A B C ...), so that a slow spell of the machine
+    (this virtual machine's speed drifts by tens of percent over minutes) falls on all of
+    them alike rather than on one."""
+    runs: list[list[Timing]] = [[] for _ in argvs]
+    for _ in range(repeat):
+        for argv, seen in zip(argvs, runs):
+            seen.append(timed(argv))
+    return [
+        Timing(min(t.seconds for t in seen), max(t.peak_rss_mb for t in seen), all(t.ok for t in seen))
+        for seen in runs
+    ]
 
 
 def histmig_argv(src: Path, dst: Path, jobs: int | None = None) -> list[str]:
@@ -256,9 +265,14 @@ def main(argv: list[str] | None = None) -> int:
         for name, _ in SHARES:
             src = files[name][fmt]
             size, label = files[name]["jsonl"].stat().st_size, f"{fmt} {name}"  # MB of JSON, for both formats
-            ours = best(histmig_argv(src, out / f"histmig.{fmt}"), args.repeat)
-            theirs = best([sys.executable, __file__, "--baseline", "framework", str(src), str(out / f"framework.{fmt}")], args.repeat)
-            floor = best([sys.executable, __file__, "--baseline", "floor", str(src), str(out / f"floor.{fmt}")], args.repeat)
+            ours, theirs, floor = best(
+                [
+                    histmig_argv(src, out / f"histmig.{fmt}"),
+                    [sys.executable, __file__, "--baseline", "framework", str(src), str(out / f"framework.{fmt}")],
+                    [sys.executable, __file__, "--baseline", "floor", str(src), str(out / f"floor.{fmt}")],
+                ],
+                args.repeat,
+            )
             cells = [rate(size, count, t) for t in (ours, theirs, floor)]
             ratio = lambda other: f"{other.seconds / ours.seconds:.2f}" if ours.ok and other.ok else "n/a"  # noqa: E731
             print(
@@ -268,8 +282,7 @@ def main(argv: list[str] | None = None) -> int:
             )
     if "jsonl" in formats:
         src = files["100%"]["jsonl"]
-        one = best(histmig_argv(src, out / "jobs1.jsonl", jobs=1), args.repeat)
-        two = best(histmig_argv(src, out / "jobs2.jsonl", jobs=2), args.repeat)
+        one, two = best([histmig_argv(src, out / "jobs1.jsonl", jobs=1), histmig_argv(src, out / "jobs2.jsonl", jobs=2)], args.repeat)
         if one.ok and two.ok:
             same = (out / "jobs1.jsonl").read_bytes() == (out / "jobs2.jsonl").read_bytes()
             print(
