@@ -35,7 +35,7 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import Any, BinaryIO, Generic, TypeVar
 
-from histmig.pipeline import Options, process_full
+from histmig.pipeline import Options, Stream
 from histmig.records import Record
 from histmig.report import Report
 
@@ -48,13 +48,6 @@ told otherwise (a JSONL chunk's result is at most about a chunk of bytes)."""
 
 HEAP_SLACK = 64 << 20
 """Bytes of freed heap a process keeps (glibc ``M_TOP_PAD``, :func:`keep_heap_slack`)."""
-
-SKIP_SCREEN_AFTER = 2
-"""Records in a row that :func:`process_chunk` found changed, after which it stops asking the
-screen and sends each record the full way until one comes out unchanged: in an archive
-written by a legacy release nearly every record changes, and the screen, which stops at the
-first ``retry-prompt`` part, would only add its cost (the full way returns a record that
-needs nothing unchanged, so the outcome is the same)."""
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -199,9 +192,9 @@ def process_chunk(chunk: Chunk, options: Options) -> ChunkResult:
     data = chunk.load()
     result = ChunkResult(consumed=len(data))
     report = result.report
-    screen = options.screen
+    stream = Stream(options)
     edits = _Edits()
-    unchanged = changed_in_a_row = 0
+    unchanged = 0
     last = None
     start = 0
     number = chunk.first
@@ -213,12 +206,10 @@ def process_chunk(chunk: Chunk, options: Options) -> ChunkResult:
         raw = data[start:end]
         if raw and not raw.isspace():
             last = number
-            if screen is not None and changed_in_a_row < SKIP_SCREEN_AFTER and screen(raw):
+            if stream.screened(raw):
                 unchanged += 1
-                changed_in_a_row = 0
             else:
-                outcome = process_full(Record(raw, chunk.source, f"line {number}"), options)
-                changed_in_a_row = changed_in_a_row + 1 if outcome.status == "changed" else 0
+                outcome = stream.full(Record(raw, chunk.source, f"line {number}"))
                 if outcome.status == "changed":
                     edits.replace(start, end, outcome.output)
                 elif outcome.status == "rejected":

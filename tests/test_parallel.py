@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
-from histmig import parallel
+from histmig import parallel, pipeline
 from histmig import report as report_module
 from histmig.cli import app
 from histmig.parallel import WINDOW, Chunk, WorkerDied, Workers, process_chunk
@@ -116,7 +116,7 @@ def test_whether_the_screen_is_skipped_after_changed_records_does_not_change_the
     data = b"\n".join([LEGACY_LINE, LEGACY_LINE, CLEAN_LINE, LEGACY_LINE, LEGACY_LINE, b"{oops", CLEAN_LINE, *lines]) + b"\n"
     results = []
     for after in (0, 2, len(lines) * 2):
-        monkeypatch.setattr(parallel, "SKIP_SCREEN_AFTER", after)
+        monkeypatch.setattr(pipeline, "SKIP_SCREEN_AFTER", after)
         result = process_chunk(Chunk(data, 1, "x"), Options())
         results.append((result.edits, result.report.to_json()))
     assert results[0] == results[1] == results[2]

@@ -7,6 +7,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from histmig.pipeline import process_full
+from histmig.records import Record
 from histmig.rules import REGISTRY, pending
 from histmig.schema import is_current
 from histmig.screen import Screen, settled_for
@@ -117,3 +119,12 @@ def test_the_settled_check_takes_what_the_framework_loads_and_no_rule_changes() 
     messages[1]["parts"][0]["args"] = {"x": 1}
     assert settled_for("messages")(orjson.dumps({"messages": messages})) is True
     assert settled_for(None)(orjson.dumps(messages)) is True
+
+
+@pytest.mark.parametrize(("given", "expected"), [(None, "env-1"), ("col-7", "col-7")])
+@pytest.mark.parametrize("body", [b'"messages":[{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"x"}]}]', b'"messages":{}'])
+def test_a_record_keeps_the_id_it_came_with_else_takes_its_envelope_id(given: str | None, expected: str, body: bytes) -> None:
+    raw = b'{"id":"env-1",' + body + b"}"
+    outcome = process_full(Record(raw, "t.parquet", "row 0", given))
+    assert outcome.status == ("changed" if b"retry-prompt" in body else "rejected")
+    assert outcome.record.record_id == expected

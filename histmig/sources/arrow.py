@@ -19,13 +19,13 @@ not a record: it is carried as it is and not counted. Every other column is unto
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 import orjson
 import pyarrow as pa
 
-from histmig.pipeline import Options, Outcome, process
+from histmig.pipeline import Options, Outcome, Stream
 from histmig.records import MESSAGE_FIELD_CANDIDATES, Record
 from histmig.tabular import ColumnError
 
@@ -223,14 +223,14 @@ class ColumnMigrator:
         values = column.to_pylist() if self.kind == "nested" else _raw_cells(column)
         outcomes: list[Outcome | None] = []
         positions: list[int] = []
+        stream = Stream(self.options)
         for i, value in enumerate(values):
             if value is None:
                 outcomes.append(None)
                 continue
             raw = orjson.dumps(_pipeline_value(value)) if self.kind == "nested" else value
-            outcome = process(Record(raw, self.source, f"row {rows[i]}"), self.options)
-            if ids is not None:
-                outcome.record = replace(outcome.record, record_id=None if ids[i] is None else str(ids[i]))
+            record_id = None if ids is None or ids[i] is None else str(ids[i])
+            outcome = stream.process(Record(raw, self.source, f"row {rows[i]}", record_id))
             if outcome.status == "changed":
                 outcome = self._store(values, i, outcome)
                 if outcome.status == "changed":

@@ -13,9 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-import histmig.sources.arrow as arrow
 from histmig.cli import app
-from histmig.pipeline import Options
+from histmig.pipeline import Options, Outcome, Stream
+from histmig.records import Record
 from histmig.runner import run
 from histmig.sources.duckdb import quote
 from histmig.tabular import TableOptions
@@ -119,15 +119,15 @@ def test_failed_in_place_run_leaves_the_table_untouched(tmp_path: Path, records,
     db = make_db(tmp_path / "chats.duckdb", records, "JSON")
     before, types = read_table(db), column_types(db)
     calls = {"n": 0}
-    real = arrow.process
+    real = Stream.process
 
-    def failing(record, options):
+    def failing(stream: Stream, record: Record) -> Outcome:
         calls["n"] += 1
         if calls["n"] > len(records) // 2:
             raise RuntimeError("interrupted half way")
-        return real(record, options)
+        return real(stream, record)
 
-    monkeypatch.setattr(arrow, "process", failing)
+    monkeypatch.setattr(Stream, "process", failing)
     with pytest.raises(RuntimeError, match="half way"):
         run(str(db), None, Options(), table=TableOptions(table=TABLE, in_place=True))
     assert calls["n"] > len(records) // 2

@@ -11,9 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-import histmig.sources.arrow as arrow
 from histmig.cli import app
-from histmig.pipeline import Options, select_rules
+from histmig.pipeline import Options, Outcome, Stream, select_rules
+from histmig.records import Record
 from histmig.runner import run
 from histmig.sources.arrow import widened_type
 from histmig.tabular import TableOptions
@@ -196,15 +196,15 @@ def test_table_options_need_a_columnar_input() -> None:
 def test_failed_run_leaves_no_output(tmp_path: Path, records, monkeypatch: pytest.MonkeyPatch) -> None:
     source = write_parquet(tmp_path / "chats.parquet", table_of(records, nested=False))
     calls = {"n": 0}
-    real = arrow.process
+    real = Stream.process
 
-    def failing(record, options):
+    def failing(stream: Stream, record: Record) -> Outcome:
         calls["n"] += 1
         if calls["n"] > 3 * ROW_GROUP:
             raise RuntimeError("interrupted")
-        return real(record, options)
+        return real(stream, record)
 
-    monkeypatch.setattr(arrow, "process", failing)
+    monkeypatch.setattr(Stream, "process", failing)
     with pytest.raises(RuntimeError):
         run(str(source), str(tmp_path / "out.parquet"), Options())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["chats.parquet"]

@@ -12,9 +12,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import histmig.sources.arrow as arrow
 import histmig.sources.parquet as parquet
-from histmig.pipeline import Options, select_rules
+from histmig.pipeline import Options, Outcome, Stream, select_rules
+from histmig.records import Record
 from histmig.runner import run
 from histmig.sources.arrow import Cells, ColumnMigrator
 from histmig.tabular import TableOptions
@@ -123,14 +123,14 @@ def test_two_jobs_over_a_directory_and_without_output(tmp_path: Path, records) -
 
 def test_an_error_in_a_worker_reaches_the_caller_and_leaves_no_output(tmp_path: Path, records, monkeypatch: pytest.MonkeyPatch) -> None:
     source = write_parquet(tmp_path / "chats.parquet", table_of(records, nested=False))
-    real = arrow.process
+    real = Stream.process
 
-    def failing(record, options):
+    def failing(stream: Stream, record: Record) -> Outcome:
         if record.location == f"row {3 * ROW_GROUP + 1}":
             raise RuntimeError("interrupted")
-        return real(record, options)
+        return real(stream, record)
 
-    monkeypatch.setattr(arrow, "process", failing)
+    monkeypatch.setattr(Stream, "process", failing)
     with pytest.raises(RuntimeError, match="interrupted"):
         run(str(source), str(tmp_path / "out.parquet"), jobs=2)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["chats.parquet"]
