@@ -26,6 +26,7 @@ import re
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
 import msgspec
@@ -69,6 +70,11 @@ class Options:
     messages_field: str | None = None
     validate_all: bool = False
 
+    @cached_property
+    def context(self) -> Context:
+        """The :class:`~histmig.rules.Context` the rules are given (built once)."""
+        return Context(causes=self.causes)
+
     @property
     def screen(self) -> Screen | None:
         """The :class:`~histmig.screen.Screen` for this envelope field, or ``None`` under
@@ -101,7 +107,7 @@ def migrate(messages: list[Any], options: Options = Options()) -> list[Change]:
 
 
 def _apply(messages: list[Any], rules: tuple[Rule, ...], options: Options) -> list[Change]:
-    ctx = Context(causes=options.causes)
+    ctx = options.context
     changes: list[Change] = []
     for rule in rules:
         changes.extend(rule.apply(messages, ctx))

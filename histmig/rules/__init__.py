@@ -72,4 +72,4 @@ def pending(messages: Messages, rules: Sequence[Rule] = REGISTRY) -> tuple[Rule,
                     codes.update(("HM102", "HM103"))
             elif kind == "instruction" and message.get("kind") == "request" and is_movable_instruction(part):
                 codes.add("HM204")
-    return tuple(rule for rule in rules if rule.code in codes)
+    return tuple([rule for rule in rules if rule.code in codes]) if codes else ()
