@@ -188,7 +188,9 @@ def _read_blocks(stream: BinaryIO, source: str) -> Iterator[Chunk]:
 def process_chunk(chunk: Chunk, options: Options) -> ChunkResult:
     """Run the pipeline over every non-blank line of ``chunk`` (``location`` ``line N``): a
     line the screen passes (:class:`~histmig.screen.Screen`) is only counted, any other
-    goes through :func:`~histmig.pipeline.process_full`. Never raises for bad input."""
+    goes through :func:`~histmig.pipeline.process_full` (a :class:`~histmig.pipeline.Stream`,
+    which stops asking the screen while records keep changing). Never raises for bad
+    input."""
     data = chunk.load()
     result = ChunkResult(consumed=len(data))
     report = result.report

@@ -4,7 +4,8 @@ Hot path (design.md), fastest first:
 
 1. :class:`~histmig.screen.Screen` (``convert`` and ``audit``; ``check`` validates every
    record): a record whose bytes msgspec decodes into a skeleton no rule can change is
-   returned as it is, never built, walked nor re-serialized.
+   returned as it is, never built, walked nor re-serialized. Over a stream of records
+   (:class:`Stream`) the screen is not asked while records keep changing.
 2. Any other record is parsed (msgspec, which reads integers beyond 64 bits exactly), so
    broken JSON and records that are not histories are caught and named. One walk
    (:func:`~histmig.rules.pending`) finds the rules that can change it; with none it is
