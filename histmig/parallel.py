@@ -46,7 +46,7 @@ WINDOW = 4
 """Tasks per worker that :meth:`Workers.map` has sent and not yet yielded, at most, unless
 told otherwise (a JSONL chunk's result is at most about a chunk of bytes)."""
 
-HEAP_SLACK = 64 << 20
+HEAP_SLACK = 16 << 20
 """Bytes of freed heap a process keeps (glibc ``M_TOP_PAD``, :func:`keep_heap_slack`)."""
 
 T = TypeVar("T")
@@ -407,9 +407,10 @@ def keep_heap_slack() -> None:
     (``mallopt(M_TOP_PAD)``) instead of its default 128 KB. A record's objects and its
     output are freed after each record and chunk; by default the top of the heap is given
     back to the kernel and faulted in again at the next one, which on jsonl 100 % cost a
-    worker 0.3-0.6 s of kernel time of a 4 s run (0.1 s with the slack, wall time -5 to
-    -10 %). Peak RSS grows by at most the slack actually used. Set once per process; does
-    nothing where the C library has no ``mallopt`` (musl, macOS, Windows)."""
+    worker 0.3-0.6 s of kernel time of a 3-4 s run (~0.1 s with 16 or 64 MB of slack, 0.3 s
+    with 4 MB; wall time -7 %). Peak RSS grows by at most the slack actually used. Set once
+    per process; does nothing where the C library has no ``mallopt`` (musl, macOS,
+    Windows)."""
     import ctypes
 
     try:
