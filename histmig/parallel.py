@@ -14,15 +14,17 @@ the file itself), so each worker gets a second one queued and never waits for th
 between chunks. The parent receives each answer as soon as it is ready, whichever worker
 sent it (a worker whose answer fills its pipe would otherwise wait), and yields them in the
 order the tasks were sent, so the output order is the input order; at most
-``WINDOW * jobs`` chunks are in flight, so memory stays bounded. The parent does no
-per-record work: it reads lines, writes the chunk's bytes and the edits, and merges
-the chunk reports. :class:`Workers` also runs the row groups of a Parquet input
+``WINDOW * jobs`` chunks are in flight, so memory stays bounded. A worker puts a chunk's
+migrated records in the chunk's slot of shared memory (:class:`Slots`) and sends only
+where they are. The parent does no per-record work: it reads lines, writes the chunk's
+bytes and the edits, and merges the chunk reports. :class:`Workers` also runs the row groups of a Parquet input
 (histmig.sources.parquet).
 """
 
 from __future__ import annotations
 
 import io
+import mmap
 import os
 import pickle
 import stat
@@ -33,7 +35,7 @@ from functools import partial
 from multiprocessing import get_context
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
-from typing import Any, BinaryIO, Generic, TypeVar
+from typing import Any, BinaryIO, Generic, NamedTuple, TypeVar
 
 from histmig.pipeline import Options, Stream
 from histmig.records import Record
@@ -41,6 +43,10 @@ from histmig.report import Report
 
 CHUNK_BYTES = 1 << 20
 """Input bytes per chunk (whole lines; one long line makes a chunk of its own)."""
+
+SLOT_BYTES = 2 * CHUNK_BYTES
+"""Bytes of a :class:`Slots` slot: a chunk's migrated records, a little longer than the
+records they replace, fit unless one line makes a chunk longer than this."""
 
 WINDOW = 4
 """Tasks per worker that :meth:`Workers.map` has sent and not yet yielded, at most, unless
@@ -63,7 +69,8 @@ class Chunk:
     ``\\n``), the 1-based number of the first one, and the source name used in error lines.
     When the input is a regular file, ``fd`` is its descriptor and ``offset`` where ``data``
     starts in it, so a worker reads the bytes itself (:meth:`bare`, :meth:`load`) instead of
-    receiving them through a pipe."""
+    receiving them through a pipe; ``slot``, the :class:`Slots` slot a worker puts its
+    migrated records in."""
 
     data: bytes
     first: int
@@ -71,6 +78,7 @@ class Chunk:
     fd: int | None = None
     offset: int = 0
     length: int = 0
+    slot: int | None = None
 
     def bare(self) -> Chunk:
         """This chunk as sent to a worker: without ``data`` when the worker can read it."""
@@ -81,47 +89,88 @@ class Chunk:
         return self.data if self.fd is None or self.data else os.pread(self.fd, self.length, self.offset)
 
 
-Edit = tuple[int, int, bytes | None]
+Edit = tuple[int, int, "bytes | memoryview | Placed | None"]
 """``(start, end, replacement)``: the record at ``data[start:end]`` of a chunk (without its
-line end) is replaced by ``replacement`` (migrated records), or, when that is ``None``,
-was rejected. Migrated records on consecutive lines make one edit, their outputs joined
-by ``\n`` (:class:`_Edits`), so a chunk where every record changes is one edit."""
+line end) is replaced by ``replacement`` (migrated records: their bytes, or, from a worker,
+where in its :class:`Slots` slot it put them), or, when that is ``None``, was rejected.
+Migrated records on consecutive lines make one edit, their outputs joined by ``\n``
+(:class:`_Edits`), so a chunk where every record changes is one edit."""
+
+
+class Placed(NamedTuple):
+    """A replacement a worker put in its chunk's :class:`Slots` slot instead of sending it:
+    ``length`` bytes from ``offset`` in the slot."""
+
+    offset: int
+    length: int
+
+
+class Slots:
+    """Shared memory where workers put the migrated records of a chunk for the parent to
+    write, instead of sending them through their pipe (which copies them four times on the
+    way: into the pickle, into and out of the pipe, out of the pickle).
+
+    An anonymous shared mapping of ``count`` slots of :data:`SLOT_BYTES`, made before the
+    workers fork; the ``n``-th chunk uses slot ``n % count``. :meth:`Workers.map` has at
+    most ``window * jobs`` chunks sent and not yet yielded, and the one it yields is written
+    before it sends another, so ``window * jobs`` slots never serve two chunks at once; a
+    chunk whose replacements do not fit sends them through the pipe."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.memory = mmap.mmap(-1, count * SLOT_BYTES)
+
+    def view(self, slot: int) -> memoryview:
+        """The bytes of ``slot``."""
+        return memoryview(self.memory)[slot * SLOT_BYTES : (slot + 1) * SLOT_BYTES]
 
 
 class _Edits:
     """The edits of one chunk, built in line order: :meth:`replace` and :meth:`reject` a
     record, :meth:`done` returns the list. A migrated record on the line right after the
-    previous migrated one extends its edit instead of making a new one, so the parent
-    writes, and the pipe carries, a few large buffers rather than one small one a record."""
+    previous migrated one joins its run instead of starting a new one, so the parent
+    writes, and the pipe or the slot carries, a few large buffers rather than one small one
+    a record."""
 
     def __init__(self) -> None:
-        self.edits: list[Edit] = []
-        self._run: list[bytes] = []
-        self._start = self._end = 0
+        self._items: list[tuple[int, int, list[bytes] | None]] = []
+        self._end = -2
 
     def replace(self, start: int, end: int, output: bytes) -> None:
         """The record at ``data[start:end]`` is migrated to ``output``."""
-        if self._run and self._end + 1 == start:
-            self._run.append(output)
+        last = self._items[-1] if self._items else None
+        if last is not None and last[2] is not None and self._end + 1 == start:
+            last[2].append(output)
+            self._items[-1] = (last[0], end, last[2])
         else:
-            self._close()
-            self._run, self._start = [output], start
+            self._items.append((start, end, [output]))
         self._end = end
 
     def reject(self, start: int, end: int) -> None:
         """The record at ``data[start:end]`` was rejected."""
-        self._close()
-        self.edits.append((start, end, None))
+        self._items.append((start, end, None))
 
-    def done(self) -> list[Edit]:
-        """Every edit, in order."""
-        self._close()
-        return self.edits
-
-    def _close(self) -> None:
-        if self._run:
-            self.edits.append((self._start, self._end, b"\n".join(self._run)))
-            self._run = []
+    def done(self, slot: memoryview | None = None) -> list[Edit]:
+        """Every edit, in order, a run of migrated records as its outputs joined by ``\\n``;
+        when ``slot`` is given and every run fits in it, the runs are written there one
+        after another and given as :class:`Placed`."""
+        if slot is None or sum(len(output) + 1 for *_, run in self._items if run is not None for output in run) > len(slot):
+            return [(start, end, None if run is None else b"\n".join(run)) for start, end, run in self._items]
+        edits: list[Edit] = []
+        offset = 0
+        for start, end, run in self._items:
+            if run is None:
+                edits.append((start, end, None))
+                continue
+            first = offset
+            for output in run:
+                if offset > first:
+                    slot[offset] = 0x0A
+                    offset += 1
+                slot[offset : offset + len(output)] = output
+                offset += len(output)
+            edits.append((start, end, Placed(first, offset - first)))
+        return edits
 
 
 @dataclass
@@ -185,12 +234,13 @@ def _read_blocks(stream: BinaryIO, source: str) -> Iterator[Chunk]:
         offset += len(data)
 
 
-def process_chunk(chunk: Chunk, options: Options) -> ChunkResult:
+def process_chunk(chunk: Chunk, options: Options, slots: Slots | None = None) -> ChunkResult:
     """Run the pipeline over every non-blank line of ``chunk`` (``location`` ``line N``): a
     line the screen passes (:class:`~histmig.screen.Screen`) is only counted, any other
     goes through :func:`~histmig.pipeline.process_full` (a :class:`~histmig.pipeline.Stream`,
     which stops asking the screen while records keep changing). Never raises for bad
-    input."""
+    input. With ``slots`` and a ``chunk.slot``, the migrated records go into that slot when
+    they fit (see :class:`Slots`)."""
     data = chunk.load()
     result = ChunkResult(consumed=len(data))
     report = result.report
@@ -223,7 +273,7 @@ def process_chunk(chunk: Chunk, options: Options) -> ChunkResult:
         start = end + 1
         number += 1
     report.add_unchanged(unchanged)
-    result.edits = edits.done()
+    result.edits = edits.done(None if slots is None or chunk.slot is None else slots.view(chunk.slot))
     result.last = None if last is None else f"line {last}"
     return result
 
@@ -255,8 +305,17 @@ def map_chunks(chunks: Iterable[Chunk], options: Options, jobs: int = 1) -> Iter
     process; otherwise in ``jobs`` forked :class:`Workers` (see the module docstring). An
     exception raised while reading ``chunks`` (a truncated input) is raised again after the
     results of every chunk read before it; :class:`WorkerDied` is raised when a worker is lost."""
-    with Workers(partial(process_chunk, options=options), jobs) as workers:
-        yield from workers.map(chunks, message=Chunk.bare, depth=lambda chunk: 2 if chunk.fd is not None else 1)
+    slots = Slots(WINDOW * jobs) if jobs > 1 else None
+    if slots is not None:
+        chunks = (replace(chunk, slot=number % slots.count) for number, chunk in enumerate(chunks))
+    with Workers(partial(process_chunk, options=options, slots=slots), jobs) as workers:
+        for chunk, result in workers.map(chunks, message=Chunk.bare, depth=lambda chunk: 2 if chunk.fd is not None else 1, window=WINDOW):
+            if slots is not None and chunk.slot is not None:
+                view = slots.view(chunk.slot)
+                result.edits = [
+                    (start, end, view[new.offset : new.offset + new.length] if isinstance(new, Placed) else new) for start, end, new in result.edits
+                ]
+            yield chunk, result
 
 
 class Workers(Generic[T, R]):

@@ -127,6 +127,37 @@ def test_whether_the_screen_is_skipped_after_changed_records_does_not_change_the
     assert results[0][1]["summary"]["changed"] > 100
 
 
+def test_migrated_records_go_into_the_chunk_slot_when_they_fit() -> None:
+    data = b"\n".join([LEGACY_LINE, LEGACY_LINE, b"{oops", CLEAN_LINE, LEGACY_LINE]) + b"\n"
+    migrated = _migrated(LEGACY_LINE)
+    slots = parallel.Slots(2)
+    result = process_chunk(Chunk(data, 1, "x", slot=1), Options(), slots)
+    placed = [new for _, _, new in result.edits]
+    assert placed == [parallel.Placed(0, 2 * len(migrated) + 1), None, parallel.Placed(2 * len(migrated) + 1, len(migrated))]
+    assert slots.view(1)[: 3 * len(migrated) + 1].tobytes() == migrated + b"\n" + migrated + migrated
+    assert slots.view(0).tobytes() == bytes(parallel.SLOT_BYTES)
+    assert [edit[:2] for edit in result.edits] == [edit[:2] for edit in process_chunk(Chunk(data, 1, "x"), Options()).edits]
+
+
+def test_migrated_records_that_do_not_fit_the_slot_cross_the_pipe(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parallel, "SLOT_BYTES", len(LEGACY_LINE))
+    data = LEGACY_LINE + b"\n" + LEGACY_LINE + b"\n"
+    result = process_chunk(Chunk(data, 1, "x", slot=0), Options(), parallel.Slots(1))
+    assert result.edits == [(0, len(data) - 1, _migrated(LEGACY_LINE) + b"\n" + _migrated(LEGACY_LINE))]
+
+
+def test_two_jobs_reuse_slots_over_many_chunks_without_mixing_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parallel, "CHUNK_BYTES", 4096)
+    lines = (CORPUS / "all.jsonl").read_bytes().splitlines()
+    source = tmp_path / "many.jsonl"
+    source.write_bytes(b"\n".join(lines * 2) + b"\n")
+    chunks = list(parallel.read_chunks(source.open("rb"), str(source)))
+    assert len(chunks) > 4 * parallel.WINDOW * 2
+    one, two = run(str(source), str(tmp_path / "a.jsonl")), run(str(source), str(tmp_path / "b.jsonl"), jobs=2)
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+    assert one.to_json() == two.to_json()
+
+
 def test_without_a_rejects_file_a_rejected_line_stays_in_place(tmp_path: Path) -> None:
     source = tmp_path / "in.jsonl"
     source.write_bytes(b"{oops\n" + LEGACY_LINE + b"\n[1")
