@@ -55,6 +55,10 @@ told otherwise (a JSONL chunk's result is at most about a chunk of bytes)."""
 HEAP_SLACK = 16 << 20
 """Bytes of freed heap a process keeps (glibc ``M_TOP_PAD``, :func:`keep_heap_slack`)."""
 
+HEAP_BLOCK = 4 << 20
+"""Blocks up to this size come from the heap, larger ones from ``mmap`` (glibc
+``M_MMAP_THRESHOLD``, :func:`keep_heap_slack`)."""
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -463,23 +467,29 @@ def _unpack(answer: tuple[T, Any]) -> tuple[T, Any]:
 
 def keep_heap_slack() -> None:
     """Have glibc's malloc keep :data:`HEAP_SLACK` bytes of freed heap
-    (``mallopt(M_TOP_PAD)``) instead of its default 128 KB. A record's objects and its
-    output are freed after each record and chunk; by default the top of the heap is given
-    back to the kernel and faulted in again at the next one, which on jsonl 100 % cost a
-    worker 0.3-0.6 s of kernel time of a 3-4 s run (~0.1 s with 16 or 64 MB of slack, 0.3 s
-    with 4 MB; wall time -7 %). Peak RSS grows by at most the slack actually used. Set once
-    per process; does nothing where the C library has no ``mallopt`` (musl, macOS,
-    Windows)."""
+    (``mallopt(M_TOP_PAD)``, default 128 KB) and serve blocks up to :data:`HEAP_BLOCK` from
+    the heap (``M_MMAP_THRESHOLD``). A record's objects and its output are freed after each
+    record, and a chunk's 1 MB buffers after each chunk; by default the top of the heap is
+    given back to the kernel and faulted in again at the next record, which on jsonl 100 %
+    cost a worker 0.3-0.6 s of kernel time of a 3-4 s run (~0.1 s with 16 or 64 MB of
+    slack, 0.3 s with 4 MB; wall time -7 %). Setting ``M_TOP_PAD`` turns off glibc's own
+    raising of the mmap threshold, which would leave every 1 MB buffer to a fresh ``mmap``
+    (the parent's kernel time on jsonl 1 % 0.2 -> 0.4 s), hence the threshold. Peak RSS
+    grows by at most the slack actually used. Set once per process; does nothing where the
+    C library has no ``mallopt`` (musl, macOS, Windows)."""
     import ctypes
 
     try:
-        ctypes.CDLL(None).mallopt(_M_TOP_PAD, HEAP_SLACK)
+        mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError, TypeError):
-        pass
+        return
+    mallopt(_M_TOP_PAD, HEAP_SLACK)
+    mallopt(_M_MMAP_THRESHOLD, HEAP_BLOCK)
 
 
 _M_TOP_PAD = -2
-"""glibc's ``mallopt`` parameter number for ``M_TOP_PAD`` (malloc.h)."""
+_M_MMAP_THRESHOLD = -3
+"""glibc's ``mallopt`` parameter numbers (malloc.h)."""
 
 
 def _serve(conn: Connection, work: Callable[[Any], Any], parent_ends: list[Connection]) -> None:

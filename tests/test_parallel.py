@@ -247,7 +247,7 @@ def test_keep_heap_slack_asks_glibc_for_its_top_pad(monkeypatch: pytest.MonkeyPa
 
     monkeypatch.setattr(ctypes, "CDLL", lambda name: Libc())
     parallel.keep_heap_slack()
-    assert calls == [(-2, 16 << 20)]
+    assert calls == [(-2, 16 << 20), (-3, 4 << 20)]
 
 
 def test_keep_heap_slack_does_nothing_without_mallopt(monkeypatch: pytest.MonkeyPatch) -> None:
