@@ -17,8 +17,8 @@ order the tasks were sent, so the output order is the input order; at most
 ``WINDOW * jobs`` chunks are in flight, so memory stays bounded. A worker puts a chunk's
 migrated records in the chunk's slot of shared memory (:class:`Slots`) and sends only
 where they are. The parent does no per-record work: it reads lines, writes the chunk's
-bytes and the edits, and merges the chunk reports. :class:`Workers` also runs the row groups of a Parquet input
-(histmig.sources.parquet).
+bytes and the edits, and merges the chunk reports. :class:`Workers` also runs the row
+groups of a Parquet input (histmig.sources.parquet).
 """
 
 from __future__ import annotations
