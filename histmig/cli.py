@@ -80,6 +80,10 @@ InputArg = Annotated[
         ".parquet (a file, a directory or a glob), .duckdb (with --table), or - for stdin."
     ),
 ]
+OtelInputArg = Annotated[
+    str,
+    typer.Argument(metavar="INPUT", help="Archive to read: .json (one history), .jsonl/.ndjson (one record a line, maybe gzipped), or - for stdin."),
+]
 SelectOpt = Annotated[Optional[list[str]], typer.Option("--select", metavar="CODES", help="Only these rule codes or prefixes (comma-separated or repeated).")]
 IgnoreOpt = Annotated[Optional[list[str]], typer.Option("--ignore", metavar="CODES", help="Skip these rule codes or prefixes (comma-separated or repeated).")]
 CausesOpt = Annotated[CauseChoice, typer.Option("--causes", metavar="MODE", help="inferred: causes from evidence; framework: exactly the retry values pydantic-ai 2.68's loader writes (HM103 off).")]
@@ -263,9 +267,11 @@ def convert(
     _emit(result, report, report_format, quiet)
     if not quiet:
         counts, where = result.counts, "stdout" if output_path == "-" else output_path or to_table or f"{input_path} (in place)"
+        document = not is_tabular(input_path) and detect_format(input_path, input_format and input_format.value) == "json"
+        written = f"nothing written to {where}" if document and counts["rejected"] and rejects_path != "-" else f"written to {where}"
         stderr.print(
             f"histmig convert: {counts['changed']} of {counts['records_in']} records migrated, {counts['unchanged']} unchanged, "
-            f"{counts['rejected']} rejected; written to {where}",
+            f"{counts['rejected']} rejected; {written}",
             markup=False,
         )
     if earlier:
@@ -408,7 +414,7 @@ def _otel_done(result: OtelResult, quiet: bool, what: str) -> None:
     ),
 )
 def otel(
-    input_path: InputArg,
+    input_path: OtelInputArg,
     output_path: Annotated[str, typer.Argument(metavar="OUTPUT", help="Where to write the OTel messages (same format), or - for stdout.")],
     version: Annotated[OtelVersion, typer.Option("--version", help="pydantic-ai instrumentation version (5, the framework's default, or 6, which puts tool results under role 'tool').")] = OtelVersion.v5,
     include_content: Annotated[bool, typer.Option("--include-content/--no-include-content", metavar="", help="Record prompts, completions, arguments and results.")] = True,
@@ -429,7 +435,7 @@ def otel(
 
 @app.command("otel-upgrade", epilog="Examples:\n\n  histmig otel-upgrade spans.v5.jsonl spans.v6.jsonl\n\n  cat spans.jsonl | histmig otel-upgrade - - > spans.v6.jsonl")
 def otel_upgrade(
-    input_path: InputArg,
+    input_path: OtelInputArg,
     output_path: Annotated[str, typer.Argument(metavar="OUTPUT", help="Where to write the upgraded arrays (same format), or - for stdout.")],
     messages_field: FieldOpt = None,
     input_format: FormatOpt = None,

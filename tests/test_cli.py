@@ -245,6 +245,22 @@ def test_convert_and_audit_end_with_a_verdict_line(tmp_path: Path) -> None:
     assert "histmig convert:" not in runner.invoke(app, ["convert", str(ALL), str(out), "-q"]).stderr
 
 
+def test_a_rejected_json_document_is_said_not_written(tmp_path: Path) -> None:
+    source, out = tmp_path / "s.json", tmp_path / "s.out.json"
+    source.write_bytes(b'"x"')
+    result = runner.invoke(app, ["convert", str(source), str(out)])
+    assert result.exit_code == 1
+    assert result.stderr.rstrip().endswith(f"histmig convert: 0 of 1 records migrated, 0 unchanged, 1 rejected; nothing written to {out}")
+    assert not out.exists()
+    assert (tmp_path / "s.out.json.rejects.jsonl").read_bytes() == b'"x"\n'
+
+
+def test_otel_commands_offer_only_json_and_jsonl_inputs() -> None:
+    for command in ("otel", "otel-upgrade"):
+        help_text = " ".join(runner.invoke(app, [command, "--help"]).stdout.split())
+        assert ".jsonl/.ndjson" in help_text and ".parquet" not in help_text and ".duckdb" not in help_text
+
+
 def test_a_json_document_is_not_written_under_a_jsonl_name(tmp_path: Path) -> None:
     document = tmp_path / "history.json"
     document.write_bytes(b'[{"kind": "request", "parts": []}]')
