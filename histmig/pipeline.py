@@ -231,8 +231,8 @@ def _json_problem(raw: bytes) -> str:
     being UTF-8 (``not UTF-8: byte 0xff at offset 80``), else orjson's message (msgspec's can
     mislead: ``Input data was truncated`` for a lone surrogate), its ``line 1 column 31 (char
     30)`` on a record's first line given as ``at character 31 of the record``, counted from
-    1; a text orjson reads that msgspec does not is nested deeper than Python's recursion
-    limit lets msgspec go."""
+    1; a text nested deeper than Python's recursion limit lets msgspec go (orjson stops at
+    1024 levels) is said to be, in the same words whichever of the two stops first."""
     try:
         raw.decode()
     except UnicodeDecodeError as exc:
@@ -240,7 +240,8 @@ def _json_problem(raw: bytes) -> str:
     try:
         orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        return _FIRST_LINE_PLACE.sub(r" at character \1 of the record", str(exc))
+        if not str(exc).startswith("depth limit exceeded"):
+            return _FIRST_LINE_PLACE.sub(r" at character \1 of the record", str(exc))
     return f"nested deeper than {sys.getrecursionlimit()} levels"
 
 

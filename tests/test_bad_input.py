@@ -6,6 +6,7 @@ import gzip
 from pathlib import Path
 
 import orjson
+import pytest
 from typer.testing import CliRunner
 
 from histmig.cli import app
@@ -220,8 +221,8 @@ def test_a_lone_surrogate_is_named_as_orjson_names_it() -> None:
     assert (outcome.status, outcome.errors) == ("rejected", ["invalid JSON: no low surrogate in string at character 80 of the record"])
 
 
-def test_a_record_nested_deeper_than_msgspec_reads_is_rejected_and_says_so() -> None:
-    depth = 1010  # orjson reads up to 1024 levels, msgspec as deep as Python's recursion limit
+@pytest.mark.parametrize("depth", [1010, 1500])  # orjson reads up to 1024 levels, msgspec as deep as Python's recursion limit
+def test_a_record_nested_deeper_than_msgspec_reads_is_rejected_and_says_so(depth: int) -> None:
     raw = b'{"messages":[{"kind":"request","parts":[{"part_kind":"retry-prompt","tool_name":null,"content":' + b"[" * depth + b"]" * depth + b"}]}]}"
     outcome = process(Record(raw, "in.jsonl", "line 1"))
     assert (outcome.status, outcome.errors) == ("rejected", ["invalid JSON: nested deeper than 1000 levels"])
