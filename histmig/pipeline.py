@@ -149,11 +149,13 @@ class Stream:
     """The pipeline over the records of one input, in order. :meth:`screened` asks the
     screen whether a record needs nothing, except after :data:`SKIP_SCREEN_AFTER` records
     in a row that :meth:`full` found changed: then it says ``False`` at once, until a record
-    comes out unchanged. In an archive written by a legacy release nearly every record
-    changes, and the screen, which stops at the first ``retry-prompt`` part, would only add
-    its cost (~3 µs a record). The outcome is the same whether the screen is asked or not:
-    the full way returns a record that needs nothing unchanged. :meth:`process` is
-    :func:`process` with that rule."""
+    does not change. In an archive written by a legacy release nearly every record changes,
+    and the screen, which stops at the first ``retry-prompt`` part, would only add its cost
+    (~3 µs a record). The outcome is the same whether the screen is asked or not: the full
+    way returns a record that needs nothing unchanged, and a record it rejects that the
+    screen was not asked about is put to the screen then (the screen passes one value the
+    full way refuses, a number beyond a double's range, see :mod:`histmig.screen`).
+    :meth:`process` is :func:`process` with that rule."""
 
     def __init__(self, options: Options) -> None:
         self.options = options
@@ -168,9 +170,13 @@ class Stream:
         return True
 
     def full(self, record: Record) -> Outcome:
-        """:func:`process_full` of ``record``, counted towards skipping the screen."""
+        """:func:`process_full` of ``record`` (a record that :meth:`screened` just refused, or
+        was not asked about), counted towards skipping the screen."""
+        skipped = self._screen is not None and self._changed_in_a_row >= SKIP_SCREEN_AFTER
         outcome = process_full(record, self.options)
         self._changed_in_a_row = self._changed_in_a_row + 1 if outcome.status == "changed" else 0
+        if skipped and outcome.status == "rejected" and self._screen(record.raw):
+            return Outcome(record, "unchanged", record.raw)
         return outcome
 
     def process(self, record: Record) -> Outcome:
