@@ -14,9 +14,9 @@ the file itself), so each worker gets a second one queued and never waits for th
 between chunks. The parent receives each answer as soon as it is ready, whichever worker
 sent it (a worker whose answer fills its pipe would otherwise wait), and yields them in the
 order the tasks were sent, so the output order is the input order; at most
-``WINDOW * jobs`` chunks are in flight, so memory stays bounded. A worker puts a chunk's
-migrated records in the chunk's slot of shared memory (:class:`Slots`) and sends only
-where they are. The parent does no per-record work: it reads lines, writes the chunk's
+``WINDOW * jobs`` chunks are in flight, so memory stays bounded. Up to 4 jobs, a worker
+puts a chunk's migrated records in the chunk's slot of shared memory (:class:`Slots`) and
+sends only where they are; records that do not fit, or more jobs, use the pipe. The parent does no per-record work: it reads lines, writes the chunk's
 bytes and the edits, and merges the chunk reports. :class:`Workers` also runs the row
 groups of a Parquet input (histmig.sources.parquet).
 """
@@ -46,7 +46,13 @@ CHUNK_BYTES = 1 << 20
 
 SLOT_BYTES = 2 * CHUNK_BYTES
 """Bytes of a :class:`Slots` slot: a chunk's migrated records, a little longer than the
-records they replace, fit unless one line makes a chunk longer than this."""
+records they replace, fit unless one line makes a chunk longer than this (or migrating
+doubles the records); what does not fit crosses the pipe."""
+
+SLOTS_MAX_BYTES = 32 << 20
+"""Shared memory :func:`map_chunks` gives :class:`Slots` at most: with more than
+``SLOTS_MAX_BYTES / (WINDOW * SLOT_BYTES)`` jobs (4) the results cross the pipes, so that
+memory does not grow with the number of cores."""
 
 WINDOW = 4
 """Tasks per worker that :meth:`Workers.map` has sent and not yet yielded, at most, unless
@@ -97,7 +103,7 @@ Edit = tuple[int, int, "bytes | memoryview | Placed | None"]
 """``(start, end, replacement)``: the record at ``data[start:end]`` of a chunk (without its
 line end) is replaced by ``replacement`` (migrated records: their bytes, or, from a worker,
 where in its :class:`Slots` slot it put them), or, when that is ``None``, was rejected.
-Migrated records on consecutive lines make one edit, their outputs joined by ``\n``
+Migrated records on consecutive lines make one edit, their outputs joined by ``\\n``
 (:class:`_Edits`), so a chunk where every record changes is one edit."""
 
 
@@ -308,8 +314,11 @@ def map_chunks(chunks: Iterable[Chunk], options: Options, jobs: int = 1) -> Iter
     """Yield every chunk with its :func:`process_chunk` result, in order. ``jobs`` <= 1 runs in this
     process; otherwise in ``jobs`` forked :class:`Workers` (see the module docstring). An
     exception raised while reading ``chunks`` (a truncated input) is raised again after the
-    results of every chunk read before it; :class:`WorkerDied` is raised when a worker is lost."""
-    slots = Slots(WINDOW * jobs) if jobs > 1 else None
+    results of every chunk read before it; :class:`WorkerDied` is raised when a worker is lost.
+    A result's migrated records may be views of shared memory (:class:`Slots`), valid until
+    the next chunk is asked for: write them before."""
+    in_flight = WINDOW * jobs
+    slots = Slots(in_flight) if jobs > 1 and in_flight * SLOT_BYTES <= SLOTS_MAX_BYTES else None
     if slots is not None:
         chunks = (replace(chunk, slot=number % slots.count) for number, chunk in enumerate(chunks))
     with Workers(partial(process_chunk, options=options, slots=slots), jobs) as workers:
@@ -475,13 +484,15 @@ def keep_heap_slack() -> None:
     slack, 0.3 s with 4 MB; wall time -7 %). Setting ``M_TOP_PAD`` turns off glibc's own
     raising of the mmap threshold, which would leave every 1 MB buffer to a fresh ``mmap``
     (the parent's kernel time on jsonl 1 % 0.2 -> 0.4 s), hence the threshold. Peak RSS
-    grows by at most the slack actually used. Set once per process; does nothing where the
-    C library has no ``mallopt`` (musl, macOS, Windows)."""
-    import ctypes
-
+    grows by at most the slack actually used. Called by the CLI before a run and by each
+    worker (a library caller's process is left as it is); calling it again changes
+    nothing. Does nothing where the C library has no ``mallopt`` (musl, macOS, Windows) or
+    Python has no ``ctypes``."""
     try:
+        import ctypes
+
         mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError, TypeError):
+    except (ImportError, OSError, AttributeError, TypeError):
         return
     mallopt(_M_TOP_PAD, HEAP_SLACK)
     mallopt(_M_MMAP_THRESHOLD, HEAP_BLOCK)

@@ -21,8 +21,9 @@ class Record:
 
     ``raw`` is the record's JSON text as stored (UTF-8 bytes, no line terminator);
     ``source`` the file name (``-`` for stdin); ``location`` a human position such as
-    ``line 12`` or ``row 5``; ``record_id`` the envelope's id (:func:`envelope_id`), filled
-    in once the pipeline has parsed the record.
+    ``line 12`` or ``row 5``; ``record_id`` the record's id: a Parquet or DuckDB id
+    column's, given with the record, else the envelope's (:func:`envelope_id`), filled in
+    once the pipeline has parsed the record.
     """
 
     raw: bytes

@@ -7,6 +7,7 @@ import ctypes
 import gzip
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -147,16 +148,20 @@ def test_migrated_records_that_do_not_fit_the_slot_cross_the_pipe(monkeypatch: p
     assert result.edits == [(0, len(data) - 1, _migrated(LEGACY_LINE) + b"\n" + _migrated(LEGACY_LINE))]
 
 
-def test_two_jobs_reuse_slots_over_many_chunks_without_mixing_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("jobs", "in_slots"), [(2, True), (5, False)])
+def test_jobs_reuse_slots_over_many_chunks_without_mixing_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: int, in_slots: bool) -> None:
     monkeypatch.setattr(parallel, "CHUNK_BYTES", 4096)
     lines = (CORPUS / "all.jsonl").read_bytes().splitlines()
     source = tmp_path / "many.jsonl"
     source.write_bytes(b"\n".join(lines * 2) + b"\n")
-    chunks = list(parallel.read_chunks(source.open("rb"), str(source)))
-    assert len(chunks) > 4 * parallel.WINDOW * 2
-    one, two = run(str(source), str(tmp_path / "a.jsonl")), run(str(source), str(tmp_path / "b.jsonl"), jobs=2)
+    with source.open("rb") as stream:
+        chunks = list(parallel.read_chunks(stream, str(source)))
+        assert len(chunks) > 4 * parallel.WINDOW * jobs
+        kinds = {type(new) for _, result in parallel.map_chunks(iter(chunks), Options(), jobs) for *_, new in result.edits if new is not None}
+    assert kinds == ({memoryview} if in_slots else {bytes})
+    one, many = run(str(source), str(tmp_path / "a.jsonl")), run(str(source), str(tmp_path / "b.jsonl"), jobs=jobs)
     assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
-    assert one.to_json() == two.to_json()
+    assert one.to_json() == many.to_json()
 
 
 def test_without_a_rejects_file_a_rejected_line_stays_in_place(tmp_path: Path) -> None:
@@ -251,6 +256,14 @@ def test_keep_heap_slack_asks_glibc_for_its_top_pad(monkeypatch: pytest.MonkeyPa
     assert calls == [(-2, 16 << 20), (-3, 4 << 20)]
 
 
-def test_keep_heap_slack_does_nothing_without_mallopt(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ctypes, "CDLL", lambda name: object())
-    assert parallel.keep_heap_slack() is None
+def _no_cdll(name: object) -> object:
+    raise TypeError("expected str, got NoneType")  # what Windows' CDLL(None) raises
+
+
+@pytest.mark.parametrize("where", ["no mallopt (macOS, musl)", "no CDLL(None) (Windows)", "no ctypes"])
+def test_keep_heap_slack_does_nothing_where_it_cannot(monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    if where == "no ctypes":
+        monkeypatch.setitem(sys.modules, "ctypes", None)
+    else:
+        monkeypatch.setattr(ctypes, "CDLL", (lambda name: object()) if where.startswith("no mallopt") else _no_cdll)
+    parallel.keep_heap_slack()  # raises nothing

@@ -19,7 +19,7 @@ not a record: it is carried as it is and not counted. Every other column is unto
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple
 
 import orjson
@@ -231,6 +231,8 @@ class ColumnMigrator:
             raw = orjson.dumps(_pipeline_value(value)) if self.kind == "nested" else value
             record_id = None if ids is None or ids[i] is None else str(ids[i])
             outcome = stream.process(Record(raw, self.source, f"row {rows[i]}", record_id))
+            if ids is not None and outcome.record.record_id != record_id:  # a null id names no record, not the envelope's
+                outcome.record = replace(outcome.record, record_id=record_id)
             if outcome.status == "changed":
                 outcome = self._store(values, i, outcome)
                 if outcome.status == "changed":

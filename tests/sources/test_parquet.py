@@ -99,6 +99,14 @@ def test_check_and_audit_name_rows_by_id_column(tmp_path: Path, records) -> None
         assert row["id"] == names[int(row["location"].removeprefix("row "))]
 
 
+def test_a_null_id_column_value_names_no_record_even_when_the_envelope_has_an_id(tmp_path: Path) -> None:
+    legacy = next(line for line in (CORPUS / "all.jsonl").read_bytes().splitlines() if b"retry-prompt" in line and line.startswith(b'{"id"'))
+    table = pa.table({"conv": pa.array([None, "c-1"], pa.string()), "messages": pa.array([legacy.decode(), legacy.decode()])})
+    source = write_parquet(tmp_path / "t.parquet", table)
+    report = run(str(source), None, Options(), table=TableOptions(id_column="conv"))
+    assert {(row["location"], row["id"]) for row in report.to_json()["changes"]} == {("row 0", None), ("row 1", "c-1")}
+
+
 def test_rejected_rows_are_written_unchanged_and_reported(tmp_path: Path, records) -> None:
     source = write_parquet(tmp_path / "chats.parquet", table_of(records, nested=False))
     out = tmp_path / "out.parquet"
