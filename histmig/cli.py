@@ -389,6 +389,9 @@ def _otel_run(pick: Callable[[ModuleType], Callable[..., OtelResult]], input_pat
     (imported here: only the otel commands pay for it); exit 2 on unreadable input."""
     from histmig import otel_io
 
+    if input_path != "-" and input_path.lower().endswith(_TABLE_SUFFIXES):
+        stderr.print(f"histmig: {input_path}: the otel commands read JSON or JSONL, not Parquet or DuckDB", markup=False)
+        raise typer.Exit(EXIT_USAGE)
     _check_outputs(input_path, output_path, rejects, fmt=options.get("fmt"))
     try:
         return pick(otel_io)(input_path, output_path, rejects_path=rejects, **options)

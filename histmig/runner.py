@@ -100,7 +100,7 @@ def run(
                 if out is not None:
                     write_chunk(chunk.data, result.edits, out, rejects if rejects_path is not None else None)
         except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as exc:
-            report.add_read_error(input_path, f"after {last}", f"input ends early or cannot be read on: {exc}")
+            report.add_read_error(input_path, f"after {last}", f"input ends early or cannot be read further: {exc}")
     return report
 
 

@@ -255,10 +255,13 @@ def test_a_rejected_json_document_is_said_not_written(tmp_path: Path) -> None:
     assert (tmp_path / "s.out.json.rejects.jsonl").read_bytes() == b'"x"\n'
 
 
-def test_otel_commands_offer_only_json_and_jsonl_inputs() -> None:
+def test_otel_commands_offer_only_json_and_jsonl_inputs(tmp_path: Path) -> None:
     for command in ("otel", "otel-upgrade"):
         help_text = " ".join(runner.invoke(app, [command, "--help"]).stdout.split())
         assert ".jsonl/.ndjson" in help_text and ".parquet" not in help_text and ".duckdb" not in help_text
+        result = runner.invoke(app, [command, "chats.parquet", str(tmp_path / "out.jsonl")])
+        assert result.exit_code == 2
+        assert "histmig: chats.parquet: the otel commands read JSON or JSONL, not Parquet or DuckDB" in result.stderr
 
 
 def test_a_json_document_is_not_written_under_a_jsonl_name(tmp_path: Path) -> None:

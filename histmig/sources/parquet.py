@@ -115,7 +115,7 @@ def run_parquet(
     files; 1: this process) migrate the row groups (:class:`GroupWorker`); output and report
     are the same for any ``jobs``. Raises :class:`~histmig.tabular.ColumnError` (exit 2)
     for a missing or unreadable input or column, and pyarrow's errors for a file that
-    cannot be read on."""
+    cannot be read further."""
     files = input_files(input_path)
     outputs = _outputs(files, output_path) if output_path is not None else [None] * len(files)
     report = Report()
