@@ -245,6 +245,16 @@ def test_convert_and_audit_end_with_a_verdict_line(tmp_path: Path) -> None:
     assert "histmig convert:" not in runner.invoke(app, ["convert", str(ALL), str(out), "-q"]).stderr
 
 
+def test_gzip_bytes_on_stdin_are_gunzipped(tmp_path: Path) -> None:
+    expected = tmp_path / "expected.jsonl"
+    assert runner.invoke(app, ["convert", str(ALL), str(expected), "-q"]).exit_code == 0
+    out = tmp_path / "out.jsonl"
+    command = [sys.executable, "-m", "histmig", "convert", "-", str(out), "-q"]
+    done = subprocess.run(command, input=gzip.compress(ALL.read_bytes()), capture_output=True, cwd=Path(__file__).parent.parent)
+    assert (done.returncode, done.stderr) == (0, b"")
+    assert out.read_bytes() == expected.read_bytes()
+
+
 def test_a_rejected_json_document_is_said_not_written(tmp_path: Path) -> None:
     source, out = tmp_path / "s.json", tmp_path / "s.out.json"
     source.write_bytes(b'"x"')

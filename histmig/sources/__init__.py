@@ -66,18 +66,27 @@ def open_input(path: str) -> Iterator[BinaryIO]:
     """A binary stream over ``path`` (stdin for ``-``), gunzipped when it starts with the
     gzip magic bytes. Raises :class:`UnreadableInput` when the file cannot be opened."""
     if path == "-":
-        yield sys.stdin.buffer
+        with _gunzipped(sys.stdin.buffer) as stream:
+            yield stream
         return
     try:
         raw = open(path, "rb")
     except OSError as exc:
         raise UnreadableInput(f"{path}: {exc.strerror or exc}") from exc
-    with raw:
-        if raw.peek(2)[:2] == b"\x1f\x8b":
-            with gzip.GzipFile(fileobj=raw) as unzipped:
-                yield unzipped  # type: ignore[misc]
-        else:
-            yield raw
+    with raw, _gunzipped(raw) as stream:
+        yield stream
+
+
+@contextmanager
+def _gunzipped(raw: BinaryIO) -> Iterator[BinaryIO]:
+    """``raw``, or a gunzipping stream over it when its first bytes are the gzip magic
+    (a stream that cannot be peeked at, as a test's stdin, is taken as it is)."""
+    peek = getattr(raw, "peek", None)
+    if peek is not None and peek(2)[:2] == b"\x1f\x8b":
+        with gzip.GzipFile(fileobj=raw) as unzipped:
+            yield unzipped  # type: ignore[misc]
+    else:
+        yield raw
 
 
 def temp_beside(target: Path) -> tuple[int, str]:
