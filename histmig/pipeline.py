@@ -162,9 +162,12 @@ class Stream:
         self._screen = options.screen
         self._changed_in_a_row = 0
 
+    def _skipping(self) -> bool:
+        return self._changed_in_a_row >= SKIP_SCREEN_AFTER
+
     def screened(self, raw: bytes) -> bool:
         """Whether the screen passes ``raw`` (``False`` when it is not asked)."""
-        if self._screen is None or self._changed_in_a_row >= SKIP_SCREEN_AFTER or not self._screen(raw):
+        if self._screen is None or self._skipping() or not self._screen(raw):
             return False
         self._changed_in_a_row = 0
         return True
@@ -172,10 +175,10 @@ class Stream:
     def full(self, record: Record) -> Outcome:
         """:func:`process_full` of ``record`` (a record that :meth:`screened` just refused, or
         was not asked about), counted towards skipping the screen."""
-        skipped = self._screen is not None and self._changed_in_a_row >= SKIP_SCREEN_AFTER
+        asked = self._screen is None or not self._skipping()
         outcome = process_full(record, self.options)
         self._changed_in_a_row = self._changed_in_a_row + 1 if outcome.status == "changed" else 0
-        if skipped and outcome.status == "rejected" and self._screen(record.raw):
+        if not asked and outcome.status == "rejected" and self._screen(record.raw):
             return Outcome(record, "unchanged", record.raw)
         return outcome
 
