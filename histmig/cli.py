@@ -269,6 +269,8 @@ def convert(
         counts, where = result.counts, "stdout" if output_path == "-" else output_path or to_table or f"{input_path} (in place)"
         document = not is_tabular(input_path) and detect_format(input_path, input_format and input_format.value) == "json"
         written = f"nothing written to {where}" if document and counts["rejected"] and rejects_path != "-" else f"written to {where}"
+        if counts["rejected"] and rejects_path not in (None, "-"):
+            written += f", rejected records to {rejects_path}"
         stderr.print(
             f"histmig convert: {counts['changed']} of {counts['records_in']} records migrated, {counts['unchanged']} unchanged, "
             f"{counts['rejected']} rejected; {written}",

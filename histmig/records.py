@@ -76,7 +76,7 @@ def locate_messages(
         return obj[found[0]], found[0]
     present = next((key for key in MESSAGE_FIELD_CANDIDATES if key in obj), None)
     if present is not None:
-        raise NotAHistory(f"field {present!r} is not an array (name the {what} field with --messages-field)")
+        raise NotAHistory(f"field {present!r} is not an array (if the {what} are in another field, name it with --messages-field)")
     raise NotAHistory(f"no {what} field found (name it with --messages-field)")
 
 

@@ -22,7 +22,7 @@ RETRY = {"part_kind": "retry-prompt", "content": "x", "tool_name": None}
 BAD_LINES = {
     "invalid JSON": (b'{"id": "a", "messages": [', "invalid JSON"),
     "not a history": (b'{"id": "b", "note": 42}', "no messages field found"),
-    "messages not an array": (b'{"id": "m", "messages": "no"}', "field 'messages' is not an array (name the messages field with --messages-field)"),
+    "messages not an array": (b'{"id": "m", "messages": "no"}', "field 'messages' is not an array (if the messages are in another field, name it with --messages-field)"),
     "a scalar": (b"42", "expected a JSON array or object, got int"),
     "non-UTF-8 bytes": (b'[{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"\xff\xfe","tool_name":null}]}]', "invalid JSON"),
     "unknown kind": (orjson.dumps([{"kind": "tool-log", "parts": []}, {"kind": "request", "parts": [RETRY]}]), "messages[0]"),

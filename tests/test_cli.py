@@ -260,7 +260,7 @@ def test_a_rejected_json_document_is_said_not_written(tmp_path: Path) -> None:
     source.write_bytes(b'"x"')
     result = runner.invoke(app, ["convert", str(source), str(out)])
     assert result.exit_code == 1
-    assert result.stderr.rstrip().endswith(f"histmig convert: 0 of 1 records migrated, 0 unchanged, 1 rejected; nothing written to {out}")
+    assert result.stderr.rstrip().endswith(f"histmig convert: 0 of 1 records migrated, 0 unchanged, 1 rejected; nothing written to {out}, rejected records to {out}.rejects.jsonl")
     assert not out.exists()
     assert (tmp_path / "s.out.json.rejects.jsonl").read_bytes() == b'"x"\n'
 

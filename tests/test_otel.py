@@ -256,7 +256,7 @@ def test_otel_command_rejects_a_record_and_exits_1(tmp_path: Path) -> None:
     result = runner.invoke(app, ["otel", str(source), str(out), "--version", "6"])
     assert result.exit_code == 1
     assert "in.jsonl:line 2: invalid JSON" in result.stderr
-    assert "in.jsonl:line 4 [7]: field 'messages' is not an array (name the messages field with --messages-field)" in result.stderr
+    assert "in.jsonl:line 4 [7]: field 'messages' is not an array (if the messages are in another field, name it with --messages-field)" in result.stderr
     assert len(out.read_bytes().splitlines()) == 2  # the good record and the carried blank line
     assert (tmp_path / "out.jsonl.rejects.jsonl").read_bytes() == b'{not json\n{"id": 7, "messages": 3}\n'
 
