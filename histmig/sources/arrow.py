@@ -25,8 +25,9 @@ from typing import Any, Literal, NamedTuple
 import orjson
 import pyarrow as pa
 
-from histmig.pipeline import Options, Outcome, Stream
+from histmig.pipeline import Options, Outcome, Status, Stream
 from histmig.records import MESSAGE_FIELD_CANDIDATES, Record
+from histmig.report import Report
 from histmig.tabular import ColumnError
 
 ColumnKind = Literal["text", "binary", "nested"]
@@ -151,6 +152,28 @@ def _carry_problem(messages: Any, type_: pa.DataType) -> str | None:
     return None
 
 
+class BatchOutcomes(NamedTuple):
+    """What the pipeline made of the cells of one batch's messages column: ``full``, the
+    0-based position and :class:`~histmig.pipeline.Outcome` of every cell that went the
+    full way (:meth:`~histmig.pipeline.Stream.full`), ascending; ``unchanged``, how many
+    other cells the screen passed (unchanged, valid, without warnings). A null cell is not
+    a record: it is in neither."""
+
+    full: list[tuple[int, Outcome]]
+    unchanged: int
+
+    def add_to(self, report: Report) -> None:
+        """Count every cell in ``report``: the screened ones, then each outcome in row order."""
+        report.add_unchanged(self.unchanged)
+        for _, outcome in self.full:
+            report.add(outcome)
+
+    def positions(self, status: Status) -> list[int]:
+        """The positions of the cells whose outcome is ``status``, ascending (a screened
+        cell is ``unchanged`` but not listed)."""
+        return [i for i, outcome in self.full if outcome.status == status]
+
+
 class Cells(NamedTuple):
     """New values for some cells of one batch's messages column: ``positions``, ascending
     0-based rows of the batch, and ``values``, one a position, of the column's output type;
@@ -168,8 +191,8 @@ class ColumnMigrator:
 
     ``source`` names the input in every record (a file name); ``id_column`` names the column
     whose value becomes each record's id in the report (else the envelope's id).
-    :meth:`migrate` returns the batch with that column replaced and one outcome per row
-    (``None`` for a null cell); :meth:`migrate_cells` only the cells that change, which
+    :meth:`migrate` returns the batch with that column replaced and its
+    :class:`BatchOutcomes`; :meth:`migrate_cells` only the cells that change, which
     :meth:`apply` puts in place. Raises :class:`ColumnError` at construction when a column
     is missing or unusable.
     """
@@ -197,11 +220,11 @@ class ColumnMigrator:
         order, field metadata and schema metadata."""
         return self.schema.set(self.index, self.schema.field(self.index).with_type(self.output_type))
 
-    def migrate(self, batch: pa.RecordBatch, rows: Sequence[int]) -> tuple[pa.RecordBatch, list[Outcome | None]]:
+    def migrate(self, batch: pa.RecordBatch, rows: Sequence[int]) -> tuple[pa.RecordBatch, BatchOutcomes]:
         """Run every cell of the messages column of ``batch`` (of ``schema``) through the
         pipeline; ``rows`` holds each row's number (0-based) for its ``location``
         (``row N``). Returns the batch with the column migrated (:meth:`migrate_cells`,
-        :meth:`with_cells`) and one outcome a row."""
+        :meth:`with_cells`) and its :class:`BatchOutcomes`."""
         cells, outcomes = self.migrate_cells(batch, rows)
         if not cells.positions and self.kind != "nested":
             return batch, outcomes
@@ -212,32 +235,38 @@ class ColumnMigrator:
         so of :attr:`output_schema`."""
         return batch.set_column(self.index, self.output_schema.field(self.index), self.apply(batch.column(self.index), cells))
 
-    def migrate_cells(self, batch: pa.RecordBatch, rows: Sequence[int]) -> tuple[Cells, list[Outcome | None]]:
+    def migrate_cells(self, batch: pa.RecordBatch, rows: Sequence[int]) -> tuple[Cells, BatchOutcomes]:
         """Run every cell of the messages column of ``batch`` through the pipeline (the
         columns are found by name: ``batch`` may hold only the messages and id columns);
         ``rows`` holds each row's number for its ``location``. Returns the cells that
         change (a text or binary column: the changed ones; a nested column: all, widened)
-        and one outcome a row (``None`` for a null cell)."""
+        and the batch's :class:`BatchOutcomes`. A cell the screen passes costs no
+        :class:`~histmig.records.Record` nor :class:`~histmig.pipeline.Outcome`: it is only
+        counted."""
         column = batch.column(self.column)
         ids = batch.column(self.id_column).to_pylist() if self.id_column is not None else None
         values = column.to_pylist() if self.kind == "nested" else _raw_cells(column)
-        outcomes: list[Outcome | None] = []
+        full: list[tuple[int, Outcome]] = []
+        unchanged = 0
         positions: list[int] = []
         stream = Stream(self.options)
         for i, value in enumerate(values):
             if value is None:
-                outcomes.append(None)
                 continue
             raw = orjson.dumps(_pipeline_value(value)) if self.kind == "nested" else value
+            if stream.screened(raw):
+                unchanged += 1
+                continue
             record_id = None if ids is None or ids[i] is None else str(ids[i])
-            outcome = stream.process(Record(raw, self.source, f"row {rows[i]}", record_id))
+            outcome = stream.full(Record(raw, self.source, f"row {rows[i]}", record_id))
             if ids is not None and outcome.record.record_id != record_id:  # a null id names no record, not the envelope's
                 outcome.record = replace(outcome.record, record_id=record_id)
             if outcome.status == "changed":
                 outcome = self._store(values, i, outcome)
                 if outcome.status == "changed":
                     positions.append(i)
-            outcomes.append(outcome)
+            full.append((i, outcome))
+        outcomes = BatchOutcomes(full, unchanged)
         if self.kind == "nested":
             return Cells(list(range(len(values))), pa.array(values, type=self.output_type), len(values)), outcomes
         return Cells(positions, self._array([values[i] for i in positions]), len(values)), outcomes
@@ -316,17 +345,18 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-def write_jsonl_rows(out: Any, batch: pa.RecordBatch, column: str, kind: ColumnKind, outcomes: Sequence[Outcome | None]) -> None:
+def write_jsonl_rows(out: Any, batch: pa.RecordBatch, column: str, kind: ColumnKind, outcomes: BatchOutcomes) -> None:
     """Write each row of ``batch`` to the binary stream ``out`` as one JSON object a line,
     columns in schema order. A text or binary messages cell is inlined as the JSON it holds
     (the JSONL source then reads it with ``--messages-field COLUMN``); a cell that is not
     JSON (a rejected record) is written as a string. Timestamps are RFC 3339 strings; other
     values without a JSON form (decimals, binary) are written as strings."""
-    for row, outcome in zip(batch.to_pylist(), outcomes):
+    rejected = set(outcomes.positions("rejected"))
+    for i, row in enumerate(batch.to_pylist()):
         cell = row[column]
         if kind != "nested" and cell is not None:
             raw = cell.encode() if isinstance(cell, str) else bytes(cell)
-            if outcome is None or outcome.status != "rejected" or _is_json(raw):
+            if i not in rejected or _is_json(raw):
                 row[column] = orjson.Fragment(raw)
             else:
                 row[column] = raw.decode("utf-8", "backslashreplace")

@@ -18,10 +18,10 @@ from contextlib import ExitStack
 import duckdb
 import pyarrow as pa
 
-from histmig.pipeline import Options, Outcome
+from histmig.pipeline import Options
 from histmig.report import Report
 from histmig.sources import atomic_output
-from histmig.sources.arrow import ColumnMigrator, find_messages_column, write_jsonl_rows
+from histmig.sources.arrow import BatchOutcomes, ColumnMigrator, find_messages_column, write_jsonl_rows
 from histmig.sources.parquet import parquet_sink
 from histmig.tabular import ColumnError
 
@@ -119,7 +119,7 @@ def run_duckdb(
 
 def _batches(
     con: duckdb.DuckDBPyConnection, query: str, migrator_args: dict, report: Report
-) -> Iterator[tuple[ColumnMigrator, pa.RecordBatch, list[Outcome | None]]]:
+) -> Iterator[tuple[ColumnMigrator, pa.RecordBatch, BatchOutcomes]]:
     """Read ``query`` on a cursor of ``con`` batch by batch and yield each migrated batch."""
     with con.cursor() as cursor:
         relation = cursor.sql(query)
@@ -129,9 +129,7 @@ def _batches(
         for batch in reader:
             new_batch, outcomes = migrator.migrate(batch, range(row, row + batch.num_rows))
             row += batch.num_rows
-            for outcome in outcomes:
-                if outcome is not None:
-                    report.add(outcome)
+            outcomes.add_to(report)
             yield migrator, new_batch, outcomes
 
 
@@ -193,7 +191,7 @@ def _in_place(con, table, column, id_column, source, options, report) -> None:
         created = False
         migrator = None
         for migrator, batch, outcomes in _batches(con, query, args, report):
-            changed = [i for i, o in enumerate(outcomes) if o is not None and o.status == "changed"]
+            changed = outcomes.positions("changed")
             if not changed:
                 continue
             rows = pa.table(

@@ -190,9 +190,7 @@ class GroupWorker:
                 cells, outcomes = migrator.migrate_cells(batch, rows)
                 if task.output == "parquet":
                     result.cells.append(cells)
-            for outcome in outcomes:
-                if outcome is not None:
-                    result.report.add(outcome)
+            outcomes.add_to(result.report)
         pa.default_memory_pool().release_unused()
         return result
 

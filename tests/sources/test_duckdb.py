@@ -14,8 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from histmig.cli import app
-from histmig.pipeline import Options, Outcome, Stream
-from histmig.records import Record
+from histmig.pipeline import Options, Stream
 from histmig.runner import run
 from histmig.sources.duckdb import quote
 from histmig.tabular import TableOptions
@@ -119,15 +118,15 @@ def test_failed_in_place_run_leaves_the_table_untouched(tmp_path: Path, records,
     db = make_db(tmp_path / "chats.duckdb", records, "JSON")
     before, types = read_table(db), column_types(db)
     calls = {"n": 0}
-    real = Stream.process
+    real = Stream.screened
 
-    def failing(stream: Stream, record: Record) -> Outcome:
+    def failing(stream: Stream, raw: bytes) -> bool:
         calls["n"] += 1
         if calls["n"] > len(records) // 2:
             raise RuntimeError("interrupted half way")
-        return real(stream, record)
+        return real(stream, raw)
 
-    monkeypatch.setattr(Stream, "process", failing)
+    monkeypatch.setattr(Stream, "screened", failing)
     with pytest.raises(RuntimeError, match="half way"):
         run(str(db), None, Options(), table=TableOptions(table=TABLE, in_place=True))
     assert calls["n"] > len(records) // 2

@@ -12,10 +12,11 @@ import pytest
 from typer.testing import CliRunner
 
 from histmig.cli import app
-from histmig.pipeline import Options, Outcome, Stream, select_rules
+from histmig.pipeline import Options, Stream, process, select_rules
 from histmig.records import Record
+from histmig.report import Report
 from histmig.runner import run
-from histmig.sources.arrow import widened_type
+from histmig.sources.arrow import ColumnMigrator, widened_type
 from histmig.tabular import TableOptions
 from tests.conftest import CORPUS
 from tests.sources.conftest import (
@@ -83,6 +84,27 @@ def test_json_string_column_matches_the_jsonl_path(tmp_path: Path, records) -> N
     assert without_place(data["changes"]) == without_place(jsonl_report["changes"])
     assert data["changes"][0]["source"] == str(source)
     assert data["changes"][0]["location"] == "row 0"
+
+
+def test_a_batch_lists_only_the_cells_that_went_the_full_way(records) -> None:
+    legacy = next(r for r in records if b"retry-prompt" in orjson.dumps(r))
+    clean = next(r for r in records if Options().screen(orjson.dumps(r["messages"])))
+    cells = [orjson.dumps(clean["messages"]), orjson.dumps(legacy["messages"]), None, b"[{", orjson.dumps(clean["messages"]), b'{"messages": 1}']
+    batch = pa.record_batch({"messages": pa.array(cells, pa.binary())})
+    migrator = ColumnMigrator(batch.schema, "messages", "t.parquet")
+    changed, outcomes = migrator.migrate_cells(batch, range(10, 16))
+    assert [(i, o.status, o.record.location) for i, o in outcomes.full] == [(1, "changed", "row 11"), (3, "rejected", "row 13"), (5, "rejected", "row 15")]
+    assert outcomes.unchanged == 2
+    assert outcomes.positions("changed") == changed.positions == [1]
+    assert outcomes.positions("rejected") == [3, 5]
+    report = Report.in_memory()
+    outcomes.add_to(report)
+    one_by_one = Report.in_memory()
+    for row, cell in enumerate(cells, start=10):
+        if cell is not None:
+            one_by_one.add(process(Record(cell, "t.parquet", f"row {row}")))
+    assert report.to_json() == one_by_one.to_json()
+    assert report.counts["records_in"] == 5
 
 
 def test_check_and_audit_name_rows_by_id_column(tmp_path: Path, records) -> None:
@@ -204,15 +226,15 @@ def test_table_options_need_a_columnar_input() -> None:
 def test_failed_run_leaves_no_output(tmp_path: Path, records, monkeypatch: pytest.MonkeyPatch) -> None:
     source = write_parquet(tmp_path / "chats.parquet", table_of(records, nested=False))
     calls = {"n": 0}
-    real = Stream.process
+    real = Stream.screened
 
-    def failing(stream: Stream, record: Record) -> Outcome:
+    def failing(stream: Stream, raw: bytes) -> bool:
         calls["n"] += 1
         if calls["n"] > 3 * ROW_GROUP:
             raise RuntimeError("interrupted")
-        return real(stream, record)
+        return real(stream, raw)
 
-    monkeypatch.setattr(Stream, "process", failing)
+    monkeypatch.setattr(Stream, "screened", failing)
     with pytest.raises(RuntimeError):
         run(str(source), str(tmp_path / "out.parquet"), Options())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["chats.parquet"]

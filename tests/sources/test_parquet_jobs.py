@@ -13,8 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import histmig.sources.parquet as parquet
-from histmig.pipeline import Options, Outcome, Stream, select_rules
-from histmig.records import Record
+from histmig.pipeline import Options, Stream, select_rules
 from histmig.runner import run
 from histmig.sources.arrow import Cells, ColumnMigrator
 from histmig.tabular import TableOptions
@@ -123,14 +122,15 @@ def test_two_jobs_over_a_directory_and_without_output(tmp_path: Path, records) -
 
 def test_an_error_in_a_worker_reaches_the_caller_and_leaves_no_output(tmp_path: Path, records, monkeypatch: pytest.MonkeyPatch) -> None:
     source = write_parquet(tmp_path / "chats.parquet", table_of(records, nested=False))
-    real = Stream.process
+    real = Stream.screened
+    poisoned = orjson.dumps(records[3 * ROW_GROUP + 1]["messages"])
 
-    def failing(stream: Stream, record: Record) -> Outcome:
-        if record.location == f"row {3 * ROW_GROUP + 1}":
+    def failing(stream: Stream, raw: bytes) -> bool:
+        if raw == poisoned:
             raise RuntimeError("interrupted")
-        return real(stream, record)
+        return real(stream, raw)
 
-    monkeypatch.setattr(Stream, "process", failing)
+    monkeypatch.setattr(Stream, "screened", failing)
     with pytest.raises(RuntimeError, match="interrupted"):
         run(str(source), str(tmp_path / "out.parquet"), jobs=2)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["chats.parquet"]
