@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from histmig import parallel, pipeline
@@ -48,6 +50,16 @@ def test_two_jobs_keep_order_across_many_chunks_and_blank_lines(tmp_path: Path) 
     assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
     assert (tmp_path / "a.jsonl.rejects.jsonl").read_bytes() == (tmp_path / "b.jsonl.rejects.jsonl").read_bytes()
     assert one.to_json() == two.to_json()
+
+
+@settings(max_examples=300)
+@given(st.lists(st.sampled_from([b"\n", b"x", b"{}", b"\r\n", b"\n\n"]), max_size=3000), st.integers(1, 5))
+def test_count_lines_counts_every_line_end(pieces: list[bytes], find_lines: int) -> None:
+    data = b"".join(pieces)
+    assert parallel.count_lines(data) == data.count(b"\n")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(parallel, "FIND_LINES", find_lines)
+        assert parallel.count_lines(data) == data.count(b"\n")
 
 
 def test_two_jobs_on_a_truncated_gz_keep_every_record_read(tmp_path: Path) -> None:
