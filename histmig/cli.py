@@ -347,8 +347,8 @@ def check(
         counts = result.counts
         if result.needs_attention:
             stderr.print(
-                f"histmig check: {counts['changed']} of {counts['records_in']} records need migration, "
-                f"{counts['invalid']} are invalid, {counts['rejected']} were rejected",
+                f"histmig check: {counts['changed']} of {counts['records_in']} records to migrate, "
+                f"{counts['invalid']} invalid, {counts['rejected']} rejected",
                 markup=False,
             )
         else:

@@ -184,7 +184,7 @@ def test_rules_takes_a_prefix_and_prints_plain_docs() -> None:
 
 
 def test_check_ends_with_a_verdict(tmp_path: Path) -> None:
-    assert "histmig check: 138 of 212 records need migration, 0 are invalid, 0 were rejected" in invoke("check", str(ALL)).stderr
+    assert "histmig check: 138 of 212 records to migrate, 0 invalid, 0 rejected" in invoke("check", str(ALL)).stderr
     out = tmp_path / "out.jsonl"
     invoke("convert", str(ALL), str(out), "-q")
     assert "histmig check: all 212 records are current and valid" in invoke("check", str(out)).stderr
@@ -194,7 +194,9 @@ def test_an_invalid_record_has_status_invalid(tmp_path: Path) -> None:
     source = tmp_path / "in.jsonl"
     source.write_bytes(b'[{"kind":"teleport","parts":[]}]\n')
     report = tmp_path / "r.json"
-    assert invoke("check", str(source), "--report", str(report), "--report-format", "json").exit_code == 1
+    result = invoke("check", str(source), "--report", str(report), "--report-format", "json")
+    assert result.exit_code == 1
+    assert "histmig check: 0 of 1 records to migrate, 1 invalid, 0 rejected" in result.stderr
     data = orjson.loads(report.read_bytes())
     assert data["summary"]["invalid"] == 1
     assert [row["status"] for row in data["errors"]] == ["invalid"]
