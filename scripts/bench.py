@@ -22,8 +22,12 @@ and prints one table: MB/s (input MB, 10^6 bytes, per wall-clock second) and rec
 each (Parquet too: MB of the same records as JSONL), the ratios histmig/framework and
 histmig/floor, and histmig's peak RSS (MB, from ``wait4``; on Linux a child's figure starts
 from its parent's RSS when spawned, so this process imports nothing heavy and builds the
-archives in a child of its own), followed by histmig's ``--jobs 1`` vs ``--jobs 2`` scaling
-on the 100 % variant.
+archives in a child of its own). A second table gives the bounds, the least work any
+migration of an archive needs, timed the same way: for the 100 % JSONL variant, parsing,
+dumping and checking against 2.68's schema every migrated record on two cores with no rule
+(:func:`bound_jsonl`); for Parquet, the floor's read and write with one substring search of
+every cell (:func:`bound_parquet`); with their ratios to the framework and the floor. Last,
+histmig's ``--jobs 1`` vs ``--jobs 2`` scaling on the 100 % variant.
 histmig on Parquet is measured only when ``histmig convert x.parquet y.parquet`` works
 (``n/a`` otherwise). Timings are the best of ``--repeat`` runs, the three commands of an
 archive taking turns.
@@ -186,11 +190,63 @@ def framework_parquet(src: str, dst: str) -> None:
     print(f"framework could not load {failed} records", file=sys.stderr)
 
 
+def bound_jsonl(src: str, dst: str) -> None:
+    """The least work that migrating and validating every record takes, whatever the rules
+    cost: each record of ``src`` (a migrated archive: histmig's output) parsed (msgspec),
+    dumped (orjson) and checked against 2.68's schema (histmig's settled check, the msgspec
+    decode that stands for "it loads, a second pass changes nothing"), the lines split
+    between two forked processes as ``--jobs 2`` does; no rule, no report."""
+    import msgspec
+
+    from histmig.screen import settled_for
+
+    size = os.path.getsize(src)
+    children = []
+    for half in range(2):
+        pid = os.fork()
+        if pid == 0:
+            status = 1
+            try:
+                decode, dumps, settled = msgspec.json.Decoder().decode, orjson.dumps, settled_for("messages")
+                start, end = half * size // 2, (half + 1) * size // 2
+                with open(src, "rb") as inp, open(f"{dst}.{half}", "wb") as out:
+                    inp.seek(start)
+                    if start:
+                        inp.readline()
+                    while inp.tell() <= end and (line := inp.readline()):
+                        output = dumps(decode(line))
+                        settled(output)
+                        out.write(output + b"\n")
+                status = 0
+            finally:
+                os._exit(status)
+        children.append(pid)
+    if any(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children):
+        raise RuntimeError(f"bound_jsonl: a process failed on {src}")
+
+
+def bound_parquet(src: str, dst: str) -> None:
+    """The least work that looking at every cell takes: the pyarrow read and write of
+    :func:`floor_parquet` with one C++ substring search (``retry-prompt``) of each batch's
+    messages column, far less than telling whether a rule applies."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    reader = pq.ParquetFile(src)
+    column = reader.schema_arrow.get_field_index("messages")
+    with pq.ParquetWriter(dst, reader.schema_arrow) as writer:
+        for batch in reader.iter_batches(batch_size=PARQUET_BATCH):
+            pc.match_substring(batch.column(column), "retry-prompt")
+            writer.write_batch(batch)
+
+
 BASELINES = {
     ("floor", "jsonl"): floor_jsonl,
     ("framework", "jsonl"): framework_jsonl,
+    ("bound", "jsonl"): bound_jsonl,
     ("floor", "parquet"): floor_parquet,
     ("framework", "parquet"): framework_parquet,
+    ("bound", "parquet"): bound_parquet,
 }
 
 
@@ -261,18 +317,24 @@ def main(argv: list[str] | None = None) -> int:
     print("|" + "|".join("-" * (len(cell)) for cell in header.split("|")[1:-1]) + "|")
     out = args.workdir / "out"
     out.mkdir(exist_ok=True)
+    bounds: list[tuple[str, int, Timing, Timing, Timing]] = []
     for fmt in formats:
         for name, _ in SHARES:
             src = files[name][fmt]
             size, label = files[name]["jsonl"].stat().st_size, f"{fmt} {name}"  # MB of JSON, for both formats
-            ours, theirs, floor = best(
-                [
-                    histmig_argv(src, out / f"histmig.{fmt}"),
-                    [sys.executable, __file__, "--baseline", "framework", str(src), str(out / f"framework.{fmt}")],
-                    [sys.executable, __file__, "--baseline", "floor", str(src), str(out / f"floor.{fmt}")],
-                ],
-                args.repeat,
-            )
+            commands = [
+                histmig_argv(src, out / f"histmig.{fmt}"),
+                [sys.executable, __file__, "--baseline", "framework", str(src), str(out / f"framework.{fmt}")],
+                [sys.executable, __file__, "--baseline", "floor", str(src), str(out / f"floor.{fmt}")],
+            ]
+            # the bound of a JSONL archive reads histmig's output, written just before in each turn
+            bounded = fmt == "parquet" or name == "100%"
+            bound_input = src if fmt == "parquet" else out / f"histmig.{fmt}"
+            if bounded:
+                commands.append([sys.executable, __file__, "--baseline", "bound", str(bound_input), str(out / f"bound.{fmt}")])
+            ours, theirs, floor, *bound = best(commands, args.repeat)
+            if bound:
+                bounds.append((label, size, bound[0], theirs, floor))
             cells = [rate(size, count, t) for t in (ours, theirs, floor)]
             ratio = lambda other: f"{other.seconds / ours.seconds:.2f}" if ours.ok and other.ok else "n/a"  # noqa: E731
             print(
@@ -280,6 +342,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"| {cells[2][0]:>10} | {cells[2][1]:>8} | {ratio(theirs):>11} | {ratio(floor):>7} | {f'{ours.peak_rss_mb:.0f}' if ours.ok else 'n/a':>14} |",
                 flush=True,
             )
+    print_bounds(bounds, count)
     if "jsonl" in formats:
         src = files["100%"]["jsonl"]
         one, two = best([histmig_argv(src, out / "jobs1.jsonl", jobs=1), histmig_argv(src, out / "jobs2.jsonl", jobs=2)], args.repeat)
@@ -292,6 +355,22 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print("\nhistmig --jobs scaling: n/a (histmig convert --jobs failed)")
     return 0
+
+
+def print_bounds(bounds: list[tuple[str, int, Timing, Timing, Timing]], count: int) -> None:
+    """The second table: for each ``(label, size, bound, framework, floor)``, the bound's
+    MB/s and its ratios to the framework and to the floor of the same run: what histmig
+    could reach at best (see :func:`bound_jsonl`, :func:`bound_parquet`)."""
+    if not bounds:
+        return
+    print("\nbounds: the least work any migration needs (jsonl: parse, dump and 2.68-schema check of every migrated record on 2 cores, no rule; parquet: read, one substring search of every cell, write)\n")
+    header = f"| {'archive':<14} | {'bound MB/s':>10} | {'rec/s':>8} | {'x framework':>11} | {'x floor':>7} |"
+    print(header)
+    print("|" + "|".join("-" * len(cell) for cell in header.split("|")[1:-1]) + "|")
+    for label, size, bound, theirs, floor in bounds:
+        mbs, recs = rate(size, count, bound)
+        ratio = lambda other: f"{other.seconds / bound.seconds:.2f}" if bound.ok and other.ok else "n/a"  # noqa: E731
+        print(f"| {label:<14} | {mbs:>10} | {recs:>8} | {ratio(theirs):>11} | {ratio(floor):>7} |", flush=True)
 
 
 def rate(size: int, count: int, timing: Timing) -> tuple[str, str]:
