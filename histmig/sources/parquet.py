@@ -1,19 +1,20 @@
 """Parquet source and sink (pyarrow), streamed by row group and record batch.
 
-Input is a file, a directory (its ``*.parquet`` files, sorted) or a glob. Each row group
-is a task (:class:`RowGroup`) for a :class:`GroupWorker`, run by ``jobs`` forked worker
-processes (:class:`~histmig.parallel.Workers`) or in this process: the worker reads the
-row group from the file itself, batch by batch, runs the messages column through the
-pipeline (histmig.sources.arrow) and sends back the chunk's report and only what changes:
-for a Parquet output, the cells that change (their positions and new values, Arrow
-buffers written to the pipe as they are); for a JSONL output, the lines. The parent takes
-the results in row-group order, merges the reports, and for a Parquet output reads the row
-group again, batch by batch, puts the new cells in place and writes it as one output row
-group. So memory holds about one row group per process, whatever the file size, and row
-order, row-group boundaries, every other column, the schema (field order, field and
-key-value metadata) and the compression codec reach the output unchanged, the same for any
-``jobs``. A rejected row is written unchanged (a row cannot be dropped without breaking the
-alignment) and reported.
+Input is a file, a directory (its ``*.parquet`` files, sorted) or a glob. Each row group, or
+each slice of a row group holding more than :data:`TASK_BYTES` of messages, is a task
+(:class:`RowGroup`) for a :class:`GroupWorker`, run by ``jobs`` forked worker processes
+(:class:`~histmig.parallel.Workers`) or in this process: the worker reads its rows from the
+file itself, batch by batch, runs the messages column through the pipeline
+(histmig.sources.arrow) and sends back the task's report and only what changes: for a
+Parquet output, the cells that change (their positions and new values, Arrow buffers written
+to the pipe as they are); for a JSONL output, the lines. The parent takes the results in
+order, merges the reports, and for a Parquet output reads the rows again, batch by batch,
+puts the new cells in place and writes them as one output row group. So memory holds about
+one task's rows per process, whatever the file and row-group sizes, and row order, every
+other column, the schema (field order, field and key-value metadata), the compression codec
+and the row-group boundaries (but where a row group is sliced) reach the output unchanged,
+the same for any ``jobs``. A rejected row is written unchanged (a row cannot be dropped
+without breaking the alignment) and reported.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import io
 import os
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -44,6 +45,13 @@ histories hold peak RSS about 20 MB below 1,024 rows, at the same speed."""
 READ_BUFFER = 1 << 20
 """Bytes read from a Parquet file at a time (rather than whole column chunks, which
 pyarrow would keep until the next row group)."""
+TASK_BYTES = 8 << 20
+"""Bytes of messages a task covers, about: a row group whose messages column holds up to this
+much is one task and one output row group; a larger one (pyarrow and pandas write up to a
+million rows in one) is cut into slices of whole batches of about this size (the last maybe
+smaller), each a task and an output row group (:func:`_slices`). So a process holds about
+one slice whatever the row groups' size, and ``--jobs`` shares the rows of a file that is
+one row group."""
 
 _GLOB_CHARS = frozenset("*?[")
 
@@ -127,10 +135,13 @@ def run_parquet(
 
 @dataclass(frozen=True)
 class RowGroup:
-    """One row group of a Parquet file, as a task for a :class:`GroupWorker`: the file's
-    ``path``, the ``group`` index, the number of its ``first_row`` in the file (rows are
-    named ``row N`` from 0), the messages ``column``, the ``id_column``, and the ``output``
-    the result is for (``None``: a report only)."""
+    """A row group of a Parquet file, or a slice of one, as a task for a
+    :class:`GroupWorker`: the file's ``path``, the ``group`` index, the number of its
+    ``first_row`` in the file (rows are named ``row N`` from 0), the messages ``column``,
+    the ``id_column``, the ``output`` the result is for (``None``: a report only), and the
+    slice: ``batch_count`` batches of :data:`BATCH_ROWS` rows from batch ``first_batch``
+    (``None``: to the row group's end); ``size``, its share of the row group's compressed
+    bytes (for progress)."""
 
     path: str
     group: int
@@ -138,6 +149,9 @@ class RowGroup:
     column: str
     id_column: str | None
     output: Literal["parquet", "jsonl"] | None
+    first_batch: int = 0
+    batch_count: int | None = None
+    size: int = 0
 
 
 @dataclass
@@ -153,32 +167,32 @@ class GroupResult:
 
 
 class GroupWorker:
-    """Migrates one row group (``worker(task)``, a :class:`RowGroup`) into a
-    :class:`GroupResult`, in a worker process or in this one. It reads the row group from
-    the file itself, batch by batch: only the messages and id columns for a Parquet output
-    or none, every column for a JSONL one. The file last used stays open for the next row
-    group. Raises :class:`~histmig.tabular.ColumnError` for a file or column it cannot
-    use, and pyarrow's errors for a row group it cannot read."""
+    """Migrates one row group or slice (``worker(task)``, a :class:`RowGroup`) into a
+    :class:`GroupResult`, in a worker process or in this one. It reads the rows from the
+    file itself, batch by batch (:class:`BatchCursor`): only the messages and id columns
+    for a Parquet output or none, every column for a JSONL one. The file last used stays
+    open for the next task. Raises :class:`~histmig.tabular.ColumnError` for a file or
+    column it cannot use, and pyarrow's errors for a row group it cannot read."""
 
     def __init__(self, options: Options) -> None:
         self.options = options
         self._key: tuple[str, str, str | None] | None = None
-        self._file: tuple[pq.ParquetFile, ColumnMigrator] | None = None
+        self._file: tuple[BatchCursor, ColumnMigrator] | None = None
 
-    def _open(self, task: RowGroup) -> tuple[pq.ParquetFile, ColumnMigrator]:
+    def _open(self, task: RowGroup) -> tuple[BatchCursor, ColumnMigrator]:
         key = (task.path, task.column, task.id_column)
         if self._file is None or self._key != key:
             parquet = open_parquet(task.path)
-            self._file = parquet, ColumnMigrator(parquet.schema_arrow, task.column, task.path, self.options, task.id_column)
+            self._file = BatchCursor(parquet), ColumnMigrator(parquet.schema_arrow, task.column, task.path, self.options, task.id_column)
             self._key = key
         return self._file
 
     def __call__(self, task: RowGroup) -> GroupResult:
-        parquet, migrator = self._open(task)
+        cursor, migrator = self._open(task)
         result = GroupResult()
         columns = None if task.output == "jsonl" else list(dict.fromkeys(c for c in (task.column, task.id_column) if c is not None))
         first = task.first_row
-        for batch in _batches(parquet, task.group, columns):
+        for batch in cursor.take(task.group, task.first_batch, task.batch_count, columns):
             rows = range(first, first + batch.num_rows)
             first += batch.num_rows
             if task.output == "jsonl":
@@ -193,6 +207,45 @@ class GroupWorker:
             outcomes.add_to(result.report)
         pa.default_memory_pool().release_unused()
         return result
+
+
+class BatchCursor:
+    """The record batches of an open Parquet file's row groups, read forward: a slice of a
+    row group that starts where the last one taken stopped, or further on, is read on from
+    there (the batches between are read and dropped); any other starts its row group
+    again. So the slices of one row group, taken in order, read it once."""
+
+    def __init__(self, parquet: pq.ParquetFile) -> None:
+        self.parquet = parquet
+        self._key: tuple[int, tuple[str, ...] | None] | None = None
+        self._batches: Iterator[pa.RecordBatch] = iter(())
+        self._next = 0
+
+    def take(self, group: int, first: int = 0, count: int | None = None, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
+        """``count`` batches (``None``: to the row group's end) of row group ``group``
+        from batch ``first`` (``columns`` only, when given), as :func:`_batches` reads
+        them. Raises :class:`ValueError` when the row group has fewer."""
+        key = (group, None if columns is None else tuple(columns))
+        if key != self._key or first < self._next:
+            self._key, self._batches, self._next = key, _batches(self.parquet, group, columns), 0
+        for _ in range(first - self._next):
+            self._skip(group)
+        self._next = first
+        taken = 0
+        while count is None or taken < count:
+            batch = next(self._batches, None)
+            if batch is None:
+                if count is None:
+                    return
+                raise ValueError(f"row group {group} has no batch {self._next}")
+            self._next += 1
+            taken += 1
+            yield batch
+
+    def _skip(self, group: int) -> None:
+        if next(self._batches, None) is None:
+            raise ValueError(f"row group {group} has no batch {self._next}")
+        self._next += 1
 
 
 def open_parquet(path: str) -> pq.ParquetFile:
@@ -231,7 +284,7 @@ def _run_file(
         output = "jsonl" if output_path.lower().endswith(".jsonl") else "parquet"
     tasks, first = [], 0
     for group in range(metadata.num_row_groups):
-        tasks.append(RowGroup(path, group, first, column, id_column, output))
+        tasks += _slices(parquet, RowGroup(path, group, first, column, id_column, output))
         first += metadata.row_group(group).num_rows
     with ExitStack() as stack:
         emit = _emitter(stack, output, output_path, parquet, migrator)
@@ -240,38 +293,76 @@ def _run_file(
         for task, result in workers.map(tasks, window=2):
             report.merge(result.report)
             if progress is not None:
-                meta = metadata.row_group(task.group)
-                progress(sum(meta.column(i).total_compressed_size for i in range(meta.num_columns)))
+                progress(task.size)
             emit(task, result)
             del result  # the next one is received before the loop would rebind the name
             pa.default_memory_pool().release_unused()
 
 
+def _slices(parquet: pq.ParquetFile, group: RowGroup) -> list[RowGroup]:
+    """The tasks of row group ``group`` of ``parquet``: itself, or, when its messages
+    column holds more than :data:`TASK_BYTES` (:func:`_bytes_per_row`), slices of as many
+    whole batches each (the last maybe fewer), about that size, in order."""
+    meta = parquet.metadata.row_group(group.group)
+    size = sum(meta.column(i).total_compressed_size for i in range(meta.num_columns))
+    rows = meta.num_rows
+    limit = max(1, int(TASK_BYTES / _bytes_per_row(parquet, group, meta))) if rows else 1
+    batches = -(-rows // BATCH_ROWS)
+    per_slice = -(-batches // -(-rows // limit)) if rows > limit else batches
+    if per_slice >= batches:
+        return [replace(group, size=size)]
+    return [
+        replace(
+            group,
+            first_row=group.first_row + first * BATCH_ROWS,
+            first_batch=first,
+            batch_count=min(per_slice, batches - first),
+            size=size * min(per_slice, batches - first) // batches,
+        )
+        for first in range(0, batches, per_slice)
+    ]
+
+
+def _bytes_per_row(parquet: pq.ParquetFile, group: RowGroup, meta: pq.RowGroupMetaData) -> float:
+    """Bytes a row of ``group``'s messages column takes once read, about: its column
+    chunks' uncompressed size over the rows; for a dictionary-encoded column, whose stored
+    size tells little (a repeated cell is stored once), at least that of its first batch
+    as read. ``meta`` is the row group's metadata; it has rows."""
+    chunks = [meta.column(i) for i in range(meta.num_columns) if meta.column(i).path_in_schema.split(".")[0] == group.column]
+    stored = sum(chunk.total_uncompressed_size for chunk in chunks) / meta.num_rows
+    if not any(chunk.has_dictionary_page for chunk in chunks):
+        return max(stored, 1.0)
+    first = next(_batches(parquet, group.group, [group.column]), None)
+    return max(stored, 1.0, first.nbytes / first.num_rows if first is not None and first.num_rows else 0.0)
+
+
 def _emitter(
     stack: ExitStack, output: Literal["parquet", "jsonl"] | None, output_path: str | None, parquet: pq.ParquetFile, migrator: ColumnMigrator
 ) -> Callable[[RowGroup, GroupResult], None]:
-    """What to do with each row group's result, in order: write its lines to the JSONL
-    output, or write it as a row group of the Parquet output (:func:`_migrated_group`), or
-    nothing. The output is opened on ``stack`` (written atomically when it closes)."""
+    """What to do with each task's result, in order: write its lines to the JSONL output,
+    or write it as a row group of the Parquet output (:func:`_migrated_group`), or nothing.
+    The output is opened on ``stack`` (written atomically when it closes)."""
     if output == "jsonl":
         out = stack.enter_context(atomic_output(output_path))
         return lambda task, result: out.writelines(result.jsonl)
     if output == "parquet":
         write = stack.enter_context(parquet_sink(output_path, migrator.output_schema, _compression(parquet.metadata)))
-        return lambda task, result: write(_migrated_group(parquet, task.group, migrator, result.cells))
+        cursor = BatchCursor(parquet)
+        return lambda task, result: write(_migrated_group(cursor, task, migrator, result.cells))
     return lambda task, result: None
 
 
-def _migrated_group(parquet: pq.ParquetFile, group: int, migrator: ColumnMigrator, cells: list[Cells]) -> pa.Table:
-    """Row group ``group`` of ``parquet``, read again batch by batch, with ``cells`` (one
-    :class:`~histmig.sources.arrow.Cells` a batch, each dropped from the list once in
-    place) applied. Raises :class:`ValueError` when the batches and ``cells`` do not match."""
+def _migrated_group(cursor: BatchCursor, task: RowGroup, migrator: ColumnMigrator, cells: list[Cells]) -> pa.Table:
+    """The rows of ``task`` (a row group or a slice of one), read again batch by batch from
+    ``cursor``, with ``cells`` (one :class:`~histmig.sources.arrow.Cells` a batch, each
+    dropped from the list once in place) applied. Raises :class:`ValueError` when the
+    batches and ``cells`` do not match."""
     cells.reverse()
     batches = []
-    for batch in _batches(parquet, group):
+    for batch in cursor.take(task.group, task.first_batch, task.batch_count):
         if not cells:
-            raise ValueError(f"{migrator.source}: row group {group} has more batches than cells")
+            raise ValueError(f"{migrator.source}: row group {task.group} has more batches than cells")
         batches.append(migrator.with_cells(batch, cells.pop()))
     if cells:
-        raise ValueError(f"{migrator.source}: row group {group} has fewer batches than cells")
+        raise ValueError(f"{migrator.source}: row group {task.group} has fewer batches than cells")
     return pa.Table.from_batches(batches, migrator.output_schema)

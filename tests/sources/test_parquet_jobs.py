@@ -177,3 +177,70 @@ def test_apply_refuses_cells_of_another_batch() -> None:
     migrator = ColumnMigrator(pa.schema([("messages", pa.string())]), "messages", "t.parquet")
     with pytest.raises(ValueError, match="6-row batch given for 5 rows"):
         migrator.apply(pa.array(OLD[:5]), Cells([1], pa.array(["x"]), 6))
+
+
+def one_group(records, path: Path) -> Path:
+    """``mixed_table`` as one row group (as pyarrow and pandas write up to a million rows)."""
+    pq.write_table(mixed_table(records), path, row_group_size=len(records), compression="zstd")
+    return path
+
+
+@pytest.mark.usefixtures("small_batches")
+@pytest.mark.parametrize("output", ["parquet", "jsonl"])
+def test_a_row_group_larger_than_a_task_is_migrated_in_slices(tmp_path: Path, records, monkeypatch: pytest.MonkeyPatch, output: str) -> None:
+    source = one_group(records, tmp_path / "one.parquet")
+    whole = convert(source, tmp_path / f"whole.{output}", 1)
+    monkeypatch.setattr(parquet, "TASK_BYTES", 40_000)
+    sliced_one, sliced_two = convert(source, tmp_path / f"s1.{output}", 1), convert(source, tmp_path / f"s2.{output}", 2)
+    assert sliced_one == sliced_two == whole
+    assert whole["summary"]["records_in"] == 185 and whole["summary"]["rejected"] == 19
+    if output == "jsonl":
+        assert (tmp_path / "s2.jsonl").read_bytes() == (tmp_path / "s1.jsonl").read_bytes() == (tmp_path / "whole.jsonl").read_bytes()
+        return
+    expected = pq.read_table(tmp_path / "whole.parquet")
+    for name in ("s1.parquet", "s2.parquet"):
+        assert pq.read_table(tmp_path / name).equals(expected, check_metadata=True)
+    layout = pq.ParquetFile(tmp_path / "s2.parquet").metadata
+    sizes = [layout.row_group(i).num_rows for i in range(layout.num_row_groups)]
+    assert sum(sizes) == len(records) and len(sizes) > 3
+    assert sizes[0] % 7 == 0 and all(size == sizes[0] for size in sizes[:-1]) and sizes[-1] <= sizes[0]
+    assert pq.ParquetFile(tmp_path / "whole.parquet").metadata.num_row_groups == 1
+
+
+def test_slices_cover_the_row_group_in_whole_batches(tmp_path: Path, records, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parquet, "BATCH_ROWS", 10)
+    source = one_group(records, tmp_path / "one.parquet")
+    file = pq.ParquetFile(source)
+    meta = file.metadata.row_group(0)
+    compressed = sum(meta.column(i).total_compressed_size for i in range(meta.num_columns))
+    task = parquet.RowGroup(str(source), 0, 1000, "messages", None, "parquet")
+    assert parquet._slices(file, task) == [parquet.replace(task, size=compressed)]
+    per_row = parquet._bytes_per_row(file, task, meta)
+    monkeypatch.setattr(parquet, "TASK_BYTES", int(per_row * 50))
+    slices = parquet._slices(file, task)
+    assert [(s.first_batch, s.batch_count, s.first_row) for s in slices] == [(0, 5, 1000), (5, 5, 1050), (10, 5, 1100), (15, 5, 1150), (20, 2, 1200)]
+    assert compressed - 5 <= sum(s.size for s in slices) <= compressed
+
+
+def test_a_dictionary_encoded_column_is_sized_as_read(tmp_path: Path) -> None:
+    cell = '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"' + "x" * 5000 + '"}]}]'
+    pq.write_table(pa.table({"messages": [cell] * 2000}), tmp_path / "d.parquet", use_dictionary=True)
+    file = pq.ParquetFile(tmp_path / "d.parquet")
+    meta = file.metadata.row_group(0)
+    assert meta.column(0).total_uncompressed_size < 100_000
+    task = parquet.RowGroup(str(tmp_path / "d.parquet"), 0, 0, "messages", None, "parquet")
+    assert parquet._bytes_per_row(file, task, meta) >= len(cell)
+
+
+def test_the_batch_cursor_reads_slices_on_and_starts_again_when_it_must(tmp_path: Path, records, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parquet, "BATCH_ROWS", 10)
+    file = pq.ParquetFile(one_group(records, tmp_path / "one.parquet"))
+    every = [batch.column("id").to_pylist() for batch in parquet._batches(file, 0)]
+    cursor = parquet.BatchCursor(file)
+    take = lambda first, count: [b.column("id").to_pylist() for b in cursor.take(0, first, count)]  # noqa: E731
+    assert take(0, 2) == every[0:2]
+    assert take(4, 3) == every[4:7]
+    assert take(1, 1) == every[1:2]
+    assert take(20, None) == every[20:]
+    with pytest.raises(ValueError, match="row group 0 has no batch 22"):
+        take(21, 5)
