@@ -32,7 +32,7 @@ from histmig.report import Report
 from histmig.rules import REGISTRY
 from histmig.runner import default_rejects_path, input_size, run
 from histmig.sources import UnreadableInput, UnwritableOutput, atomic_output, check_writable, detect_format
-from histmig.tabular import DUCKDB_SUFFIXES, PARQUET_SUFFIXES, TableOptions, is_duckdb_input, is_tabular
+from histmig.tabular import DUCKDB_SUFFIXES, PARQUET_SUFFIXES, TableOptions, is_duckdb_input, is_tabular, use_jemalloc
 
 if TYPE_CHECKING:
     from histmig.otel_io import OtelResult
@@ -172,6 +172,8 @@ def _run(input_path: str, output_path: str | None, options: Options, fmt: InputF
     size = input_size(input_path)
     jobs = default_jobs() if jobs is None else jobs
     try:
+        if is_tabular(input_path, table):
+            use_jemalloc()
         if not sys.stderr.isatty():
             report = run(input_path, output_path, options, fmt=fmt and fmt.value, rejects_path=rejects, table=table, jobs=jobs)
         else:

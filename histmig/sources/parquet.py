@@ -45,7 +45,7 @@ histories hold peak RSS about 20 MB below 1,024 rows, at the same speed."""
 READ_BUFFER = 1 << 20
 """Bytes read from a Parquet file at a time (rather than whole column chunks, which
 pyarrow would keep until the next row group)."""
-TASK_BYTES = 8 << 20
+TASK_BYTES = 4 << 20
 """Bytes of messages a task covers, about: a row group whose messages column holds up to this
 much is one task and one output row group; a larger one (pyarrow and pandas write up to a
 million rows in one) is cut into slices of whole batches of about this size (the last maybe
@@ -286,6 +286,7 @@ def _run_file(
     for group in range(metadata.num_row_groups):
         tasks += _slices(parquet, RowGroup(path, group, first, column, id_column, output))
         first += metadata.row_group(group).num_rows
+    pa.default_memory_pool().release_unused()
     with ExitStack() as stack:
         emit = _emitter(stack, output, output_path, parquet, migrator)
         # a row group's result may hold every cell of its messages column: at most two a
