@@ -7,9 +7,11 @@ or row. The envelope (every field around the messages) is never touched by rules
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 MESSAGE_FIELD_CANDIDATES = ("messages", "all_messages", "history", "message_history", "conversation")
 """Envelope fields tried, in order, when ``--messages-field`` is not given."""
@@ -63,7 +65,7 @@ def locate_messages(
     if isinstance(obj, list):
         return obj, None
     if not isinstance(obj, dict):
-        raise NotAHistory(f"expected a JSON array or object, got {type(obj).__name__}")
+        raise NotAHistory(f"expected a JSON array or object, got {_json_kind(obj)}")
     if field is not None:
         if not isinstance(obj.get(field), list):
             raise NotAHistory(f"field {field!r} is missing or not an array")
@@ -78,6 +80,13 @@ def locate_messages(
     if present is not None:
         raise NotAHistory(f"field {present!r} is not an array (if the {what} are in another field, name it with --messages-field)")
     raise NotAHistory(f"no {what} field found (name it with --messages-field)")
+
+
+def _json_kind(value: Any) -> str:
+    """What ``value``, parsed from JSON, is in JSON's words: a string, a number, true, false or null."""
+    if value is None or isinstance(value, bool):
+        return orjson.dumps(value).decode()
+    return "a string" if isinstance(value, str) else "a number"
 
 
 ID_FIELDS = ("id", "conversation_id", "record_id")
