@@ -144,6 +144,9 @@ def _check_outputs(input_path: str, *paths: str | None, fmt: str | None = None) 
     if output == "-" and "-" in paths[1:]:
         stderr.print("histmig: the output and the report cannot both go to stdout", markup=False)
         raise typer.Exit(EXIT_USAGE)
+    if output == "-" and is_tabular(input_path):
+        stderr.print(f"histmig: {input_path}: a Parquet or DuckDB input is written to a .parquet or .jsonl file, not to stdout", markup=False)
+        raise typer.Exit(EXIT_USAGE)
     if output is None or output == "-":
         return
     if input_path != "-" and os.path.exists(output) and os.path.exists(input_path) and os.path.samefile(output, input_path):
@@ -271,7 +274,9 @@ def convert(
         counts, where = result.counts, "stdout" if output_path == "-" else output_path or to_table or f"{input_path} (in place)"
         document = not is_tabular(input_path) and detect_format(input_path, input_format and input_format.value) == "json"
         written = f"nothing written to {where}" if document and counts["rejected"] and rejects_path != "-" else f"written to {where}"
-        if counts["rejected"] and rejects_path not in (None, "-"):
+        if counts["rejected"] and is_tabular(input_path):
+            written += ", rejected rows unchanged"
+        elif counts["rejected"] and rejects_path not in (None, "-"):
             written += f", rejected records to {rejects_path}"
         stderr.print(
             f"histmig convert: {counts['changed']} of {counts['records_in']} records migrated, {counts['unchanged']} unchanged, "

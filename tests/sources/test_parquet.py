@@ -204,6 +204,23 @@ def test_usage_errors_exit_2(tmp_path: Path, records, args: tuple[str, ...]) -> 
     assert result.exit_code == 2, result.output
 
 
+def test_stdout_is_refused_as_the_output_of_a_parquet_input(tmp_path: Path, records, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = write_parquet(tmp_path / "chats.parquet", table_of(records[:5], nested=False))
+    monkeypatch.chdir(tmp_path)
+    result = invoke("convert", str(source), "-")
+    assert result.exit_code == 2
+    assert "a Parquet or DuckDB input is written to a .parquet or .jsonl file, not to stdout" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chats.parquet"]
+
+
+def test_the_verdict_says_rejected_rows_stay_in_the_output(tmp_path: Path, records) -> None:
+    source = write_parquet(tmp_path / "chats.parquet", table_of(records, nested=False))
+    result = invoke("convert", str(source), str(tmp_path / "out.parquet"), "--select", "HM1", "--ignore", "HM103")
+    assert result.exit_code == 1
+    assert f"11 rejected; written to {tmp_path / 'out.parquet'}, rejected rows unchanged" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chats.parquet", "out.parquet"]
+
+
 def test_a_pq_output_name_gets_parquet(tmp_path: Path, records) -> None:
     source = write_parquet(tmp_path / "chats.parquet", table_of(records[:5], nested=False))
     out = tmp_path / "chats.v2.pq"
