@@ -91,7 +91,7 @@ FieldOpt = Annotated[Optional[str], typer.Option("--messages-field", metavar="FI
 FormatOpt = Annotated[Optional[InputFormat], typer.Option("--format", metavar="FORMAT", help="Input format, json or jsonl, when the file name does not tell.")]
 ReportOpt = Annotated[Optional[str], typer.Option("--report", metavar="FILE", help="Write the report to this file (- for stdout) instead of stderr.")]
 ReportFormatOpt = Annotated[ReportFormat, typer.Option("--report-format", metavar="FORMAT", help="Report format: text, json or markdown.")]
-JobsOpt = Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, metavar="N", help="Worker processes (default: the number of cores); 1 runs in this process. Output order is kept.")]
+JobsOpt = Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, metavar="N", help="Worker processes (default: the number of cores); 1 runs in this process. Output and report are the same for any N.")]
 RejectsOpt = Annotated[Optional[str], typer.Option("--rejects", metavar="FILE", help="File for rejected records (default: OUTPUT.rejects.jsonl; with - as OUTPUT, rejected records go to stdout unchanged).")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", metavar="", help="No report on stderr (a --report file is still written).")]
 ColumnOpt = Annotated[Optional[str], typer.Option("--messages-column", metavar="COLUMN", help="Parquet/DuckDB: column holding the messages (default: auto-detect).")]
