@@ -299,16 +299,25 @@ class ColumnMigrator:
 
     def apply(self, column: pa.Array, cells: Cells) -> pa.Array:
         """``column`` (the messages column of a batch of ``cells.length`` rows) with
-        ``cells`` in place, of the output type: the runs of unchanged and of new cells,
-        concatenated. Raises :class:`ValueError` when ``column`` is not as long as the
-        batch ``cells`` were made from."""
+        ``cells`` in place, of the output type: :meth:`pieces` concatenated. Raises
+        :class:`ValueError` when ``column`` is not as long as the batch ``cells`` were made
+        from."""
+        pieces = self.pieces(column, cells)
+        return pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces)
+
+    def pieces(self, column: pa.Array | pa.ChunkedArray, cells: Cells) -> list[pa.Array | pa.ChunkedArray]:
+        """``column`` (the messages column of a batch of ``cells.length`` rows, an array or
+        a chunked one) with ``cells`` in place, as the runs of unchanged and of new cells,
+        in order: slices of ``column`` and of ``cells.values``, nothing copied. Raises
+        :class:`ValueError` when ``column`` is not as long as the batch ``cells`` were made
+        from."""
         if len(column) != cells.length:
             raise ValueError(f"{self.source}: cells of a {cells.length}-row batch given for {len(column)} rows")
         positions = cells.positions
         if len(positions) == len(column):
-            return cells.values
+            return [cells.values]
         if not positions:
-            return column
+            return [column]
         pieces = []
         kept = 0
         first = 0
@@ -318,7 +327,7 @@ class ColumnMigrator:
                 pieces.append(cells.values.slice(first, k + 1 - first))
                 kept, first = positions[k] + 1, k + 1
         pieces.append(column.slice(kept))
-        return pa.concat_arrays(pieces)
+        return pieces
 
 
 def _binary_layout(type_: pa.DataType) -> pa.DataType:

@@ -139,9 +139,8 @@ class RowGroup:
     :class:`GroupWorker`: the file's ``path``, the ``group`` index, the number of its
     ``first_row`` in the file (rows are named ``row N`` from 0), the messages ``column``,
     the ``id_column``, the ``output`` the result is for (``None``: a report only), and the
-    slice: ``batch_count`` batches of :data:`BATCH_ROWS` rows from batch ``first_batch``
-    (``None``: to the row group's end); ``size``, its share of the row group's compressed
-    bytes (for progress)."""
+    slice: ``row_count`` rows (``None``: to the row group's end) from row ``offset`` of the
+    row group; ``size``, its share of the row group's compressed bytes (for progress)."""
 
     path: str
     group: int
@@ -149,8 +148,8 @@ class RowGroup:
     column: str
     id_column: str | None
     output: Literal["parquet", "jsonl"] | None
-    first_batch: int = 0
-    batch_count: int | None = None
+    offset: int = 0
+    row_count: int | None = None
     size: int = 0
 
 
@@ -192,7 +191,7 @@ class GroupWorker:
         result = GroupResult()
         columns = None if task.output == "jsonl" else list(dict.fromkeys(c for c in (task.column, task.id_column) if c is not None))
         first = task.first_row
-        for batch in cursor.take(task.group, task.first_batch, task.batch_count, columns):
+        for batch in cursor.take(task.group, task.offset, task.row_count, columns):
             rows = range(first, first + batch.num_rows)
             first += batch.num_rows
             if task.output == "jsonl":
@@ -210,42 +209,41 @@ class GroupWorker:
 
 
 class BatchCursor:
-    """The record batches of an open Parquet file's row groups, read forward: a slice of a
-    row group that starts where the last one taken stopped, or further on, is read on from
-    there (the batches between are read and dropped); any other starts its row group
-    again. So the slices of one row group, taken in order, read it once."""
+    """The record batches of an open Parquet file's row groups, read forward: rows of a row
+    group from where the last ones taken stopped, or further on, are read on from there (the
+    rows between are read and dropped); any other rows start their row group again. So the
+    slices of one row group, taken in order, read it once. Batches are cut where a slice
+    begins or ends, whatever size pyarrow reads them in (it may read fewer than
+    :data:`BATCH_ROWS` rows, as for cells of more than 2 GB a batch)."""
 
     def __init__(self, parquet: pq.ParquetFile) -> None:
         self.parquet = parquet
         self._key: tuple[int, tuple[str, ...] | None] | None = None
         self._batches: Iterator[pa.RecordBatch] = iter(())
-        self._next = 0
+        self._held: pa.RecordBatch | None = None
+        self._row = 0
 
-    def take(self, group: int, first: int = 0, count: int | None = None, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
-        """``count`` batches (``None``: to the row group's end) of row group ``group``
-        from batch ``first`` (``columns`` only, when given), as :func:`_batches` reads
-        them. Raises :class:`ValueError` when the row group has fewer."""
+    def take(self, group: int, offset: int = 0, count: int | None = None, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
+        """The rows ``offset`` to ``offset + count`` (``count`` ``None``: to the end) of row
+        group ``group`` (``columns`` only, when given), as batches. Raises
+        :class:`ValueError` when the row group ends before."""
         key = (group, None if columns is None else tuple(columns))
-        if key != self._key or first < self._next:
-            self._key, self._batches, self._next = key, _batches(self.parquet, group, columns), 0
-        for _ in range(first - self._next):
-            self._skip(group)
-        self._next = first
-        taken = 0
-        while count is None or taken < count:
-            batch = next(self._batches, None)
+        if key != self._key or offset < self._row:
+            self._key, self._batches, self._held, self._row = key, _batches(self.parquet, group, columns), None, 0
+        end = None if count is None else offset + count
+        while end is None or self._row < end:
+            batch, self._held = (self._held, None) if self._held is not None else (next(self._batches, None), None)
             if batch is None:
-                if count is None:
+                if end is None:
                     return
-                raise ValueError(f"row group {group} has no batch {self._next}")
-            self._next += 1
-            taken += 1
-            yield batch
-
-    def _skip(self, group: int) -> None:
-        if next(self._batches, None) is None:
-            raise ValueError(f"row group {group} has no batch {self._next}")
-        self._next += 1
+                raise ValueError(f"row group {group} has no row {self._row}")
+            first, self._row = self._row, self._row + batch.num_rows
+            start = max(offset - first, 0)
+            stop = batch.num_rows if end is None else min(end - first, batch.num_rows)
+            if stop < batch.num_rows:
+                self._held, self._row = batch.slice(stop), first + stop
+            if start < stop:
+                yield batch if (start, stop) == (0, batch.num_rows) else batch.slice(start, stop - start)
 
 
 def open_parquet(path: str) -> pq.ParquetFile:
@@ -259,8 +257,9 @@ def open_parquet(path: str) -> pq.ParquetFile:
 
 
 def _batches(parquet: pq.ParquetFile, group: int, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
-    """The record batches of row group ``group`` (``columns`` only, when given): whole
-    batches of :data:`BATCH_ROWS` rows and a shorter last one, the same for any columns."""
+    """The record batches of row group ``group`` (``columns`` only, when given), of
+    :data:`BATCH_ROWS` rows but the last, or fewer where pyarrow cuts them (a string column
+    of more than 2 GB a batch)."""
     return parquet.iter_batches(batch_size=BATCH_ROWS, row_groups=[group], columns=columns, use_threads=False)
 
 
@@ -303,24 +302,20 @@ def _run_file(
 def _slices(parquet: pq.ParquetFile, group: RowGroup) -> list[RowGroup]:
     """The tasks of row group ``group`` of ``parquet``: itself, or, when its messages
     column holds more than :data:`TASK_BYTES` (:func:`_bytes_per_row`), slices of as many
-    whole batches each (the last maybe fewer), about that size, in order."""
+    whole batches of rows each (the last maybe fewer), about that size, in order."""
     meta = parquet.metadata.row_group(group.group)
     size = sum(meta.column(i).total_compressed_size for i in range(meta.num_columns))
     rows = meta.num_rows
-    limit = max(1, int(TASK_BYTES / _bytes_per_row(parquet, group, meta))) if rows else 1
-    batches = -(-rows // BATCH_ROWS)
-    per_slice = -(-batches // -(-rows // limit)) if rows > limit else batches
-    if per_slice >= batches:
+    if rows <= BATCH_ROWS:
         return [replace(group, size=size)]
+    limit = max(1, int(TASK_BYTES / _bytes_per_row(parquet, group, meta)))
+    if rows <= limit:
+        return [replace(group, size=size)]
+    per_slice = -(-rows // -(-rows // limit))
+    per_slice = -(-per_slice // BATCH_ROWS) * BATCH_ROWS
     return [
-        replace(
-            group,
-            first_row=group.first_row + first * BATCH_ROWS,
-            first_batch=first,
-            batch_count=min(per_slice, batches - first),
-            size=size * min(per_slice, batches - first) // batches,
-        )
-        for first in range(0, batches, per_slice)
+        replace(group, first_row=group.first_row + offset, offset=offset, row_count=min(per_slice, rows - offset), size=size * min(per_slice, rows - offset) // rows)
+        for offset in range(0, rows, per_slice)
     ]
 
 
@@ -329,12 +324,28 @@ def _bytes_per_row(parquet: pq.ParquetFile, group: RowGroup, meta: pq.RowGroupMe
     chunks' uncompressed size over the rows; for a dictionary-encoded column, whose stored
     size tells little (a repeated cell is stored once), at least that of its first batch
     as read. ``meta`` is the row group's metadata; it has rows."""
-    chunks = [meta.column(i) for i in range(meta.num_columns) if meta.column(i).path_in_schema.split(".")[0] == group.column]
+    schema = parquet.schema_arrow
+    index = schema.get_field_index(group.column)
+    first_leaf = sum(_leaves(schema.field(i).type) for i in range(index))
+    chunks = [meta.column(i) for i in range(first_leaf, first_leaf + _leaves(schema.field(index).type))]
     stored = sum(chunk.total_uncompressed_size for chunk in chunks) / meta.num_rows
     if not any(chunk.has_dictionary_page for chunk in chunks):
         return max(stored, 1.0)
     first = next(_batches(parquet, group.group, [group.column]), None)
     return max(stored, 1.0, first.nbytes / first.num_rows if first is not None and first.num_rows else 0.0)
+
+
+def _leaves(type_: pa.DataType) -> int:
+    """How many Parquet leaf columns a field of Arrow type ``type_`` is stored as."""
+    if isinstance(type_, pa.ExtensionType):
+        return _leaves(type_.storage_type)
+    if pa.types.is_struct(type_):
+        return sum(_leaves(field.type) for field in type_)
+    if pa.types.is_map(type_):
+        return _leaves(type_.key_type) + _leaves(type_.item_type)
+    if pa.types.is_list(type_) or pa.types.is_large_list(type_) or pa.types.is_fixed_size_list(type_) or pa.types.is_list_view(type_) or pa.types.is_large_list_view(type_):
+        return _leaves(type_.value_type)
+    return 1
 
 
 def _emitter(
@@ -354,16 +365,21 @@ def _emitter(
 
 
 def _migrated_group(cursor: BatchCursor, task: RowGroup, migrator: ColumnMigrator, cells: list[Cells]) -> pa.Table:
-    """The rows of ``task`` (a row group or a slice of one), read again batch by batch from
-    ``cursor``, with ``cells`` (one :class:`~histmig.sources.arrow.Cells` a batch, each
-    dropped from the list once in place) applied. Raises :class:`ValueError` when the
-    batches and ``cells`` do not match."""
-    cells.reverse()
-    batches = []
-    for batch in cursor.take(task.group, task.first_batch, task.batch_count):
-        if not cells:
-            raise ValueError(f"{migrator.source}: row group {task.group} has more batches than cells")
-        batches.append(migrator.with_cells(batch, cells.pop()))
-    if cells:
-        raise ValueError(f"{migrator.source}: row group {task.group} has fewer batches than cells")
-    return pa.Table.from_batches(batches, migrator.output_schema)
+    """The rows of ``task`` (a row group or a slice of one), read again from ``cursor``,
+    with ``cells`` (one :class:`~histmig.sources.arrow.Cells` a batch the worker read, in
+    order) in place: the messages column becomes a chunked array of the unchanged runs and
+    the new cells (:meth:`~histmig.sources.arrow.ColumnMigrator.pieces`), so the batches
+    read here need not be those the worker read. Raises :class:`ValueError` when the cells
+    are not of as many rows."""
+    table = pa.Table.from_batches(list(cursor.take(task.group, task.offset, task.row_count)), migrator.schema)
+    column = table.column(migrator.index)
+    if sum(batch.length for batch in cells) != len(column):
+        raise ValueError(f"{migrator.source}: row group {task.group} has {len(column)} rows from row {task.offset}, its cells {sum(batch.length for batch in cells)}")
+    pieces: list[pa.Array] = []
+    start = 0
+    for batch in cells:
+        for piece in migrator.pieces(column.slice(start, batch.length), batch):
+            pieces += piece.chunks if isinstance(piece, pa.ChunkedArray) else [piece]
+        start += batch.length
+    messages = pa.chunked_array(pieces, type=migrator.output_type)
+    return table.set_column(migrator.index, migrator.output_schema.field(migrator.index), messages)

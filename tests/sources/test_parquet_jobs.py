@@ -5,6 +5,7 @@ place for every column type."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import orjson
@@ -216,10 +217,20 @@ def test_slices_cover_the_row_group_in_whole_batches(tmp_path: Path, records, mo
     task = parquet.RowGroup(str(source), 0, 1000, "messages", None, "parquet")
     assert parquet._slices(file, task) == [parquet.replace(task, size=compressed)]
     per_row = parquet._bytes_per_row(file, task, meta)
-    monkeypatch.setattr(parquet, "TASK_BYTES", int(per_row * 50))
+    monkeypatch.setattr(parquet, "TASK_BYTES", int(per_row * 50) + 1)
     slices = parquet._slices(file, task)
-    assert [(s.first_batch, s.batch_count, s.first_row) for s in slices] == [(0, 5, 1000), (5, 5, 1050), (10, 5, 1100), (15, 5, 1150), (20, 2, 1200)]
+    assert [(s.offset, s.row_count, s.first_row) for s in slices] == [(0, 50, 1000), (50, 50, 1050), (100, 50, 1100), (150, 50, 1150), (200, 12, 1200)]
     assert compressed - 5 <= sum(s.size for s in slices) <= compressed
+
+
+def test_the_messages_column_is_found_among_leaf_columns_by_the_schema(tmp_path: Path) -> None:
+    cell = '[{"kind":"request","parts":[]}]'
+    table = pa.table({"a.b": [[{"x": 1, "y": "z"}]] * 3, "chat.messages": [cell] * 3, "messages.x": ["q" * 1000] * 3})
+    pq.write_table(table, tmp_path / "d.parquet", use_dictionary=False)
+    file = pq.ParquetFile(tmp_path / "d.parquet")
+    meta = file.metadata.row_group(0)
+    task = parquet.RowGroup(str(tmp_path / "d.parquet"), 0, 0, "chat.messages", None, "parquet")
+    assert parquet._bytes_per_row(file, task, meta) == meta.column(2).total_uncompressed_size / 3
 
 
 def test_a_dictionary_encoded_column_is_sized_as_read(tmp_path: Path) -> None:
@@ -235,12 +246,45 @@ def test_a_dictionary_encoded_column_is_sized_as_read(tmp_path: Path) -> None:
 def test_the_batch_cursor_reads_slices_on_and_starts_again_when_it_must(tmp_path: Path, records, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(parquet, "BATCH_ROWS", 10)
     file = pq.ParquetFile(one_group(records, tmp_path / "one.parquet"))
-    every = [batch.column("id").to_pylist() for batch in parquet._batches(file, 0)]
+    ids = pq.read_table(tmp_path / "one.parquet").column("id").to_pylist()
     cursor = parquet.BatchCursor(file)
-    take = lambda first, count: [b.column("id").to_pylist() for b in cursor.take(0, first, count)]  # noqa: E731
-    assert take(0, 2) == every[0:2]
-    assert take(4, 3) == every[4:7]
-    assert take(1, 1) == every[1:2]
-    assert take(20, None) == every[20:]
-    with pytest.raises(ValueError, match="row group 0 has no batch 22"):
-        take(21, 5)
+    take = lambda offset, count: [i for b in cursor.take(0, offset, count) for i in b.column("id").to_pylist()]  # noqa: E731
+    assert take(0, 15) == ids[0:15]
+    assert take(15, 3) == ids[15:18]
+    assert take(40, 25) == ids[40:65]
+    assert take(5, 1) == ids[5:6]
+    assert take(200, None) == ids[200:]
+    with pytest.raises(ValueError, match="row group 0 has no row 212"):
+        take(205, 10)
+
+
+def ragged(batches):
+    """``parquet._batches`` cutting every batch into pieces of 1 to 9 rows, cut otherwise
+    for every set of columns (as pyarrow may, for cells of more than 2 GB a batch)."""
+
+    def cut(parquet_file, group, columns=None):
+        sizes = itertools.cycle([3, 1, 9, 4] if columns is None else [2, 7, 5])
+        for batch in batches(parquet_file, group, columns):
+            start = 0
+            while start < batch.num_rows:
+                size = next(sizes)
+                yield batch.slice(start, size)
+                start += size
+
+    return cut
+
+
+@pytest.mark.usefixtures("small_batches")
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_slices_keep_every_row_however_pyarrow_cuts_the_batches(tmp_path: Path, records, monkeypatch: pytest.MonkeyPatch, jobs: int) -> None:
+    source = one_group(records, tmp_path / "one.parquet")
+    whole = convert(source, tmp_path / "whole.parquet", 1)
+    monkeypatch.setattr(parquet, "_batches", ragged(parquet._batches))
+    monkeypatch.setattr(parquet, "TASK_BYTES", 40_000)
+    sliced = convert(source, tmp_path / "sliced.parquet", jobs)
+    assert sliced == whole
+    assert pq.read_table(tmp_path / "sliced.parquet").equals(pq.read_table(tmp_path / "whole.parquet"), check_metadata=True)
+    assert pq.ParquetFile(tmp_path / "sliced.parquet").metadata.num_row_groups > 3
+    lines = convert(source, tmp_path / "sliced.jsonl", jobs)
+    assert lines == whole
+    assert len((tmp_path / "sliced.jsonl").read_bytes().splitlines()) == len(records)
