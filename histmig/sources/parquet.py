@@ -48,10 +48,13 @@ pyarrow would keep until the next row group)."""
 TASK_BYTES = 4 << 20
 """Bytes of messages a task covers, about: a row group whose messages column holds up to this
 much is one task and one output row group; a larger one (pyarrow and pandas write up to a
-million rows in one) is cut into slices of whole batches of about this size (the last maybe
+million rows in one) is cut into slices of rows of about this size (the last maybe
 smaller), each a task and an output row group (:func:`_slices`). So a process holds about
 one slice whatever the row groups' size, and ``--jobs`` shares the rows of a file that is
 one row group."""
+
+PROBE_ROWS = 32
+"""Rows read to size a dictionary-encoded messages column (:func:`_bytes_per_row`)."""
 
 _GLOB_CHARS = frozenset("*?[")
 
@@ -155,10 +158,10 @@ class RowGroup:
 
 @dataclass
 class GroupResult:
-    """What a row group came to: its ``report`` (an in-memory
-    :class:`~histmig.report.Report`, merged by the caller in row-group order) and, for a
+    """What a row group or slice came to: its ``report`` (an in-memory
+    :class:`~histmig.report.Report`, merged by the caller in task order) and, for a
     Parquet output, the ``cells`` that change, one :class:`~histmig.sources.arrow.Cells` a
-    batch of :data:`BATCH_ROWS` rows; for a JSONL output, the ``jsonl`` lines of each batch."""
+    batch the worker read, in order; for a JSONL output, the ``jsonl`` lines of each batch."""
 
     report: Report = field(default_factory=Report.in_memory)
     cells: list[Cells] = field(default_factory=list)
@@ -302,7 +305,7 @@ def _run_file(
 def _slices(parquet: pq.ParquetFile, group: RowGroup) -> list[RowGroup]:
     """The tasks of row group ``group`` of ``parquet``: itself, or, when its messages
     column holds more than :data:`TASK_BYTES` (:func:`_bytes_per_row`), slices of as many
-    whole batches of rows each (the last maybe fewer), about that size, in order."""
+    rows each (the last maybe fewer), about that size, in order."""
     meta = parquet.metadata.row_group(group.group)
     size = sum(meta.column(i).total_compressed_size for i in range(meta.num_columns))
     rows = meta.num_rows
@@ -312,7 +315,6 @@ def _slices(parquet: pq.ParquetFile, group: RowGroup) -> list[RowGroup]:
     if rows <= limit:
         return [replace(group, size=size)]
     per_slice = -(-rows // -(-rows // limit))
-    per_slice = -(-per_slice // BATCH_ROWS) * BATCH_ROWS
     return [
         replace(group, first_row=group.first_row + offset, offset=offset, row_count=min(per_slice, rows - offset), size=size * min(per_slice, rows - offset) // rows)
         for offset in range(0, rows, per_slice)
@@ -322,8 +324,8 @@ def _slices(parquet: pq.ParquetFile, group: RowGroup) -> list[RowGroup]:
 def _bytes_per_row(parquet: pq.ParquetFile, group: RowGroup, meta: pq.RowGroupMetaData) -> float:
     """Bytes a row of ``group``'s messages column takes once read, about: its column
     chunks' uncompressed size over the rows; for a dictionary-encoded column, whose stored
-    size tells little (a repeated cell is stored once), at least that of its first batch
-    as read. ``meta`` is the row group's metadata; it has rows."""
+    size tells little (a repeated cell is stored once), at least that of its first
+    :data:`PROBE_ROWS` rows as read. ``meta`` is the row group's metadata; it has rows."""
     schema = parquet.schema_arrow
     index = schema.get_field_index(group.column)
     first_leaf = sum(_leaves(schema.field(i).type) for i in range(index))
@@ -331,13 +333,13 @@ def _bytes_per_row(parquet: pq.ParquetFile, group: RowGroup, meta: pq.RowGroupMe
     stored = sum(chunk.total_uncompressed_size for chunk in chunks) / meta.num_rows
     if not any(chunk.has_dictionary_page for chunk in chunks):
         return max(stored, 1.0)
-    first = next(_batches(parquet, group.group, [group.column]), None)
+    first = next(parquet.iter_batches(batch_size=PROBE_ROWS, row_groups=[group.group], columns=[group.column], use_threads=False), None)
     return max(stored, 1.0, first.nbytes / first.num_rows if first is not None and first.num_rows else 0.0)
 
 
 def _leaves(type_: pa.DataType) -> int:
     """How many Parquet leaf columns a field of Arrow type ``type_`` is stored as."""
-    if isinstance(type_, pa.ExtensionType):
+    if isinstance(type_, pa.BaseExtensionType):
         return _leaves(type_.storage_type)
     if pa.types.is_struct(type_):
         return sum(_leaves(field.type) for field in type_)

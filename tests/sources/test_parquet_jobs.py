@@ -204,11 +204,11 @@ def test_a_row_group_larger_than_a_task_is_migrated_in_slices(tmp_path: Path, re
     layout = pq.ParquetFile(tmp_path / "s2.parquet").metadata
     sizes = [layout.row_group(i).num_rows for i in range(layout.num_row_groups)]
     assert sum(sizes) == len(records) and len(sizes) > 3
-    assert sizes[0] % 7 == 0 and all(size == sizes[0] for size in sizes[:-1]) and sizes[-1] <= sizes[0]
+    assert all(size == sizes[0] for size in sizes[:-1]) and sizes[-1] <= sizes[0]
     assert pq.ParquetFile(tmp_path / "whole.parquet").metadata.num_row_groups == 1
 
 
-def test_slices_cover_the_row_group_in_whole_batches(tmp_path: Path, records, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_slices_cover_the_row_group_evenly(tmp_path: Path, records, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(parquet, "BATCH_ROWS", 10)
     source = one_group(records, tmp_path / "one.parquet")
     file = pq.ParquetFile(source)
@@ -219,13 +219,14 @@ def test_slices_cover_the_row_group_in_whole_batches(tmp_path: Path, records, mo
     per_row = parquet._bytes_per_row(file, task, meta)
     monkeypatch.setattr(parquet, "TASK_BYTES", int(per_row * 50) + 1)
     slices = parquet._slices(file, task)
-    assert [(s.offset, s.row_count, s.first_row) for s in slices] == [(0, 50, 1000), (50, 50, 1050), (100, 50, 1100), (150, 50, 1150), (200, 12, 1200)]
+    assert [(s.offset, s.row_count, s.first_row) for s in slices] == [(0, 43, 1000), (43, 43, 1043), (86, 43, 1086), (129, 43, 1129), (172, 40, 1172)]
     assert compressed - 5 <= sum(s.size for s in slices) <= compressed
 
 
 def test_the_messages_column_is_found_among_leaf_columns_by_the_schema(tmp_path: Path) -> None:
     cell = '[{"kind":"request","parts":[]}]'
-    table = pa.table({"a.b": [[{"x": 1, "y": "z"}]] * 3, "chat.messages": [cell] * 3, "messages.x": ["q" * 1000] * 3})
+    opaque = pa.ExtensionArray.from_storage(pa.opaque(pa.struct([("x", pa.int64()), ("y", pa.string())]), "t", "v"), pa.array([{"x": 1, "y": "z"}] * 3))
+    table = pa.table({"a.b": opaque, "chat.messages": [cell] * 3, "messages.x": ["q" * 1000] * 3})
     pq.write_table(table, tmp_path / "d.parquet", use_dictionary=False)
     file = pq.ParquetFile(tmp_path / "d.parquet")
     meta = file.metadata.row_group(0)
