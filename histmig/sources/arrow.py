@@ -48,7 +48,7 @@ null, and rules repair exactly that (HM201, HM202). Any other null field is drop
 
 
 def _storage(type_: pa.DataType) -> pa.DataType:
-    return type_.storage_type if isinstance(type_, pa.ExtensionType) else type_
+    return type_.storage_type if isinstance(type_, pa.BaseExtensionType) else type_
 
 
 def column_kind(type_: pa.DataType) -> ColumnKind | None:
@@ -295,7 +295,7 @@ class ColumnMigrator:
         array = pa.array(outputs, type=_binary_layout(storage))
         if array.type != storage:
             array = array.view(storage)
-        return pa.ExtensionArray.from_storage(type_, array) if isinstance(type_, pa.ExtensionType) else array
+        return pa.ExtensionArray.from_storage(type_, array) if isinstance(type_, pa.BaseExtensionType) else array
 
     def apply(self, column: pa.Array, cells: Cells) -> pa.Array:
         """``column`` (the messages column of a batch of ``cells.length`` rows) with

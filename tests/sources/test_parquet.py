@@ -221,6 +221,18 @@ def test_the_verdict_says_rejected_rows_stay_in_the_output(tmp_path: Path, recor
     assert sorted(p.name for p in tmp_path.iterdir()) == ["chats.parquet", "out.parquet"]
 
 
+def test_an_arrow_json_column_is_migrated_and_keeps_its_type(tmp_path: Path, records) -> None:
+    cells = pa.ExtensionArray.from_storage(pa.json_(), pa.array([orjson.dumps(r["messages"]).decode() for r in records]))
+    source = write_parquet(tmp_path / "json.parquet", pa.table({"id": range(len(records)), "messages": cells}))
+    out = tmp_path / "out.parquet"
+    assert invoke("convert", str(source), str(out), "-q").exit_code == 0
+    expected, _ = jsonl_path_output(records, tmp_path)
+    migrated = pq.read_table(out).column("messages")
+    assert migrated.type == pa.json_()
+    assert [cell.encode() for cell in migrated.combine_chunks().storage.to_pylist()] == expected
+    assert invoke("check", str(out), "-q").exit_code == 0
+
+
 def test_a_pq_output_name_gets_parquet(tmp_path: Path, records) -> None:
     source = write_parquet(tmp_path / "chats.parquet", table_of(records[:5], nested=False))
     out = tmp_path / "chats.v2.pq"

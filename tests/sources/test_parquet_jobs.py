@@ -156,7 +156,7 @@ OLD = ["a", "b", None, "d", "e", "f"]
 
 @pytest.mark.parametrize(
     "type_",
-    [pa.string(), pa.large_string(), pa.binary(), pa.large_binary(), pa.string_view(), pa.binary_view(), JsonText()],
+    [pa.string(), pa.large_string(), pa.binary(), pa.large_binary(), pa.string_view(), pa.binary_view(), JsonText(), pa.json_()],
     ids=str,
 )
 @pytest.mark.parametrize("positions", [[], [0], [5], [1, 2], [0, 2, 4], [3, 4, 5], [0, 1, 3, 4], [0, 1, 2, 3, 4, 5]], ids=str)
