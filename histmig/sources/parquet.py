@@ -53,8 +53,8 @@ smaller), each a task and an output row group (:func:`_slices`). So a process ho
 one slice whatever the row groups' size, and ``--jobs`` shares the rows of a file that is
 one row group."""
 
-PROBE_ROWS = 32
-"""Rows read to size a dictionary-encoded messages column (:func:`_bytes_per_row`)."""
+PROBE_BATCH = 16
+"""Rows a batch read to size a dictionary-encoded messages column (:func:`_bytes_per_row`)."""
 
 _GLOB_CHARS = frozenset("*?[")
 
@@ -324,8 +324,8 @@ def _slices(parquet: pq.ParquetFile, group: RowGroup) -> list[RowGroup]:
 def _bytes_per_row(parquet: pq.ParquetFile, group: RowGroup, meta: pq.RowGroupMetaData) -> float:
     """Bytes a row of ``group``'s messages column takes once read, about: its column
     chunks' uncompressed size over the rows; for a dictionary-encoded column, whose stored
-    size tells little (a repeated cell is stored once), at least that of its first
-    :data:`PROBE_ROWS` rows as read. ``meta`` is the row group's metadata; it has rows."""
+    size tells little (a repeated cell is stored once), at least that of its first rows as
+    read: :data:`BATCH_ROWS` of them, or fewer when they reach :data:`TASK_BYTES`. ``meta`` is the row group's metadata; it has rows."""
     schema = parquet.schema_arrow
     index = schema.get_field_index(group.column)
     first_leaf = sum(_leaves(schema.field(i).type) for i in range(index))
@@ -333,8 +333,12 @@ def _bytes_per_row(parquet: pq.ParquetFile, group: RowGroup, meta: pq.RowGroupMe
     stored = sum(chunk.total_uncompressed_size for chunk in chunks) / meta.num_rows
     if not any(chunk.has_dictionary_page for chunk in chunks):
         return max(stored, 1.0)
-    first = next(parquet.iter_batches(batch_size=PROBE_ROWS, row_groups=[group.group], columns=[group.column], use_threads=False), None)
-    return max(stored, 1.0, first.nbytes / first.num_rows if first is not None and first.num_rows else 0.0)
+    rows = size = 0
+    for batch in parquet.iter_batches(batch_size=PROBE_BATCH, row_groups=[group.group], columns=[group.column], use_threads=False):
+        rows, size = rows + batch.num_rows, size + batch.nbytes
+        if rows >= BATCH_ROWS or size >= TASK_BYTES:
+            break
+    return max(stored, 1.0, size / rows if rows else 0.0)
 
 
 def _leaves(type_: pa.DataType) -> int:

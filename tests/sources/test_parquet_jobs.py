@@ -244,6 +244,16 @@ def test_a_dictionary_encoded_column_is_sized_as_read(tmp_path: Path) -> None:
     assert parquet._bytes_per_row(file, task, meta) >= len(cell)
 
 
+def test_a_dictionary_encoded_column_is_sized_over_a_batch_of_rows_not_its_first_few(tmp_path: Path) -> None:
+    small, big = '[{"kind":"request","parts":[]}]', '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"' + "y" * 4000 + '"}]}]'
+    cells = [small + " " * (i % 3) for i in range(40)] + [big + " " * (i % 5) for i in range(1960)]
+    pq.write_table(pa.table({"messages": cells}), tmp_path / "d.parquet", use_dictionary=True)
+    file = pq.ParquetFile(tmp_path / "d.parquet")
+    task = parquet.RowGroup(str(tmp_path / "d.parquet"), 0, 0, "messages", None, "parquet")
+    first_rows = cells[: parquet.BATCH_ROWS]
+    assert parquet._bytes_per_row(file, task, file.metadata.row_group(0)) >= sum(map(len, first_rows)) / len(first_rows)
+
+
 def test_the_batch_cursor_reads_slices_on_and_starts_again_when_it_must(tmp_path: Path, records, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(parquet, "BATCH_ROWS", 10)
     file = pq.ParquetFile(one_group(records, tmp_path / "one.parquet"))
