@@ -273,11 +273,13 @@ def convert(
     if not quiet:
         counts, where = result.counts, "stdout" if output_path == "-" else output_path or to_table or f"{input_path} (in place)"
         document = not is_tabular(input_path) and detect_format(input_path, input_format and input_format.value) == "json"
-        written = f"nothing written to {where}" if document and counts["rejected"] and rejects_path != "-" else f"written to {where}"
+        written = f"nothing written to {where}" if document and counts["rejected"] and rejects_path is not None else f"written to {where}"
         if counts["rejected"] and is_tabular(input_path):
             written += ", rejected rows unchanged"
-        elif counts["rejected"] and rejects_path not in (None, "-"):
-            written += f", rejected records to {rejects_path}"
+        elif counts["rejected"] and rejects_path is not None:
+            written += f", rejected records to {'stdout' if rejects_path == '-' else rejects_path}"
+        elif counts["rejected"]:
+            written += ", rejected records among them unchanged"
         stderr.print(
             f"histmig convert: {counts['changed']} of {counts['records_in']} records migrated, {counts['unchanged']} unchanged, "
             f"{counts['rejected']} rejected; {written}",

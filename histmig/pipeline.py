@@ -237,15 +237,15 @@ def _named(record: Record, obj: Any) -> Record:
 
 def _json_problem(raw: bytes) -> str:
     """Why ``raw`` is not JSON histmig reads, in the plainest words at hand: where it stops
-    being UTF-8 (``not UTF-8: byte 0xff at offset 80``), else orjson's message (msgspec's can
-    mislead: ``Input data was truncated`` for a lone surrogate), its ``line 1 column 31 (char
-    30)`` on a record's first line given as ``at character 31 of the record``, counted from
-    1; a text nested deeper than Python's recursion limit lets msgspec go (orjson stops at
+    being UTF-8 (``not UTF-8: byte 0xff at byte 81 of the record``, counted from 1), else
+    orjson's message (msgspec's can mislead: ``Input data was truncated`` for a lone
+    surrogate), its ``line 1 column 31 (char 30)`` on a record's first line given as ``at
+    character 31 of the record``, counted from 1; a text nested deeper than Python's recursion limit lets msgspec go (orjson stops at
     1024 levels) is said to be, in the same words whichever of the two stops first."""
     try:
         raw.decode()
     except UnicodeDecodeError as exc:
-        return f"not UTF-8: byte 0x{raw[exc.start]:02x} at offset {exc.start}"
+        return f"not UTF-8: byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the record"
     try:
         orjson.loads(raw)
     except orjson.JSONDecodeError as exc:

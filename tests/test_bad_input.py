@@ -203,10 +203,11 @@ def test_a_part_kind_spelled_with_a_unicode_escape_is_still_migrated() -> None:
     assert [c.rule for c in outcome.changes] == ["HM102"]
 
 
-def test_bytes_that_are_not_utf8_are_named_with_their_offset() -> None:
+def test_bytes_that_are_not_utf8_are_named_with_their_place_in_the_record() -> None:
     raw = b'[{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"caf\xe9","tool_name":null}]}]'
     outcome = process(Record(raw, "x.jsonl", "line 1"))
-    assert outcome.errors == ["invalid JSON: not UTF-8: byte 0xe9 at offset 70"]
+    assert raw.index(b"\xe9") == 70
+    assert outcome.errors == ["invalid JSON: not UTF-8: byte 0xe9 at byte 71 of the record"]
 
 
 def test_a_migrated_json_document_keeps_its_final_newline(tmp_path: Path) -> None:

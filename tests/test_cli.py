@@ -283,3 +283,15 @@ def test_a_json_document_is_not_written_under_a_jsonl_name(tmp_path: Path) -> No
     assert result.exit_code == 2 and "choose an output name" in result.stderr
     assert invoke("convert", str(document), str(tmp_path / "out.json"), "-q").exit_code == 0
     assert invoke("convert", str(document), str(tmp_path / "out.txt"), "-q").exit_code == 0
+
+
+def test_the_verdict_says_where_rejected_records_went(tmp_path: Path) -> None:
+    document, lines, out = tmp_path / "s.json", tmp_path / "s.jsonl", tmp_path / "o.jsonl"
+    document.write_bytes(b'"x"')
+    lines.write_bytes(b'{"messages": []}\n{bad\n')
+    to_stdout = runner.invoke(app, ["convert", str(document), "-"])
+    assert (to_stdout.exit_code, to_stdout.stdout) == (1, '"x"')
+    assert to_stdout.stderr.rstrip().endswith("1 rejected; written to stdout, rejected records among them unchanged")
+    rejects_to_stdout = runner.invoke(app, ["convert", str(lines), str(out), "--rejects", "-"])
+    assert (rejects_to_stdout.exit_code, rejects_to_stdout.stdout, out.read_bytes()) == (1, "{bad\n", b'{"messages": []}\n')
+    assert rejects_to_stdout.stderr.rstrip().endswith(f"1 rejected; written to {out}, rejected records to stdout")
