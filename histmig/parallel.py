@@ -205,26 +205,32 @@ def default_jobs() -> int:
 def read_chunks(stream: BinaryIO, source: str) -> Iterator[Chunk]:
     """Group the lines of ``stream`` into chunks of about :data:`CHUNK_BYTES`. A regular
     file is read a block at a time (completed to the end of its last line); any other
-    stream line by line, so that when reading fails (a truncated ``.gz``), the lines read
-    before are yielded, then the error raised."""
+    stream (stdin, a ``.gz``) as its bytes come (``read1``), cut after a line end. When
+    reading fails (a truncated ``.gz``), every byte read before is yielded, a last line cut
+    short included (it is then rejected, not lost), then the error raised."""
     if _is_regular_file(stream):
         yield from _read_blocks(stream, source)
         return
-    lines: list[bytes] = []
+    read = getattr(stream, "read1", stream.read)
+    blocks: list[bytes] = []
     size, first = 0, 1
     try:
-        for number, line in enumerate(stream, start=1):
-            lines.append(line)
-            size += len(line)
-            if size >= CHUNK_BYTES:
-                yield Chunk(b"".join(lines), first, source)
-                lines, size, first = [], 0, number + 1
+        while block := read(CHUNK_BYTES):
+            blocks.append(block)
+            size += len(block)
+            if size < CHUNK_BYTES or b"\n" not in block:
+                continue
+            data = b"".join(blocks)
+            cut = data.rfind(b"\n") + 1
+            chunk, blocks, size = data[:cut], [data[cut:]], len(data) - cut
+            yield Chunk(chunk, first, source)
+            first += count_lines(chunk)
     except Exception:
-        if lines:
-            yield Chunk(b"".join(lines), first, source)
+        if size:
+            yield Chunk(b"".join(blocks), first, source)
         raise
-    if lines:
-        yield Chunk(b"".join(lines), first, source)
+    if size:
+        yield Chunk(b"".join(blocks), first, source)
 
 
 def _is_regular_file(stream: BinaryIO) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import zlib
 from pathlib import Path
 
 import orjson
@@ -146,6 +147,9 @@ def test_a_truncated_gz_keeps_what_was_read_and_says_where_it_stopped(tmp_path: 
     assert row["location"] == f"after line {report.counts['records_in']}"
     assert 0 < report.counts["records_in"] < 212
     assert len(out.read_bytes().splitlines()) == report.counts["records_in"] - report.counts["rejected"]
+    readable = zlib.decompressobj(31).decompress(source.read_bytes())
+    cut_short = readable[readable.rfind(b"\n") + 1 :]
+    assert cut_short and (tmp_path / "out.jsonl.rejects.jsonl").read_bytes() == cut_short + b"\n"
 
 
 def test_an_empty_jsonl_file_gives_an_empty_output(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import gzip
+import io
 import os
 import signal
 import sys
@@ -60,6 +61,42 @@ def test_count_lines_counts_every_line_end(pieces: list[bytes], find_lines: int)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(parallel, "FIND_LINES", find_lines)
         assert parallel.count_lines(data) == data.count(b"\n")
+
+
+class _Pipe(io.RawIOBase):
+    """A stream that is not a regular file, giving its bytes a few at a time, then maybe an
+    error (a truncated ``.gz``)."""
+
+    def __init__(self, data: bytes, step: int, fail: bool) -> None:
+        self.data, self.step, self.fail, self.at = data, step, fail, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read1(self, size: int = -1) -> bytes:
+        if self.at >= len(self.data) and self.fail:
+            raise EOFError("cut short")
+        block = self.data[self.at : self.at + min(self.step, size)]
+        self.at += len(block)
+        return block
+
+
+@settings(max_examples=200)
+@given(st.lists(st.sampled_from([b"{}\n", b"\n", b"x" * 40 + b"\n", b"y" * 300, b"z"]), max_size=200), st.integers(1, 97), st.integers(8, 200), st.booleans())
+def test_a_stream_is_cut_after_line_ends_and_read_to_its_last_byte(pieces: list[bytes], step: int, chunk_bytes: int, fail: bool) -> None:
+    data = b"".join(pieces)
+    chunks = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(parallel, "CHUNK_BYTES", chunk_bytes)
+        reader = parallel.read_chunks(_Pipe(data, step, fail), "s")
+        if fail:
+            with pytest.raises(EOFError):
+                chunks.extend(reader)
+        else:
+            chunks.extend(reader)
+    assert b"".join(c.data for c in chunks) == data
+    assert all(c.data.endswith(b"\n") for c in chunks[:-1])
+    assert [c.first for c in chunks] == [1 + b"".join(c.data for c in chunks[:i]).count(b"\n") for i in range(len(chunks))]
 
 
 def test_two_jobs_on_a_truncated_gz_keep_every_record_read(tmp_path: Path) -> None:
