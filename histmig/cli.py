@@ -12,7 +12,7 @@ import inspect
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import ModuleType
 from enum import Enum
 from io import TextIOWrapper
@@ -128,21 +128,22 @@ def _options(select: list[str] | None, ignore: list[str] | None, causes: CauseCh
 _TABLE_SUFFIXES = PARQUET_SUFFIXES + DUCKDB_SUFFIXES
 
 
-def _check_outputs(input_path: str, *paths: str | None, fmt: str | None = None) -> None:
-    """Exit 2 before any work when an output cannot be created, or when its name asks for a
-    format the input cannot be written as (a JSON input is written as JSON, a JSONL input as
-    JSONL, ``fmt`` telling when the input's name does not; a Parquet or DuckDB input as
-    Parquet or JSONL)."""
+def _check_outputs(input_path: str, output: str | None, rejects: str | None = None, report: str | None = None, fmt: str | None = None) -> None:
+    """Exit 2 before any work when an output (``output``, the ``rejects`` file, the
+    ``report``) cannot be created, when two of them are stdout, or when the output's name
+    asks for a format the input cannot be written as (a JSON input is written as JSON, a
+    JSONL input as JSONL, ``fmt`` telling when the input's name does not; a Parquet or
+    DuckDB input as Parquet or JSONL)."""
     try:
-        for path in paths:
+        for path in (output, rejects, report):
             if path is not None:
                 check_writable(path)
     except UnwritableOutput as exc:
         stderr.print(f"histmig: cannot write {exc}", markup=False)
         raise typer.Exit(EXIT_USAGE) from exc
-    output = paths[0]
-    if output == "-" and "-" in paths[1:]:
-        stderr.print("histmig: the output and the report cannot both go to stdout", markup=False)
+    on_stdout = [name for name, path in (("OUTPUT", output), ("--rejects", rejects), ("--report", report)) if path == "-"]
+    if len(on_stdout) > 1:
+        stderr.print(f"histmig: {' and '.join(on_stdout)} cannot {'both' if len(on_stdout) == 2 else 'all'} go to stdout", markup=False)
         raise typer.Exit(EXIT_USAGE)
     if output == "-" and is_tabular(input_path):
         stderr.print(f"histmig: {input_path}: a Parquet or DuckDB input is written to a .parquet or .jsonl file, not to stdout", markup=False)
@@ -190,6 +191,12 @@ def _run(input_path: str, output_path: str | None, options: Options, fmt: InputF
     if input_path == "-" and fmt is None and _looks_like_one_document(report):
         stderr.print("histmig: note: stdin was read as JSONL and no line of it is a record; if it holds one JSON document, add --format json", markup=False)
     return report
+
+
+def _cut_short(counts: Mapping[str, int]) -> str:
+    """The end of a verdict line for a run whose input could not be read to its end (a
+    truncated ``.gz``, an I/O error): the counts are of what was read."""
+    return "; the input could not be read to its end (see the unreadable error)" if counts["read_errors"] else ""
 
 
 def _looks_like_one_document(report: Report) -> bool:
@@ -282,7 +289,7 @@ def convert(
             written += ", rejected records among them unchanged"
         stderr.print(
             f"histmig convert: {counts['changed']} of {counts['records_in']} records migrated, {counts['unchanged']} unchanged, "
-            f"{counts['rejected']} rejected; {written}",
+            f"{counts['rejected']} rejected; {written}{_cut_short(counts)}",
             markup=False,
         )
     if earlier:
@@ -314,14 +321,14 @@ def audit(
 ) -> None:
     """Dry run: the same pipeline and report as convert; nothing is written but the report."""
     options = _options(select, ignore, causes, messages_field, validate_all=False)
-    _check_outputs(input_path, None, report)
+    _check_outputs(input_path, None, report=report)
     result = _run(input_path, None, options, input_format, None, jobs, TableOptions(messages_column, id_column, table))
     _emit(result, report, report_format, quiet)
     if not quiet:
         counts = result.counts
         stderr.print(
             f"histmig audit: {counts['changed']} of {counts['records_in']} records would be migrated, {counts['unchanged']} need nothing, "
-            f"{counts['rejected']} would be rejected; nothing was written",
+            f"{counts['rejected']} would be rejected; nothing was written{_cut_short(counts)}",
             markup=False,
         )
     raise typer.Exit(EXIT_ATTENTION if result.failed else EXIT_OK)
@@ -349,7 +356,7 @@ def check(
 ) -> None:
     """Exit 0 when every record is current and valid, 1 when any needs a rule or fails validation, 2 when the input is unreadable."""
     options = _options(select, ignore, CauseChoice.inferred, messages_field, validate_all=True)
-    _check_outputs(input_path, None, report)
+    _check_outputs(input_path, None, report=report)
     result = _run(input_path, None, options, input_format, None, jobs, TableOptions(messages_column, id_column, table))
     _emit(result, report, report_format, quiet)
     if not quiet:
@@ -357,7 +364,7 @@ def check(
         if result.needs_attention:
             stderr.print(
                 f"histmig check: {counts['changed']} of {counts['records_in']} records to migrate, "
-                f"{counts['invalid']} invalid, {counts['rejected']} rejected",
+                f"{counts['invalid']} invalid, {counts['rejected']} rejected{_cut_short(counts)}",
                 markup=False,
             )
         else:

@@ -211,8 +211,21 @@ def test_writing_over_the_input_needs_in_place(tmp_path: Path) -> None:
     assert source.read_bytes() == ALL.read_bytes()
 
 
-def test_output_and_report_cannot_both_be_stdout() -> None:
-    assert invoke("convert", str(ALL), "-", "--report", "-").exit_code == 2
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("-", "--report", "-"), "OUTPUT and --report cannot both go to stdout"),
+        (("-", "--rejects", "-"), "OUTPUT and --rejects cannot both go to stdout"),
+        (("out.jsonl", "--rejects", "-", "--report", "-"), "--rejects and --report cannot both go to stdout"),
+        (("-", "--rejects", "-", "--report", "-"), "OUTPUT and --rejects and --report cannot all go to stdout"),
+    ],
+)
+def test_two_outputs_cannot_both_be_stdout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...], said: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = invoke("convert", str(ALL), *args)
+    assert result.exit_code == 2
+    assert f"histmig: {said}" in result.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_otel_output_in_a_missing_directory_is_a_usage_error(tmp_path: Path) -> None:
@@ -295,3 +308,14 @@ def test_the_verdict_says_where_rejected_records_went(tmp_path: Path) -> None:
     rejects_to_stdout = runner.invoke(app, ["convert", str(lines), str(out), "--rejects", "-"])
     assert (rejects_to_stdout.exit_code, rejects_to_stdout.stdout, out.read_bytes()) == (1, "{bad\n", b'{"messages": []}\n')
     assert rejects_to_stdout.stderr.rstrip().endswith(f"1 rejected; written to {out}, rejected records to stdout")
+
+
+def test_the_verdict_says_when_the_input_was_cut_short(tmp_path: Path) -> None:
+    whole = gzip.compress(ALL.read_bytes())
+    source = tmp_path / "cut.jsonl.gz"
+    source.write_bytes(whole[: len(whole) // 2])
+    for args in (("convert", str(source), str(tmp_path / "o.jsonl")), ("audit", str(source)), ("check", str(source))):
+        result = invoke(*args)
+        assert result.exit_code == 1
+        assert result.stderr.rstrip().endswith("; the input could not be read to its end (see the unreadable error)"), args
+    assert not invoke("audit", str(ALL)).stderr.rstrip().endswith("(see the unreadable error)")
