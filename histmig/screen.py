@@ -1,80 +1,82 @@
-"""The screen: tells, without building the record, that no rule can change it.
+"""The screen: tells, without building the record, that no rule can change it; and the settled
+check, which tells that a migrated record is done.
 
 Most records of an archive hold nothing to migrate. :class:`Screen` decodes a record's bytes
 with msgspec into a typed skeleton of the history (the envelope's messages field, each
-message's ``kind`` and ``parts``, each part's ``part_kind`` and the few fields a rule looks
-at) and skips every other value without building a Python object: a few microseconds for a
-3 KB record, against an orjson parse and a walk of its parts. The skeleton's types are
-stricter than every rule's test (:func:`histmig.rules.base.pending`):
+message's ``kind`` and ``parts``, each part's ``part_kind`` and the fields some rule looks at)
+and skips every other value without building a Python object: a few microseconds for a 3 KB
+record, against an orjson parse and a walk of its parts. The skeleton is built from what the
+selected rules declare (:class:`~histmig.rules.base.Look`), never restated here:
 
-- ``part_kind`` is one 2.68 loads, other than ``retry-feedback`` (none of ``retry-prompt``,
-  ``instruction``, or a newer release's kind; HM101-HM103, HM204);
-- a ``retry-feedback`` part has text content, or error details that each hold ``input``
-  (HM203);
-- a part's ``tool_call_id`` and ``timestamp``, when present, are strings, and so is a
-  response's ``timestamp`` (HM201, HM202);
-- a tool call's ``args`` is text, ``null`` or an object without an ``args_json`` or
-  ``args_dict`` key, and a response has no ``provider_request_id`` (HM301, HM302);
+- a part's ``part_kind`` is one 2.68 loads that no rule rewrites
+  (:class:`~histmig.rules.base.PartKind`: ``retry-prompt``, ``instruction``, a newer
+  release's kind fail to decode);
+- a field some rule looks at decodes as that look's *quiet* type, the values the rule leaves
+  alone: a non-null type where a rule repairs nulls, nothing at all where a rule acts on a
+  field's presence, a stricter shape where it acts on some values;
 
 and a record it accepts is valid JSON in UTF-8 (checked apart: msgspec skips strings
 unchecked) nested no deeper than msgspec's limit, which is below orjson's. The skeleton's
 structs are untracked by the garbage collector (``gc=False``): a decoded skeleton holds no
 cycle and is dropped at once. Whatever it refuses goes the full way
-(:func:`histmig.pipeline.process`), which names what is wrong. One value the full way
+(:func:`histmig.engine.process_full`), which names what is wrong. One value the full way
 refuses passes: a number beyond a double's range (``1e400``), which JSON allows and the
 record carries unchanged (``check`` parses every record and names it).
 """
 
 from __future__ import annotations
 
+import itertools
 from functools import lru_cache
-from typing import Annotated, Any, Literal, Union
+from typing import Any, Union
 
 import msgspec
 
+from histmig.rules import looks
+from histmig.rules.base import FieldLook, Look, PartKind, Rule
 from histmig.schema import PLAIN_CURRENT, REQUEST_PART_KINDS, RESPONSE_PART_KINDS, Fields, msgspec_type
 
-_Absent = Annotated[int, msgspec.Meta(ge=1, le=0)]
-"""A type no JSON value satisfies: a field of this type must be absent."""
-
-_QUIET_KINDS = Literal[tuple(sorted((REQUEST_PART_KINDS | RESPONSE_PART_KINDS) - {"retry-feedback"}))]  # type: ignore[valid-type]
+_names = itertools.count()
 
 
-class _Args(msgspec.Struct, gc=False):
-    args_json: _Absent = 0
-    args_dict: _Absent = 0
+def _about(look: Look, message_kind: Any, part_kind: Any) -> bool:
+    """Whether ``look`` is about parts of ``part_kind`` (``None``: the message itself) in
+    messages of ``message_kind`` (``None``: of either kind; the skeleton's and the settled
+    check's part structs serve requests and responses alike, so a look of either counts)."""
+    return look.covers(message_kind, part_kind) if message_kind is not None or look.message is None else look.covers(look.message, part_kind)
 
 
-_ARGS = Union[str, None, _Args]
+def _field_looks(rules: tuple[Rule, ...], message_kind: Any, part_kind: Any) -> list[FieldLook]:
+    return [look for _, look in looks(rules) if isinstance(look, FieldLook) and _about(look, message_kind, part_kind)]
 
 
-class _ErrorDetails(msgspec.Struct, gc=False):
-    input: msgspec.Raw
+def _quiet_fields(rules: tuple[Rule, ...], message_kind: Any, part_kind: Any) -> Fields:
+    """The skeleton fields of a part of ``part_kind`` (or of a message): each field some look
+    covers, of the look's quiet type, absent by default. Raises ``TypeError`` when two looks
+    give one field different types (msgspec cannot decode a value as both)."""
+    fields: dict[str, Any] = {}
+    for look in _field_looks(rules, message_kind, part_kind):
+        quiet = look.quiet_type()
+        if fields.setdefault(look.field, quiet) != quiet:
+            raise TypeError(f"two rules look at {part_kind or message_kind}.{look.field} with different quiet types")
+    return [(name, type_, None) for name, type_ in fields.items()]
 
 
-class _FeedbackPart(msgspec.Struct, tag_field="part_kind", tag="retry-feedback", gc=False):
-    content: Union[str, list[_ErrorDetails]]
-    tool_call_id: str = ""
-    timestamp: str = ""
+def _struct(fields: Fields, tag_field: str, tag: str) -> Any:
+    return msgspec.defstruct(f"_Skeleton{next(_names)}", fields, tag_field=tag_field, tag=tag, gc=False)
 
 
-def _tagged_parts() -> Any:
-    """The skeleton's part: one struct per quiet ``part_kind`` (its ``tool_call_id``,
-    ``timestamp`` and ``args``) and :class:`_FeedbackPart`, as one union tagged by
-    ``part_kind``; any other ``part_kind`` (``retry-prompt`` among them) fails to decode."""
-    members = [
-        msgspec.defstruct(f"_Part_{kind}", [("tool_call_id", str, ""), ("timestamp", str, ""), ("args", _ARGS, None)], tag_field="part_kind", tag=kind, gc=False)
-        for kind in _QUIET_KINDS.__args__
+def _skeleton(rules: tuple[Rule, ...]) -> Any:
+    """The skeleton type of a history for ``rules``: a list of request/response structs, each
+    with its ``parts`` (one union tagged by ``part_kind`` of every quiet kind) and the message
+    fields some rule looks at."""
+    rewritten = {kind for _, look in looks(rules) if isinstance(look, PartKind) for kind in look.parts}  # type: ignore[union-attr]
+    quiet = sorted((REQUEST_PART_KINDS | RESPONSE_PART_KINDS) - rewritten)
+    part = Union[tuple(_struct(_quiet_fields(rules, None, kind), "part_kind", kind) for kind in quiet)]
+    messages = [
+        _struct([("parts", list[part]), *_quiet_fields(rules, kind, None)], "kind", kind) for kind in ("request", "response")
     ]
-    return Union[tuple(members) + (_FeedbackPart,)]
-
-
-def _skeleton(part: Any, field: str | None) -> msgspec.json.Decoder:
-    request = msgspec.defstruct("_Request", [("parts", list[part])], tag_field="kind", tag="request", gc=False)
-    response = msgspec.defstruct(
-        "_Response", [("parts", list[part]), ("timestamp", str, ""), ("provider_request_id", _Absent, 0)], tag_field="kind", tag="response", gc=False
-    )
-    return _decoder(list[Union[request, response]], field)
+    return list[Union[tuple(messages)]]
 
 
 def _decoder(messages: Any, field: str | None) -> msgspec.json.Decoder:
@@ -88,15 +90,15 @@ def _decoder(messages: Any, field: str | None) -> msgspec.json.Decoder:
 class Screen:
     """``screen(raw) -> bool``: ``True`` only when ``raw``, the JSON text of a record (bytes),
     is an object whose ``field`` (default ``messages``, the first candidate
-    :func:`~histmig.records.locate_messages` tries) holds a history no rule can change and
-    that orjson reads (see the module docstring), or such a history as a bare array (its
-    first byte ``[``, as a Parquet or DuckDB cell holds it). ``False`` says nothing: the
-    record must go the full way. Never raises."""
+    :func:`~histmig.records.locate_messages` tries) holds a history none of ``rules`` can
+    change and that orjson reads (see the module docstring), or such a history as a bare
+    array (its first byte ``[``, as a Parquet or DuckDB cell holds it). ``False`` says
+    nothing: the record must go the full way. Never raises."""
 
-    def __init__(self, field: str | None = None) -> None:
-        part = _tagged_parts()
-        self._record = _skeleton(part, field or "messages")
-        self._array = _skeleton(part, None)
+    def __init__(self, rules: tuple[Rule, ...], field: str | None = None) -> None:
+        skeleton = _skeleton(rules)
+        self._record = _decoder(skeleton, field or "messages")
+        self._array = _decoder(skeleton, None)
 
     def __call__(self, raw: bytes) -> bool:
         """Whether ``raw`` needs nothing (see the class docstring). One decode, no search of
@@ -111,46 +113,45 @@ class Screen:
 
 
 @lru_cache(maxsize=16)
-def screen_for(field: str | None) -> Screen:
-    """The :class:`Screen` of ``field``, built once per process (building one takes about a
-    millisecond)."""
-    return Screen(field)
+def screen_for(rules: tuple[Rule, ...], field: str | None) -> Screen:
+    """The :class:`Screen` of ``rules`` and ``field``, built once per process (building one
+    takes about a millisecond)."""
+    return Screen(rules, field)
 
 
-_NotNull = Union[str, int, float, bool, list[msgspec.Raw], dict[str, msgspec.Raw]]
-"""Any JSON value but ``null``."""
+def _settled_history(rules: tuple[Rule, ...]) -> Any:
+    """The current schema's msgspec type (:data:`~histmig.schema.PLAIN_CURRENT`), each part
+    and message struct made stricter by what ``rules`` look at there
+    (:meth:`~histmig.rules.base.FieldLook.settled_type`)."""
 
+    def refine(tag: tuple[str, str] | None, fields: Fields) -> Fields:
+        if tag is None or tag[0] not in ("part_kind", "kind"):
+            return fields
+        message_kind, part_kind = (None, tag[1]) if tag[0] == "part_kind" else (tag[1], None)
+        refined = list(fields)
+        for look in _field_looks(rules, message_kind, part_kind):
+            index = next((i for i, (name, *_) in enumerate(refined) if name == look.field), None)
+            if index is None:
+                refined.append((look.field, look.settled_type(None), None))
+            else:
+                name, declared, *default = refined[index]
+                refined[index] = (name, look.settled_type(declared), *default)
+        return refined
 
-def _without_pending(tag: tuple[str, str] | None, fields: Fields) -> Fields:
-    """The fields of a settled history's struct (see :class:`Settled`): a part has no
-    ``"timestamp": null`` (HM202) even where 2.68 declares no timestamp, a part's ``args`` is
-    text, ``null`` or an object without an ``args_json`` or ``args_dict`` key (HM301), and a
-    response has no ``provider_request_id`` (HM302)."""
-    if tag is not None and tag[0] == "part_kind":
-        fields = [(name, _ARGS, *rest[1:]) if name == "args" else (name, *rest) for name, *rest in fields]
-        if all(name != "timestamp" for name, *_ in fields):
-            fields.append(("timestamp", _NotNull, None))
-    if tag == ("kind", "response"):
-        fields = [*fields, ("provider_request_id", _Absent, 0)]
-    return fields
-
-
-_SETTLED_MESSAGES = msgspec_type(PLAIN_CURRENT, refine=_without_pending)
+    return msgspec_type(PLAIN_CURRENT, refine=refine)
 
 
 class Settled:
     """``settled(output) -> bool``: ``True`` only when ``output``, the JSON text histmig wrote
     for a migrated record (bytes), holds at ``field`` (``None``: the record is a bare array)
-    a history pydantic-ai 2.68 loads on which a second pass of the rules changes nothing: it
-    decodes with msgspec into the current schema (:data:`~histmig.schema.PLAIN_CURRENT`)
-    made stricter by :func:`_without_pending`. The current schema itself rules out the
-    shapes HM101-HM204 repair (a ``retry-prompt`` or ``instruction`` part, a null id or
-    response timestamp, error details without ``input``); the stricter structs rule out
-    what HM202, HM301 and HM302 look for where 2.68 would load it. ``False`` says nothing:
-    the pipeline then validates with pydantic and runs the second pass."""
+    a history pydantic-ai 2.68 loads on which a second pass of ``rules`` changes nothing: it
+    decodes with msgspec into the current schema made stricter where the rules look
+    (:func:`_settled_history`). The current schema itself rules out the part kinds rules
+    rewrite (no release up to 2.68 loads them). ``False`` says nothing: the engine then
+    validates with pydantic and runs the second pass."""
 
-    def __init__(self, field: str | None = None) -> None:
-        self._decoder = _decoder(_SETTLED_MESSAGES, field)
+    def __init__(self, rules: tuple[Rule, ...], field: str | None = None) -> None:
+        self._decoder = _decoder(_settled_history(rules), field)
 
     def __call__(self, output: bytes) -> bool:
         try:
@@ -161,6 +162,6 @@ class Settled:
 
 
 @lru_cache(maxsize=16)
-def settled_for(field: str | None) -> Settled:
-    """The :class:`Settled` check of ``field``, built once per process."""
-    return Settled(field)
+def settled_for(rules: tuple[Rule, ...], field: str | None) -> Settled:
+    """The :class:`Settled` check of ``rules`` and ``field``, built once per process."""
+    return Settled(rules, field)

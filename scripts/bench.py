@@ -62,7 +62,7 @@ def corpus_pools() -> tuple[list[dict], list[dict]]:
     that need no repair), each in corpus order. Records with no retry-prompt part that
     still need a repair (the 0.0.20 no-retry histories: null ids, args wrappers) are in
     neither pool."""
-    from histmig.pipeline import migrate
+    from histmig.api import migrate
 
     with_retry, clean = [], []
     for line in CORPUS.read_bytes().splitlines():
@@ -198,6 +198,7 @@ def bound_jsonl(src: str, dst: str) -> None:
     between two forked processes as ``--jobs 2`` does; no rule, no report."""
     import msgspec
 
+    from histmig.rules import registry
     from histmig.screen import settled_for
 
     size = os.path.getsize(src)
@@ -207,7 +208,7 @@ def bound_jsonl(src: str, dst: str) -> None:
         if pid == 0:
             status = 1
             try:
-                decode, dumps, settled = msgspec.json.Decoder().decode, orjson.dumps, settled_for("messages")
+                decode, dumps, settled = msgspec.json.Decoder().decode, orjson.dumps, settled_for(registry(), "messages")
                 start, end = half * size // 2, (half + 1) * size // 2
                 with open(src, "rb") as inp, open(f"{dst}.{half}", "wb") as out:
                     inp.seek(start)

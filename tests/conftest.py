@@ -10,7 +10,8 @@ import orjson
 import pytest
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
-from histmig.pipeline import Options, migrate
+from histmig.api import migrate
+from histmig.options import Options
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"

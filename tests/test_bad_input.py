@@ -11,9 +11,10 @@ import pytest
 from typer.testing import CliRunner
 
 from histmig.cli import app
-from histmig.pipeline import Options, process
+from histmig import api
+from histmig.engine import process
+from histmig.options import Options
 from histmig.records import Record
-from histmig.runner import run
 from tests.conftest import CORPUS
 
 runner = CliRunner()
@@ -52,7 +53,7 @@ def _mixed(tmp_path: Path) -> tuple[Path, list[bytes]]:
 def test_every_kind_of_bad_line_is_named_and_kept(tmp_path: Path) -> None:
     source, lines = _mixed(tmp_path)
     out = tmp_path / "out.jsonl"
-    report = run(str(source), str(out))
+    report = api.convert(str(source), str(out)).report
     rejects = (tmp_path / "out.jsonl.rejects.jsonl").read_bytes().splitlines()
     written = out.read_bytes().splitlines()
     assert report.counts["records_in"] == len(lines) == len(written) + len(rejects)
@@ -69,9 +70,9 @@ def test_a_record_with_nothing_to_migrate_is_copied_even_with_a_number_orjson_re
     source = tmp_path / "clean.jsonl"
     source.write_bytes(clean + b"\n")
     out = tmp_path / "out.jsonl"
-    converted = run(str(source), str(out))
+    converted = api.convert(str(source), str(out)).report
     assert (out.read_bytes(), converted.counts["unchanged"], converted.errors) == (clean + b"\n", 1, [])
-    checked = run(str(source), options=Options(validate_all=True))
+    checked = api.check(str(source)).report
     assert checked.counts["rejected"] == 1
     assert "number is infinity" in checked.errors[0]["errors"][0]
 
@@ -127,7 +128,7 @@ def test_an_unknown_part_kind_is_carried_and_warned_about(tmp_path: Path) -> Non
     source = tmp_path / "in.jsonl"
     source.write_bytes(record + b"\n")
     out = tmp_path / "out.jsonl"
-    report = run(str(source), str(out))
+    report = api.convert(str(source), str(out)).report
     assert report.counts["changed"] == 1 and report.counts["rejected"] == 0
     assert orjson.loads(out.read_bytes())["messages"][0]["parts"][0] == future
     assert report.warnings == [
@@ -140,7 +141,7 @@ def test_a_truncated_gz_keeps_what_was_read_and_says_where_it_stopped(tmp_path: 
     source = tmp_path / "cut.jsonl.gz"
     source.write_bytes(whole[: len(whole) // 2])
     out = tmp_path / "out.jsonl"
-    report = run(str(source), str(out))
+    report = api.convert(str(source), str(out)).report
     assert report.counts["read_errors"] == 1 and report.failed
     row = report.errors[-1]
     assert row["status"] == "unreadable"
@@ -156,7 +157,7 @@ def test_an_empty_jsonl_file_gives_an_empty_output(tmp_path: Path) -> None:
     source = tmp_path / "empty.jsonl"
     source.write_bytes(b"")
     out = tmp_path / "out.jsonl"
-    report = run(str(source), str(out))
+    report = api.convert(str(source), str(out)).report
     assert report.counts["records_in"] == 0 and not report.failed
     assert out.read_bytes() == b""
 
@@ -164,7 +165,7 @@ def test_an_empty_jsonl_file_gives_an_empty_output(tmp_path: Path) -> None:
 def test_an_empty_json_file_is_rejected_not_lost(tmp_path: Path) -> None:
     source = tmp_path / "empty.json"
     source.write_bytes(b"")
-    report = run(str(source), str(tmp_path / "out.json"))
+    report = api.convert(str(source), str(tmp_path / "out.json")).report
     assert report.counts["rejected"] == 1
     assert not (tmp_path / "out.json").exists()
     assert (tmp_path / "out.json.rejects.jsonl").read_bytes() == b"\n"
@@ -174,7 +175,7 @@ def test_blank_lines_are_carried(tmp_path: Path) -> None:
     source = tmp_path / "in.jsonl"
     source.write_bytes(b"\n" + LEGACY + b"\n\n")
     out = tmp_path / "out.jsonl"
-    report = run(str(source), str(out))
+    report = api.convert(str(source), str(out)).report
     assert report.counts["records_in"] == 1
     assert out.read_bytes().split(b"\n")[0] == b"" and out.read_bytes().split(b"\n")[2] == b""
 
@@ -185,7 +186,7 @@ def test_a_100_mb_line(tmp_path: Path) -> None:
     source = tmp_path / "big.jsonl"
     source.write_bytes(record + b"\n")
     out = tmp_path / "out.jsonl"
-    report = run(str(source), str(out))
+    report = api.convert(str(source), str(out)).report
     assert report.counts["changed"] == 1
     part = orjson.loads(out.read_bytes())[0]["parts"][0]
     assert part["part_kind"] == "tool-return" and len(part["content"]) == len(big)
@@ -219,7 +220,7 @@ def test_a_migrated_json_document_keeps_its_final_newline(tmp_path: Path) -> Non
     for ending in (b"\n", b""):
         source, out = tmp_path / "in.json", tmp_path / "out.json"
         source.write_bytes(document + ending)
-        run(str(source), str(out))
+        api.convert(str(source), str(out)).report
         assert out.read_bytes().endswith(b"}]" + ending)
         assert orjson.loads(out.read_bytes())[0]["parts"][0]["part_kind"] == "retry-feedback"
 

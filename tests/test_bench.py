@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from histmig.runner import run
+from histmig.api import convert
 from tests.conftest import CORPUS
 
 _SPEC = importlib.util.spec_from_file_location("bench", Path(__file__).parent.parent / "scripts" / "bench.py")
@@ -24,7 +24,7 @@ def test_bound_jsonl_dumps_every_migrated_record_once_in_order(tmp_path: Path, c
     migrated = tmp_path / "migrated.jsonl"
     source = tmp_path / "all.jsonl"
     source.write_bytes((CORPUS / "all.jsonl").read_bytes() * copies)
-    run(str(source), str(migrated))
+    convert(str(source), str(migrated))
     bench.bound_jsonl(str(migrated), str(tmp_path / "bound"))
     written = (tmp_path / "bound.0").read_bytes() + (tmp_path / "bound.1").read_bytes()
     assert written.splitlines() == [orjson.dumps(orjson.loads(line)) for line in migrated.read_bytes().splitlines()]

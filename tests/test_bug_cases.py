@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import orjson
 
-from histmig.pipeline import Options, process
+from histmig.engine import Plan, process
+from histmig.options import Options
 from histmig.records import Record
 from histmig.report import Report
 from histmig.schema import current_errors
@@ -14,7 +15,7 @@ RETRY = {"attempt": None, "max_retries": None}
 
 
 def run(raw: bytes, options: Options = Options()) -> tuple[object, list]:
-    outcome = process(Record(raw, "case.json", "file"), options)
+    outcome = process(Record(raw, "case.json", "file"), options.plan())
     assert outcome.status == "changed", outcome.errors
     return orjson.loads(outcome.output), [(c.rule, c.message, c.part, c.cause, c.evidence, c.certainty) for c in outcome.changes]
 
@@ -149,7 +150,7 @@ def test_bc5_an_instruction_part_moves_to_instructions() -> None:
 
 
 def test_bc5_check_names_the_record_and_the_path() -> None:
-    outcome = process(Record(BC5, "case.json", "file"), Options(rules=(), validate_all=True))
+    outcome = process(Record(BC5, "case.json", "file"), Plan(rules=(), validate_all=True))
     assert outcome.status == "unchanged"
     assert any(line.startswith("messages[0].parts[1]") for line in outcome.errors), outcome.errors
     assert "no release 0.0.13-2.68 wrote this shape" not in outcome.errors[-1]
@@ -157,7 +158,7 @@ def test_bc5_check_names_the_record_and_the_path() -> None:
 
 def test_check_says_when_no_release_wrote_a_shape() -> None:
     raw = b'[{"kind":"request","parts":[{"part_kind":"user-prompt"}]}]'
-    outcome = process(Record(raw, "case.json", "file"), Options(validate_all=True))
+    outcome = process(Record(raw, "case.json", "file"), Plan(validate_all=True))
     assert outcome.errors == [
         "messages[0].parts[0].content: Field required",
         "no release 0.0.13-2.68 wrote this shape: no rule can migrate it",

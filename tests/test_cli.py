@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import io
 import shutil
 import subprocess
 import sys
@@ -12,8 +13,10 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
+from histmig import cli
 from histmig.cli import app
 from tests.conftest import CORPUS, FIXTURES
+from tests.report.conftest import legacy_report, rendered
 
 runner = CliRunner()
 ALL = CORPUS / "all.jsonl"
@@ -319,3 +322,25 @@ def test_the_verdict_says_when_the_input_was_cut_short(tmp_path: Path) -> None:
         assert result.exit_code == 1
         assert result.stderr.rstrip().endswith("; the input could not be read to its end (see the unreadable error)"), args
     assert not invoke("audit", str(ALL)).stderr.rstrip().endswith("(see the unreadable error)")
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "markdown"])
+def test_cli_report_file_is_the_rendered_report(tmp_path: Path, fmt: str) -> None:
+    report, source = legacy_report(tmp_path)
+    path = tmp_path / "report.gz"
+    result = runner.invoke(app, ["audit", source, "--report", str(path), "--report-format", fmt])
+    assert result.exit_code == 1
+    assert gzip.decompress(path.read_bytes()).decode() == rendered(report, fmt)
+
+
+def test_a_failed_report_leaves_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def half(report: object, stream: io.TextIOBase) -> None:
+        stream.write("{\n")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(cli, "_renderer", lambda fmt: half)
+    (tmp_path / "report.json").write_text("previous")
+    result = runner.invoke(app, ["audit", str(CORPUS / "all.jsonl"), "--report", str(tmp_path / "report.json"), "--report-format", "json"])
+    assert isinstance(result.exception, OSError)
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
+    assert (tmp_path / "report.json").read_text() == "previous"

@@ -8,7 +8,8 @@ from typing import Any
 import orjson
 import pytest
 
-from histmig.pipeline import Options, process
+from histmig.engine import process
+from histmig.options import Options
 from histmig.records import Record
 from histmig.schema import current_errors, legacy_errors
 from tests.conftest import CORPUS, HISTORIES, NATIVE_RELEASES, converted, framework_dump, history_id, load

@@ -1,39 +1,73 @@
-"""The rule machinery: a rule's identity, the change it reports, and the registry.
+"""The rule model: what a rule is, what it looks at, what it finds and how it fixes it.
 
-A rule is a small object with a stable code (``HM101``), a one-line summary, the
-framework-facts section it comes from, and a function that edits one conversation in
-place and returns the changes it made (the django-upgrade ``Fixer`` pattern, design.md
-"Rules"). Rules run in registration order; the order is part of the contract because a
-later rule can rely on an earlier one (HM101 relies on HM201 having given every call an id).
+A rule is one :class:`Rule` object in one module of this package (``hm101_<name>.py``), found
+automatically (:mod:`histmig.rules`), in the shape django-upgrade and ruff give theirs
+(design.md "Rules"): a stable code, a one-line summary, the framework-facts section it comes
+from, documentation with an example before and after (:class:`Docs`), what it looks at
+(:class:`Look`), and a fix that edits a history in place and returns its :class:`Change`\\ s.
+A fix is ``safe`` when it keeps what the conversation means (what the framework itself does at
+load or request time, stored once), ``unsafe`` when it may not; ``convert`` applies the safe
+fixes of the selected rules, ``--unsafe-fixes`` the others too (ruff's definitions).
+
+What a rule looks at is declared, never restated: the screen's skeleton types
+(:mod:`histmig.screen`), the settled check, :func:`histmig.rules.pending` and the nulls a
+nested Arrow column carries (:mod:`histmig.sources._arrow`) are all derived from the
+:class:`Look`\\ s of the rules.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import copy
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple, Union, get_args, get_origin
+
+import msgspec
 
 Certainty = Literal["exact", "template", "shape", "default", "derived"]
-"""How sure a change is (design.md "Rules"): an ``exact`` text match with a framework
+"""How sure a finding is (design.md "Rules"): an ``exact`` text match with a framework
 string, a ``template`` match with a framework f-string, the ``shape`` of the content, a
 ``default`` when no evidence points anywhere else, or a value ``derived`` from the record."""
+
+Applicability = Literal["safe", "unsafe"]
+"""A fix's applicability, as ruff defines it: ``safe`` keeps what the conversation means,
+``unsafe`` may not (it removes or rewrites stored content)."""
 
 CauseMode = Literal["inferred", "framework"]
 """``inferred``: causes from the evidence catalogue (rules/causes.py). ``framework``: the
 exact ``retry`` values pydantic-ai 2.68's loader produces (framework-facts §2)."""
 
-Messages = list[dict[str, Any]]
+Messages = list[Any]
+"""A history as plain JSON data (a list of message objects, as orjson or msgspec parse it)."""
+
+Message = dict[str, Any]
+Part = dict[str, Any]
+
+REPAIR, MISREAD, REBIND, MIGRATE = 10, 20, 30, 40
+"""Phases, the order rules run in (then by code): load-failure repairs (HM2xx) first, so that
+every call has an id the retry rules pair with; then silent misreads (HM3xx); then HM103
+re-binds a tool-less unknown-tool retry before HM101/HM102 would turn it into feedback. No rule
+writes what a rule of an earlier phase looks for, so one pass settles a history."""
+
+
+class Finding(NamedTuple):
+    """What a rule found at one place of a history: the rule's ``code``, the ``message``
+    and ``part`` indices (0-based; ``part`` is ``None`` for the message itself), a ``text``
+    saying what is there, the ``evidence`` that decided it and its ``certainty``."""
+
+    code: str
+    message: int
+    part: int | None
+    text: str
+    evidence: str
+    certainty: Certainty
 
 
 class Change(NamedTuple):
-    """One located edit a rule made to a conversation.
-
-    ``message`` and ``part`` are 0-based indices into the history (``part`` is ``None`` for a
-    message-level edit). ``before``/``after`` are the ``part_kind`` values (or a field name
-    for message-level edits). ``cause`` is the ``RetryInfo.cause`` written, if any.
-    ``evidence`` names the catalogue entry, content shape or derivation that decided the
-    edit, and ``certainty`` how sure that is.
-    """
+    """One located edit a fix made: the ``rule`` code, the ``message`` and ``part`` indices
+    (``part`` ``None`` for a message-level edit), ``before``/``after`` (the ``part_kind``
+    values, or field names for a message-level edit), the ``evidence`` that decided it and
+    its ``certainty``, and the ``RetryInfo.cause`` written, if any (README "Report")."""
 
     rule: str
     message: int
@@ -44,62 +78,239 @@ class Change(NamedTuple):
     certainty: Certainty
     cause: str | None = None
 
-    def as_row(self) -> tuple[Any, ...]:
-        """The change as the report's ``changes`` row holds it (README "Report"): ``rule``,
-        ``message``, ``part``, ``before``, ``after``, ``cause``, ``evidence``, ``certainty``."""
-        return (self.rule, self.message, self.part, self.before, self.after, self.cause, self.evidence, self.certainty)
+    def finding(self) -> Finding:
+        """The finding this change fixes."""
+        return Finding(self.rule, self.message, self.part, f"{self.before} -> {self.after}", self.evidence, self.certainty)
 
 
 class Malformed(ValueError):
     """A part a rule targets has a shape no release wrote, so it cannot be migrated; the
     message starts with the path inside the record (``messages[2].parts[0].content: …``).
-    The pipeline rejects the record, unchanged."""
+    The engine rejects the record, unchanged."""
 
 
 @dataclass(frozen=True)
 class Context:
-    """What a rule may know besides the conversation: the cause mode chosen by the user."""
+    """What a rule may know besides the history: the cause mode the user chose."""
 
     causes: CauseMode = "inferred"
 
 
-RuleFunc = Callable[[Messages, Context], list[Change]]
+ANY_PART = "*"
+"""``parts`` value of a :class:`Look`: parts of every kind."""
+
+ABSENT = Annotated[int, msgspec.Meta(ge=1, le=0)]
+"""A msgspec type no JSON value satisfies: a field of this type must be absent."""
+
+NOT_NULL = Union[str, int, float, bool, list[msgspec.Raw], dict[str, msgspec.Raw]]
+"""A msgspec type of any JSON value but ``null``."""
+
+Test = Callable[[Message, Any], bool]
+"""``test(message, part)``: whether the rule acts at this place (``part`` is ``None`` for a
+message-level look). Asked only where the look's own condition holds."""
+
+
+def _always(message: Message, part: Any) -> bool:
+    return True
+
+
+def _kinds(parts: str | Iterable[str] | None) -> frozenset[str] | str | None:
+    if parts is None or parts == ANY_PART:
+        return parts
+    return frozenset([parts] if isinstance(parts, str) else parts)
+
+
+class Look:
+    """Where a rule looks and what makes it act there, declared once for every consumer.
+
+    ``message``: the message kind (``request``, ``response``), or ``None`` for any;
+    ``parts``: the part kinds looked at (:data:`ANY_PART` for all), or ``None`` for the
+    message itself; ``test``: the rule's own precise test, asked only where the look's
+    condition (:meth:`hit`) holds. Subclasses say what that condition is."""
+
+    __slots__ = ("message", "parts", "test")
+
+    def __init__(self, parts: str | Iterable[str] | None, message: str | None, test: Test) -> None:
+        self.message = message
+        self.parts = _kinds(parts)
+        self.test = test
+
+    def covers(self, message_kind: Any, part_kind: Any) -> bool:
+        """Whether this look is about parts of ``part_kind`` (``None``: the message itself)
+        in messages of ``message_kind``."""
+        if self.message is not None and message_kind != self.message:
+            return False
+        if part_kind is None or self.parts is None:
+            return part_kind is None and self.parts is None
+        return self.parts == ANY_PART or part_kind in self.parts
+
+    def hit(self, message: Message, part: Any) -> bool:
+        """Whether the rule acts at this place (``part`` ``None``: the message itself)."""
+        raise NotImplementedError
+
+
+class PartKind(Look):
+    """The rule rewrites parts of these kinds (``retry-prompt``, ``instruction``): the
+    screen lets no such part through, and a kind no release up to 2.68 loads but a rule
+    rewrites in messages of ``message`` kind is known there (validation warns of no unknown
+    ``part_kind``)."""
+
+    __slots__ = ()
+
+    def __init__(self, parts: str | Iterable[str], *, message: str | None = None, test: Test = _always) -> None:
+        super().__init__(parts, message, test)
+
+    def hit(self, message: Message, part: Any) -> bool:
+        return self.test(message, part)
+
+
+class FieldLook(Look):
+    """A look at one ``field`` of a part (or of the message itself, ``parts`` ``None``); an
+    absent field never makes the rule act."""
+
+    __slots__ = ("field",)
+
+    def __init__(self, field: str, parts: str | Iterable[str] | None, message: str | None, test: Test) -> None:
+        super().__init__(parts, message, test)
+        self.field = field
+
+    def quiet_type(self) -> Any:
+        """The msgspec type the screen decodes the field as: a value that decodes is one the
+        rule does not act on."""
+        raise NotImplementedError
+
+    def settled_type(self, declared: Any) -> Any:
+        """The msgspec type the settled check decodes the field of a migrated history as,
+        given the one 2.68's schema declares (``None``: not declared): it must rule out what
+        the rule would act on again. By default 2.68's own type already does."""
+        return declared
+
+
+class NullField(FieldLook):
+    """The rule repairs ``"field": null``, which legacy releases wrote and 2.68 refuses: the
+    screen decodes the field as ``type`` (its non-null type), a nested Arrow column passes the
+    field's nulls to the engine, and the settled check refuses a null there."""
+
+    __slots__ = ("type",)
+
+    def __init__(self, field: str, *, parts: str | Iterable[str] | None = None, message: str | None = None, type: Any = str, test: Test = _always) -> None:
+        super().__init__(field, parts, message, test)
+        self.type = type
+
+    def hit(self, message: Message, part: Any) -> bool:
+        return (message if part is None else part).get(self.field, 0) is None and self.test(message, part)
+
+    def quiet_type(self) -> Any:
+        return self.type
+
+    def settled_type(self, declared: Any) -> Any:
+        if declared is None:
+            return NOT_NULL
+        members = get_args(declared)
+        if get_origin(declared) is Union and type(None) in members:
+            kept = tuple(member for member in members if member is not type(None))
+            return kept[0] if len(kept) == 1 else Union[kept]
+        return declared
+
+
+class AbsentField(FieldLook):
+    """The rule acts on a field that is there at all (``provider_request_id``): the screen
+    and the settled check require it absent."""
+
+    __slots__ = ()
+
+    def __init__(self, field: str, *, parts: str | Iterable[str] | None = None, message: str | None = None, test: Test = _always) -> None:
+        super().__init__(field, parts, message, test)
+
+    def hit(self, message: Message, part: Any) -> bool:
+        return self.field in (message if part is None else part) and self.test(message, part)
+
+    def quiet_type(self) -> Any:
+        return ABSENT
+
+    def settled_type(self, declared: Any) -> Any:
+        return ABSENT
+
+
+class ValueField(FieldLook):
+    """The rule acts on some values of ``field`` (an ``args`` wrapper, error details without
+    ``input``): ``quiet`` is the msgspec type of values it leaves alone, and ``test`` decides
+    wherever the field is present. With ``settles``, the settled check decodes the field as
+    ``quiet`` too (``quiet`` must then accept no value 2.68 refuses); without it, 2.68's own
+    type already refuses what the rule acts on."""
+
+    __slots__ = ("quiet", "settles")
+
+    def __init__(
+        self, field: str, *, quiet: Any, test: Test, parts: str | Iterable[str] | None = None, message: str | None = None, settles: bool = False
+    ) -> None:
+        super().__init__(field, parts, message, test)
+        self.quiet = quiet
+        self.settles = settles
+
+    def hit(self, message: Message, part: Any) -> bool:
+        return self.field in (message if part is None else part) and self.test(message, part)
+
+    def quiet_type(self) -> Any:
+        return self.quiet
+
+    def settled_type(self, declared: Any) -> Any:
+        return self.quiet if self.settles else declared
+
+
+@dataclass(frozen=True)
+class Docs:
+    """A rule's documentation, in the shape ruff gives its rules: ``what`` it does, ``why``
+    it matters, and an example history ``before`` and ``after`` the fix, as JSON text (a
+    test runs the rule on ``before`` and compares with ``after``)."""
+
+    what: str
+    why: str
+    before: str
+    after: str
+
+
+Fix = Callable[[Messages, Context], list[Change]]
+"""A rule's fix: edits a history in place, returns the changes it made, in order. Raises
+:class:`Malformed` for a targeted part no release wrote."""
+
 
 @dataclass(frozen=True, eq=False)
 class Rule:
-    """A registered rewrite: ``code`` (stable, e.g. ``HM101``), ``summary`` (one line),
-    ``source`` (the framework-facts section or release it comes from) and ``apply``, which
-    edits a conversation in place and returns the changes it made. Where a rule can change
-    anything is decided for all rules in one walk (:func:`histmig.rules.pending`)."""
+    """One rule (see the module docstring).
+
+    ``code`` is stable (``HM101``); ``name`` a slug (``tool-bound-retry``); ``summary`` one
+    line; ``source`` the framework-facts section or release it comes from; ``docs`` its
+    :class:`Docs`; ``looks`` what it looks at (:class:`Look`); ``fix`` edits a history in
+    place and returns the :class:`Change`\\ s; ``applicability`` says whether the fix is
+    ``safe`` or ``unsafe``; ``phase`` orders the rules (:data:`REPAIR` ... :data:`MIGRATE`,
+    then by code)."""
 
     code: str
+    name: str
     summary: str
     source: str
-    apply: RuleFunc = field(repr=False)
+    docs: Docs
+    looks: tuple[Look, ...]
+    fix: Fix = field(repr=False)
+    applicability: Applicability = "safe"
+    phase: int = MIGRATE
+
+    def check(self, messages: Messages, ctx: Context) -> list[Finding]:
+        """What the rule finds in ``messages``, without changing them: the findings of the
+        fix run on a copy."""
+        return [change.finding() for change in self.fix(copy.deepcopy(messages), ctx)]
+
+    @property
+    def order(self) -> tuple[int, str]:
+        """Where the rule runs: its phase, then its code."""
+        return (self.phase, self.code)
 
 
-REGISTRY: list[Rule] = []
-
-
-def register(code: str, summary: str, source: str) -> Callable[[RuleFunc], RuleFunc]:
-    """Decorator adding a rule function to :data:`REGISTRY` under ``code``.
-
-    Raises ``ValueError`` when the code is registered twice.
-    """
-
-    def decorate(func: RuleFunc) -> RuleFunc:
-        if any(rule.code == code for rule in REGISTRY):
-            raise ValueError(f"rule {code} registered twice")
-        REGISTRY.append(Rule(code, summary, source, func))
-        return func
-
-    return decorate
-
-
-def iter_parts(messages: Messages, kind: str | None = None):
-    """Yield ``(message_index, part_index, message, part)`` for every dict part of every
-    dict message (optionally only messages of ``kind`` ``'request'``/``'response'``).
-    Malformed entries (not dicts, no ``parts`` list) are skipped; validation reports them."""
+def iter_parts(messages: Messages, kind: str | None = None) -> Iterator[tuple[int, int, Message, Part]]:
+    """Yield ``(message_index, part_index, message, part)`` for every object part of every
+    object message (optionally only messages of ``kind`` ``request``/``response``).
+    Malformed entries (not objects, no ``parts`` list) are skipped; validation reports them."""
     for m_index, message in enumerate(messages):
         if not isinstance(message, dict) or (kind is not None and message.get("kind") != kind):
             continue
@@ -109,3 +320,4 @@ def iter_parts(messages: Messages, kind: str | None = None):
         for p_index, part in enumerate(parts):
             if isinstance(part, dict):
                 yield m_index, p_index, message, part
+

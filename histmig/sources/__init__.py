@@ -1,214 +1,99 @@
-"""Sources and sinks: one module per storage format (design.md "The package").
+"""Storage formats, one module each, found automatically; and the one registry that tells a
+path's format and what its output is written as.
 
-A source yields :class:`~histmig.records.Record` objects; a sink takes the bytes the
-pipeline decided on, record by record, and commits them atomically (a temporary file
-beside the target, renamed on success), or writes to stdout for ``-``.
+Every module of this package that defines ``FORMAT`` (a :class:`~histmig.sources.base.Format`)
+is a format: adding one is one module and its test file. Their heavy libraries (pyarrow,
+duckdb) are imported when first used (:func:`~histmig.sources.base.lazy`), so finding the
+formats costs a JSONL run nothing. Every command asks :func:`format_of` and
+:func:`output_format`; nothing else looks at a path's suffix.
 """
 
 from __future__ import annotations
 
-import gzip
-import io
+import importlib
 import os
-import shutil
-import sys
-import tempfile
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+import pkgutil
+from functools import cache
 from pathlib import Path
-from typing import Any, BinaryIO, Literal
 
-Format = Literal["json", "jsonl"]
+from histmig.sources.base import Format, UnreadableInput, UsageError
 
-_JSONL_SUFFIXES = (".jsonl", ".ndjson", ".jsonl.gz", ".ndjson.gz")
-
-
-class UnreadableInput(OSError):
-    """The input cannot be opened or its format cannot be told (exit code 2)."""
+_HELPERS = frozenset({"base"})
 
 
-class UnwritableOutput(OSError):
-    """An output cannot be created where it was asked for (exit code 2)."""
+@cache
+def formats() -> dict[str, Format]:
+    """Every format of this package by name, in the order their modules sort (``FORMAT`` of
+    each module but :mod:`~histmig.sources.base`; a module without one is a helper)."""
+    found: dict[str, Format] = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda info: info.name):
+        if info.name in _HELPERS:
+            continue
+        fmt = getattr(importlib.import_module(f"{__name__}.{info.name}"), "FORMAT", None)
+        if isinstance(fmt, Format):
+            found[fmt.name] = fmt
+    return found
 
 
-def check_writable(path: str) -> None:
-    """Raise :class:`UnwritableOutput` unless a file can be created at ``path`` (``-`` is
-    stdout): its directory must exist and be writable, and it must not be a directory."""
+def format_of(path: str, explicit: str | None = None) -> Format:
+    """The format of the input ``path``: ``explicit`` (``--format``) when given; ``jsonl``
+    for ``-`` (stdin); else the format that claims the path (a directory, a glob, a URL), else
+    the one whose suffix its name ends in. Raises :class:`UnreadableInput` when none does, or
+    :class:`UsageError` for an unknown ``explicit`` name."""
+    known = formats()
+    if explicit is not None:
+        if explicit not in known:
+            raise UsageError(f"unknown format {explicit!r} (one of: {', '.join(known)})")
+        return known[explicit]
     if path == "-":
-        return
-    target = Path(path)
-    folder = target.parent
-    if target.is_dir():
-        raise UnwritableOutput(f"{path}: is a directory")
-    if not folder.is_dir():
-        raise UnwritableOutput(f"{path}: no such directory {str(folder)!r}")
-    if not os.access(folder, os.W_OK):
-        raise UnwritableOutput(f"{path}: cannot write in {str(folder)!r}")
-
-
-def detect_format(path: str, explicit: str | None = None) -> Format:
-    """The format of ``path``: ``explicit`` when given (``json``/``jsonl``), ``jsonl`` for
-    ``-`` and ``.jsonl``/``.ndjson`` (optionally ``.gz``), ``json`` for ``.json`` (one
-    history). Raises :class:`UnreadableInput` for any other suffix."""
-    if explicit in ("json", "jsonl"):
-        return explicit  # type: ignore[return-value]
-    name = path.lower()
-    if path == "-" or name.endswith(_JSONL_SUFFIXES):
-        return "jsonl"
-    if name.endswith((".json", ".json.gz")):
-        return "json"
+        return known["jsonl"]
+    for fmt in known.values():
+        if fmt.claims is not None and fmt.claims(path):
+            return fmt
+    for fmt in known.values():
+        if fmt.named(path):
+            return fmt
     raise UnreadableInput(f"{path}: cannot tell the format from the name (use --format json|jsonl)")
 
 
-@contextmanager
-def open_input(path: str) -> Iterator[BinaryIO]:
-    """A binary stream over ``path`` (stdin for ``-``), gunzipped when it starts with the
-    gzip magic bytes. Raises :class:`UnreadableInput` when the file cannot be opened."""
-    if path == "-":
-        with _gunzipped(sys.stdin.buffer) as stream:
-            yield stream
-        return
+def named_format(path: str) -> Format | None:
+    """The format whose suffix ``path``'s name ends in, if any."""
+    return next((fmt for fmt in formats().values() if fmt.named(path)), None)
+
+
+def output_format(input_format: Format, output: str) -> str:
+    """The format an input of ``input_format`` is written as to ``output``: the one its name
+    tells among those the input can be written as; a name that tells none gets the first (a
+    columnar input only when the name has no suffix: it is the name of a directory or a
+    Parquet file). Raises :class:`UsageError` when ``output`` is stdout for a columnar input,
+    or its name asks for a format the input cannot be written as."""
+    if output == "-":
+        if input_format.columnar:
+            raise UsageError(f"a {input_format.description} input is written to a {_suffixes(input_format.written_as)} file, not to stdout")
+        return input_format.written_as[0]
+    named = named_format(output)
+    if named is not None and named.name in input_format.written_as:
+        return named.name
+    if named is None and (not input_format.columnar or not Path(output).suffix):
+        return input_format.written_as[0]
+    kinds = " or ".join(f"{fmt.description} ({fmt.suffixes[0]})" for fmt in map(formats().get, input_format.written_as) if fmt)
+    what = kinds if input_format.columnar else f"the input's own format ({_names(f for f in formats().values() if not f.columnar)})"
+    raise UsageError(f"{output}: this input is written as {what}; choose an output name that says so")
+
+
+def _names(fmts) -> str:
+    return " or ".join(fmt.description for fmt in fmts)
+
+
+def _suffixes(names: tuple[str, ...]) -> str:
+    return " or ".join(formats()[name].suffixes[0] for name in names)
+
+
+def input_size(path: str) -> int | None:
+    """The size in bytes of a regular, uncompressed input file (for a progress bar), else ``None``."""
+    if path == "-" or path.lower().endswith(".gz"):
+        return None
     try:
-        raw = open(path, "rb")
-    except OSError as exc:
-        raise UnreadableInput(f"{path}: {exc.strerror or exc}") from exc
-    with raw, _gunzipped(raw) as stream:
-        yield stream
-
-
-@contextmanager
-def _gunzipped(raw: BinaryIO) -> Iterator[BinaryIO]:
-    """``raw``, or a gunzipping stream over it when its first bytes are the gzip magic
-    (a stream that cannot be peeked at, as a test's stdin, is taken as it is)."""
-    peek = getattr(raw, "peek", None)
-    if peek is not None and peek(2)[:2] == b"\x1f\x8b":
-        with gzip.GzipFile(fileobj=raw) as unzipped:
-            yield unzipped  # type: ignore[misc]
-    else:
-        yield raw
-
-
-def temp_beside(target: Path) -> tuple[int, str]:
-    """A new temporary file in ``target``'s directory, to be renamed over ``target`` when
-    complete: ``(descriptor, name)``, with the permission bits :func:`new_file_mode` gives
-    (``mkstemp`` makes it ``0o600``; renamed as is, it would change them)."""
-    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
-    os.fchmod(fd, new_file_mode(target))
-    return fd, name
-
-
-def new_file_mode(target: Path) -> int:
-    """The permission bits a file written over ``target`` gets: the target's own when it
-    exists, else what ``open()`` would give a new file (``0o666`` less the umask)."""
-    try:
-        return target.stat().st_mode & 0o7777
+        return os.stat(path).st_size
     except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
-
-
-SYNC_EVERY = 32 << 20
-"""Bytes written to an output between two background ``fdatasync`` calls (:class:`SyncingFile`)."""
-
-
-class SyncingFile(io.FileIO):
-    """A file opened for writing whose data goes to disk while it is written: every
-    :data:`SYNC_EVERY` bytes, a background thread (started at the first of them, so a
-    process forked before holds no thread) calls ``fdatasync``, so the ``fsync`` of
-    :meth:`sync`, which makes the file durable, has little left to wait for (~0.15 s on a
-    300 MB output otherwise). An error the thread meets is raised by :meth:`sync`."""
-
-    def __init__(self, fd: int) -> None:
-        super().__init__(fd, "wb")
-        self._unsynced = 0
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._stopping = False
-        self._error: OSError | None = None
-
-    def write(self, data: Any) -> int:
-        written = super().write(data) or 0
-        self._unsynced += written
-        if self._unsynced >= SYNC_EVERY:
-            self._unsynced = 0
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._sync_in_background, name="histmig-fdatasync", daemon=True)
-                self._thread.start()
-            self._wake.set()
-        return written
-
-    def _sync_in_background(self) -> None:
-        while True:
-            self._wake.wait()
-            self._wake.clear()
-            if self._stopping:
-                return
-            try:
-                os.fdatasync(self.fileno())
-            except OSError as exc:
-                self._error = exc
-                return
-
-    def _stop(self) -> None:
-        if self._thread is not None:
-            self._stopping = True
-            self._wake.set()
-            self._thread.join()
-            self._thread = None
-
-    def sync(self) -> None:
-        """Stop the background thread, then ``fsync``. Raises the ``OSError`` the thread or
-        the ``fsync`` met."""
-        self._stop()
-        if self._error is not None:
-            raise self._error
-        os.fsync(self.fileno())
-
-    def close(self) -> None:
-        self._stop()
-        super().close()
-
-
-@contextmanager
-def atomic_output(path: str, *, keep: bool = False) -> Iterator[BinaryIO]:
-    """A binary stream that becomes ``path`` only when the block ends without an exception:
-    written to a temporary file in the same directory (a :class:`SyncingFile`), flushed,
-    fsynced and renamed over the target, so a crash leaves either the previous file or
-    none. ``-`` is stdout. A target ending in ``.gz`` is gzip-compressed (with a fixed
-    mtime, so output bytes are reproducible). With ``keep``, the new file starts with the
-    target's current bytes, if it exists, so what is written is added after them (a
-    rejects file of an earlier run is never replaced; a gzip target gets one more member)."""
-    if path == "-":
-        yield sys.stdout.buffer
-        sys.stdout.buffer.flush()
-        return
-    target = Path(path)
-    fd, tmp_name = temp_beside(target)
-    try:
-        raw = SyncingFile(fd)
-        with io.BufferedWriter(raw) as tmp:
-            if keep:
-                _copy_existing(target, tmp)
-            if target.name.lower().endswith(".gz"):
-                with gzip.GzipFile(filename="", mode="wb", fileobj=tmp, mtime=0) as zipped:
-                    yield zipped  # type: ignore[misc]
-            else:
-                yield tmp
-            tmp.flush()
-            raw.sync()
-        os.replace(tmp_name, target)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
-
-
-def _copy_existing(path: Path, out: BinaryIO) -> None:
-    """Copy the bytes of the file at ``path``, if there is one, to ``out``."""
-    try:
-        source = open(path, "rb")
-    except FileNotFoundError:
-        return
-    with source:
-        shutil.copyfileobj(source, out, 1 << 20)
+        return None

@@ -1,15 +1,15 @@
-"""One messages column of Arrow record batches through the pipeline; shared by the Parquet
-and DuckDB sources.
+"""One messages column of Arrow record batches through the engine; shared by the columnar
+formats (Parquet, DuckDB). Not a format itself.
 
 A cell is one record. A string or binary cell holds the record's JSON text (a bare history
-as ``all_messages_json()`` writes it, or an envelope object) and goes through
-:func:`histmig.pipeline.process` as it is, so the JSONL and the columnar paths share one
-pipeline; an unchanged cell is written back as the same bytes. A nested cell
+as ``all_messages_json()`` writes it, or an envelope object) and goes through the engine's
+record loop (:func:`histmig.engine.run_records`) as it is, so the JSONL and the columnar
+paths share one loop; an unchanged cell is written back as the same bytes. A nested cell
 (``list<struct>``, one struct per message) is turned into plain JSON data, migrated, and
 built back into the column's *widened* type (:func:`widened_type`): the input type plus the
 fields the rules write (``outcome``, ``retry``, ``instructions``). A nested column cannot
-tell a null field from an absent one (every struct has every field): the pipeline sees a
-null field as absent, except ``tool_call_id`` and ``timestamp`` (:data:`NULLS_KEPT`), and
+tell a null field from an absent one (every struct has every field): the engine sees a null
+field as absent, except where a rule repairs nulls (:func:`histmig.rules.nulls_kept`), and
 absent fields come back as null. A migrated history the
 widened type cannot hold (a value whose type changes, such as legacy ``{"args_json": ...}``
 tool arguments becoming a string) is rejected and its cell kept unchanged. A null cell is
@@ -19,32 +19,40 @@ not a record: it is carried as it is and not counted. Every other column is unto
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
+from functools import cache
 from typing import Any, Literal, NamedTuple
 
 import orjson
-import pyarrow as pa
 
-from histmig.pipeline import Options, Outcome, Status, Stream
+from histmig.engine import Outcome, Status, run_records
 from histmig.records import MESSAGE_FIELD_CANDIDATES, Record
 from histmig.report import Report
-from histmig.tabular import ColumnError
+from histmig.rules import nulls_kept, registry
+from histmig.sources.base import Job, UnreadableInput, lazy
+
+pa = lazy("pyarrow")
 
 ColumnKind = Literal["text", "binary", "nested"]
 
-RETRY_TYPE = pa.struct([("cause", pa.string()), ("attempt", pa.int64()), ("max_retries", pa.int64())])
-"""Arrow type of a part's ``retry`` (``RetryInfo``) in a widened nested column."""
 
-NEW_PART_FIELDS = (pa.field("outcome", pa.string()), pa.field("retry", RETRY_TYPE))
-"""Part fields the rules write (HM101/HM102), added to a nested column's part struct."""
-
-NEW_MESSAGE_FIELDS = (pa.field("instructions", pa.string()),)
-"""Message fields the rules write (HM204), added to a nested column's message struct."""
+class ColumnError(UnreadableInput):
+    """The messages column (or ``--id-column``) is missing or of a type histmig cannot
+    migrate (exit code 2)."""
 
 
-NULLS_KEPT = frozenset({"tool_call_id", "timestamp"})
-"""Fields whose null a nested cell passes to the pipeline: legacy releases wrote them as
-null, and rules repair exactly that (HM201, HM202). Any other null field is dropped."""
+@cache
+def new_part_fields() -> tuple[Any, ...]:
+    """Part fields the rules write (``outcome`` and ``retry``, a ``RetryInfo``
+    ``struct<cause, attempt, max_retries>``), added to a nested column's part struct."""
+    retry = pa.struct([("cause", pa.string()), ("attempt", pa.int64()), ("max_retries", pa.int64())])
+    return (pa.field("outcome", pa.string()), pa.field("retry", retry))
+
+
+@cache
+def new_message_fields() -> tuple[Any, ...]:
+    """Message fields the rules write (``instructions``), added to a nested column's message struct."""
+    return (pa.field("instructions", pa.string()),)
 
 
 def _storage(type_: pa.DataType) -> pa.DataType:
@@ -89,7 +97,7 @@ def find_messages_column(schema: pa.Schema, name: str | None = None, *, where: s
     raise ColumnError(f"{prefix}cannot tell the messages column (name it with --messages-column)")
 
 
-def _merge(struct: pa.StructType, additions: Sequence[pa.Field]) -> pa.StructType:
+def _merge(struct: Any, additions: Sequence[Any]) -> Any:
     fields = list(struct)
     for add in additions:
         index = struct.get_field_index(add.name)
@@ -109,7 +117,7 @@ def _list_like(list_type: pa.DataType, value_type: pa.DataType) -> pa.DataType:
 
 def widened_type(messages_type: pa.DataType) -> pa.DataType:
     """The output type of a nested messages column: ``messages_type`` (``list<struct>``)
-    with :data:`NEW_MESSAGE_FIELDS` added to the message struct and :data:`NEW_PART_FIELDS`
+    with :func:`new_message_fields` added to the message struct and :func:`new_part_fields`
     to the struct of its ``parts`` list; fields already present keep their place and type
     (a struct gains missing subfields; a null-typed field takes the new type)."""
     message = messages_type.value_type
@@ -118,8 +126,8 @@ def widened_type(messages_type: pa.DataType) -> pa.DataType:
     if index >= 0:
         parts = fields[index].type
         if (pa.types.is_list(parts) or pa.types.is_large_list(parts)) and pa.types.is_struct(parts.value_type):
-            fields[index] = fields[index].with_type(_list_like(parts, _merge(parts.value_type, NEW_PART_FIELDS)))
-    return _list_like(messages_type, _merge(pa.struct(fields), NEW_MESSAGE_FIELDS))
+            fields[index] = fields[index].with_type(_list_like(parts, _merge(parts.value_type, new_part_fields())))
+    return _list_like(messages_type, _merge(pa.struct(fields), new_message_fields()))
 
 
 def _without_nulls(value: Any) -> Any:
@@ -130,13 +138,12 @@ def _without_nulls(value: Any) -> Any:
     return value
 
 
-def _pipeline_value(value: Any) -> Any:
-    """A nested cell's value as the pipeline sees it: null fields dropped but for
-    :data:`NULLS_KEPT`."""
+def _engine_value(value: Any, kept: frozenset[str]) -> Any:
+    """A nested cell's value as the engine sees it: null fields dropped but for ``kept``."""
     if isinstance(value, dict):
-        return {k: _pipeline_value(v) for k, v in value.items() if v is not None or k in NULLS_KEPT}
+        return {k: _engine_value(v, kept) for k, v in value.items() if v is not None or k in kept}
     if isinstance(value, list):
-        return [_pipeline_value(v) for v in value]
+        return [_engine_value(v, kept) for v in value]
     return value
 
 
@@ -152,55 +159,36 @@ def _carry_problem(messages: Any, type_: pa.DataType) -> str | None:
     return None
 
 
-class BatchOutcomes(NamedTuple):
-    """What the pipeline made of the cells of one batch's messages column: ``full``, the
-    0-based position and :class:`~histmig.pipeline.Outcome` of every cell that went the
-    full way (:meth:`~histmig.pipeline.Stream.full`), ascending; ``unchanged``, how many
-    other cells the screen passed (unchanged, valid, without warnings). A null cell is not
-    a record: it is in neither."""
-
-    full: list[tuple[int, Outcome]]
-    unchanged: int
-
-    def add_to(self, report: Report) -> None:
-        """Count every cell in ``report``: the screened ones, then each outcome in row order."""
-        report.add_unchanged(self.unchanged)
-        for _, outcome in self.full:
-            report.add(outcome)
-
-    def positions(self, status: Status) -> list[int]:
-        """The positions of the cells whose outcome is ``status``, ascending (a screened
-        cell is ``unchanged`` but not listed)."""
-        return [i for i, outcome in self.full if outcome.status == status]
-
-
 class Cells(NamedTuple):
     """New values for some cells of one batch's messages column: ``positions``, ascending
     0-based rows of the batch, and ``values``, one a position, of the column's output type;
-    ``length`` is the batch's number of rows. Built by :meth:`ColumnMigrator.migrate_cells`,
-    put in place by :meth:`ColumnMigrator.apply`."""
+    ``length`` is the batch's number of rows; ``changed`` and ``rejected``, the rows whose
+    record was migrated, and rejected (kept unchanged). Built by :meth:`ColumnMigrator.migrate_cells`, put in place by
+    :meth:`ColumnMigrator.apply`."""
 
     positions: list[int]
     values: pa.Array
     length: int
+    changed: list[int] = []
+    rejected: list[int] = []
 
 
 @dataclass
 class ColumnMigrator:
     """Migrates the ``column`` of record batches whose schema is ``schema``.
 
-    ``source`` names the input in every record (a file name); ``id_column`` names the column
-    whose value becomes each record's id in the report (else the envelope's id).
-    :meth:`migrate` returns the batch with that column replaced and its
-    :class:`BatchOutcomes`; :meth:`migrate_cells` only the cells that change, which
-    :meth:`apply` puts in place. Raises :class:`ColumnError` at construction when a column
-    is missing or unusable.
+    ``source`` names the input in every record (a file name); ``job`` is what the cells go
+    through (a :class:`~histmig.engine.Plan`); ``id_column`` names the column whose value
+    becomes each record's id in the report (else the envelope's id). :meth:`migrate` returns
+    the batch with that column replaced; :meth:`migrate_cells` only the cells that change,
+    which :meth:`apply` puts in place. Raises :class:`ColumnError` at construction when a
+    column is missing or unusable.
     """
 
     schema: pa.Schema
     column: str
     source: str
-    options: Options = field(default_factory=Options)
+    job: Job
     id_column: str | None = None
 
     def __post_init__(self) -> None:
@@ -220,56 +208,59 @@ class ColumnMigrator:
         order, field metadata and schema metadata."""
         return self.schema.set(self.index, self.schema.field(self.index).with_type(self.output_type))
 
-    def migrate(self, batch: pa.RecordBatch, rows: Sequence[int]) -> tuple[pa.RecordBatch, BatchOutcomes]:
+    def migrate(self, batch: pa.RecordBatch, rows: Sequence[int], report: Report) -> tuple[pa.RecordBatch, Cells]:
         """Run every cell of the messages column of ``batch`` (of ``schema``) through the
-        pipeline; ``rows`` holds each row's number (0-based) for its ``location``
-        (``row N``). Returns the batch with the column migrated (:meth:`migrate_cells`,
-        :meth:`with_cells`) and its :class:`BatchOutcomes`."""
-        cells, outcomes = self.migrate_cells(batch, rows)
+        engine, into ``report``; ``rows`` holds each row's number (0-based) for its
+        ``location`` (``row N``). Returns the batch with the column migrated
+        (:meth:`migrate_cells`, :meth:`with_cells`) and the cells that changed."""
+        cells = self.migrate_cells(batch, rows, report)
         if not cells.positions and self.kind != "nested":
-            return batch, outcomes
-        return self.with_cells(batch, cells), outcomes
+            return batch, cells
+        return self.with_cells(batch, cells), cells
 
     def with_cells(self, batch: pa.RecordBatch, cells: Cells) -> pa.RecordBatch:
         """``batch`` (of ``schema``) with its messages column :meth:`apply`-d ``cells``,
         so of :attr:`output_schema`."""
         return batch.set_column(self.index, self.output_schema.field(self.index), self.apply(batch.column(self.index), cells))
 
-    def migrate_cells(self, batch: pa.RecordBatch, rows: Sequence[int]) -> tuple[Cells, BatchOutcomes]:
-        """Run every cell of the messages column of ``batch`` through the pipeline (the
-        columns are found by name: ``batch`` may hold only the messages and id columns);
-        ``rows`` holds each row's number for its ``location``. Returns the cells that
-        change (a text or binary column: the changed ones; a nested column: all, widened)
-        and the batch's :class:`BatchOutcomes`. A cell the screen passes costs no
-        :class:`~histmig.records.Record` nor :class:`~histmig.pipeline.Outcome`: it is only
-        counted."""
+    def migrate_cells(self, batch: pa.RecordBatch, rows: Sequence[int], report: Report) -> Cells:
+        """Run every cell of the messages column of ``batch`` through the engine's record loop
+        (:func:`~histmig.engine.run_records`), into ``report`` (the columns are found by name:
+        ``batch`` may hold only the messages and id columns); ``rows`` holds each row's
+        number for its ``location``. Returns the cells that change (a text or binary column:
+        the changed ones; a nested column: all, widened). A null cell is not a record: it is
+        kept and not counted."""
         column = batch.column(self.column)
         ids = batch.column(self.id_column).to_pylist() if self.id_column is not None else None
-        values = column.to_pylist() if self.kind == "nested" else _raw_cells(column)
-        full: list[tuple[int, Outcome]] = []
-        unchanged = 0
+        nested = self.kind == "nested"
+        values = column.to_pylist() if nested else _raw_cells(column)
+        kept = nulls_kept(registry()) if nested else frozenset()
         positions: list[int] = []
-        stream = Stream(self.options)
-        for i, value in enumerate(values):
-            if value is None:
-                continue
-            raw = orjson.dumps(_pipeline_value(value)) if self.kind == "nested" else value
-            if stream.screened(raw):
-                unchanged += 1
-                continue
-            record_id = None if ids is None or ids[i] is None else str(ids[i])
-            outcome = stream.full(Record(raw, self.source, f"row {rows[i]}", record_id))
-            if ids is not None and outcome.record.record_id != record_id:  # a null id names no record, not the envelope's
-                outcome.record = replace(outcome.record, record_id=record_id)
+        rejected: list[int] = []
+
+        def cells() -> Any:
+            for i, value in enumerate(values):
+                if value is not None:
+                    yield (orjson.dumps(_engine_value(value, kept)) if nested else value), i
+
+        def record(raw: bytes, i: int) -> Record:
+            return Record(raw, self.source, f"row {rows[i]}", None if ids is None or ids[i] is None else str(ids[i]))
+
+        def accept(i: int, outcome: Outcome) -> Outcome:
+            if ids is not None and ids[i] is None and outcome.record.record_id is not None:  # a null id names no record, not the envelope's
+                outcome.record = replace(outcome.record, record_id=None)
             if outcome.status == "changed":
                 outcome = self._store(values, i, outcome)
                 if outcome.status == "changed":
                     positions.append(i)
-            full.append((i, outcome))
-        outcomes = BatchOutcomes(full, unchanged)
-        if self.kind == "nested":
-            return Cells(list(range(len(values))), pa.array(values, type=self.output_type), len(values)), outcomes
-        return Cells(positions, self._array([values[i] for i in positions]), len(values)), outcomes
+            if outcome.status == "rejected":
+                rejected.append(i)
+            return outcome
+
+        run_records(cells(), self.job.processor(), report, record, accept)
+        if nested:
+            return Cells(list(range(len(values))), pa.array(values, type=self.output_type), len(values), positions, rejected)
+        return Cells(positions, self._array([values[i] for i in positions]), len(values), positions, rejected)
 
     def _store(self, values: list[Any], i: int, outcome: Outcome) -> Outcome:
         """Put a changed outcome's output in ``values[i]``; a nested column that cannot
@@ -288,7 +279,7 @@ class ColumnMigrator:
 
     def _array(self, outputs: list[bytes]) -> pa.Array:
         """The migrated JSON texts ``outputs`` as an array of the (text or binary) column's
-        type; text is built as binary and viewed as text, without a copy (the pipeline
+        type; text is built as binary and viewed as text, without a copy (the engine
         writes UTF-8 only)."""
         type_ = self.input_type
         storage = _storage(type_)
@@ -354,13 +345,13 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-def write_jsonl_rows(out: Any, batch: pa.RecordBatch, column: str, kind: ColumnKind, outcomes: BatchOutcomes) -> None:
+def write_jsonl_rows(out: Any, batch: pa.RecordBatch, column: str, kind: ColumnKind, rejected: list[int]) -> None:
     """Write each row of ``batch`` to the binary stream ``out`` as one JSON object a line,
     columns in schema order. A text or binary messages cell is inlined as the JSON it holds
     (the JSONL source then reads it with ``--messages-field COLUMN``); a cell that is not
     JSON (a rejected record) is written as a string. Timestamps are RFC 3339 strings; other
     values without a JSON form (decimals, binary) are written as strings."""
-    rejected = set(outcomes.positions("rejected"))
+    rejected = set(rejected)
     for i, row in enumerate(batch.to_pylist()):
         cell = row[column]
         if kind != "nested" and cell is not None:

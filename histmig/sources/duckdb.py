@@ -1,29 +1,30 @@
-"""DuckDB source and sinks: a table of an embedded database file (no server).
+"""DuckDB: a table of an embedded database file (no server).
 
 The table is read as Arrow record batches (histmig.sources.arrow migrates the messages
-column, JSON, VARCHAR, BLOB or nested). ``convert`` writes to a Parquet or JSONL file, to a
-new table (``to_table``) or back into the table (``in_place``); both table writes are one
-transaction, rolled back on any error, so a failed or interrupted run leaves the database
-as it was. Table and column names enter SQL only as quoted identifiers (:func:`quote`);
-values only as parameters or Arrow data. A rejected row is written unchanged and reported.
-A DuckDB input runs in one process whatever ``--jobs`` says (unlike a Parquet one).
+column, JSON, VARCHAR, BLOB or nested), each a task run in this process (a connection cannot
+cross a fork). ``convert`` writes to a Parquet or JSONL file, to a new table (``to_table``) or
+back into the table (``in_place``); both table writes are one transaction, rolled back on any
+error, so a failed or interrupted run leaves the database as it was. Table and column names
+enter SQL only as quoted identifiers (:func:`quote`); values only as parameters or Arrow data.
+A rejected row is written unchanged and reported.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import Any
 
-import duckdb
-import pyarrow as pa
-
-from histmig.pipeline import Options
 from histmig.report import Report
-from histmig.sources import atomic_output
-from histmig.sources.arrow import BatchOutcomes, ColumnMigrator, find_messages_column, write_jsonl_rows
+from histmig.sources.arrow import Cells, ColumnError, ColumnMigrator, find_messages_column, write_jsonl_rows
+from histmig.sources.atomic import atomic_output
+from histmig.sources.base import Format, Input, Job, Target, Task, TaskResult, UsageError, Written, lazy
 from histmig.sources.parquet import parquet_sink
-from histmig.tabular import ColumnError
+
+duckdb = lazy("duckdb")
+pa = lazy("pyarrow")
 
 BATCH_ROWS = 2048
 """Rows per record batch read from the table."""
@@ -40,7 +41,7 @@ def quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _duckdb_type(con: duckdb.DuckDBPyConnection, type_: pa.DataType) -> str:
+def _duckdb_type(con: Any, type_: Any) -> str:
     """The DuckDB column type DuckDB gives an Arrow column of ``type_``."""
     con.register(_BATCH, pa.table({"v": pa.array([], type=type_)}))
     try:
@@ -49,16 +50,12 @@ def _duckdb_type(con: duckdb.DuckDBPyConnection, type_: pa.DataType) -> str:
         con.unregister(_BATCH)
 
 
-def _arrow_schema(con: duckdb.DuckDBPyConnection, table: str) -> pa.Schema:
+def _arrow_schema(con: Any, table: str) -> Any:
     relation = con.sql(f"SELECT * FROM {quote(table)} LIMIT 0")
     return (relation.to_arrow_table() if hasattr(relation, "to_arrow_table") else relation.fetch_arrow_table()).schema
 
 
-def _column_types(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
-    return {row[0]: row[1] for row in con.execute(f"DESCRIBE {quote(table)}").fetchall()}
-
-
-def _insert(con: duckdb.DuckDBPyConnection, target: str, data: pa.Table | pa.RecordBatch) -> None:
+def _insert(con: Any, target: str, data: Any) -> None:
     con.register(_BATCH, data)
     try:
         con.execute(f"INSERT INTO {quote(target)} SELECT * FROM {quote(_BATCH)}")
@@ -66,156 +63,211 @@ def _insert(con: duckdb.DuckDBPyConnection, target: str, data: pa.Table | pa.Rec
         con.unregister(_BATCH)
 
 
-def run_duckdb(
-    path: str,
-    output_path: str | None,
-    options: Options,
-    *,
-    table: str | None,
-    messages_column: str | None = None,
-    id_column: str | None = None,
-    to_table: str | None = None,
-    in_place: bool = False,
-) -> Report:
-    """Migrate the messages column of every row of ``table`` in the DuckDB file ``path``
-    and return the report. Writes to ``output_path`` (``.jsonl``: one JSON object a row;
-    otherwise Parquet), to the new table ``to_table``, or into ``table`` itself
-    (``in_place``); with none of them, nothing is written (``audit``/``check``). Raises
-    :class:`~histmig.sources.arrow.ColumnError` (exit 2) for a missing file, table or
-    column and for conflicting destinations; any error while writing a table rolls the
-    transaction back and propagates."""
-    if table is None:
-        raise ColumnError(f"{path}: a DuckDB input needs --table")
-    if sum((output_path is not None, to_table is not None, in_place)) > 1:
-        raise ColumnError(f"{path}: give one of OUTPUT, --to-table and --in-place")
-    if not os.path.isfile(path):
-        raise ColumnError(f"{path}: no such file")
-    writes = in_place or to_table is not None
-    try:
-        con = duckdb.connect(path, read_only=not writes)
-    except duckdb.Error as exc:
-        raise ColumnError(f"{path}: {exc}") from exc
-    with con:
-        found = con.execute("SELECT 1 FROM information_schema.tables WHERE table_name = ?", [table]).fetchall()
-        if not found:
-            raise ColumnError(f"{path}: no table {table!r}")
-        if to_table is not None and con.execute("SELECT 1 FROM information_schema.tables WHERE table_name = ?", [to_table]).fetchall():
-            raise ColumnError(f"{path}: table {to_table!r} already exists")
-        source = f"{path}:{table}"
-        types = _column_types(con, table)
-        arrow_schema = _arrow_schema(con, table)
-        column = find_messages_column(arrow_schema, messages_column, where=source)
-        if id_column is not None and id_column not in types:
-            raise ColumnError(f"{source}: no id column {id_column!r}")
-        report = Report()
-        if in_place:
-            _in_place(con, table, column, id_column, source, options, report)
-        elif to_table is not None:
-            _to_table(con, table, to_table, column, id_column, source, options, report)
-        else:
-            _to_file(con, table, output_path, column, id_column, source, options, report)
-        return report
+@dataclass
+class BatchResult(TaskResult):
+    """What a batch came to: its ``report``, the batch with its messages column migrated
+    (``batch``) and the ``cells`` that changed."""
+
+    batch: Any = None
+    cells: Cells | None = None
 
 
-def _batches(
-    con: duckdb.DuckDBPyConnection, query: str, migrator_args: dict, report: Report
-) -> Iterator[tuple[ColumnMigrator, pa.RecordBatch, BatchOutcomes]]:
-    """Read ``query`` on a cursor of ``con`` batch by batch and yield each migrated batch."""
-    with con.cursor() as cursor:
-        relation = cursor.sql(query)
-        reader = relation.to_arrow_reader(BATCH_ROWS) if hasattr(relation, "to_arrow_reader") else relation.fetch_record_batch(BATCH_ROWS)
-        migrator = ColumnMigrator(reader.schema, **migrator_args)
-        row = 0
-        for batch in reader:
-            new_batch, outcomes = migrator.migrate(batch, range(row, row + batch.num_rows))
-            row += batch.num_rows
-            outcomes.add_to(report)
-            yield migrator, new_batch, outcomes
+@dataclass(frozen=True)
+class Batch(Task):
+    """A record batch of the table (``batch``), its first row's number (``first``) and the
+    migrator of its column; run in this process."""
+
+    batch: Any
+    first: int
+    migrator: ColumnMigrator
+
+    def run(self, job: Job, slot: memoryview | None) -> BatchResult:
+        """Migrate the batch's messages column (rows named ``row N``)."""
+        result = BatchResult(Report.in_memory())
+        rows = range(self.first, self.first + self.batch.num_rows)
+        result.batch, result.cells = self.migrator.migrate(self.batch, rows, result.report)
+        return result
 
 
-def _to_file(con, table, output_path, column, id_column, source, options, report) -> None:
-    args = {"column": column, "source": source, "options": options, "id_column": id_column}
-    batches = _batches(con, f"SELECT * FROM {quote(table)}", args, report)
-    if output_path is None:
-        for _ in batches:
-            pass
-        return
-    with ExitStack() as stack:
-        if output_path.lower().endswith(".jsonl"):
-            out = stack.enter_context(atomic_output(output_path))
-            for migrator, batch, outcomes in batches:
-                write_jsonl_rows(out, batch, column, migrator.kind, outcomes)
+class TableInput(Input):
+    """A DuckDB table opened for a run (see the module docstring): read by batches, written to
+    ``target``."""
+
+    in_process = True
+
+    def __init__(self, path: str, target: Target, options: Any, job: Job) -> None:
+        table = options.table
+        if table is None:
+            raise UsageError(f"{path}: a DuckDB input needs --table")
+        if sum((target.output is not None, target.to_table is not None, target.in_place)) > 1:
+            raise UsageError(f"{path}: give one of OUTPUT, --to-table and --in-place")
+        if not os.path.isfile(path):
+            raise ColumnError(f"{path}: no such file")
+        self.name = f"{path}:{table}"
+        self.size = os.path.getsize(path)
+        self._table, self._target = table, target
+        self._stack = ExitStack()
+        try:
+            self._con = self._stack.enter_context(duckdb.connect(path, read_only=not (target.in_place or target.to_table is not None)))
+        except duckdb.Error as exc:
+            raise ColumnError(f"{path}: {exc}") from exc
+        try:
+            if not self._exists(table):
+                raise ColumnError(f"{path}: no table {table!r}")
+            if target.to_table is not None and self._exists(target.to_table):
+                raise ColumnError(f"{path}: table {target.to_table!r} already exists")
+            self._column = find_messages_column(_arrow_schema(self._con, table), options.messages_column, where=self.name)
+            columns = {row[0] for row in self._con.execute(f"DESCRIBE {quote(table)}").fetchall()}
+            if options.id_column is not None and options.id_column not in columns:
+                raise ColumnError(f"{self.name}: no id column {options.id_column!r}")
+        except BaseException:
+            self._stack.close()
+            raise
+        self._id_column, self._job = options.id_column, job
+        self._write: Callable[[BatchResult], None] = lambda result: None
+        self._finish: Callable[[], None] = lambda: None
+
+    def _exists(self, table: str) -> bool:
+        return bool(self._con.execute("SELECT 1 FROM information_schema.tables WHERE table_name = ?", [table]).fetchall())
+
+    def __enter__(self) -> TableInput:
+        target = self._target
+        if target.in_place or target.to_table is not None:
+            self._con.execute("BEGIN TRANSACTION")
+            self._stack.callback(self._con.execute, "COMMIT")
+            if target.in_place:
+                self._write, self._finish = self._updates()
+            else:
+                self._write = self._inserts(target.to_table)  # type: ignore[arg-type]
+        elif target.output is not None:
+            self._write, self._finish = self._file(target.output)
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: Any) -> None:
+        if kind is None:
+            self._finish()
+            self._stack.close()
             return
-        write = None
-        pending: list[pa.RecordBatch] = []
-        for migrator, batch, _ in batches:
-            if write is None:
-                write = stack.enter_context(parquet_sink(output_path, migrator.output_schema))
-                schema = migrator.output_schema
-            pending.append(batch)
+        if self._target.in_place or self._target.to_table is not None:
+            self._stack.pop_all()  # the COMMIT is not run
+            try:
+                self._con.execute("ROLLBACK")
+            finally:
+                self._con.close()
+        else:
+            self._stack.__exit__(kind, *rest)
+
+    def tasks(self) -> Iterator[Batch]:
+        if self._target.in_place:
+            selected = [f"rowid AS {quote(_ROWID)}", quote(self._column)]
+            selected += [quote(self._id_column)] if self._id_column not in (None, self._column) else []
+            query = f"SELECT {', '.join(selected)} FROM {quote(self._table)}"
+        else:
+            query = f"SELECT * FROM {quote(self._table)}"
+        with self._con.cursor() as cursor:
+            relation = cursor.sql(query)
+            reader = relation.to_arrow_reader(BATCH_ROWS) if hasattr(relation, "to_arrow_reader") else relation.fetch_record_batch(BATCH_ROWS)
+            migrator = ColumnMigrator(reader.schema, self._column, self.name, self._job, self._id_column)
+            self.migrator = migrator
+            row = 0
+            for batch in reader:
+                yield Batch(batch, row, migrator)
+                row += batch.num_rows
+
+    def write(self, task: Task, result: TaskResult, slot: memoryview | None) -> None:
+        assert isinstance(result, BatchResult)
+        self._write(result)
+
+    def written(self) -> Written:
+        return Written(rejected="rows") if self._target.writes else Written()
+
+    def _file(self, output: str) -> tuple[Callable[[BatchResult], None], Callable[[], None]]:
+        """Writers of a Parquet or JSONL file: each batch as it comes (JSONL) or in row
+        groups of :data:`ROW_GROUP_ROWS` rows (Parquet)."""
+        from histmig.sources import formats, output_format
+
+        if output_format(formats()["duckdb"], output) == "jsonl":
+            out = self._stack.enter_context(atomic_output(output))
+            return (lambda result: write_jsonl_rows(out, result.batch, self._column, self.migrator.kind, result.cells.rejected)), lambda: None  # type: ignore[union-attr]
+        pending: list[Any] = []
+        sink: list[Callable[[Any], None]] = []
+
+        def flush() -> None:
+            if not sink:
+                schema = ColumnMigrator(_arrow_schema(self._con, self._table), self._column, self.name, self._job, self._id_column).output_schema
+                sink.append(self._stack.enter_context(parquet_sink(output, schema)))
+            if pending:
+                sink[0](pa.Table.from_batches(pending, pending[0].schema))
+                pending.clear()
+
+        def write(result: BatchResult) -> None:
+            pending.append(result.batch)
             if sum(b.num_rows for b in pending) >= ROW_GROUP_ROWS:
-                write(pa.Table.from_batches(pending, schema))
-                pending = []
-        if write is None:
-            empty = _arrow_schema(con, table)
-            schema = ColumnMigrator(empty, column, source, options, id_column).output_schema
-            write = stack.enter_context(parquet_sink(output_path, schema))
-        if pending:
-            write(pa.Table.from_batches(pending, schema))
+                flush()
 
+        return write, flush
 
-def _to_table(con, table, to_table, column, id_column, source, options, report) -> None:
-    args = {"column": column, "source": source, "options": options, "id_column": id_column}
-    con.execute("BEGIN TRANSACTION")
-    try:
-        con.execute(f"CREATE TABLE {quote(to_table)} AS SELECT * FROM {quote(table)} LIMIT 0")
-        altered = False
-        for migrator, batch, _ in _batches(con, f"SELECT * FROM {quote(table)}", args, report):
+    def _inserts(self, to_table: str) -> Callable[[BatchResult], None]:
+        """A writer of each batch into the new table ``to_table`` (created now, its messages
+        column widened on the first batch when the migration widens it)."""
+        self._con.execute(f"CREATE TABLE {quote(to_table)} AS SELECT * FROM {quote(self._table)} LIMIT 0")
+        altered: list[bool] = []
+
+        def write(result: BatchResult) -> None:
+            migrator = self.migrator
             if not altered and migrator.output_type != migrator.input_type:
-                new_type = _duckdb_type(con, migrator.output_type)
-                con.execute(f"ALTER TABLE {quote(to_table)} ALTER {quote(column)} SET DATA TYPE {new_type}")
-            altered = True
-            _insert(con, to_table, batch)
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
+                new_type = _duckdb_type(self._con, migrator.output_type)
+                self._con.execute(f"ALTER TABLE {quote(to_table)} ALTER {quote(self._column)} SET DATA TYPE {new_type}")
+            altered.append(True)
+            _insert(self._con, to_table, result.batch)
 
+        return write
 
-def _in_place(con, table, column, id_column, source, options, report) -> None:
-    args = {"column": column, "source": source, "options": options, "id_column": id_column}
-    selected = [f"rowid AS {quote(_ROWID)}", quote(column)] + ([quote(id_column)] if id_column not in (None, column) else [])
-    query = f"SELECT {', '.join(selected)} FROM {quote(table)}"
-    con.execute("BEGIN TRANSACTION")
-    try:
-        created = False
-        migrator = None
-        for migrator, batch, outcomes in _batches(con, query, args, report):
-            changed = outcomes.positions("changed")
+    def _updates(self) -> tuple[Callable[[BatchResult], None], Callable[[], None]]:
+        """A writer of each batch's changed cells into a temporary table, and the UPDATE of
+        the table from it at the end (the column widened first when the migration widens it)."""
+        created: list[bool] = []
+
+        def write(result: BatchResult) -> None:
+            changed = result.cells.changed  # type: ignore[union-attr]
             if not changed:
-                continue
-            rows = pa.table(
-                {
-                    "rid": batch.column(_ROWID).take(changed),
-                    "value": batch.column(column).take(changed),
-                }
-            )
+                return
+            rows = pa.table({"rid": result.batch.column(_ROWID).take(changed), "value": result.batch.column(self._column).take(changed)})
             if not created:
-                con.register(_BATCH, rows)
-                con.execute(f"CREATE TEMP TABLE {quote(_UPDATES)} AS SELECT * FROM {quote(_BATCH)} LIMIT 0")
-                con.unregister(_BATCH)
-                created = True
-            _insert(con, _UPDATES, rows)
-        if created and migrator is not None:
+                self._con.register(_BATCH, rows)
+                self._con.execute(f"CREATE TEMP TABLE {quote(_UPDATES)} AS SELECT * FROM {quote(_BATCH)} LIMIT 0")
+                self._con.unregister(_BATCH)
+                created.append(True)
+            _insert(self._con, _UPDATES, rows)
+
+        def finish() -> None:
+            if not created:
+                return
+            migrator = self.migrator
             if migrator.output_type != migrator.input_type:
-                new_type = _duckdb_type(con, migrator.output_type)
-                con.execute(f"ALTER TABLE {quote(table)} ALTER {quote(column)} SET DATA TYPE {new_type}")
-            con.execute(
-                f"UPDATE {quote(table)} SET {quote(column)} = u.value FROM {quote(_UPDATES)} AS u "
-                f"WHERE {quote(table)}.rowid = u.rid"
+                new_type = _duckdb_type(self._con, migrator.output_type)
+                self._con.execute(f"ALTER TABLE {quote(self._table)} ALTER {quote(self._column)} SET DATA TYPE {new_type}")
+            self._con.execute(
+                f"UPDATE {quote(self._table)} SET {quote(self._column)} = u.value FROM {quote(_UPDATES)} AS u "
+                f"WHERE {quote(self._table)}.rowid = u.rid"
             )
-            con.execute(f"DROP TABLE {quote(_UPDATES)}")
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
+            self._con.execute(f"DROP TABLE {quote(_UPDATES)}")
+
+        return write, finish
+
+
+def open_table(path: str, target: Target, options: Any, job: Job) -> list[Input]:
+    """The table ``options.table`` of the DuckDB file ``path``, for ``target``. Raises
+    :class:`~histmig.sources.base.UsageError` without ``--table`` or with two destinations,
+    and :class:`~histmig.sources.arrow.ColumnError` for a missing file, table or column."""
+    return [TableInput(path, target, options, job)]
+
+
+FORMAT = Format(
+    name="duckdb",
+    suffixes=(".duckdb", ".db", ".ddb"),
+    open=open_table,
+    written_as=("parquet", "jsonl"),
+    columnar=True,
+    description="DuckDB",
+)

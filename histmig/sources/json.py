@@ -1,19 +1,124 @@
-"""JSON source: a ``.json`` file holding one history (as ``all_messages_json()`` writes
-it), or one object whose messages field holds it. The whole file is one record."""
+"""JSON: a ``.json`` file holding one history (as ``all_messages_json()`` writes it), or one
+object whose messages field holds it. The whole file is one record, run in this process.
+
+A rejected document goes to the rejects file and no output is written (with stdout as the
+output and no rejects file, it is written there unchanged); a migrated document ends with a
+newline when the input did.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import BinaryIO
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import Any
 
+from histmig.engine import Outcome, run_records
 from histmig.records import Record
+from histmig.report import Report
+from histmig.sources.atomic import atomic_output, input_stream
+from histmig.sources.base import Format, Input, InputEnded, Job, Target, Task, TaskResult, Written
+from histmig.sources.jsonl import READ_ERRORS, Rejects, rejects_path
 
 
-def read_document(stream: BinaryIO, source: str) -> Iterator[Record]:
-    """Yield the whole file as one :class:`Record` (``location`` ``file``)."""
-    yield Record(stream.read(), source, "file")
+@dataclass
+class DocumentResult(TaskResult):
+    """What the document came to: its ``report`` and the :class:`~histmig.engine.Outcome`
+    of its one record (``None`` when the screen passed it: unchanged)."""
+
+    outcome: Outcome | None = None
 
 
-def write_document(out: BinaryIO, data: bytes) -> None:
-    """Write the record's bytes as the whole file."""
-    out.write(data)
+@dataclass(frozen=True)
+class Document(Task):
+    """The whole file's bytes (``data``) and its name."""
+
+    data: bytes
+    source: str
+
+    @property
+    def size(self) -> int:  # type: ignore[override]
+        return len(self.data)
+
+    @property
+    def depth(self) -> int:
+        return 1
+
+    def run(self, job: Job, slot: memoryview | None) -> DocumentResult:
+        """Put the document (``location`` ``file``) through ``job``'s processor."""
+        result = DocumentResult(Report.in_memory(), last="file")
+
+        def keep(key: None, outcome: Outcome) -> Outcome:
+            result.outcome = outcome
+            return outcome
+
+        run_records([(self.data, None)], job.processor(), result.report, lambda raw, key: Record(raw, self.source, "file"), keep)
+        return result
+
+
+class DocumentInput(Input):
+    """A ``.json`` input (see the module docstring) opened for a run."""
+
+    in_process = True
+
+    def __init__(self, path: str, target: Target, size: int | None) -> None:
+        self.name = path
+        self.size = size
+        self._path = path
+        self._stack = ExitStack()
+        self._output = path if target.in_place else target.output
+        self._keep_rejected = target.keep_rejected
+        where = rejects_path(target, self._output) if self._output is not None else None
+        self._rejects = Rejects(where, self._stack) if where is not None else None
+        self._withheld = False
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: Any) -> None:
+        self._stack.__exit__(kind, *rest)
+
+    def tasks(self) -> Iterator[Document]:
+        try:
+            with input_stream(self._path) as stream:
+                data = stream.read()
+        except READ_ERRORS as exc:
+            raise InputEnded(f"input ends early or cannot be read further: {exc}") from exc
+        yield Document(data, self.name)
+
+    def write(self, task: Task, result: TaskResult, slot: memoryview | None) -> None:
+        assert isinstance(task, Document) and isinstance(result, DocumentResult)
+        if self._output is None:
+            return
+        outcome = result.outcome
+        if outcome is not None and outcome.status == "rejected":
+            if self._rejects is not None:
+                self._rejects().write(task.data + b"\n")
+                self._withheld = True
+                return
+            if not self._keep_rejected:
+                return
+        if outcome is None or outcome.status != "changed" or outcome.output is None:
+            output = task.data
+        else:
+            output = outcome.output + (b"\n" if task.data.endswith(b"\n") else b"")
+        self._stack.enter_context(atomic_output(self._output)).write(output)
+
+    def written(self) -> Written:
+        if self._output is None:
+            return Written()
+        rejected = ("in place" if self._keep_rejected else None) if self._rejects is None else ("stdout" if self._rejects.path == "-" else self._rejects.path)
+        return Written("stdout" if self._output == "-" else self._output, rejected, self._withheld, self._rejects.note() if self._rejects else [])
+
+
+def open_document(path: str, target: Target, options: Any, job: Job) -> list[Input]:
+    """The ``.json`` input ``path`` (``-``: stdin, with ``--format json``) for ``target``."""
+    from histmig.sources import input_size
+
+    return [DocumentInput(path, target, input_size(path))]
+
+
+FORMAT = Format(
+    name="json",
+    suffixes=(".json", ".json.gz"),
+    open=open_document,
+    written_as=("json",),
+    description="JSON",
+)

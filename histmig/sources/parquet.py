@@ -1,20 +1,18 @@
-"""Parquet source and sink (pyarrow), streamed by row group and record batch.
+"""Parquet (pyarrow): a file, a directory of ``*.parquet`` files, or a glob; streamed by row
+group and record batch.
 
-Input is a file, a directory (its ``*.parquet`` files, sorted) or a glob. Each row group, or
-each slice of a row group holding more than :data:`TASK_BYTES` of messages, is a task
-(:class:`RowGroup`) for a :class:`GroupWorker`, run by ``jobs`` forked worker processes
-(:class:`~histmig.parallel.Workers`) or in this process: the worker reads its rows from the
-file itself, batch by batch, runs the messages column through the pipeline
-(histmig.sources.arrow) and sends back the task's report and only what changes: for a
-Parquet output, the cells that change (their positions and new values, Arrow buffers written
-to the pipe as they are); for a JSONL output, the lines. The parent takes the results in
-order, merges the reports, and for a Parquet output reads the rows again, batch by batch,
-puts the new cells in place and writes them as one output row group. So memory holds about
-one task's rows per process, whatever the file and row-group sizes, and row order, every
-other column, the schema (field order, field and key-value metadata), the compression codec
-and the row-group boundaries (but where a row group is sliced) reach the output unchanged,
-the same for any ``jobs``. A rejected row is written unchanged (a row cannot be dropped
-without breaking the alignment) and reported.
+Each row group, or each slice of a row group holding more than :data:`TASK_BYTES` of
+messages, is a task (:class:`RowGroup`): the worker reads its rows from the file itself, batch
+by batch, runs the messages column through the engine (histmig.sources.arrow) and sends back
+the task's report and only what changes: for a Parquet output, the cells that change (their
+positions and new values, Arrow buffers written to the pipe as they are); for a JSONL output,
+the lines. The parent takes the results in order, merges the reports, and for a Parquet
+output reads the rows again, batch by batch, puts the new cells in place and writes them as
+one output row group. So memory holds about one task's rows per process, whatever the file
+and row-group sizes, and row order, every other column, the schema (field order, field and
+key-value metadata), the compression codec and the row-group boundaries (but where a row group
+is sliced) reach the output unchanged, the same for any ``jobs``. A rejected row is written
+unchanged (a row cannot be dropped without breaking the alignment) and reported.
 """
 
 from __future__ import annotations
@@ -26,17 +24,17 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
-from histmig.parallel import Workers
-from histmig.pipeline import Options
 from histmig.report import Report
-from histmig.sources import atomic_output, temp_beside
-from histmig.sources.arrow import Cells, ColumnMigrator, find_messages_column, write_jsonl_rows
-from histmig.tabular import PARQUET_SUFFIXES, ColumnError
+from histmig.sources.arrow import Cells, ColumnError, ColumnMigrator, find_messages_column, write_jsonl_rows
+from histmig.sources.atomic import atomic_output, temp_beside
+from histmig.sources.base import Format, Input, Job, Target, Task, TaskResult, UsageError, Written, lazy
+
+pa = lazy("pyarrow")
+pq = lazy("pyarrow.parquet")
+
+SUFFIXES = (".parquet", ".pq")
 
 BATCH_ROWS = 256
 """Rows per record batch read from a row group. A batch's cells exist several times at
@@ -63,7 +61,7 @@ def input_files(path: str) -> list[str]:
     """The Parquet files ``path`` names: itself, a directory's ``*.parquet``/``*.pq``
     files, or a glob's matches, sorted. Raises :class:`ColumnError` when there are none."""
     if os.path.isdir(path):
-        files = sorted(str(p) for p in Path(path).iterdir() if p.name.lower().endswith(PARQUET_SUFFIXES) and p.is_file())
+        files = sorted(str(p) for p in Path(path).iterdir() if p.name.lower().endswith(SUFFIXES) and p.is_file())
     elif _GLOB_CHARS & set(path):
         files = sorted(p for p in glob.glob(path) if os.path.isfile(p))
     else:
@@ -108,42 +106,14 @@ def _outputs(files: list[str], output_path: str) -> list[str]:
     return [os.path.join(output_path, name) for name in names]
 
 
-def run_parquet(
-    input_path: str,
-    output_path: str | None,
-    options: Options,
-    *,
-    messages_column: str | None = None,
-    id_column: str | None = None,
-    progress: Callable[[int], None] | None = None,
-    jobs: int = 1,
-) -> Report:
-    """Migrate the messages column of every row of the Parquet input ``input_path`` and
-    return the report. With ``output_path``: one input file goes to that file (``.jsonl``:
-    one JSON object a row; otherwise Parquet); several go to the directory ``output_path``
-    under their own names. ``progress`` gets the compressed bytes of each row group done.
-    ``jobs`` worker processes (:class:`~histmig.parallel.Workers`, forked once for all the
-    files; 1: this process) migrate the row groups (:class:`GroupWorker`); output and report
-    are the same for any ``jobs``. Raises :class:`~histmig.tabular.ColumnError` (exit 2)
-    for a missing or unreadable input or column, and pyarrow's errors for a file that
-    cannot be read further."""
-    files = input_files(input_path)
-    outputs = _outputs(files, output_path) if output_path is not None else [None] * len(files)
-    report = Report()
-    with Workers(GroupWorker(options), jobs) as workers:
-        for path, out in zip(files, outputs):
-            _run_file(path, out, options, messages_column, id_column, progress, report, workers)
-    return report
-
-
 @dataclass(frozen=True)
-class RowGroup:
-    """A row group of a Parquet file, or a slice of one, as a task for a
-    :class:`GroupWorker`: the file's ``path``, the ``group`` index, the number of its
-    ``first_row`` in the file (rows are named ``row N`` from 0), the messages ``column``,
-    the ``id_column``, the ``output`` the result is for (``None``: a report only), and the
-    slice: ``row_count`` rows (``None``: to the row group's end) from row ``offset`` of the
-    row group; ``size``, its share of the row group's compressed bytes (for progress)."""
+class RowGroup(Task):
+    """A row group of a Parquet file, or a slice of one, as a task: the file's ``path``, the
+    ``group`` index, the number of its ``first_row`` in the file (rows are named ``row N``
+    from 0), the messages ``column``, the ``id_column``, the ``output`` the result is for
+    (``None``: a report only), and the slice: ``row_count`` rows (``None``: to the row
+    group's end) from row ``offset`` of the row group; ``size``, its share of the row group's
+    compressed bytes (for progress)."""
 
     path: str
     group: int
@@ -155,60 +125,55 @@ class RowGroup:
     row_count: int | None = None
     size: int = 0
 
-
-@dataclass
-class GroupResult:
-    """What a row group or slice came to: its ``report`` (an in-memory
-    :class:`~histmig.report.Report`, merged by the caller in task order) and, for a
-    Parquet output, the ``cells`` that change, one :class:`~histmig.sources.arrow.Cells` a
-    batch the worker read, in order; for a JSONL output, the ``jsonl`` lines of each batch."""
-
-    report: Report = field(default_factory=Report.in_memory)
-    cells: list[Cells] = field(default_factory=list)
-    jsonl: list[pa.Buffer] = field(default_factory=list)
-
-
-class GroupWorker:
-    """Migrates one row group or slice (``worker(task)``, a :class:`RowGroup`) into a
-    :class:`GroupResult`, in a worker process or in this one. It reads the rows from the
-    file itself, batch by batch (:class:`BatchCursor`): only the messages and id columns
-    for a Parquet output or none, every column for a JSONL one. The file last used stays
-    open for the next task. Raises :class:`~histmig.tabular.ColumnError` for a file or
-    column it cannot use, and pyarrow's errors for a row group it cannot read."""
-
-    def __init__(self, options: Options) -> None:
-        self.options = options
-        self._key: tuple[str, str, str | None] | None = None
-        self._file: tuple[BatchCursor, ColumnMigrator] | None = None
-
-    def _open(self, task: RowGroup) -> tuple[BatchCursor, ColumnMigrator]:
-        key = (task.path, task.column, task.id_column)
-        if self._file is None or self._key != key:
-            parquet = open_parquet(task.path)
-            self._file = BatchCursor(parquet), ColumnMigrator(parquet.schema_arrow, task.column, task.path, self.options, task.id_column)
-            self._key = key
-        return self._file
-
-    def __call__(self, task: RowGroup) -> GroupResult:
-        cursor, migrator = self._open(task)
-        result = GroupResult()
-        columns = None if task.output == "jsonl" else list(dict.fromkeys(c for c in (task.column, task.id_column) if c is not None))
-        first = task.first_row
-        for batch in cursor.take(task.group, task.offset, task.row_count, columns):
+    def run(self, job: Job, slot: memoryview | None) -> GroupResult:
+        """Read the task's rows from the file, batch by batch (:class:`BatchCursor`): only
+        the messages and id columns for a Parquet output or none, every column for a JSONL
+        one; migrate them. The file last used stays open for the next task of this process
+        (:data:`_OPEN`). Raises :class:`~histmig.sources.arrow.ColumnError` for a file or
+        column it cannot use, and pyarrow's errors for a row group it cannot read."""
+        cursor, migrator = _opened(self, job)
+        result = GroupResult(Report.in_memory())
+        columns = None if self.output == "jsonl" else list(dict.fromkeys(c for c in (self.column, self.id_column) if c is not None))
+        first = self.first_row
+        for batch in cursor.take(self.group, self.offset, self.row_count, columns):
             rows = range(first, first + batch.num_rows)
             first += batch.num_rows
-            if task.output == "jsonl":
-                new_batch, outcomes = migrator.migrate(batch, rows)
+            if self.output == "jsonl":
+                new_batch, cells = migrator.migrate(batch, rows, result.report)
                 lines = io.BytesIO()
-                write_jsonl_rows(lines, new_batch, task.column, migrator.kind, outcomes)
+                write_jsonl_rows(lines, new_batch, self.column, migrator.kind, cells.rejected)
                 result.jsonl.append(pa.py_buffer(lines.getvalue()))
             else:
-                cells, outcomes = migrator.migrate_cells(batch, rows)
-                if task.output == "parquet":
+                cells = migrator.migrate_cells(batch, rows, result.report)
+                if self.output == "parquet":
                     result.cells.append(cells)
-            outcomes.add_to(result.report)
+        result.last = f"row {first - 1}" if first > self.first_row else None
         pa.default_memory_pool().release_unused()
         return result
+
+
+@dataclass
+class GroupResult(TaskResult):
+    """What a row group or slice came to: its ``report`` and, for a Parquet output, the
+    ``cells`` that change, one :class:`~histmig.sources.arrow.Cells` a batch the worker read,
+    in order; for a JSONL output, the ``jsonl`` lines of each batch."""
+
+    cells: list[Cells] = field(default_factory=list)
+    jsonl: list[Any] = field(default_factory=list)
+
+
+_OPEN: dict[tuple[str, str, str | None, Job], tuple[BatchCursor, ColumnMigrator]] = {}
+"""The file a process last read a task of, open, with its migrator (one entry at most;
+cleared when a parent's input is closed)."""
+
+
+def _opened(task: RowGroup, job: Job) -> tuple[BatchCursor, ColumnMigrator]:
+    key = (task.path, task.column, task.id_column, job)
+    if key not in _OPEN:
+        _OPEN.clear()
+        parquet = open_parquet(task.path)
+        _OPEN[key] = BatchCursor(parquet), ColumnMigrator(parquet.schema_arrow, task.column, task.path, job, task.id_column)
+    return _OPEN[key]
 
 
 class BatchCursor:
@@ -251,7 +216,7 @@ class BatchCursor:
 
 def open_parquet(path: str) -> pq.ParquetFile:
     """``path`` opened for reading :data:`READ_BUFFER` bytes at a time, with no column
-    chunk read (``pre_buffer``) and kept whole. Raises :class:`~histmig.tabular.ColumnError`
+    chunk read (``pre_buffer``) and kept whole. Raises :class:`~histmig.sources.arrow.ColumnError`
     when it is not a Parquet file pyarrow can open."""
     try:
         return pq.ParquetFile(path, buffer_size=READ_BUFFER, pre_buffer=False)
@@ -266,40 +231,71 @@ def _batches(parquet: pq.ParquetFile, group: int, columns: list[str] | None = No
     return parquet.iter_batches(batch_size=BATCH_ROWS, row_groups=[group], columns=columns, use_threads=False)
 
 
-def _run_file(
-    path: str,
-    output_path: str | None,
-    options: Options,
-    messages_column: str | None,
-    id_column: str | None,
-    progress: Callable[[int], None] | None,
-    report: Report,
-    workers: Workers[RowGroup, GroupResult],
-) -> None:
-    parquet = open_parquet(path)
-    schema = parquet.schema_arrow
-    column = find_messages_column(schema, messages_column, where=path)
-    migrator = ColumnMigrator(schema, column, path, options, id_column)
-    metadata = parquet.metadata
-    output: Literal["parquet", "jsonl"] | None = None
-    if output_path is not None:
-        output = "jsonl" if output_path.lower().endswith(".jsonl") else "parquet"
-    tasks, first = [], 0
-    for group in range(metadata.num_row_groups):
-        tasks += _slices(parquet, RowGroup(path, group, first, column, id_column, output))
-        first += metadata.row_group(group).num_rows
-    pa.default_memory_pool().release_unused()
-    with ExitStack() as stack:
-        emit = _emitter(stack, output, output_path, parquet, migrator)
-        # a row group's result may hold every cell of its messages column: at most two a
-        # worker wait here for their turn (measured: no slower than four)
-        for task, result in workers.map(tasks, window=2):
-            report.merge(result.report)
-            if progress is not None:
-                progress(task.size)
-            emit(task, result)
-            del result  # the next one is received before the loop would rebind the name
-            pa.default_memory_pool().release_unused()
+class ParquetInput(Input):
+    """One Parquet file opened for a run, written to ``output`` (``None``: not written) as
+    ``output_format``; its tasks are its row groups and slices (:func:`_slices`)."""
+
+    window = 2
+    """A row group's result may hold every cell of its messages column: at most two a worker
+    wait for their turn (measured: no slower than four)."""
+
+    def __init__(self, path: str, output: str | None, output_format: str | None, job: Job, messages_column: str | None, id_column: str | None) -> None:
+        self.name = path
+        self.size = os.path.getsize(path)
+        self._stack = ExitStack()
+        self._parquet = open_parquet(path)
+        column = find_messages_column(self._parquet.schema_arrow, messages_column, where=path)
+        self._migrator = ColumnMigrator(self._parquet.schema_arrow, column, path, job, id_column)
+        self._output = output
+        self._output_format: Literal["parquet", "jsonl"] | None = output_format if output is not None else None  # type: ignore[assignment]
+        self._emit: Callable[[RowGroup, GroupResult], None] = lambda task, result: None
+
+    def __enter__(self) -> ParquetInput:
+        if self._output_format == "jsonl":
+            out = self._stack.enter_context(atomic_output(self._output))  # type: ignore[arg-type]
+            self._emit = lambda task, result: out.writelines(result.jsonl)
+        elif self._output_format == "parquet":
+            write = self._stack.enter_context(parquet_sink(self._output, self._migrator.output_schema, _compression(self._parquet.metadata)))  # type: ignore[arg-type]
+            cursor = BatchCursor(self._parquet)
+            self._emit = lambda task, result: write(_migrated_group(cursor, task, self._migrator, result.cells))
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: Any) -> None:
+        _OPEN.clear()
+        self._stack.__exit__(kind, *rest)
+
+    def tasks(self) -> Iterator[RowGroup]:
+        metadata = self._parquet.metadata
+        tasks, first = [], 0
+        for group in range(metadata.num_row_groups):
+            tasks += _slices(self._parquet, RowGroup(self.name, group, first, self._migrator.column, self._migrator.id_column, self._output_format))
+            first += metadata.row_group(group).num_rows
+        pa.default_memory_pool().release_unused()
+        return iter(tasks)
+
+    def write(self, task: Task, result: TaskResult, slot: memoryview | None) -> None:
+        assert isinstance(task, RowGroup) and isinstance(result, GroupResult)
+        self._emit(task, result)
+        pa.default_memory_pool().release_unused()
+
+    def written(self) -> Written:
+        return Written(rejected="rows") if self._output is not None else Written()
+
+
+def open_files(path: str, target: Target, options: Any, job: Job) -> list[Input]:
+    """The Parquet files ``path`` names (:func:`input_files`), each an input: one file goes
+    to ``target.output`` (``.jsonl``: one JSON object a row; otherwise Parquet); several go to
+    the directory ``target.output`` under their own names. Raises
+    :class:`~histmig.sources.arrow.ColumnError` for a missing or unreadable input or column,
+    and :class:`~histmig.sources.base.UsageError` for options Parquet has no use for."""
+    from histmig.sources import formats, output_format
+
+    if options.table is not None or target.to_table is not None or target.in_place:
+        raise UsageError(f"{path}: --table, --to-table and --in-place need a DuckDB input (.duckdb, .db)")
+    files = input_files(path)
+    written_as = output_format(formats()["parquet"], target.output) if target.output is not None else None
+    outputs = _outputs(files, target.output) if target.output is not None else [None] * len(files)
+    return [ParquetInput(file, out, written_as, job, options.messages_column, options.id_column) for file, out in zip(files, outputs)]
 
 
 def _slices(parquet: pq.ParquetFile, group: RowGroup) -> list[RowGroup]:
@@ -354,22 +350,6 @@ def _leaves(type_: pa.DataType) -> int:
     return 1
 
 
-def _emitter(
-    stack: ExitStack, output: Literal["parquet", "jsonl"] | None, output_path: str | None, parquet: pq.ParquetFile, migrator: ColumnMigrator
-) -> Callable[[RowGroup, GroupResult], None]:
-    """What to do with each task's result, in order: write its lines to the JSONL output,
-    or write it as a row group of the Parquet output (:func:`_migrated_group`), or nothing.
-    The output is opened on ``stack`` (written atomically when it closes)."""
-    if output == "jsonl":
-        out = stack.enter_context(atomic_output(output_path))
-        return lambda task, result: out.writelines(result.jsonl)
-    if output == "parquet":
-        write = stack.enter_context(parquet_sink(output_path, migrator.output_schema, _compression(parquet.metadata)))
-        cursor = BatchCursor(parquet)
-        return lambda task, result: write(_migrated_group(cursor, task, migrator, result.cells))
-    return lambda task, result: None
-
-
 def _migrated_group(cursor: BatchCursor, task: RowGroup, migrator: ColumnMigrator, cells: list[Cells]) -> pa.Table:
     """The rows of ``task`` (a row group or a slice of one), read again from ``cursor``,
     with ``cells`` (one :class:`~histmig.sources.arrow.Cells` a batch the worker read, in
@@ -389,3 +369,14 @@ def _migrated_group(cursor: BatchCursor, task: RowGroup, migrator: ColumnMigrato
         start += batch.length
     messages = pa.chunked_array(pieces, type=migrator.output_type)
     return table.set_column(migrator.index, migrator.output_schema.field(migrator.index), messages)
+
+
+FORMAT = Format(
+    name="parquet",
+    suffixes=SUFFIXES,
+    open=open_files,
+    written_as=("parquet", "jsonl"),
+    claims=os.path.isdir,
+    columnar=True,
+    description="Parquet",
+)

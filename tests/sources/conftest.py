@@ -12,8 +12,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from histmig.pipeline import Options
-from histmig.runner import run
+from histmig import api
+from histmig.options import Options
 from tests.conftest import CORPUS
 
 ROW_GROUP = 50
@@ -81,7 +81,7 @@ def jsonl_path_output(records: list[dict[str, Any]], tmp: Path, options: Options
     source, out = tmp / "same.jsonl", tmp / "same.out.jsonl"
     lines = [orjson.dumps(r["messages"]) for r in records]
     source.write_bytes(b"\n".join(lines) + b"\n")
-    report = run(str(source), str(out), options)
+    report = api.convert(str(source), str(out), options).report
     migrated = iter(out.read_bytes().splitlines())
     rejected = {row["location"] for row in report.errors if row["status"] == "rejected"}
     merged = [line if f"line {n}" in rejected else next(migrated) for n, line in enumerate(lines, start=1)]

@@ -14,10 +14,10 @@ import pytest
 from typer.testing import CliRunner
 
 from histmig.cli import app
-from histmig.pipeline import Options, Stream
-from histmig.runner import run
+from histmig import api
+from histmig.engine import Stream
+from histmig.options import Options
 from histmig.sources.duckdb import quote
-from histmig.tabular import TableOptions
 from tests.sources.conftest import corpus_records, jsonl_path_output, nested_records, table_of, without_place
 
 runner = CliRunner()
@@ -128,7 +128,7 @@ def test_failed_in_place_run_leaves_the_table_untouched(tmp_path: Path, records,
 
     monkeypatch.setattr(Stream, "screened", failing)
     with pytest.raises(RuntimeError, match="half way"):
-        run(str(db), None, Options(), table=TableOptions(table=TABLE, in_place=True))
+        api.convert(str(db), None, Options(table=TABLE), in_place=True).report
     assert calls["n"] > len(records) // 2
     after = read_table(db)
     assert after.equals(before)
@@ -143,8 +143,8 @@ def test_nested_column_in_place_is_widened(tmp_path: Path) -> None:
     db = make_db(tmp_path / "nested.duckdb", nested, "NESTED")
     before = read_table(db)
     out = tmp_path / "nested.parquet"
-    report = run(str(db), str(out), Options(), table=TableOptions(table=TABLE))
-    in_place = run(str(db), None, Options(), table=TableOptions(table=TABLE, in_place=True))
+    report = api.convert(str(db), str(out), Options(table=TABLE)).report
+    in_place = api.convert(str(db), None, Options(table=TABLE), in_place=True).report
     assert in_place.summary() == report.summary()
     assert report.counts["changed"] > 50
     after = read_table(db)

@@ -1,8 +1,12 @@
-"""Parquet source and sink (histmig.sources.parquet): the same messages as the JSONL path,
-every other column, the schema, its metadata and the row groups unchanged."""
+"""Parquet (histmig.sources.parquet): the same messages as the JSONL path, every other column,
+the schema, its metadata and the row groups unchanged; worker processes that migrate row
+groups, or slices of one, give the same Parquet table, the same JSONL bytes and the same
+report as one process, and a worker's error reaches the caller."""
 
 from __future__ import annotations
 
+import itertools
+from dataclasses import replace
 from pathlib import Path
 
 import orjson
@@ -11,13 +15,12 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
+import histmig.sources.parquet as parquet
+from histmig import api
 from histmig.cli import app
-from histmig.pipeline import Options, Stream, process, select_rules
-from histmig.records import Record
-from histmig.report import Report
-from histmig.runner import run
-from histmig.sources.arrow import ColumnMigrator, widened_type
-from histmig.tabular import TableOptions
+from histmig.engine import Stream
+from histmig.options import Options
+from histmig.sources.arrow import widened_type
 from tests.conftest import CORPUS
 from tests.sources.conftest import (
     METADATA,
@@ -86,27 +89,6 @@ def test_json_string_column_matches_the_jsonl_path(tmp_path: Path, records) -> N
     assert data["changes"][0]["location"] == "row 0"
 
 
-def test_a_batch_lists_only_the_cells_that_went_the_full_way(records) -> None:
-    legacy = next(r for r in records if b"retry-prompt" in orjson.dumps(r))
-    clean = next(r for r in records if Options().screen(orjson.dumps(r["messages"])))
-    cells = [orjson.dumps(clean["messages"]), orjson.dumps(legacy["messages"]), None, b"[{", orjson.dumps(clean["messages"]), b'{"messages": 1}']
-    batch = pa.record_batch({"messages": pa.array(cells, pa.binary())})
-    migrator = ColumnMigrator(batch.schema, "messages", "t.parquet")
-    changed, outcomes = migrator.migrate_cells(batch, range(10, 16))
-    assert [(i, o.status, o.record.location) for i, o in outcomes.full] == [(1, "changed", "row 11"), (3, "rejected", "row 13"), (5, "rejected", "row 15")]
-    assert outcomes.unchanged == 2
-    assert outcomes.positions("changed") == changed.positions == [1]
-    assert outcomes.positions("rejected") == [3, 5]
-    report = Report.in_memory()
-    outcomes.add_to(report)
-    one_by_one = Report.in_memory()
-    for row, cell in enumerate(cells, start=10):
-        if cell is not None:
-            one_by_one.add(process(Record(cell, "t.parquet", f"row {row}")))
-    assert report.to_json() == one_by_one.to_json()
-    assert report.counts["records_in"] == 5
-
-
 def test_check_and_audit_name_rows_by_id_column(tmp_path: Path, records) -> None:
     source = write_parquet(tmp_path / "chats.parquet", table_of(records, nested=False))
     out = tmp_path / "out.parquet"
@@ -125,15 +107,15 @@ def test_a_null_id_column_value_names_no_record_even_when_the_envelope_has_an_id
     legacy = next(line for line in (CORPUS / "all.jsonl").read_bytes().splitlines() if b"retry-prompt" in line and line.startswith(b'{"id"'))
     table = pa.table({"conv": pa.array([None, "c-1"], pa.string()), "messages": pa.array([legacy.decode(), legacy.decode()])})
     source = write_parquet(tmp_path / "t.parquet", table)
-    report = run(str(source), None, Options(), table=TableOptions(id_column="conv"))
+    report = api.audit(str(source), Options(id_column="conv")).report
     assert {(row["location"], row["id"]) for row in report.to_json()["changes"]} == {("row 0", None), ("row 1", "c-1")}
 
 
 def test_rejected_rows_are_written_unchanged_and_reported(tmp_path: Path, records) -> None:
     source = write_parquet(tmp_path / "chats.parquet", table_of(records, nested=False))
     out = tmp_path / "out.parquet"
-    options = Options(rules=select_rules(["HM1"], ["HM103"]))
-    report = run(str(source), str(out), options)
+    options = Options(select=("HM1",), ignore=("HM103",))
+    report = api.convert(str(source), str(out), options).report
     expected, jsonl_report = jsonl_path_output(records, tmp_path, options)
     assert report.counts["rejected"] == jsonl_report["summary"]["rejected"] == 11
     assert [c.encode() for c in pq.read_table(out).column("messages").to_pylist()] == expected
@@ -145,7 +127,7 @@ def test_nested_column_is_widened_and_matches_the_jsonl_path(tmp_path: Path, nes
     table = table_of(nested, nested=True)
     source = write_parquet(tmp_path / "nested.parquet", table)
     out = tmp_path / "nested.v2.parquet"
-    report = run(str(source), str(out), Options())
+    report = api.convert(str(source), str(out)).report
     out_type = widened_type(pq.ParquetFile(source).schema_arrow.field("messages").type)
     assert_layout_kept(source, out, out_type)
     expected, _ = jsonl_path_output(nested, tmp_path)
@@ -170,10 +152,10 @@ def test_directory_and_glob_inputs_go_to_an_output_directory(tmp_path: Path, rec
     write_parquet(lake / "a.parquet", table_of(records[:100], nested=False))
     write_parquet(lake / "b.parquet", table_of(records[100:], nested=False))
     out = tmp_path / "out"
-    report = run(str(lake), str(out), Options())
+    report = api.convert(str(lake), str(out)).report
     assert report.counts["records_in"] == len(records)
     assert sorted(p.name for p in out.iterdir()) == ["a.parquet", "b.parquet"]
-    glob_report = run(str(lake / "*.parquet"), None, Options(), table=TableOptions(messages_column="messages"))
+    glob_report = api.audit(str(lake / "*.parquet"), Options(messages_column="messages")).report
     assert glob_report.summary() == report.summary()
     assert pq.read_table(out / "b.parquet").num_rows == len(records) - 100
 
@@ -209,7 +191,7 @@ def test_stdout_is_refused_as_the_output_of_a_parquet_input(tmp_path: Path, reco
     monkeypatch.chdir(tmp_path)
     result = invoke("convert", str(source), "-")
     assert result.exit_code == 2
-    assert "a Parquet or DuckDB input is written to a .parquet or .jsonl file, not to stdout" in result.stderr
+    assert "histmig: a Parquet input is written to a .parquet or .jsonl file, not to stdout" in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["chats.parquet"]
 
 
@@ -265,5 +247,238 @@ def test_failed_run_leaves_no_output(tmp_path: Path, records, monkeypatch: pytes
 
     monkeypatch.setattr(Stream, "screened", failing)
     with pytest.raises(RuntimeError):
-        run(str(source), str(tmp_path / "out.parquet"), Options())
+        api.convert(str(source), str(tmp_path / "out.parquet"), Options(jobs=1))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["chats.parquet"]
+
+
+NOT_JSON = '{"kind": "request", "parts": ['
+"""A cell the pipeline rejects (invalid JSON)."""
+
+
+def mixed_table(records) -> pa.Table:
+    """The corpus as a JSON-text table (212 rows, so 5 row groups of 50 rows), with every
+    seventh messages cell null and every eleventh one not JSON."""
+    table = table_of(records, nested=False)
+    cells = table.column("messages").to_pylist()
+    for i in range(len(cells)):
+        if i % 11 == 5:
+            cells[i] = NOT_JSON
+        elif i % 7 == 3:
+            cells[i] = None
+    index = table.schema.get_field_index("messages")
+    return table.set_column(index, table.schema.field(index), pa.array(cells, pa.string()))
+
+
+@pytest.fixture
+def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches of 7 rows: several in each 50-row group, changed and unchanged cells mixed
+    in each (the forked workers inherit it)."""
+    monkeypatch.setattr(parquet, "BATCH_ROWS", 7)
+
+
+def convert(source: Path, out: Path, jobs: int, options: Options = Options()) -> dict:
+    return api.convert(str(source), str(out), replace(options, jobs=jobs)).report.to_json()
+
+
+@pytest.mark.usefixtures("small_batches")
+def test_two_jobs_write_the_same_parquet_table_and_report_as_one(tmp_path: Path, records) -> None:
+    source = write_parquet(tmp_path / "mixed.parquet", mixed_table(records))
+    one = convert(source, tmp_path / "one.parquet", 1)
+    two = convert(source, tmp_path / "two.parquet", 2)
+    assert two == one
+    first, second = pq.read_table(tmp_path / "one.parquet"), pq.read_table(tmp_path / "two.parquet")
+    assert second.equals(first, check_metadata=True)
+    layout = pq.ParquetFile(tmp_path / "two.parquet").metadata
+    assert [layout.row_group(i).num_rows for i in range(layout.num_row_groups)] == [50, 50, 50, 50, 12]
+    summary = two["summary"]
+    nulls = sum(1 for i in range(len(records)) if i % 7 == 3 and i % 11 != 5)
+    assert summary["records_in"] == len(records) - nulls == 185
+    assert summary["rejected"] == 19
+    assert summary["changed"] > 0 and summary["unchanged"] > 0
+    assert summary["records_in"] == summary["changed"] + summary["unchanged"] + summary["rejected"]
+    inputs, outputs = pq.read_table(source).column("messages").to_pylist(), second.column("messages").to_pylist()
+    assert [i for i, cell in enumerate(outputs) if cell is None] == [i for i, cell in enumerate(inputs) if cell is None]
+    rejected = sorted(int(row["location"].removeprefix("row ")) for row in two["errors"] if row["status"] == "rejected")
+    assert rejected == [i for i in range(len(records)) if i % 11 == 5]
+    assert all(outputs[i] == NOT_JSON for i in rejected)
+    assert sum(a != b for a, b in zip(inputs, outputs)) == summary["changed"]
+
+
+@pytest.mark.usefixtures("small_batches")
+def test_two_jobs_write_the_same_jsonl_bytes_and_report_as_one(tmp_path: Path, records) -> None:
+    source = write_parquet(tmp_path / "mixed.parquet", mixed_table(records))
+    options = Options(id_column="name")
+    one = convert(source, tmp_path / "one.jsonl", 1, options)
+    two = convert(source, tmp_path / "two.jsonl", 2, options)
+    assert two == one
+    assert (tmp_path / "two.jsonl").read_bytes() == (tmp_path / "one.jsonl").read_bytes()
+    rows = [orjson.loads(line) for line in (tmp_path / "two.jsonl").read_bytes().splitlines()]
+    assert len(rows) == len(records)
+    assert rows[3]["messages"] is None
+    assert rows[5]["messages"] == NOT_JSON
+    assert {row["id"] for row in two["changes"]} <= {r["id"] for r in records}
+
+
+@pytest.mark.usefixtures("small_batches")
+def test_two_jobs_with_rejecting_rules_and_a_nested_column(tmp_path: Path, records) -> None:
+    options = Options(select=("HM1",), ignore=("HM103",))
+    text = write_parquet(tmp_path / "text.parquet", table_of(records, nested=False))
+    one, two = convert(text, tmp_path / "t1.parquet", 1, options), convert(text, tmp_path / "t2.parquet", 2, options)
+    assert two == one
+    assert two["summary"]["rejected"] == 11
+    assert pq.read_table(tmp_path / "t2.parquet").equals(pq.read_table(tmp_path / "t1.parquet"), check_metadata=True)
+    nested = write_parquet(tmp_path / "nested.parquet", table_of(nested_records(), nested=True))
+    one, two = convert(nested, tmp_path / "n1.parquet", 1), convert(nested, tmp_path / "n2.parquet", 2)
+    assert two == one
+    assert two["summary"]["changed"] > 50
+    assert pq.read_table(tmp_path / "n2.parquet").equals(pq.read_table(tmp_path / "n1.parquet"), check_metadata=True)
+
+
+def test_two_jobs_over_a_directory_and_without_output(tmp_path: Path, records) -> None:
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    write_parquet(lake / "a.parquet", mixed_table(records[:120]))
+    write_parquet(lake / "b.parquet", table_of(records[120:], nested=False))
+    one, two = convert(lake, tmp_path / "one", 1), convert(lake, tmp_path / "two", 2)
+    assert two == one
+    for name in ("a.parquet", "b.parquet"):
+        assert pq.read_table(tmp_path / "two" / name).equals(pq.read_table(tmp_path / "one" / name), check_metadata=True)
+    assert api.audit(str(lake), Options(jobs=2)).report.to_json() == api.audit(str(lake), Options(jobs=1)).report.to_json() == two
+    assert two["summary"]["records_in"] == len(records) - sum(1 for i in range(120) if i % 7 == 3 and i % 11 != 5)
+
+
+def test_an_error_in_a_worker_reaches_the_caller_and_leaves_no_output(tmp_path: Path, records, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = write_parquet(tmp_path / "chats.parquet", table_of(records, nested=False))
+    real = Stream.screened
+    poisoned = orjson.dumps(records[3 * ROW_GROUP + 1]["messages"])
+
+    def failing(stream: Stream, raw: bytes) -> bool:
+        if raw == poisoned:
+            raise RuntimeError("interrupted")
+        return real(stream, raw)
+
+    monkeypatch.setattr(Stream, "screened", failing)
+    with pytest.raises(RuntimeError, match="interrupted"):
+        api.convert(str(source), str(tmp_path / "out.parquet"), Options(jobs=2))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chats.parquet"]
+
+
+def one_group(records, path: Path) -> Path:
+    """``mixed_table`` as one row group (as pyarrow and pandas write up to a million rows)."""
+    pq.write_table(mixed_table(records), path, row_group_size=len(records), compression="zstd")
+    return path
+
+
+@pytest.mark.usefixtures("small_batches")
+@pytest.mark.parametrize("output", ["parquet", "jsonl"])
+def test_a_row_group_larger_than_a_task_is_migrated_in_slices(tmp_path: Path, records, monkeypatch: pytest.MonkeyPatch, output: str) -> None:
+    source = one_group(records, tmp_path / "one.parquet")
+    whole = convert(source, tmp_path / f"whole.{output}", 1)
+    monkeypatch.setattr(parquet, "TASK_BYTES", 40_000)
+    sliced_one, sliced_two = convert(source, tmp_path / f"s1.{output}", 1), convert(source, tmp_path / f"s2.{output}", 2)
+    assert sliced_one == sliced_two == whole
+    assert whole["summary"]["records_in"] == 185 and whole["summary"]["rejected"] == 19
+    if output == "jsonl":
+        assert (tmp_path / "s2.jsonl").read_bytes() == (tmp_path / "s1.jsonl").read_bytes() == (tmp_path / "whole.jsonl").read_bytes()
+        return
+    expected = pq.read_table(tmp_path / "whole.parquet")
+    for name in ("s1.parquet", "s2.parquet"):
+        assert pq.read_table(tmp_path / name).equals(expected, check_metadata=True)
+    layout = pq.ParquetFile(tmp_path / "s2.parquet").metadata
+    sizes = [layout.row_group(i).num_rows for i in range(layout.num_row_groups)]
+    assert sum(sizes) == len(records) and len(sizes) > 3
+    assert all(size == sizes[0] for size in sizes[:-1]) and sizes[-1] <= sizes[0]
+    assert pq.ParquetFile(tmp_path / "whole.parquet").metadata.num_row_groups == 1
+
+
+def test_slices_cover_the_row_group_evenly(tmp_path: Path, records, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parquet, "BATCH_ROWS", 10)
+    source = one_group(records, tmp_path / "one.parquet")
+    file = pq.ParquetFile(source)
+    meta = file.metadata.row_group(0)
+    compressed = sum(meta.column(i).total_compressed_size for i in range(meta.num_columns))
+    task = parquet.RowGroup(str(source), 0, 1000, "messages", None, "parquet")
+    assert parquet._slices(file, task) == [parquet.replace(task, size=compressed)]
+    per_row = parquet._bytes_per_row(file, task, meta)
+    monkeypatch.setattr(parquet, "TASK_BYTES", int(per_row * 50) + 1)
+    slices = parquet._slices(file, task)
+    assert [(s.offset, s.row_count, s.first_row) for s in slices] == [(0, 43, 1000), (43, 43, 1043), (86, 43, 1086), (129, 43, 1129), (172, 40, 1172)]
+    assert compressed - 5 <= sum(s.size for s in slices) <= compressed
+
+
+def test_the_messages_column_is_found_among_leaf_columns_by_the_schema(tmp_path: Path) -> None:
+    cell = '[{"kind":"request","parts":[]}]'
+    opaque = pa.ExtensionArray.from_storage(pa.opaque(pa.struct([("x", pa.int64()), ("y", pa.string())]), "t", "v"), pa.array([{"x": 1, "y": "z"}] * 3))
+    table = pa.table({"a.b": opaque, "chat.messages": [cell] * 3, "messages.x": ["q" * 1000] * 3})
+    pq.write_table(table, tmp_path / "d.parquet", use_dictionary=False)
+    file = pq.ParquetFile(tmp_path / "d.parquet")
+    meta = file.metadata.row_group(0)
+    task = parquet.RowGroup(str(tmp_path / "d.parquet"), 0, 0, "chat.messages", None, "parquet")
+    assert parquet._bytes_per_row(file, task, meta) == meta.column(2).total_uncompressed_size / 3
+
+
+def test_a_dictionary_encoded_column_is_sized_as_read(tmp_path: Path) -> None:
+    cell = '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"' + "x" * 5000 + '"}]}]'
+    pq.write_table(pa.table({"messages": [cell] * 2000}), tmp_path / "d.parquet", use_dictionary=True)
+    file = pq.ParquetFile(tmp_path / "d.parquet")
+    meta = file.metadata.row_group(0)
+    assert meta.column(0).total_uncompressed_size < 100_000
+    task = parquet.RowGroup(str(tmp_path / "d.parquet"), 0, 0, "messages", None, "parquet")
+    assert parquet._bytes_per_row(file, task, meta) >= len(cell)
+
+
+def test_a_dictionary_encoded_column_is_sized_over_a_batch_of_rows_not_its_first_few(tmp_path: Path) -> None:
+    small, big = '[{"kind":"request","parts":[]}]', '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"' + "y" * 4000 + '"}]}]'
+    cells = [small + " " * (i % 3) for i in range(40)] + [big + " " * (i % 5) for i in range(1960)]
+    pq.write_table(pa.table({"messages": cells}), tmp_path / "d.parquet", use_dictionary=True)
+    file = pq.ParquetFile(tmp_path / "d.parquet")
+    task = parquet.RowGroup(str(tmp_path / "d.parquet"), 0, 0, "messages", None, "parquet")
+    first_rows = cells[: parquet.BATCH_ROWS]
+    assert parquet._bytes_per_row(file, task, file.metadata.row_group(0)) >= sum(map(len, first_rows)) / len(first_rows)
+
+
+def test_the_batch_cursor_reads_slices_on_and_starts_again_when_it_must(tmp_path: Path, records, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parquet, "BATCH_ROWS", 10)
+    file = pq.ParquetFile(one_group(records, tmp_path / "one.parquet"))
+    ids = pq.read_table(tmp_path / "one.parquet").column("id").to_pylist()
+    cursor = parquet.BatchCursor(file)
+    take = lambda offset, count: [i for b in cursor.take(0, offset, count) for i in b.column("id").to_pylist()]  # noqa: E731
+    assert take(0, 15) == ids[0:15]
+    assert take(15, 3) == ids[15:18]
+    assert take(40, 25) == ids[40:65]
+    assert take(5, 1) == ids[5:6]
+    assert take(200, None) == ids[200:]
+    with pytest.raises(ValueError, match="row group 0 has no row 212"):
+        take(205, 10)
+
+
+def ragged(batches):
+    """``parquet._batches`` cutting every batch into pieces of 1 to 9 rows, cut otherwise
+    for every set of columns (as pyarrow may, for cells of more than 2 GB a batch)."""
+
+    def cut(parquet_file, group, columns=None):
+        sizes = itertools.cycle([3, 1, 9, 4] if columns is None else [2, 7, 5])
+        for batch in batches(parquet_file, group, columns):
+            start = 0
+            while start < batch.num_rows:
+                size = next(sizes)
+                yield batch.slice(start, size)
+                start += size
+
+    return cut
+
+
+@pytest.mark.usefixtures("small_batches")
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_slices_keep_every_row_however_pyarrow_cuts_the_batches(tmp_path: Path, records, monkeypatch: pytest.MonkeyPatch, jobs: int) -> None:
+    source = one_group(records, tmp_path / "one.parquet")
+    whole = convert(source, tmp_path / "whole.parquet", 1)
+    monkeypatch.setattr(parquet, "_batches", ragged(parquet._batches))
+    monkeypatch.setattr(parquet, "TASK_BYTES", 40_000)
+    sliced = convert(source, tmp_path / "sliced.parquet", jobs)
+    assert sliced == whole
+    assert pq.read_table(tmp_path / "sliced.parquet").equals(pq.read_table(tmp_path / "whole.parquet"), check_metadata=True)
+    assert pq.ParquetFile(tmp_path / "sliced.parquet").metadata.num_row_groups > 3
+    lines = convert(source, tmp_path / "sliced.jsonl", jobs)
+    assert lines == whole
+    assert len((tmp_path / "sliced.jsonl").read_bytes().splitlines()) == len(records)

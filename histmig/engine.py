@@ -1,0 +1,361 @@
+"""The engine: one record in, the migrated record, its changes and findings out; and the one
+loop every source runs its records through.
+
+Hot path (design.md), fastest first:
+
+1. :class:`~histmig.screen.Screen` (``convert`` and ``audit``; ``check`` validates every
+   record): a record whose bytes msgspec decodes into a skeleton no selected rule can change
+   is left as it is, never built, walked nor re-serialized. Over a stream of records
+   (:class:`Stream`) the screen is not asked while records keep changing.
+2. Any other record is parsed (msgspec, which reads integers beyond 64 bits exactly), so
+   broken JSON and records that are not histories are caught and named. One walk
+   (:func:`~histmig.rules.pending`) finds the rules that can change it; with none it is
+   left as it is.
+3. The pending rules run in their order: a rule whose fix applies (safe, or unsafe with
+   ``unsafe_fixes``) fixes the history in place; any other reports its findings. The result
+   is serialized, and :class:`~histmig.screen.Settled` checks the output bytes at once
+   against the current schema and the rules' looks. Only when that says no is the history
+   validated with pydantic (:mod:`histmig.schema`, which names every error) and passed
+   through the rules a second time; a second pass that changes anything is an internal error.
+
+A record that fails validation, that a rule cannot migrate or that a second pass would
+change again is rejected (kept whole) with one line per problem. Bad input never raises out
+of :func:`process`. :func:`run_records` is the loop over a source's records (JSONL lines,
+Arrow cells, a ``.json`` document, OpenTelemetry exports): screen, else the full way, then the
+report.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from functools import cache, cached_property
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+
+import msgspec
+import orjson
+
+from histmig import schema
+from histmig.records import NotAHistory, Record, envelope_id, locate_messages
+from histmig.rules import known_part_kinds, pending, registry
+from histmig.rules.base import CauseMode, Change, Context, Finding, Malformed, Rule
+from histmig.schema import REQUEST_PART_KINDS, RESPONSE_PART_KINDS
+from histmig.screen import Screen, screen_for, settled_for
+
+if TYPE_CHECKING:
+    from histmig.report import Report
+
+_DECODER = msgspec.json.Decoder()
+_ENCODER = msgspec.json.Encoder()
+
+
+def dumps(obj: Any) -> bytes:
+    """The compact JSON text of ``obj``: orjson's, or for a value holding an integer beyond
+    64 bits, which orjson refuses, msgspec's (the same text, the integer exact)."""
+    try:
+        return orjson.dumps(obj)
+    except orjson.JSONEncodeError:
+        return _ENCODER.encode(obj)
+
+
+Status = Literal["unchanged", "changed", "rejected"]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the engine does to every record: the ``rules`` (in their order), whether the
+    fixes of unsafe rules apply too (``unsafe_fixes``), the cause mode, the envelope's
+    messages field (``None``: auto-detect) and whether records that need no rule are still
+    parsed and validated (``validate_all``: ``check`` does, ``convert`` does not). Built by
+    :meth:`histmig.options.Options.plan`."""
+
+    rules: tuple[Rule, ...] = field(default_factory=registry)
+    unsafe_fixes: bool = False
+    causes: CauseMode = "inferred"
+    messages_field: str | None = None
+    validate_all: bool = False
+
+    @cached_property
+    def context(self) -> Context:
+        """The :class:`~histmig.rules.base.Context` the rules are given (built once)."""
+        return Context(causes=self.causes)
+
+    @cached_property
+    def fixing(self) -> frozenset[str]:
+        """The codes of the rules whose fix applies: the safe ones, and the unsafe ones with
+        ``unsafe_fixes``."""
+        return frozenset(rule.code for rule in self.rules if rule.applicability == "safe" or self.unsafe_fixes)
+
+    @property
+    def screen(self) -> Screen | None:
+        """The :class:`~histmig.screen.Screen` of these rules and envelope field, or ``None``
+        under ``validate_all`` (``check`` parses and validates every record)."""
+        return None if self.validate_all else screen_for(self.rules, self.messages_field)
+
+    def processor(self) -> Stream:
+        """A :class:`Stream` of this plan, for one task's records (the plan is the job of a
+        migration, :class:`~histmig.sources.base.Job`)."""
+        return Stream(self)
+
+
+def migrate(messages: list[Any], plan: Plan = Plan()) -> list[Change]:
+    """Run the fixes of ``plan`` over ``messages`` (a history as plain JSON data), in rule
+    order, editing it in place; returns the changes in the order they were made. Only the
+    rules :func:`~histmig.rules.pending` finds run: the others would change nothing. Raises
+    :class:`~histmig.rules.base.Malformed` for a part a rule targets that no release wrote."""
+    return _apply(messages, pending(messages, plan.rules), plan)[0]
+
+
+def _apply(messages: list[Any], rules: tuple[Rule, ...], plan: Plan) -> tuple[list[Change], list[Finding]]:
+    """The changes the fixing rules of ``rules`` made to ``messages``, and the findings of
+    the others."""
+    ctx = plan.context
+    changes: list[Change] = []
+    findings: list[Finding] = []
+    for rule in rules:
+        if rule.code in plan.fixing:
+            changes.extend(rule.fix(messages, ctx))
+        else:
+            findings.extend(rule.check(messages, ctx))
+    return changes, findings
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What the engine made of one record: ``status``; ``output``, the bytes to write (the
+    original bytes unless ``changed``; ``None`` when ``rejected``); the ``changes``;
+    ``findings`` of rules whose fix was not applied; ``errors``, one ``path: message`` line
+    per problem (why it was rejected, or, for an unchanged record under ``validate_all``, why
+    it is not valid); ``warnings``, parts carried unchanged that no release up to 2.68 wrote
+    (an unknown ``part_kind``)."""
+
+    record: Record
+    status: Status
+    output: bytes | None
+    changes: list[Change] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def quiet(self) -> bool:
+        """Unchanged, valid, and nothing to say: only counted in a report."""
+        return self.status == "unchanged" and not self.errors and not self.warnings and not self.findings
+
+
+def process(record: Record, plan: Plan = Plan()) -> Outcome:
+    """Migrate one record (see the module docstring): ``unchanged`` at once when the screen
+    passes it, else :func:`process_full`. Never raises for bad input."""
+    screen = plan.screen
+    if screen is not None and screen(record.raw):
+        return Outcome(record, "unchanged", record.raw)
+    return process_full(record, plan)
+
+
+SKIP_SCREEN_AFTER = 2
+"""Records in a row that :class:`Stream` found changed, after which it stops asking the
+screen, until a record comes out unchanged."""
+
+
+class Processor(Protocol):
+    """What :func:`run_records` runs each record through: :meth:`screened` says a record's
+    bytes need nothing (it is then only counted), :meth:`full` makes its
+    :class:`Outcome`."""
+
+    def screened(self, raw: bytes) -> bool: ...
+
+    def full(self, record: Record) -> Outcome: ...
+
+
+class Stream:
+    """The engine over the records of one input, in order (a :class:`Processor`).
+    :meth:`screened` asks the screen whether a record needs nothing, except after
+    :data:`SKIP_SCREEN_AFTER` records in a row that :meth:`full` found changed: then it says
+    ``False`` at once, until a record does not change. In an archive written by a legacy
+    release nearly every record changes, and the screen, which stops at the first
+    ``retry-prompt`` part, would only add its cost (~3 µs a record). The outcome is the same
+    whether the screen is asked or not: the full way leaves a record that needs nothing
+    unchanged, and a record it rejects that the screen was not asked about is put to the
+    screen then (the screen passes one value the full way refuses, a number beyond a
+    double's range, see :mod:`histmig.screen`)."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self._screen = plan.screen
+        self._changed_in_a_row = 0
+
+    def _skipping(self) -> bool:
+        return self._changed_in_a_row >= SKIP_SCREEN_AFTER
+
+    def screened(self, raw: bytes) -> bool:
+        """Whether the screen passes ``raw`` (``False`` when it is not asked)."""
+        if self._screen is None or self._skipping() or not self._screen(raw):
+            return False
+        self._changed_in_a_row = 0
+        return True
+
+    def full(self, record: Record) -> Outcome:
+        """:func:`process_full` of ``record`` (a record that :meth:`screened` just refused, or
+        was not asked about), counted towards skipping the screen."""
+        asked = self._screen is None or not self._skipping()
+        outcome = process_full(record, self.plan)
+        self._changed_in_a_row = self._changed_in_a_row + 1 if outcome.status == "changed" else 0
+        if not asked and outcome.status == "rejected" and self._screen(record.raw):
+            return Outcome(record, "unchanged", record.raw)
+        return outcome
+
+
+K = TypeVar("K")
+
+
+def run_records(
+    items: Iterable[tuple[bytes, K]],
+    processor: Processor,
+    report: Report,
+    record: Callable[[bytes, K], Record],
+    accept: Callable[[K, Outcome], Outcome] | None = None,
+) -> None:
+    """The one record loop: every ``(raw, key)`` of ``items`` (a record's bytes and where it
+    lies, in the source's own terms: a line's span, a cell's row) through ``processor``. A
+    record the screen passes is only counted; any other is named by ``record(raw, key)``,
+    goes the full way, is handed to ``accept(key, outcome)`` (which keeps its output where
+    the source needs it, and may return another outcome: a cell its column cannot hold is
+    rejected) and is added to ``report`` unless it is quiet (:attr:`Outcome.quiet`). Never
+    raises for bad input."""
+    unchanged = 0
+    screened, full = processor.screened, processor.full
+    for raw, key in items:
+        if screened(raw):
+            unchanged += 1
+            continue
+        outcome = full(record(raw, key))
+        if accept is not None:
+            outcome = accept(key, outcome)
+        if outcome.quiet:
+            unchanged += 1
+        else:
+            report.add(outcome)
+    report.add_unchanged(unchanged)
+
+
+def process_full(record: Record, plan: Plan = Plan()) -> Outcome:
+    """Migrate one record the full way, without the screen: parse, find the pending rules,
+    fix, serialize, settled check, else validate and second pass. Never raises for bad
+    input."""
+    try:
+        obj = _DECODER.decode(record.raw)
+    except (msgspec.DecodeError, RecursionError):
+        return Outcome(record, "rejected", None, errors=[f"invalid JSON: {_json_problem(record.raw)}"])
+    try:
+        messages, field_name = locate_messages(obj, plan.messages_field)
+    except NotAHistory as exc:
+        return Outcome(_named(record, obj), "rejected", None, errors=[str(exc)])
+    rules = pending(messages, plan.rules)
+    if not rules and not plan.validate_all:
+        return Outcome(record, "unchanged", record.raw)
+    record = _named(record, obj)
+    prefix = field_name or "messages"
+    try:
+        changes, findings = _apply(messages, rules, plan)
+    except Malformed as exc:
+        return Outcome(record, "rejected", None, errors=[_under(str(exc), prefix)])
+    except Exception as exc:  # a rule met a shape it did not expect: keep the record, say so
+        return Outcome(record, "rejected", None, errors=[f"internal error: {type(exc).__name__}: {exc}"])
+    if not changes:
+        if not plan.validate_all:
+            return Outcome(record, "unchanged", record.raw, findings=findings)
+        errors, warnings = _validate(messages, prefix)
+        if errors and schema.legacy_errors(messages):
+            errors.append("no release 0.0.13-2.68 wrote this shape: no rule can migrate it")
+        return Outcome(record, "unchanged", record.raw, errors=errors, warnings=warnings, findings=findings)
+    output = dumps(obj)
+    if settled_for(plan.rules, field_name)(output):
+        return Outcome(record, "changed", output, changes, findings=findings)
+    errors, warnings = _validate(messages, prefix)
+    if errors:
+        return Outcome(record, "rejected", None, changes, errors, warnings)
+    second, _ = _apply(messages, pending(messages, plan.rules), plan)
+    if second:
+        codes = ", ".join(sorted({c.rule for c in second}))
+        return Outcome(record, "rejected", None, changes, [f"internal error: a second pass changed the record again ({codes})"])
+    return Outcome(record, "changed", output, changes, warnings=warnings, findings=findings)
+
+
+def _named(record: Record, obj: Any) -> Record:
+    """``record`` with its ``record_id``: the one it came with (a Parquet or DuckDB id
+    column's), else the parsed record's envelope id."""
+    return record if record.record_id is not None else replace(record, record_id=envelope_id(obj))
+
+
+def _json_problem(raw: bytes) -> str:
+    """Why ``raw`` is not JSON histmig reads, in the plainest words at hand: where it stops
+    being UTF-8 (``not UTF-8: byte 0xff at byte 81 of the record``, counted from 1), else
+    orjson's message (msgspec's can mislead: ``Input data was truncated`` for a lone
+    surrogate), its ``line 1 column 31 (char 30)`` on a record's first line given as ``at
+    character 31 of the record``, counted from 1; a text nested deeper than Python's
+    recursion limit lets msgspec go (orjson stops at 1024 levels) is said to be, in the same
+    words whichever of the two stops first."""
+    try:
+        raw.decode()
+    except UnicodeDecodeError as exc:
+        return f"not UTF-8: byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the record"
+    try:
+        orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        if not str(exc).startswith("depth limit exceeded"):
+            return _FIRST_LINE_PLACE.sub(r" at character \1 of the record", str(exc))
+    return f"nested deeper than {sys.getrecursionlimit()} levels"
+
+
+_FIRST_LINE_PLACE = re.compile(r": line 1 column (\d+) \(char \d+\)$")
+"""orjson's place of an error on the record's first line (a JSONL record's only one), which
+an error line would otherwise read as a line of the file."""
+
+_SCHEMA_PART_KINDS = {"request": REQUEST_PART_KINDS, "response": RESPONSE_PART_KINDS}
+_PLACEHOLDER = {"request": {"part_kind": "user-prompt", "content": ""}, "response": {"part_kind": "text", "content": ""}}
+
+
+def _validate(messages: list[Any], prefix: str) -> tuple[list[str], list[str]]:
+    """Validation errors and unknown-part warnings of a history, paths under ``prefix``.
+
+    A part whose ``part_kind`` neither 2.68 loads nor any rule rewrites (a newer release's) is
+    carried unchanged and reported as a warning, never an error: it is validated as an empty
+    placeholder of its message kind, so every other path keeps its index. A history that
+    validates as it is has neither (an unknown ``part_kind`` fails validation): that is
+    checked first, and the parts are walked only when it fails."""
+    if schema.is_current(messages):
+        return [], []
+    known = _known_part_kinds(registry())
+    warnings: list[str] = []
+    checked: list[Any] = []
+    for m_index, message in enumerate(messages):
+        kind = message.get("kind") if isinstance(message, dict) else None
+        parts = message.get("parts") if kind in known else None
+        if isinstance(parts, list):
+            unknown = [
+                p_index
+                for p_index, part in enumerate(parts)
+                if isinstance(part, dict) and isinstance(part.get("part_kind"), str) and part["part_kind"] not in known[kind]
+            ]
+            for p_index in unknown:
+                warnings.append(f"{prefix}[{m_index}].parts[{p_index}]: unknown part_kind {parts[p_index]['part_kind']!r}, carried unchanged")
+            if unknown:
+                message = {**message, "parts": [_PLACEHOLDER[kind] if i in unknown else part for i, part in enumerate(parts)]}
+        checked.append(message)
+    return _validation_errors(checked, prefix), warnings
+
+
+@cache
+def _known_part_kinds(rules: tuple[Rule, ...]) -> dict[str, frozenset[str]]:
+    """By message kind, the part kinds 2.68 loads or one of ``rules`` rewrites there."""
+    return {kind: kinds | known_part_kinds(rules, kind) for kind, kinds in _SCHEMA_PART_KINDS.items()}
+
+
+def _under(line: str, prefix: str) -> str:
+    return prefix + line[len("messages") :] if line.startswith("messages") else line
+
+
+def _validation_errors(messages: list[Any], prefix: str) -> list[str]:
+    return [_under(line, prefix) for line in schema.current_errors(messages)]

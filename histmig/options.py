@@ -1,0 +1,84 @@
+"""Options: everything a command takes besides its input and its output, in one object.
+
+The command line builds one from its flags (declared once, :mod:`histmig.cli`); a program
+builds one by hand (``Options(select=("HM1",), jobs=2)``) and passes it to the functions of
+:mod:`histmig.api`. :meth:`Options.plan` turns it into the engine's
+:class:`~histmig.engine.Plan`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from histmig.engine import Plan
+from histmig.rules import UnknownRule, select
+from histmig.rules.base import CauseMode, Rule
+from histmig.sources.base import UsageError
+
+CAUSE_MODES: tuple[CauseMode, ...] = ("inferred", "framework")
+
+
+def default_jobs() -> int:
+    """The default number of worker processes: the number of cores (1 when it cannot be told)."""
+    return os.cpu_count() or 1
+
+
+def codes(values: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """Rule codes or prefixes, given one by one or comma-separated, without blanks."""
+    return tuple(code.strip() for value in values for code in value.split(",") if code.strip())
+
+
+@dataclass(frozen=True)
+class Options:
+    """What a command does besides where it reads and writes (README "Commands").
+
+    - ``select``, ``ignore``: rule codes or prefixes (``HM2``), one by one or comma-separated;
+      ``select`` empty means every rule.
+    - ``unsafe_fixes``: apply the fixes of unsafe rules too (``convert``, ``audit``).
+    - ``causes``: ``inferred`` (from evidence) or ``framework`` (pydantic-ai 2.68's loader).
+    - ``messages_field``: the envelope field holding the messages (``None``: auto-detect).
+    - ``format``: the input's format when its name does not tell (a name of
+      :func:`histmig.sources.formats`).
+    - ``messages_column``, ``id_column``, ``table``: a columnar input's messages column, the
+      column naming each record in the report, and a database's table.
+    - ``jobs``: worker processes (``None``: the number of cores; 1: this process).
+
+    Raises :class:`~histmig.sources.base.UsageError` for an unknown cause mode or a ``jobs``
+    below 1."""
+
+    select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    unsafe_fixes: bool = False
+    causes: CauseMode = "inferred"
+    messages_field: str | None = None
+    format: str | None = None
+    messages_column: str | None = None
+    id_column: str | None = None
+    table: str | None = None
+    jobs: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.causes not in CAUSE_MODES:
+            raise UsageError(f"unknown cause mode {self.causes!r} (one of: {', '.join(CAUSE_MODES)})")
+        if self.jobs is not None and self.jobs < 1:
+            raise UsageError(f"jobs must be 1 or more, not {self.jobs}")
+
+    @property
+    def rules(self) -> tuple[Rule, ...]:
+        """The selected rules, in their order. Raises
+        :class:`~histmig.sources.base.UsageError` for a code or prefix no rule has."""
+        try:
+            return select(codes(self.select), codes(self.ignore))
+        except UnknownRule as exc:
+            raise UsageError(str(exc)) from exc
+
+    def plan(self, *, validate_all: bool = False) -> Plan:
+        """The engine's :class:`~histmig.engine.Plan` for these options; ``validate_all``
+        parses and validates every record (``check``)."""
+        return Plan(self.rules, self.unsafe_fixes, self.causes, self.messages_field, validate_all)
+
+    @property
+    def workers(self) -> int:
+        """``jobs``, or the number of cores."""
+        return self.jobs if self.jobs is not None else default_jobs()

@@ -1,0 +1,140 @@
+"""The jobs behind ``histmig otel`` and ``histmig otel-upgrade``: what each record of a JSON or
+JSONL input goes through (:class:`~histmig.sources.base.Job`), in the same record loop and with
+the same readers and writers as ``convert`` (:mod:`histmig.api`).
+
+A record is a bare array or an envelope object: an envelope keeps every other field and gets
+its messages field replaced. A record that cannot be handled is rejected: it is named in the
+report and copied, unchanged, to the rejects file (``OUTPUT.rejects.jsonl`` by default; none
+for stdout, where it is left out of the output: an export is not the archive).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import orjson
+
+from histmig.engine import Outcome, Plan, migrate
+from histmig.otel.export import OtelExportError, to_otel_messages, upgrade_v5_to_v6
+from histmig.records import NotAHistory, Record, envelope_id, locate_messages
+from histmig.rules.base import CauseMode
+from histmig.schema import current_errors
+
+
+class Rejected(ValueError):
+    """One record could not be converted; the message says why."""
+
+
+def export_record(obj: Any, *, version: int, include_content: bool, causes: CauseMode = "inferred", messages_field: str | None = None) -> Any:
+    """One parsed record with its history replaced by the OTel message list: the history is
+    located (histmig.records), migrated by :func:`histmig.engine.migrate` with ``causes``,
+    checked against the current schema and exported by :func:`histmig.otel.export.to_otel_messages`.
+    A bare array becomes the OTel array; an envelope object keeps its other fields. Raises
+    :class:`Rejected` when the record holds no history, the migrated history would not load in
+    pydantic-ai 2.68, or the export cannot render it."""
+    try:
+        messages, field_name = locate_messages(obj, messages_field)
+    except NotAHistory as exc:
+        raise Rejected(str(exc)) from exc
+    migrate(messages, Plan(causes=causes))
+    errors = current_errors(messages)
+    if errors:
+        raise Rejected("; ".join(errors))
+    try:
+        exported = to_otel_messages(messages, version=version, include_content=include_content)
+    except OtelExportError as exc:
+        raise Rejected(str(exc)) from exc
+    if field_name is None:
+        return exported
+    obj[field_name] = exported
+    return obj
+
+
+def _looks_like_otel(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and isinstance(value[0], dict) and "role" in value[0] and "parts" in value[0]
+
+
+def locate_otel_messages(obj: Any, messages_field: str | None = None) -> tuple[list[Any], str | None]:
+    """Find the OTel message array in a parsed record, as
+    :func:`~histmig.records.locate_messages` finds a history, a field being recognised by its
+    ``{"role", "parts"}`` objects. Raises :class:`Rejected` when there is none."""
+    try:
+        return locate_messages(obj, messages_field, _looks_like_otel, "OpenTelemetry messages")
+    except NotAHistory as exc:
+        raise Rejected(str(exc)) from exc
+
+
+def upgrade_record(obj: Any, messages_field: str | None = None) -> Any | None:
+    """One parsed record with its version 5 OTel array moved to version 6 roles
+    (:func:`histmig.otel.export.upgrade_v5_to_v6`), or ``None`` when nothing moves (the caller
+    then keeps the record's bytes). Raises :class:`Rejected` when the record holds no OTel
+    array."""
+    otel, field_name = locate_otel_messages(obj, messages_field)
+    try:
+        upgraded = upgrade_v5_to_v6(otel)
+    except ValueError as exc:
+        raise Rejected(str(exc)) from exc
+    if upgraded == otel:
+        return None
+    if field_name is None:
+        return upgraded
+    obj[field_name] = upgraded
+    return obj
+
+
+class _Converter:
+    """A record processor (:class:`~histmig.engine.Processor`) running ``convert`` on each
+    parsed record: no screen (every record is converted), an :class:`~histmig.engine.Outcome`
+    ``changed`` with the converted record, ``unchanged`` when ``convert`` returns ``None``,
+    ``rejected`` with the reason."""
+
+    def __init__(self, job: ExportJob | UpgradeJob) -> None:
+        self.job = job
+
+    def screened(self, raw: bytes) -> bool:
+        return False
+
+    def full(self, record: Record) -> Outcome:
+        try:
+            obj = orjson.loads(record.raw)
+        except orjson.JSONDecodeError as exc:
+            return Outcome(record, "rejected", None, errors=[f"invalid JSON: {exc}"])
+        record = replace(record, record_id=envelope_id(obj))
+        try:
+            converted = self.job.convert(obj)
+        except Rejected as exc:
+            return Outcome(record, "rejected", None, errors=[str(exc)])
+        if converted is None:
+            return Outcome(record, "unchanged", record.raw)
+        return Outcome(record, "changed", orjson.dumps(converted))
+
+
+@dataclass(frozen=True)
+class ExportJob:
+    """``histmig otel``: every record exported by :func:`export_record` with these options."""
+
+    version: int
+    include_content: bool = True
+    causes: CauseMode = "inferred"
+    messages_field: str | None = None
+
+    def convert(self, obj: Any) -> Any:
+        return export_record(obj, version=self.version, include_content=self.include_content, causes=self.causes, messages_field=self.messages_field)
+
+    def processor(self) -> _Converter:
+        return _Converter(self)
+
+
+@dataclass(frozen=True)
+class UpgradeJob:
+    """``histmig otel-upgrade``: every record through :func:`upgrade_record`; a record with
+    nothing to move (already version 6 roles) is written byte for byte."""
+
+    messages_field: str | None = None
+
+    def convert(self, obj: Any) -> Any | None:
+        return upgrade_record(obj, self.messages_field)
+
+    def processor(self) -> _Converter:
+        return _Converter(self)

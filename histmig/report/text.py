@@ -1,0 +1,85 @@
+"""The text report (stderr by default): a line per change, finding, error and warning, then the
+summary as a table."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TextIO
+
+from rich.console import COLOR_SYSTEMS, Console
+from rich.markup import escape
+from rich.style import Style
+from rich.table import Table
+
+from histmig.report import Report, record_name
+from histmig.report.rows import ChangeRow, FindingRow
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def visible(text: str) -> str:
+    """``text`` with control characters (but tab and newline) shown as ``\\xNN``: record ids
+    and error messages come from record content."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def render(report: Report, stream: TextIO) -> None:
+    """Write one line per change and finding, then per error and warning line, to ``stream``,
+    then the summary as a rich table.
+
+    The lines are plain writes, a batch of rows at a time, so memory stays flat whatever the
+    number of rows; rule codes and statuses are styled only when rich shows colour on
+    ``stream`` (a terminal; ``NO_COLOR`` drops the colours, not the bold). Record names,
+    evidence and messages have their control characters shown as ``\\xNN``; nothing else of
+    theirs is interpreted (no markup, no emoji codes).
+    """
+    console = Console(file=stream, highlight=False, soft_wrap=True)
+    paint = _painter(console)
+    for batch in report.change_batches():
+        stream.write("".join(_change_line(row, paint) for row in batch))
+    for batch in report.finding_batches():
+        stream.write("".join(_finding_line(row, paint) for row in batch))
+    warning = paint("warning", "yellow")
+    for row in report.errors:
+        label = paint(row["status"], "yellow" if row["status"] == "invalid" else "red")
+        stream.writelines(f"{visible(record_name(row))}: {label}: {visible(line)}\n" for line in row["errors"])
+    for row in report.warnings:
+        stream.writelines(f"{visible(record_name(row))}: {warning}: {visible(line)}\n" for line in row["warnings"])
+    counts = Table(title="histmig summary", show_header=False)
+    for key, value in report.summary().items():
+        if isinstance(value, dict):
+            value = ", ".join(f"{k}: {v}" for k, v in value.items()) or "-"
+        counts.add_row(key, escape(visible(str(value))))
+    console.print(counts)
+
+
+def _painter(console: Console) -> Callable[[str, str], str]:
+    """``paint(text, style)``: ``text`` wrapped in the ANSI codes of the rich ``style`` when
+    ``console`` shows colour (its colour system, without colours under ``NO_COLOR``), else
+    ``text`` unchanged."""
+    if console.color_system is None:
+        return lambda text, style: text
+    system = COLOR_SYSTEMS[console.color_system]
+
+    def paint(text: str, style: str) -> str:
+        parsed = Style.parse(style)
+        return (parsed.without_color if console.no_color else parsed).render(text, color_system=system)
+
+    return paint
+
+
+def _where(row: ChangeRow | FindingRow) -> str:
+    part = "" if row.part is None else f".parts[{row.part}]"
+    return f"{visible(record_name(row))}: messages[{row.message}]{part}"
+
+
+def _change_line(row: ChangeRow, paint: Callable[[str, str], str]) -> str:
+    """One change row as a line, ending in a newline."""
+    cause = f" cause={row.cause}" if row.cause else ""
+    return f"{_where(row)} {paint(row.rule, 'bold')} {row.before} -> {row.after}{cause} evidence={visible(row.evidence)} ({row.certainty})\n"
+
+
+def _finding_line(row: FindingRow, paint: Callable[[str, str], str]) -> str:
+    """One finding row as a line, ending in a newline."""
+    return f"{_where(row)} {paint(row.rule, 'bold')} {paint('found', 'yellow')}: {visible(row.text)} evidence={visible(row.evidence)} ({row.certainty})\n"

@@ -1,0 +1,56 @@
+"""HM101: a tool-bound ``retry-prompt`` part becomes the call's retried ``ToolReturnPart``."""
+
+from __future__ import annotations
+
+from histmig.rules.base import MIGRATE, Change, Context, Docs, Messages, PartKind, Rule
+from histmig.rules.retry import RETRY_PROMPT, is_tool_bound_retry, legacy_parts, to_tool_return, verdict
+
+
+def migrate_tool_bound(messages: Messages, ctx: Context) -> list[Change]:
+    """Rewrite every tool-bound retry-prompt part (``tool_name`` not ``None``, ``''``
+    included; framework-facts §2) as the retried ``ToolReturnPart`` of the call it answers,
+    keeping ``tool_name``, ``tool_call_id``, ``timestamp`` and every other key; the cause
+    comes from :mod:`histmig.rules.causes`. Raises :class:`~histmig.rules.base.Malformed`
+    for a content that is neither text nor a list."""
+    changes: list[Change] = []
+    for m_index, p_index, message, part in legacy_parts(messages, tool_bound=True):
+        found = verdict(part, ctx, tool_bound=True)
+        message["parts"][p_index] = to_tool_return(part, found)
+        changes.append(Change("HM101", m_index, p_index, RETRY_PROMPT, "tool-return", found.evidence, found.certainty, found.cause))
+    return changes
+
+
+RULE = Rule(
+    code="HM101",
+    name="tool-bound-retry",
+    summary="tool-bound retry-prompt -> ToolReturnPart with outcome 'retried' and a RetryInfo cause",
+    source="framework-facts §1, §2",
+    docs=Docs(
+        what=(
+            "Rewrites a retry-prompt part that answers a tool call (its tool_name is set, '' included) as that "
+            "call's tool-return with outcome 'retried' and a retry (RetryInfo) whose cause comes from evidence: "
+            "every fixed text the framework wrote, then the content's shape (an error list is validation_error), "
+            "then the default (model_retry). tool_name, tool_call_id, timestamp and every other key keep their "
+            "values and places; an error list is cleaned as the framework's _dump_error_details cleans it."
+        ),
+        why=(
+            "pydantic-ai 2.60 deprecated RetryPromptPart. 2.68 still loads it, but only translates it at load "
+            "time, with retry null for any text (the cause is lost) and a random id where the stored one is "
+            "missing or '', which orphans the return from its call."
+        ),
+        before=(
+            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":{"city":"Londn"},"tool_call_id":"call_1"}]},'
+            '{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"Unknown city \'Londn\', use the full name.",'
+            '"tool_name":"get_weather","tool_call_id":"call_1","timestamp":"2025-05-01T10:00:02Z"}]}]'
+        ),
+        after=(
+            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":{"city":"Londn"},"tool_call_id":"call_1"}]},'
+            '{"kind":"request","parts":[{"part_kind":"tool-return","content":"Unknown city \'Londn\', use the full name.",'
+            '"tool_name":"get_weather","tool_call_id":"call_1","timestamp":"2025-05-01T10:00:02Z","outcome":"retried",'
+            '"retry":{"cause":"model_retry","attempt":null,"max_retries":null}}]}]'
+        ),
+    ),
+    looks=(PartKind(RETRY_PROMPT, message="request", test=is_tool_bound_retry),),
+    fix=migrate_tool_bound,
+    phase=MIGRATE,
+)

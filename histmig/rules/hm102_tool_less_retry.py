@@ -1,0 +1,51 @@
+"""HM102: a tool-less ``retry-prompt`` part becomes a ``RetryFeedbackPart``."""
+
+from __future__ import annotations
+
+from histmig.rules.base import MIGRATE, Change, Context, Docs, Messages, PartKind, Rule
+from histmig.rules.retry import RETRY_PROMPT, is_tool_less_retry, legacy_parts, to_retry_feedback, verdict
+
+
+def migrate_tool_less(messages: Messages, ctx: Context) -> list[Change]:
+    """Rewrite every tool-less retry-prompt part (``tool_name`` ``None`` or absent;
+    framework-facts §2) as a ``RetryFeedbackPart``; the cause comes from
+    :mod:`histmig.rules.causes` (a fixed no-output text is ``no_output``, not the loader's
+    ``model_retry``). Raises :class:`~histmig.rules.base.Malformed` for a content that is
+    neither text nor a list."""
+    changes: list[Change] = []
+    for m_index, p_index, message, part in legacy_parts(messages, tool_bound=False):
+        found = verdict(part, ctx, tool_bound=False)
+        message["parts"][p_index] = to_retry_feedback(part, found)
+        changes.append(Change("HM102", m_index, p_index, RETRY_PROMPT, "retry-feedback", found.evidence, found.certainty, found.cause))
+    return changes
+
+
+RULE = Rule(
+    code="HM102",
+    name="tool-less-retry",
+    summary="tool-less retry-prompt -> RetryFeedbackPart with a RetryInfo cause",
+    source="framework-facts §1, §2",
+    docs=Docs(
+        what=(
+            "Rewrites a retry-prompt part that answers no tool call (tool_name null or absent) as a retry-feedback "
+            "part whose retry cause comes from evidence: the framework's fixed no-output texts (framework-facts "
+            "§1.1, across releases) are no_output, an error list validation_error, any other text model_retry. "
+            "tool_name and tool_call_id are removed (the part has no tool fields); the content is kept as stored."
+        ),
+        why=(
+            "2.68's loader calls every tool-less text model_retry, so the model later reads the framework's own "
+            "'Please return text or call a tool.' as fenced user text saying its output failed validation."
+        ),
+        before=(
+            '[{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"Please return text or call a tool.",'
+            '"tool_name":null,"tool_call_id":"pyd_ai_1","timestamp":"2025-05-01T10:00:04Z"}]}]'
+        ),
+        after=(
+            '[{"kind":"request","parts":[{"part_kind":"retry-feedback","content":"Please return text or call a tool.",'
+            '"timestamp":"2025-05-01T10:00:04Z","retry":{"cause":"no_output","attempt":null,"max_retries":null}}]}]'
+        ),
+    ),
+    looks=(PartKind(RETRY_PROMPT, message="request", test=is_tool_less_retry),),
+    fix=migrate_tool_less,
+    phase=MIGRATE,
+)

@@ -1,0 +1,96 @@
+"""HM201: a null ``tool_call_id`` gets a derived id, paired with its call."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from typing import Any
+
+from histmig.rules.base import REPAIR, Change, Context, Docs, Message, Messages, NullField, Part, PartKind, Rule, iter_parts
+
+_ID_PARTS = ("tool-call", "tool-return")
+
+
+def derived_tool_call_id(m_index: int, p_index: int, tool_name: Any) -> str:
+    """A deterministic ``tool_call_id`` for the call at ``messages[m_index].parts[p_index]``:
+    ``'pyd_ai_'`` + 32 hex digits of a SHA-256 of the position and tool name, the same shape
+    the framework generates from 0.0.45 (framework-facts §3.3), but reproducible."""
+    digest = hashlib.sha256(f"histmig:{m_index}:{p_index}:{tool_name}".encode()).hexdigest()
+    return "pyd_ai_" + digest[:32]
+
+
+def needs_id(part: Part) -> bool:
+    """A ``tool-call`` / ``tool-return`` with ``"tool_call_id": null``, or a tool-bound
+    ``retry-prompt`` whose ``tool_call_id`` is null or missing."""
+    kind = part.get("part_kind")
+    if kind == "retry-prompt":
+        return part.get("tool_name") is not None and part.get("tool_call_id") is None
+    return kind in _ID_PARTS and "tool_call_id" in part and part["tool_call_id"] is None
+
+
+def _retry_needs_id(message: Message, part: Part) -> bool:
+    return needs_id(part)
+
+
+def derive_tool_call_ids(messages: Messages, ctx: Context) -> list[Change]:
+    """Give every ``null``-id ``tool-call`` a derived id (:func:`derived_tool_call_id`), then
+    give each ``null``-id ``tool-return`` and id-less tool-bound ``retry-prompt`` the id of
+    the earliest call of the same ``tool_name`` before it that no result has answered yet
+    (0.0.x answered calls in order). A result with no such call gets an id derived from its
+    own position. 2.68 rejects ``null`` ids and replaces absent ones with random ids, which
+    orphans the result (framework-facts §2)."""
+    changes: list[Change] = []
+    unanswered: dict[Any, list[str]] = defaultdict(list)
+    for m_index, p_index, _, part in iter_parts(messages):
+        kind = part.get("part_kind", "")
+        name = part.get("tool_name")
+        if not needs_id(part):
+            if kind == "tool-call" and isinstance(part.get("tool_call_id"), str):
+                unanswered[name].append(part["tool_call_id"])
+            elif kind in ("tool-return", "retry-prompt") and part.get("tool_call_id") in unanswered[name]:
+                unanswered[name].remove(part["tool_call_id"])
+            continue
+        if kind == "tool-call":
+            new_id, evidence = derived_tool_call_id(m_index, p_index, name), "position"
+            unanswered[name].append(new_id)
+        elif unanswered[name]:
+            new_id, evidence = unanswered[name].pop(0), "paired-call"
+        else:
+            new_id, evidence = derived_tool_call_id(m_index, p_index, name), "position:no-call"
+        part["tool_call_id"] = new_id
+        changes.append(Change("HM201", m_index, p_index, kind, kind, evidence, "derived"))
+    return changes
+
+
+RULE = Rule(
+    code="HM201",
+    name="null-tool-call-id",
+    summary="null tool_call_id on tool-call / tool-return, null or missing on tool-bound retry-prompt -> paired, derived id",
+    source="framework-facts §2 (load failures), §3.3 (ids nullable in 0.0.13–0.0.44)",
+    docs=Docs(
+        what=(
+            "Gives every tool-call whose tool_call_id is null a derived id ('pyd_ai_' and 32 hex digits of a "
+            "SHA-256 of its place and tool name), then gives each tool-return with a null id, and each tool-bound "
+            "retry-prompt with a null or missing one, the id of the earliest unanswered call of the same tool "
+            "before it (0.0.x answered calls in order); a result with no such call gets an id of its own place."
+        ),
+        why=(
+            "0.0.13-0.0.44 wrote null ids; 2.68 refuses to load a null id, and replaces a missing one with a "
+            "random id at every load, which orphans the result: 2.68 drops it before sending."
+        ),
+        before=(
+            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":"{\\"city\\": \\"Oslo\\"}","tool_call_id":null}]},'
+            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather","content":"12 C","tool_call_id":null,'
+            '"timestamp":"2024-10-01T10:00:02Z"}]}]'
+        ),
+        after=(
+            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":"{\\"city\\": \\"Oslo\\"}",'
+            '"tool_call_id":"pyd_ai_c0498064258ea18c8924a9067d61533b"}]},'
+            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather","content":"12 C",'
+            '"tool_call_id":"pyd_ai_c0498064258ea18c8924a9067d61533b","timestamp":"2024-10-01T10:00:02Z"}]}]'
+        ),
+    ),
+    looks=(NullField("tool_call_id", parts=_ID_PARTS), PartKind("retry-prompt", test=_retry_needs_id)),
+    fix=derive_tool_call_ids,
+    phase=REPAIR,
+)

@@ -1,0 +1,41 @@
+"""HM302: a response's ``provider_request_id`` becomes ``provider_response_id``."""
+
+from __future__ import annotations
+
+from histmig.rules.base import MISREAD, AbsentField, Change, Context, Docs, Message, Messages, Rule
+
+
+def has_provider_request_id(message: Message, part: None = None) -> bool:
+    """A response with ``provider_request_id`` and no (or a null) ``provider_response_id``."""
+    return message.get("kind") == "response" and "provider_request_id" in message and message.get("provider_response_id") is None
+
+
+def rename_provider_request_id(messages: Messages, ctx: Context) -> list[Change]:
+    """Rename a response's ``provider_request_id`` to ``provider_response_id`` in place, when
+    the latter is absent or ``null``. 0.8.1 renamed the field without a load alias, so 2.68
+    drops the value (framework-facts §3.3)."""
+    changes: list[Change] = []
+    for m_index, message in enumerate(messages):
+        if not isinstance(message, dict) or not has_provider_request_id(message):
+            continue
+        message.pop("provider_response_id", None)
+        messages[m_index] = {("provider_response_id" if key == "provider_request_id" else key): value for key, value in message.items()}
+        changes.append(Change("HM302", m_index, None, "provider_request_id", "provider_response_id", "field-rename", "exact"))
+    return changes
+
+
+RULE = Rule(
+    code="HM302",
+    name="provider-request-id",
+    summary="response provider_request_id -> provider_response_id",
+    source="framework-facts §3.3 (0.7.3–0.8.0 wrote provider_request_id; 2.68 has no alias for it)",
+    docs=Docs(
+        what="Renames a response's provider_request_id to provider_response_id, in place, when the latter is absent or null.",
+        why="0.8.1 renamed the field without a load alias, so 2.68 silently drops the values 0.7.3-0.8.0 stored.",
+        before='[{"kind":"response","parts":[{"part_kind":"text","content":"hello"}],"provider_request_id":"req_81"}]',
+        after='[{"kind":"response","parts":[{"part_kind":"text","content":"hello"}],"provider_response_id":"req_81"}]',
+    ),
+    looks=(AbsentField("provider_request_id", message="response", test=has_provider_request_id),),
+    fix=rename_provider_request_id,
+    phase=MISREAD,
+)

@@ -1,0 +1,122 @@
+"""What HM101, HM102 and HM103 share: telling a legacy ``retry-prompt`` part's binding, and
+building the part it always meant.
+
+The dispatch follows pydantic-ai 2.68's loader (framework-facts §2, ``_legacy_retry_part_tag``):
+a part whose ``tool_name`` is not ``None`` (``''`` included) answers a tool call and becomes
+that call's ``ToolReturnPart`` with ``outcome: "retried"``; any other becomes a
+``RetryFeedbackPart``. Unlike the loader, the cause comes from evidence (rules/causes.py), no
+field is filled from the clock, a missing or ``''`` id is never replaced by a random one, and
+every other key of the part keeps its value and position.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from histmig.rules.base import Context, Malformed, Message, Messages, Part
+from histmig.rules.causes import Verdict, framework_cause, infer_cause
+
+RETRY_PROMPT = "retry-prompt"
+_ERROR_DETAILS_KEYS = ("type", "loc", "msg", "input", "url")
+
+
+def is_tool_bound_retry(message: Message, part: Part) -> bool:
+    """A request's retry-prompt part with a ``tool_name`` (HM101)."""
+    return message.get("kind") == "request" and part.get("tool_name") is not None
+
+
+def is_tool_less_retry(message: Message, part: Part) -> bool:
+    """A request's retry-prompt part without a ``tool_name`` (HM102, HM103)."""
+    return message.get("kind") == "request" and part.get("tool_name") is None
+
+
+def dump_error_details(errors: list[Any]) -> list[Any]:
+    """Clean a tool-bound error list exactly as 2.68's ``_dump_error_details`` does
+    (framework-facts §2): keep the ``ErrorDetails`` keys in their declared order
+    (``type, loc, msg, input, url``; ``ctx`` and unknown keys dropped), and among root-level
+    entries (``len(loc) <= 1``) drop a later ``input`` equal to the first root input.
+    Entries that are not objects are kept as they are."""
+    cleaned: list[Any] = []
+    root_input: Any = None
+    seen_root = False
+    for detail in errors:
+        if not isinstance(detail, dict):
+            cleaned.append(detail)
+            continue
+        entry = {key: detail[key] for key in _ERROR_DETAILS_KEYS if key in detail}
+        if len(detail.get("loc") or ()) <= 1:
+            if not seen_root:
+                root_input, seen_root = detail.get("input"), True
+            elif detail.get("input") == root_input:
+                entry.pop("input", None)
+        cleaned.append(entry)
+    return cleaned
+
+
+def _retry_info(verdict: Verdict) -> dict[str, Any] | None:
+    if verdict.cause is None:
+        return None
+    return {"cause": verdict.cause, "attempt": None, "max_retries": None}
+
+
+def _rebuild(part: Part, part_kind: str, insert: dict[str, Any], drop: tuple[str, ...] = ()) -> Part:
+    """A copy of ``part`` with ``part_kind`` replaced in place, the keys in ``drop`` removed
+    and ``insert`` added: just before ``part_kind`` when that is the last key (where the
+    framework writes ``outcome``/``retry``), else at the end."""
+    rebuilt = dict(part)
+    for key in (*drop, *insert):
+        rebuilt.pop(key, None)
+    if next(reversed(part), None) == "part_kind":
+        del rebuilt["part_kind"]
+        rebuilt.update(insert)
+        rebuilt["part_kind"] = part_kind
+    else:
+        rebuilt["part_kind"] = part_kind
+        rebuilt.update(insert)
+    return rebuilt
+
+
+def to_tool_return(part: Part, verdict: Verdict, **fields: Any) -> Part:
+    """The retried ``ToolReturnPart`` for a tool-bound retry-prompt ``part`` (framework-facts
+    §2): ``outcome: "retried"``, ``retry`` from ``verdict`` (``null`` when it has no cause),
+    an error-list ``content`` cleaned by :func:`dump_error_details`; ``fields`` overwrite
+    values in place (HM103 sets ``tool_name``/``tool_call_id``)."""
+    rebuilt = _rebuild(part, "tool-return", {"outcome": "retried", "retry": _retry_info(verdict)})
+    for key, value in fields.items():
+        rebuilt[key] = value
+    if isinstance(rebuilt.get("content"), list):
+        rebuilt["content"] = dump_error_details(rebuilt["content"])
+    return rebuilt
+
+
+def to_retry_feedback(part: Part, verdict: Verdict) -> Part:
+    """The ``RetryFeedbackPart`` for a tool-less retry-prompt ``part`` (framework-facts §2):
+    ``retry`` from ``verdict``, ``tool_name``/``tool_call_id`` removed (the part has no tool
+    fields), ``content`` kept as stored (an error list keeps ``ctx`` and repeated inputs)."""
+    return _rebuild(part, "retry-feedback", {"retry": _retry_info(verdict)}, drop=("tool_name", "tool_call_id"))
+
+
+def legacy_parts(messages: Messages, *, tool_bound: bool) -> list[tuple[int, int, Message, Part]]:
+    """The retry-prompt parts of one binding in requests, as ``(message index, part index,
+    message, part)``, in order. Raises :class:`~histmig.rules.base.Malformed` for one whose
+    ``content`` is neither a string nor a list (the loader's ``_LegacyRetryPromptFields``
+    rejects it too, framework-facts §2)."""
+    binding = is_tool_bound_retry if tool_bound else is_tool_less_retry
+    found = []
+    for m_index, message in enumerate(messages):
+        parts = message.get("parts") if isinstance(message, dict) and message.get("kind") == "request" else None
+        if not isinstance(parts, list):
+            continue
+        for p_index, part in enumerate(parts):
+            if not isinstance(part, dict) or part.get("part_kind") != RETRY_PROMPT or not binding(message, part):
+                continue
+            if not isinstance(part.get("content"), (str, list)):
+                raise Malformed(f"messages[{m_index}].parts[{p_index}].content: a retry-prompt content must be a string or a list of error details")
+            found.append((m_index, p_index, message, part))
+    return found
+
+
+def verdict(part: Part, ctx: Context, *, tool_bound: bool) -> Verdict:
+    """The cause of ``part`` under the user's cause mode (rules/causes.py)."""
+    judge = framework_cause if ctx.causes == "framework" else infer_cause
+    return judge(part.get("content"), tool_bound=tool_bound)

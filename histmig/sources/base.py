@@ -1,0 +1,211 @@
+"""What every storage format offers: the one small interface behind which each module of
+this package reads and writes histories, and the errors they raise.
+
+A format module (``jsonl.py``, ``parquet.py``, ...) defines ``FORMAT``, a :class:`Format`:
+its name, the suffixes that tell it, and ``open``, which turns a path (or URL) and a
+:class:`Target` into :class:`Input`\\ s. An :class:`Input` is one opened input (a file, a
+table): it splits itself into :class:`Task`\\ s (``tasks``), which run on worker processes
+(``Task.run``: read the task's records or cells with their locations, put them through the
+engine's record loop, return a :class:`TaskResult`), and takes each result back, in order
+(``write``), to the output; leaving its ``with`` block commits what it wrote (a temporary
+file renamed, a transaction committed), or, on an error, rolls it back.
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from histmig.engine import Processor
+    from histmig.report import Report
+
+
+class UnreadableInput(OSError):
+    """The input cannot be opened or read, its format cannot be told, or a column or table it
+    should hold is missing or unusable (exit code 2)."""
+
+
+class UnwritableOutput(OSError):
+    """An output cannot be created where it was asked for (exit code 2)."""
+
+
+class UsageError(ValueError):
+    """Options or outputs that do not fit the input, or each other (exit code 2)."""
+
+
+class InputEnded(OSError):
+    """An input could not be read to its end (a truncated ``.gz``, an I/O error): raised by
+    :meth:`Input.tasks` after every task read before; the run reports it and writes what was
+    read."""
+
+
+class Job(Protocol):
+    """What a task's records go through, the same in every worker: a
+    :class:`~histmig.engine.Plan` (migration), or an OpenTelemetry export
+    (:mod:`histmig.otel.jobs`)."""
+
+    def processor(self) -> Processor:
+        """A fresh record processor (:class:`~histmig.engine.Processor`) for one task."""
+        ...
+
+
+@dataclass
+class TaskResult:
+    """What a task came to, sent back from its worker: its ``report`` (an in-memory
+    :class:`~histmig.report.Report`, merged in task order), ``last``, where its last record
+    was (``line 12``), and what the format needs to write it back (in subclasses)."""
+
+    report: Report
+    last: str | None = None
+
+
+class Task(ABC):
+    """A piece of an input that one worker handles: small and picklable (it says where its
+    records lie, or carries them when no worker could read them itself)."""
+
+    size: int = 0
+    """Input bytes it covers, for a progress bar."""
+
+    @abstractmethod
+    def run(self, job: Job, slot: memoryview | None) -> TaskResult:
+        """In a worker (or this process): read the task's records, put them through
+        ``job``'s processor with :func:`~histmig.engine.run_records`, and return the result;
+        ``slot`` is shared memory the result may put bytes in (see
+        :class:`~histmig.parallel.Slots`)."""
+
+    def sent(self) -> Task:
+        """The task as a worker is sent it (without data a worker reads itself)."""
+        return self
+
+    @property
+    def depth(self) -> int:
+        """Tasks like it a worker may hold at once: 1 for one carrying its data (see
+        :class:`~histmig.parallel.Workers`), else 2."""
+        return 2
+
+
+@dataclass
+class Target:
+    """Where a command writes: ``output`` (a path, ``-`` for stdout, or ``None`` for
+    ``audit``/``check``), ``rejects`` (where rejected records go; ``None``: the format's
+    default), ``in_place`` (over the input itself), ``to_table`` (a new table of a database
+    input), and whether rejected records with nowhere else to go (no rejects file: the output
+    is stdout) stay in the output unchanged (``keep_rejected``; an export leaves them out)."""
+
+    output: str | None = None
+    rejects: str | None = None
+    in_place: bool = False
+    to_table: str | None = None
+    keep_rejected: bool = True
+
+    @property
+    def writes(self) -> bool:
+        """Whether anything is written."""
+        return self.output is not None or self.in_place or self.to_table is not None
+
+
+@dataclass
+class Written:
+    """What an input wrote, for the verdict line: ``where`` (a path, ``stdout``, a table),
+    where ``rejected`` records went (a path, ``stdout``, ``"in place"``: unchanged in the
+    output or their rows, or ``None``: nowhere, nothing was rejected), whether the output was
+    ``withheld`` (a ``.json`` document whose one record was rejected), and the ``notes`` to
+    print (an earlier rejects file added to)."""
+
+    where: str | None = None
+    rejected: str | None = None
+    withheld: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+class Input(ABC):
+    """One opened input of one format; used as a context manager around the run, which
+    commits what :meth:`write` wrote when the block ends without an exception and rolls it
+    back otherwise.
+
+    ``name`` names it in every report row; ``size`` is its bytes for a progress bar (``None``
+    when unknown); ``window`` the tasks per worker in flight at most; ``slot_bytes`` the
+    shared memory a task's result may use; ``in_process``: its tasks cannot go to workers (a
+    database connection)."""
+
+    name: str
+    size: int | None = None
+    window: int = 4
+    slot_bytes: int = 0
+    in_process: bool = False
+
+    def __enter__(self) -> Input:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        self.close(ok=kind is None)
+
+    @abstractmethod
+    def tasks(self) -> Iterator[Task]:
+        """The input's tasks, in order. Raises :class:`InputEnded` after yielding every task
+        read before, when the input cannot be read to its end."""
+
+    def write(self, task: Task, result: TaskResult, slot: memoryview | None) -> None:  # noqa: B027 (audit and check write nothing)
+        """Write ``task``'s ``result`` (in task order) to the output, if there is one;
+        ``slot`` is the task's shared memory."""
+
+    def close(self, ok: bool) -> None:  # noqa: B027 (an input that writes nothing has nothing to close)
+        """Commit what was written (``ok``) or roll it back."""
+
+    def written(self) -> Written:
+        """What was written, once closed."""
+        return Written()
+
+
+Opener = Callable[[str, Target, Any, Job], list[Input]]
+"""``open(path, target, options, job)``: the :class:`Input`\\ s of a path (a Parquet
+directory holds several files) for a run whose records go through ``job``, ``options`` being
+the command's :class:`~histmig.options.Options` (the format's own options: a table, a column).
+Raises :class:`UnreadableInput`, :class:`UnwritableOutput` or :class:`UsageError`."""
+
+
+@dataclass(frozen=True)
+class Format:
+    """A storage format, as its module declares it: ``name`` (``--format``), the
+    ``suffixes`` that tell it from a path's name, ``claims`` (a path that is this format
+    whatever its name: a directory, a glob, a URL, a file's first bytes), the output
+    formats an input of it can be ``written_as`` (the first when an output's name says
+    none), ``open`` (:data:`Opener`), and whether it is a ``columnar`` format (a column
+    of histories among other columns, named with ``--messages-column``)."""
+
+    name: str
+    suffixes: tuple[str, ...]
+    open: Opener
+    written_as: tuple[str, ...]
+    claims: Callable[[str], bool] | None = None
+    columnar: bool = False
+    description: str = ""
+
+    def named(self, path: str) -> bool:
+        """Whether ``path``'s name ends in one of the suffixes (any case)."""
+        return path.lower().endswith(self.suffixes)
+
+
+def lazy(name: str) -> ModuleType:
+    """Module ``name``, imported when one of its attributes is first used: a format module
+    keeps its heavy libraries (pyarrow, duckdb) out of a run that never needs them, and is
+    still found by the registry at start-up."""
+    return _Lazy(name)  # type: ignore[return-value]
+
+
+class _Lazy:
+    """A stand-in for a module, imported on first attribute access (see :func:`lazy`)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attribute: str) -> Any:
+        value = getattr(importlib.import_module(self._name), attribute)
+        setattr(self, attribute, value)
+        return value
+

@@ -1,0 +1,41 @@
+"""A report of the corpus and three bad lines, rendered, with spill batches of several sizes."""
+
+from __future__ import annotations
+
+import io
+from importlib import import_module
+from pathlib import Path
+
+import orjson
+import pytest
+
+from histmig import api
+from histmig.report import Report, rows
+from tests.conftest import CORPUS
+
+RETRY = {"part_kind": "retry-prompt", "content": "x", "tool_name": None}
+FUTURE = orjson.dumps({"id": "f\x1b[1m", "messages": [{"kind": "request", "parts": [{"part_kind": "hologram", "content": "later"}, RETRY]}]})
+BAD_LINES = [b"{not json", FUTURE, b'{"id": "b", "note": 42}']
+CHANGE = "[v0.0.20/c_unknown_tool]: messages[2].parts[0] HM103 retry-prompt -> tool-return cause=unknown_tool evidence=unknown-tool+preceding-call (template)"
+
+
+def legacy_report(tmp_path: Path) -> tuple[Report, str]:
+    """The report of the corpus's 212 histories then three bad lines (one rejected as invalid
+    JSON, one with an unknown part kind, one without messages), and the input's path."""
+    source = tmp_path / "in.jsonl"
+    source.write_bytes((CORPUS / "all.jsonl").read_bytes() + b"\n".join(BAD_LINES) + b"\n")
+    return api.audit(str(source)).report, str(source)
+
+
+def rendered(report: Report, renderer: str) -> str:
+    """``report`` as the renderer ``histmig.report.<renderer>`` writes it."""
+    stream = io.StringIO()
+    import_module(f"histmig.report.{renderer}").render(report, stream)
+    return stream.getvalue()
+
+
+@pytest.fixture(params=[rows.ROWS_PER_BATCH, 7], ids=["default-batches", "batches-of-7"])
+def batch_size(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Spill batches of the default size (one batch here) and of 7 rows (many batches)."""
+    monkeypatch.setattr(rows, "ROWS_PER_BATCH", request.param)
+    return request.param

@@ -1,0 +1,61 @@
+"""The text report (histmig.report.text): one line per change, error and warning, control
+characters shown escaped, styled only on a terminal; then the summary table."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from histmig import api
+from histmig.report import Report
+from histmig.report.text import render
+from tests.report.conftest import CHANGE, legacy_report, rendered
+
+
+def test_text_report_lines(tmp_path: Path, batch_size: int) -> None:
+    report, source = legacy_report(tmp_path)
+    lines = rendered(report, "text").splitlines()
+    assert lines[0] == f"{source}:line 1 [v0.0.20/a_tool_model_retry]: messages[1].parts[0] HM201 tool-call -> tool-call evidence=position (derived)"
+    assert f"{source}:line 6 {CHANGE}" in lines
+    assert lines[270] == f"{source}:line 214 [f\\x1b[1m]: messages[0].parts[1] HM102 retry-prompt -> retry-feedback cause=model_retry evidence=free-text (default)"
+    assert lines[271:274] == [
+        f"{source}:line 213: rejected: invalid JSON: unexpected character, expected a string key at character 2 of the record",
+        f"{source}:line 215 [b]: rejected: no messages field found (name it with --messages-field)",
+        f"{source}:line 214 [f\\x1b[1m]: warning: messages[0].parts[0]: unknown part_kind 'hologram', carried unchanged",
+    ]
+    assert "histmig summary" in lines[274]
+    assert any(line.startswith("│ records_in ") and "│ 215 " in line for line in lines[275:])
+    assert not any("\x1b" in line for line in lines)
+
+
+def test_text_report_is_styled_on_a_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    for name in ("NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TERM", "xterm-256color")
+    report, source = legacy_report(tmp_path)
+    terminal = Terminal()
+    render(report, terminal)
+    text = terminal.getvalue()
+    assert f"{source}:line 6 [v0.0.20/c_unknown_tool]: messages[2].parts[0] \x1b[1mHM103\x1b[0m retry-prompt -> tool-return" in text
+    assert f"{source}:line 213: \x1b[31mrejected\x1b[0m: invalid JSON" in text
+    assert "[f\\x1b[1m]: \x1b[33mwarning\x1b[0m: messages[0].parts[0]" in text
+    monkeypatch.setenv("NO_COLOR", "1")
+    terminal = Terminal()
+    render(report, terminal)
+    assert f"{source}:line 213: rejected: invalid JSON" in terminal.getvalue()
+    assert "\x1b[1mHM103\x1b[0m" in terminal.getvalue()
+
+
+def test_an_empty_and_a_rejects_only_report_render(tmp_path: Path) -> None:
+    text = rendered(Report(), "text").splitlines()
+    assert "histmig summary" in text[0]
+    assert any(line.startswith("│ parts_by_rule ") and "│ - " in line for line in text)
+    source = tmp_path / "bad.jsonl"
+    source.write_bytes(b"{not json\n")
+    assert rendered(api.audit(str(source)).report, "text").startswith(f"{source}:line 1: rejected: invalid JSON")

@@ -1,0 +1,57 @@
+"""What HM101-HM103 share (histmig.rules.retry; framework-facts §2)."""
+
+from __future__ import annotations
+
+import pytest
+
+from histmig.api import migrate
+from histmig.rules.base import Malformed
+from histmig.rules.retry import dump_error_details
+from tests.conftest import framework_dump
+
+
+def test_dump_error_details_matches_the_framework() -> None:
+    errors = [
+        {"loc": ["a"], "type": "missing", "msg": "m", "input": {"x": 1}, "ctx": {"c": 1}, "url": "u", "extra": 5},
+        {"type": "missing", "loc": ["b"], "msg": "m", "input": {"x": 1}},
+        {"type": "missing", "loc": ["b", "c"], "msg": "m", "input": {"x": 1}},
+        {"type": "missing", "loc": [], "msg": "m", "input": {"x": 2}},
+    ]
+    part = {"part_kind": "retry-prompt", "content": errors, "tool_name": "t", "tool_call_id": "c", "timestamp": "2025-01-01T00:00:00Z"}
+    expected = framework_dump([{"kind": "request", "parts": [part]}])[0]["parts"][0]["content"]
+    assert dump_error_details(errors) == expected
+    assert [list(e) for e in dump_error_details(errors)] == [list(e) for e in expected]
+
+
+@pytest.mark.parametrize("tool_name", ["t", None])
+def test_a_content_no_release_wrote_is_malformed(tool_name: str | None) -> None:
+    messages = [{"kind": "request", "parts": [{"content": {"a": 1}, "tool_name": tool_name, "part_kind": "retry-prompt"}]}]
+    with pytest.raises(Malformed, match=r"^messages\[0\]\.parts\[0\]\.content: "):
+        migrate(messages)
+
+
+@pytest.mark.parametrize(
+    ("part", "keys"),
+    [
+        (
+            {"content": "x", "tool_name": "t", "tool_call_id": "c", "part_kind": "retry-prompt"},
+            ["content", "tool_name", "tool_call_id", "outcome", "retry", "part_kind"],
+        ),
+        (
+            {"part_kind": "retry-prompt", "content": "x", "tool_name": "t", "tool_call_id": "c", "timestamp": "2025-01-01T00:00:00Z"},
+            ["part_kind", "content", "tool_name", "tool_call_id", "timestamp", "outcome", "retry"],
+        ),
+        (
+            {"tool_call_id": None, "content": "x", "part_kind": "retry-prompt", "tool_name": None, "timestamp": "2025-01-01T00:00:00Z"},
+            ["content", "part_kind", "timestamp", "retry"],
+        ),
+        (
+            {"retry": "stale", "content": "x", "tool_name": None, "part_kind": "retry-prompt"},
+            ["content", "retry", "part_kind"],
+        ),
+    ],
+)
+def test_new_keys_go_before_a_last_part_kind_else_at_the_end(part: dict, keys: list[str]) -> None:
+    messages = [{"kind": "request", "parts": [part]}]
+    migrate(messages)
+    assert list(messages[0]["parts"][0]) == keys

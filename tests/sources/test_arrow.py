@@ -1,0 +1,113 @@
+"""One messages column of Arrow batches through the engine (histmig.sources.arrow): the
+cells a batch changes are put in place for every column type; a nested column is widened; a
+batch's report is the one record by record."""
+
+from __future__ import annotations
+
+import orjson
+import pyarrow as pa
+import pytest
+
+from histmig.engine import Plan, process
+from histmig.records import Record
+from histmig.report import Report
+from histmig.rules import registry
+from histmig.screen import Screen
+from histmig.sources.arrow import Cells, ColumnError, ColumnMigrator, find_messages_column, widened_type
+from tests.sources.conftest import corpus_records
+
+
+@pytest.fixture(scope="module")
+def records():
+    return corpus_records()
+
+
+def test_a_batch_reports_every_cell_as_record_by_record_and_lists_what_changed(records) -> None:
+    legacy = next(r for r in records if b"retry-prompt" in orjson.dumps(r))
+    clean = next(r for r in records if Screen(registry())(orjson.dumps(r["messages"])))
+    cells = [orjson.dumps(clean["messages"]), orjson.dumps(legacy["messages"]), None, b"[{", orjson.dumps(clean["messages"]), b'{"messages": 1}']
+    batch = pa.record_batch({"messages": pa.array(cells, pa.binary())})
+    migrator = ColumnMigrator(batch.schema, "messages", "t.parquet", Plan())
+    report = Report.in_memory()
+    changed = migrator.migrate_cells(batch, range(10, 16), report)
+    assert (changed.positions, changed.changed, changed.rejected, changed.length) == ([1], [1], [3, 5], 6)
+    assert changed.values.to_pylist() == [process(Record(cells[1], "t", "row 11")).output]
+    one_by_one = Report.in_memory()
+    for row, cell in enumerate(cells, start=10):
+        if cell is not None:
+            one_by_one.add(process(Record(cell, "t.parquet", f"row {row}")))
+    assert report.to_json() == one_by_one.to_json()
+    assert report.counts["records_in"] == 5
+
+
+def test_a_null_id_names_no_record_and_an_id_column_names_the_others() -> None:
+    cell = b'{"id":"env","messages":[{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"x"}]}]}'
+    batch = pa.record_batch({"messages": pa.array([cell, cell], pa.binary()), "conv": pa.array([None, 7])})
+    report = Report.in_memory()
+    ColumnMigrator(batch.schema, "messages", "t.parquet", Plan(), "conv").migrate_cells(batch, range(2), report)
+    assert [row["id"] for row in report.changes] == [None, "7"]
+
+
+def test_a_nested_column_is_widened_with_the_fields_the_rules_write() -> None:
+    part = pa.struct([("part_kind", pa.string()), ("content", pa.string())])
+    message = pa.struct([("kind", pa.string()), ("parts", pa.list_(part))])
+    widened = widened_type(pa.list_(message))
+    parts = widened.value_type.field("parts").type.value_type
+    assert [f.name for f in widened.value_type] == ["kind", "parts", "instructions"]
+    assert [f.name for f in parts] == ["part_kind", "content", "outcome", "retry"]
+    assert parts.field("retry").type == pa.struct([("cause", pa.string()), ("attempt", pa.int64()), ("max_retries", pa.int64())])
+
+
+def test_the_messages_column_is_named_or_found_else_refused() -> None:
+    schema = pa.schema([("id", pa.int64()), ("chat", pa.list_(pa.struct([("kind", pa.string()), ("parts", pa.list_(pa.struct([("part_kind", pa.string())])))])))])
+    assert find_messages_column(schema) == "chat"
+    assert find_messages_column(schema, "chat") == "chat"
+    with pytest.raises(ColumnError, match="x.parquet: column 'id' is int64: expected JSON text, binary or list<struct>"):
+        find_messages_column(schema, "id", where="x.parquet")
+    with pytest.raises(ColumnError, match="no column 'nope'"):
+        find_messages_column(schema, "nope")
+    with pytest.raises(ColumnError, match="cannot tell the messages column"):
+        find_messages_column(pa.schema([("id", pa.int64())]))
+
+
+class JsonText(pa.ExtensionType):
+    """A string column tagged as JSON, to check that an extension type is kept."""
+
+    def __init__(self) -> None:
+        super().__init__(pa.string(), "histmig.test.json")
+
+    def __arrow_ext_serialize__(self) -> bytes:
+        return b""
+
+    @classmethod
+    def __arrow_ext_deserialize__(cls, storage_type, serialized):
+        return cls()
+
+
+OLD = ["a", "b", None, "d", "e", "f"]
+
+
+@pytest.mark.parametrize(
+    "type_",
+    [pa.string(), pa.large_string(), pa.binary(), pa.large_binary(), pa.string_view(), pa.binary_view(), JsonText(), pa.json_()],
+    ids=str,
+)
+@pytest.mark.parametrize("positions", [[], [0], [5], [1, 2], [0, 2, 4], [3, 4, 5], [0, 1, 3, 4], [0, 1, 2, 3, 4, 5]], ids=str)
+def test_apply_puts_the_new_cells_in_place(type_: pa.DataType, positions: list[int]) -> None:
+    migrator = ColumnMigrator(pa.schema([("messages", type_)]), "messages", "t.parquet", Plan())
+    storage = type_.storage_type if isinstance(type_, pa.ExtensionType) else type_
+    column = pa.array(OLD, storage)
+    if isinstance(type_, pa.ExtensionType):
+        column = pa.ExtensionArray.from_storage(type_, column)
+    cells = Cells(positions, migrator._array([f"new{p}".encode() for p in positions]), len(OLD))
+    result = migrator.apply(column, cells)
+    assert result.type == type_
+    storage_result = result.storage if isinstance(result, pa.ExtensionArray) else result
+    got = [cell if cell is None or isinstance(cell, str) else cell.decode() for cell in storage_result.to_pylist()]
+    assert got == [f"new{i}" if i in positions else old for i, old in enumerate(OLD)]
+
+
+def test_apply_refuses_cells_of_another_batch() -> None:
+    migrator = ColumnMigrator(pa.schema([("messages", pa.string())]), "messages", "t.parquet", Plan())
+    with pytest.raises(ValueError, match="6-row batch given for 5 rows"):
+        migrator.apply(pa.array(OLD[:5]), Cells([1], pa.array(["x"]), 6))

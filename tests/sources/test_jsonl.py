@@ -1,0 +1,218 @@
+"""JSONL (histmig.sources.jsonl): chunks of whole lines, on several workers, give the same
+bytes, in the same order, and the same report as one; every line is written as read but the
+migrated and rejected ones; a truncated input keeps what was read."""
+
+from __future__ import annotations
+
+import gzip
+import io
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from histmig import api
+from histmig.cli import app
+from histmig.engine import Plan, process
+from histmig.options import Options
+from histmig.parallel import WINDOW, Slots, Workers
+from histmig.records import Record
+from histmig.report import Report
+from histmig.sources import jsonl
+from histmig.sources.jsonl import Chunk, Placed
+from tests.conftest import CORPUS
+
+runner = CliRunner()
+
+
+def convert(source: Path, out: Path, jobs: int = 1) -> Report:
+    return api.convert(str(source), str(out), Options(jobs=jobs)).report
+
+
+def _convert_cli(tmp_path: Path, source: Path, jobs: int) -> tuple[bytes, str]:
+    out, report = tmp_path / f"out{jobs}.jsonl", tmp_path / f"report{jobs}.json"
+    result = runner.invoke(app, ["convert", str(source), str(out), "--jobs", str(jobs), "--report", str(report), "--report-format", "json"])
+    assert result.exit_code == 0, result.output
+    return out.read_bytes(), report.read_text()
+
+
+def test_two_jobs_give_the_same_output_and_report_as_one(tmp_path: Path) -> None:
+    source = CORPUS / "all.jsonl"
+    assert _convert_cli(tmp_path, source, 2) == _convert_cli(tmp_path, source, 1)
+
+
+def test_two_jobs_keep_order_across_many_chunks_and_blank_lines(tmp_path: Path) -> None:
+    lines = (CORPUS / "all.jsonl").read_bytes().splitlines()
+    source = tmp_path / "big.jsonl"
+    source.write_bytes(b"\n".join([*lines, b"", b"not json", *lines] * 3) + b"\n")
+    one, two = convert(source, tmp_path / "a.jsonl"), convert(source, tmp_path / "b.jsonl", jobs=2)
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+    assert (tmp_path / "a.jsonl.rejects.jsonl").read_bytes() == (tmp_path / "b.jsonl.rejects.jsonl").read_bytes()
+    assert one.to_json() == two.to_json()
+
+
+@settings(max_examples=300)
+@given(st.lists(st.sampled_from([b"\n", b"x", b"{}", b"\r\n", b"\n\n"]), max_size=3000), st.integers(1, 5))
+def test_count_lines_counts_every_line_end(pieces: list[bytes], find_lines: int) -> None:
+    data = b"".join(pieces)
+    assert jsonl.count_lines(data) == data.count(b"\n")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(jsonl, "FIND_LINES", find_lines)
+        assert jsonl.count_lines(data) == data.count(b"\n")
+
+
+class _Pipe(io.RawIOBase):
+    """A stream that is not a regular file, giving its bytes a few at a time, then maybe an
+    error (a truncated ``.gz``)."""
+
+    def __init__(self, data: bytes, step: int, fail: bool) -> None:
+        self.data, self.step, self.fail, self.at = data, step, fail, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read1(self, size: int = -1) -> bytes:
+        if self.at >= len(self.data) and self.fail:
+            raise EOFError("cut short")
+        block = self.data[self.at : self.at + min(self.step, size)]
+        self.at += len(block)
+        return block
+
+
+@settings(max_examples=200)
+@given(st.lists(st.sampled_from([b"{}\n", b"\n", b"x" * 40 + b"\n", b"y" * 300, b"z"]), max_size=200), st.integers(1, 97), st.integers(8, 200), st.booleans())
+def test_a_stream_is_cut_after_line_ends_and_read_to_its_last_byte(pieces: list[bytes], step: int, chunk_bytes: int, fail: bool) -> None:
+    data = b"".join(pieces)
+    chunks = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(jsonl, "CHUNK_BYTES", chunk_bytes)
+        reader = jsonl.read_chunks(_Pipe(data, step, fail), "s")
+        if fail:
+            with pytest.raises(EOFError):
+                chunks.extend(reader)
+        else:
+            chunks.extend(reader)
+    assert b"".join(c.data for c in chunks) == data
+    assert all(c.data.endswith(b"\n") for c in chunks[:-1])
+    assert [c.first for c in chunks] == [1 + b"".join(c.data for c in chunks[:i]).count(b"\n") for i in range(len(chunks))]
+
+
+def test_two_jobs_on_a_truncated_gz_keep_every_record_read(tmp_path: Path) -> None:
+    whole = gzip.compress((CORPUS / "all.jsonl").read_bytes() * 4)
+    source = tmp_path / "cut.jsonl.gz"
+    source.write_bytes(whole[: len(whole) // 2])
+    one, two = convert(source, tmp_path / "a.jsonl"), convert(source, tmp_path / "b.jsonl", jobs=2)
+    assert two.counts["read_errors"] == 1
+    assert two.errors[-1]["status"] == "unreadable" and two.errors[-1]["location"].startswith("after line ")
+    assert one.to_json() == two.to_json()
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+
+
+LEGACY_LINE = next(line for line in (CORPUS / "all.jsonl").read_bytes().splitlines() if b"retry-prompt" in line)
+CLEAN_LINE = b'{"id":"c","messages":[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"hi"}]}]}'
+
+
+def _migrated(line: bytes) -> bytes:
+    return process(Record(line, "x", "line 1")).output or b""
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+@pytest.mark.parametrize(
+    ("name", "text", "expected_out", "expected_rejects"),
+    [
+        ("last line unchanged, no newline", CLEAN_LINE + b"\n\n  \n" + CLEAN_LINE, CLEAN_LINE + b"\n\n  \n" + CLEAN_LINE + b"\n", None),
+        ("last line migrated, no newline", CLEAN_LINE + b"\n" + LEGACY_LINE, CLEAN_LINE + b"\n" + _migrated(LEGACY_LINE) + b"\n", None),
+        ("last line rejected, no newline", CLEAN_LINE + b"\n{oops", CLEAN_LINE + b"\n", b"{oops\n"),
+        ("rejected between", b"{oops\n" + CLEAN_LINE + b"\n[1\n", CLEAN_LINE + b"\n", b"{oops\n[1\n"),
+        ("CRLF lines", CLEAN_LINE + b"\r\n" + LEGACY_LINE + b"\r\n", CLEAN_LINE + b"\r\n" + _migrated(LEGACY_LINE) + b"\n", None),
+        (
+            "migrated lines in a row, a blank line, a rejected one",
+            b"\n".join([LEGACY_LINE, LEGACY_LINE, b"", LEGACY_LINE, b"{oops", LEGACY_LINE, LEGACY_LINE]),
+            b"\n".join([_migrated(LEGACY_LINE)] * 2 + [b"", _migrated(LEGACY_LINE)] + [_migrated(LEGACY_LINE)] * 2) + b"\n",
+            b"{oops\n",
+        ),
+    ],
+)
+def test_lines_are_written_as_read_with_migrated_and_rejected_ones_replaced(
+    tmp_path: Path, jobs: int, name: str, text: bytes, expected_out: bytes, expected_rejects: bytes | None
+) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(text)
+    out = tmp_path / "out.jsonl"
+    convert(source, out, jobs=jobs)
+    rejects = tmp_path / "out.jsonl.rejects.jsonl"
+    assert out.read_bytes() == expected_out
+    assert (rejects.read_bytes() if rejects.exists() else None) == expected_rejects
+
+
+def test_migrated_records_on_consecutive_lines_make_one_edit() -> None:
+    data = b"\n".join([LEGACY_LINE, LEGACY_LINE, CLEAN_LINE, LEGACY_LINE, b"{oops", LEGACY_LINE, LEGACY_LINE, LEGACY_LINE]) + b"\n"
+    starts = [0]
+    for line in data.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    result = Chunk(data, 1, "x").run(Plan(), None)
+    migrated = _migrated(LEGACY_LINE)
+    assert result.edits == [
+        (starts[0], starts[2] - 1, migrated + b"\n" + migrated),
+        (starts[3], starts[4] - 1, migrated),
+        (starts[4], starts[5] - 1, None),
+        (starts[5], starts[8] - 1, b"\n".join([migrated] * 3)),
+    ]
+    assert result.last == "line 8"
+
+
+def test_migrated_records_go_into_the_chunk_slot_when_they_fit() -> None:
+    data = b"\n".join([LEGACY_LINE, LEGACY_LINE, b"{oops", CLEAN_LINE, LEGACY_LINE]) + b"\n"
+    migrated = _migrated(LEGACY_LINE)
+    slots = Slots(2, jsonl.SLOT_BYTES)
+    result = Chunk(data, 1, "x").run(Plan(), slots.view(1))
+    placed = [new for _, _, new in result.edits]
+    assert placed == [Placed(0, 2 * len(migrated) + 1), None, Placed(2 * len(migrated) + 1, len(migrated))]
+    assert slots.view(1)[: 3 * len(migrated) + 1].tobytes() == migrated + b"\n" + migrated + migrated
+    assert slots.view(0).tobytes() == bytes(jsonl.SLOT_BYTES)
+    assert [edit[:2] for edit in result.edits] == [edit[:2] for edit in Chunk(data, 1, "x").run(Plan(), None).edits]
+    assert [edit[2] for edit in jsonl.placed(result.edits, slots.view(1))] == [migrated + b"\n" + migrated, None, migrated]
+
+
+def test_migrated_records_that_do_not_fit_the_slot_cross_the_pipe() -> None:
+    data = LEGACY_LINE + b"\n" + LEGACY_LINE + b"\n"
+    result = Chunk(data, 1, "x").run(Plan(), Slots(1, len(LEGACY_LINE)).view(0))
+    assert result.edits == [(0, len(data) - 1, _migrated(LEGACY_LINE) + b"\n" + _migrated(LEGACY_LINE))]
+
+
+@pytest.mark.parametrize(("jobs", "in_slots"), [(2, True), (5, False)])
+def test_jobs_reuse_slots_over_many_chunks_without_mixing_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: int, in_slots: bool) -> None:
+    monkeypatch.setattr(jsonl, "CHUNK_BYTES", 4096)
+    lines = (CORPUS / "all.jsonl").read_bytes().splitlines()
+    source = tmp_path / "many.jsonl"
+    source.write_bytes(b"\n".join(lines * 2) + b"\n")
+    with source.open("rb") as stream:
+        chunks = list(jsonl.read_chunks(stream, str(source)))
+    assert len(chunks) > 4 * WINDOW * jobs
+    plan = Plan()
+    with Workers(lambda task, slot: task.run(plan, slot), jobs, slot_bytes=jsonl.SLOT_BYTES) as workers:
+        kinds = {type(new) for _, result, _ in workers.map(iter(chunks), message=Chunk.sent) for *_, new in result.edits if new is not None}
+    assert kinds == ({Placed} if in_slots else {bytes})
+    one, many = convert(source, tmp_path / "a.jsonl"), convert(source, tmp_path / "b.jsonl", jobs=jobs)
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+    assert one.to_json() == many.to_json()
+
+
+def test_without_a_rejects_file_a_rejected_line_stays_in_place(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(b"{oops\n" + LEGACY_LINE + b"\n[1")
+    result = runner.invoke(app, ["convert", str(source), "-", "-q"])
+    assert result.stdout_bytes == b"{oops\n" + _migrated(LEGACY_LINE) + b"\n[1\n"
+
+
+def test_a_file_replaced_while_it_is_read_is_not_read_by_path(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(CLEAN_LINE + b"\n")
+    with source.open("rb") as stream:
+        (chunk,) = jsonl.read_chunks(stream, str(source))
+    source.rename(tmp_path / "in.jsonl.1")  # rotated away, as a log is
+    source.write_bytes(LEGACY_LINE + b"\n")
+    with pytest.raises(OSError, match="the file was replaced while it was read"):
+        chunk.sent().load()
