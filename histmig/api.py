@@ -29,7 +29,7 @@ from histmig.report import Report
 from histmig.rules import registry
 from histmig.rules.base import Change, Rule
 from histmig.options import Options
-from histmig.sources import format_of, input_size, output_format
+from histmig.sources import format_of, output_format
 from histmig.sources.atomic import check_writable
 from histmig.sources.base import Input, InputEnded, Job, Target, Task, TaskResult, UsageError, Written
 
@@ -257,7 +257,7 @@ def _run(command: Command, input: str, target: Target, options: Options, job: Jo
             with current:
                 last = "the start"
                 try:
-                    for task, result, slot in workers.map(current.tasks(), message=Task.sent, depth=lambda task: task.depth, window=current.window):
+                    for task, result, slot in workers.map(current.tasks(), message=lambda task: task.sent(), depth=lambda task: task.depth, window=current.window):
                         report.merge(result.report)
                         last = result.last or last
                         advance(task.size)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cache, cached_property
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
@@ -39,10 +39,10 @@ import orjson
 
 from histmig import schema
 from histmig.records import NotAHistory, Record, envelope_id, locate_messages
-from histmig.rules import known_part_kinds, pending, registry
+from histmig.rules import Walk, known_part_kinds, registry
 from histmig.rules.base import CauseMode, Change, Context, Finding, Malformed, Rule
 from histmig.schema import REQUEST_PART_KINDS, RESPONSE_PART_KINDS
-from histmig.screen import Screen, screen_for, settled_for
+from histmig.screen import Screen, Settled, screen_for, settled_for
 
 if TYPE_CHECKING:
     from histmig.report import Report
@@ -83,6 +83,23 @@ class Plan:
         return Context(causes=self.causes)
 
     @cached_property
+    def walk(self) -> Walk:
+        """:func:`~histmig.rules.pending` for these rules (built once)."""
+        return Walk(self.rules)
+
+    @cached_property
+    def _settled(self) -> dict[str | None, Settled]:
+        return {}
+
+    def settled(self, field: str | None) -> Settled:
+        """The :class:`~histmig.screen.Settled` check of these rules for envelope ``field``
+        (looked up here, not in a cache keyed by the rules, on every migrated record)."""
+        found = self._settled.get(field)
+        if found is None:
+            found = self._settled[field] = settled_for(self.rules, field)
+        return found
+
+    @cached_property
     def fixing(self) -> frozenset[str]:
         """The codes of the rules whose fix applies: the safe ones, and the unsafe ones with
         ``unsafe_fixes``."""
@@ -105,7 +122,7 @@ def migrate(messages: list[Any], plan: Plan = Plan()) -> list[Change]:
     order, editing it in place; returns the changes in the order they were made. Only the
     rules :func:`~histmig.rules.pending` finds run: the others would change nothing. Raises
     :class:`~histmig.rules.base.Malformed` for a part a rule targets that no release wrote."""
-    return _apply(messages, pending(messages, plan.rules), plan)[0]
+    return _apply(messages, plan.walk.pending(messages), plan)[0]
 
 
 def _apply(messages: list[Any], rules: tuple[Rule, ...], plan: Plan) -> tuple[list[Change], list[Finding]]:
@@ -233,7 +250,7 @@ def run_records(
         outcome = full(record(raw, key))
         if accept is not None:
             outcome = accept(key, outcome)
-        if outcome.quiet:
+        if outcome.status == "unchanged" and not (outcome.errors or outcome.warnings or outcome.findings):  # Outcome.quiet, inline: once a record
             unchanged += 1
         else:
             report.add(outcome)
@@ -252,7 +269,7 @@ def process_full(record: Record, plan: Plan = Plan()) -> Outcome:
         messages, field_name = locate_messages(obj, plan.messages_field)
     except NotAHistory as exc:
         return Outcome(_named(record, obj), "rejected", None, errors=[str(exc)])
-    rules = pending(messages, plan.rules)
+    rules = plan.walk.pending(messages)
     if not rules and not plan.validate_all:
         return Outcome(record, "unchanged", record.raw)
     record = _named(record, obj)
@@ -271,12 +288,12 @@ def process_full(record: Record, plan: Plan = Plan()) -> Outcome:
             errors.append("no release 0.0.13-2.68 wrote this shape: no rule can migrate it")
         return Outcome(record, "unchanged", record.raw, errors=errors, warnings=warnings, findings=findings)
     output = dumps(obj)
-    if settled_for(plan.rules, field_name)(output):
-        return Outcome(record, "changed", output, changes, findings=findings)
+    if plan.settled(field_name)(output):
+        return Outcome(record, "changed", output, changes, [], [], findings)
     errors, warnings = _validate(messages, prefix)
     if errors:
         return Outcome(record, "rejected", None, changes, errors, warnings)
-    second, _ = _apply(messages, pending(messages, plan.rules), plan)
+    second, _ = _apply(messages, plan.walk.pending(messages), plan)
     if second:
         codes = ", ".join(sorted({c.rule for c in second}))
         return Outcome(record, "rejected", None, changes, [f"internal error: a second pass changed the record again ({codes})"])
@@ -286,7 +303,7 @@ def process_full(record: Record, plan: Plan = Plan()) -> Outcome:
 def _named(record: Record, obj: Any) -> Record:
     """``record`` with its ``record_id``: the one it came with (a Parquet or DuckDB id
     column's), else the parsed record's envelope id."""
-    return record if record.record_id is not None else replace(record, record_id=envelope_id(obj))
+    return record if record.record_id is not None else Record(record.raw, record.source, record.location, envelope_id(obj))
 
 
 def _json_problem(raw: bytes) -> str:

@@ -135,8 +135,11 @@ def test_help_has_examples_and_names_what_each_option_takes() -> None:
 
 
 def test_python_dash_m_runs_the_same_cli() -> None:
-    result = subprocess.run([sys.executable, "-m", "histmig", "check", str(ALL), "-q"], capture_output=True)
+    result = subprocess.run([sys.executable, "-m", "histmig", "check", str(ALL)], capture_output=True, text=True)
     assert result.returncode == 1
+    assert result.stderr.rstrip().endswith("histmig check: 138 of 212 records to migrate, 0 invalid, 0 rejected")
+    version = subprocess.run([sys.executable, "-m", "histmig", "--version"], capture_output=True, text=True)
+    assert (version.returncode, version.stdout.strip()) == (0, "histmig 0.1.0")
 
 
 @pytest.mark.parametrize("name", ["v0.0.20/c_unknown_tool", "v1.0.18/h_thinking_only_structured", "v2.59.0/j_rich_content"])

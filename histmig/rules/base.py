@@ -110,7 +110,8 @@ Test = Callable[[Message, Any], bool]
 message-level look). Asked only where the look's own condition holds."""
 
 
-def _always(message: Message, part: Any) -> bool:
+def always(message: Message, part: Any) -> bool:
+    """The test of a look whose own condition decides alone."""
     return True
 
 
@@ -125,8 +126,9 @@ class Look:
 
     ``message``: the message kind (``request``, ``response``), or ``None`` for any;
     ``parts``: the part kinds looked at (:data:`ANY_PART` for all), or ``None`` for the
-    message itself; ``test``: the rule's own precise test, asked only where the look's
-    condition (:meth:`hit`) holds. Subclasses say what that condition is."""
+    message itself; ``test``: the rule's own precise test, asked only where the look's own
+    condition holds (a part of the kind; a null field; a field that is present). The
+    subclasses are the conditions; :class:`histmig.rules.Walk` compiles them."""
 
     __slots__ = ("message", "parts", "test")
 
@@ -144,10 +146,6 @@ class Look:
             return part_kind is None and self.parts is None
         return self.parts == ANY_PART or part_kind in self.parts
 
-    def hit(self, message: Message, part: Any) -> bool:
-        """Whether the rule acts at this place (``part`` ``None``: the message itself)."""
-        raise NotImplementedError
-
 
 class PartKind(Look):
     """The rule rewrites parts of these kinds (``retry-prompt``, ``instruction``): the
@@ -157,16 +155,13 @@ class PartKind(Look):
 
     __slots__ = ()
 
-    def __init__(self, parts: str | Iterable[str], *, message: str | None = None, test: Test = _always) -> None:
+    def __init__(self, parts: str | Iterable[str], *, message: str | None = None, test: Test = always) -> None:
         super().__init__(parts, message, test)
-
-    def hit(self, message: Message, part: Any) -> bool:
-        return self.test(message, part)
 
 
 class FieldLook(Look):
-    """A look at one ``field`` of a part (or of the message itself, ``parts`` ``None``); an
-    absent field never makes the rule act."""
+    """A look at one ``field`` of a part (or of the message itself, ``parts`` ``None``): the
+    rule acts only where the field is present (and, for :class:`NullField`, ``null``)."""
 
     __slots__ = ("field",)
 
@@ -193,12 +188,9 @@ class NullField(FieldLook):
 
     __slots__ = ("type",)
 
-    def __init__(self, field: str, *, parts: str | Iterable[str] | None = None, message: str | None = None, type: Any = str, test: Test = _always) -> None:
+    def __init__(self, field: str, *, parts: str | Iterable[str] | None = None, message: str | None = None, type: Any = str, test: Test = always) -> None:
         super().__init__(field, parts, message, test)
         self.type = type
-
-    def hit(self, message: Message, part: Any) -> bool:
-        return (message if part is None else part).get(self.field, 0) is None and self.test(message, part)
 
     def quiet_type(self) -> Any:
         return self.type
@@ -219,11 +211,8 @@ class AbsentField(FieldLook):
 
     __slots__ = ()
 
-    def __init__(self, field: str, *, parts: str | Iterable[str] | None = None, message: str | None = None, test: Test = _always) -> None:
+    def __init__(self, field: str, *, parts: str | Iterable[str] | None = None, message: str | None = None, test: Test = always) -> None:
         super().__init__(field, parts, message, test)
-
-    def hit(self, message: Message, part: Any) -> bool:
-        return self.field in (message if part is None else part) and self.test(message, part)
 
     def quiet_type(self) -> Any:
         return ABSENT
@@ -247,9 +236,6 @@ class ValueField(FieldLook):
         super().__init__(field, parts, message, test)
         self.quiet = quiet
         self.settles = settles
-
-    def hit(self, message: Message, part: Any) -> bool:
-        return self.field in (message if part is None else part) and self.test(message, part)
 
     def quiet_type(self) -> Any:
         return self.quiet

@@ -25,7 +25,7 @@ from typing import Any, Literal, NamedTuple
 
 import orjson
 
-from histmig.engine import Outcome, Status, run_records
+from histmig.engine import Outcome, run_records
 from histmig.records import MESSAGE_FIELD_CANDIDATES, Record
 from histmig.report import Report
 from histmig.rules import nulls_kept, registry

@@ -18,6 +18,7 @@ from tests.conftest import CORPUS
 
 ROW_GROUP = 50
 METADATA = {b"origin": b"histmig tests", b"note": b"kept as is"}
+FIELD_METADATA = {"messages": {b"content": b"pydantic-ai history"}, "score": {b"unit": b"points"}}
 
 
 def corpus_records() -> list[dict[str, Any]]:
@@ -49,7 +50,8 @@ def nested_records() -> list[dict[str, Any]]:
 def table_of(records: list[dict[str, Any]], nested: bool) -> pa.Table:
     """A table of ``records``: ``id`` int64, ``name`` string, ``created`` timestamp,
     ``tags`` list<string>, ``nothing`` null, ``messages`` JSON text or nested, ``score``
-    float64 with nulls; schema metadata :data:`METADATA`."""
+    float64 with nulls; schema metadata :data:`METADATA`, field metadata
+    :data:`FIELD_METADATA` on the messages and score columns."""
     start = datetime(2025, 1, 1, tzinfo=timezone.utc)
     messages = (
         pa.array([r["messages"] for r in records])
@@ -67,7 +69,8 @@ def table_of(records: list[dict[str, Any]], nested: bool) -> pa.Table:
             "score": pa.array([None if i % 4 == 0 else i / 8 for i in range(len(records))], pa.float64()),
         }
     )
-    return table.replace_schema_metadata(METADATA)
+    fields = [f.with_metadata(FIELD_METADATA[f.name]) if f.name in FIELD_METADATA else f for f in table.schema]
+    return pa.Table.from_arrays(table.columns, schema=pa.schema(fields, metadata=METADATA))
 
 
 def write_parquet(path: Path, table: pa.Table) -> Path:

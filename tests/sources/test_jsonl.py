@@ -193,7 +193,7 @@ def test_jobs_reuse_slots_over_many_chunks_without_mixing_them(tmp_path: Path, m
     assert len(chunks) > 4 * WINDOW * jobs
     plan = Plan()
     with Workers(lambda task, slot: task.run(plan, slot), jobs, slot_bytes=jsonl.SLOT_BYTES) as workers:
-        kinds = {type(new) for _, result, _ in workers.map(iter(chunks), message=Chunk.sent) for *_, new in result.edits if new is not None}
+        kinds = {type(new) for _, result, _ in workers.map(iter(chunks), message=lambda chunk: chunk.sent()) for *_, new in result.edits if new is not None}
     assert kinds == ({Placed} if in_slots else {bytes})
     one, many = convert(source, tmp_path / "a.jsonl"), convert(source, tmp_path / "b.jsonl", jobs=jobs)
     assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()

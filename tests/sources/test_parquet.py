@@ -23,6 +23,7 @@ from histmig.options import Options
 from histmig.sources.arrow import widened_type
 from tests.conftest import CORPUS
 from tests.sources.conftest import (
+    FIELD_METADATA,
     METADATA,
     ROW_GROUP,
     corpus_records,
@@ -63,6 +64,7 @@ def assert_layout_kept(source: Path, out: Path, messages_type: pa.DataType | Non
         expected = expected.set(index, expected.field(index).with_type(messages_type))
     assert after.schema_arrow.equals(expected, check_metadata=True)
     assert after.schema_arrow.metadata[b"origin"] == METADATA[b"origin"]
+    assert {name: after.schema_arrow.field(name).metadata for name in FIELD_METADATA} == FIELD_METADATA
     assert after.schema_arrow.names == before.schema_arrow.names
     assert after.metadata.row_group(0).column(0).compression == "ZSTD"
     old, new = pq.read_table(source), pq.read_table(out)

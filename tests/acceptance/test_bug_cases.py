@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import orjson
+import pytest
+from pydantic import ValidationError
+from pydantic_ai.messages import ModelMessagesTypeAdapter
 
 from histmig.engine import Plan, process
 from histmig.options import Options
@@ -119,8 +122,13 @@ def test_bc3_the_report_lists_the_changes_to_a_part_in_the_order_they_were_made(
     ]
 
 
-def test_bc3_the_original_does_not_load() -> None:
-    assert current_errors(orjson.loads(BC3)) != []
+def test_bc3_the_original_does_not_load_for_want_of_input_and_does_once_it_has_one() -> None:
+    with pytest.raises(ValidationError) as raised:
+        ModelMessagesTypeAdapter.validate_json(BC3)
+    assert [error["loc"][-1] for error in raised.value.errors() if error["type"] == "missing"] == ["input"]
+    with_input = orjson.loads(BC3)
+    with_input[0]["parts"][0]["content"][0]["input"] = None
+    assert ModelMessagesTypeAdapter.validate_python(with_input)[0].parts[0].outcome == "retried"
 
 
 def test_bc4_a_retry_part_with_no_timestamp_gets_none() -> None:

@@ -12,9 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from histmig.api import convert
-from tests.conftest import CORPUS
+from tests.conftest import CORPUS, ROOT
 
-_SPEC = importlib.util.spec_from_file_location("bench", Path(__file__).parent.parent / "scripts" / "bench.py")
+_SPEC = importlib.util.spec_from_file_location("bench", ROOT / "scripts" / "bench.py")
 bench = sys.modules["bench"] = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(bench)
 

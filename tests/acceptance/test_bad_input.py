@@ -13,7 +13,6 @@ from typer.testing import CliRunner
 from histmig.cli import app
 from histmig import api
 from histmig.engine import process
-from histmig.options import Options
 from histmig.records import Record
 from tests.conftest import CORPUS
 
@@ -162,15 +161,6 @@ def test_an_empty_jsonl_file_gives_an_empty_output(tmp_path: Path) -> None:
     assert out.read_bytes() == b""
 
 
-def test_an_empty_json_file_is_rejected_not_lost(tmp_path: Path) -> None:
-    source = tmp_path / "empty.json"
-    source.write_bytes(b"")
-    report = api.convert(str(source), str(tmp_path / "out.json")).report
-    assert report.counts["rejected"] == 1
-    assert not (tmp_path / "out.json").exists()
-    assert (tmp_path / "out.json.rejects.jsonl").read_bytes() == b"\n"
-
-
 def test_blank_lines_are_carried(tmp_path: Path) -> None:
     source = tmp_path / "in.jsonl"
     source.write_bytes(b"\n" + LEGACY + b"\n\n")
@@ -213,16 +203,6 @@ def test_bytes_that_are_not_utf8_are_named_with_their_place_in_the_record() -> N
     outcome = process(Record(raw, "x.jsonl", "line 1"))
     assert raw.index(b"\xe9") == 70
     assert outcome.errors == ["invalid JSON: not UTF-8: byte 0xe9 at byte 71 of the record"]
-
-
-def test_a_migrated_json_document_keeps_its_final_newline(tmp_path: Path) -> None:
-    document = orjson.dumps([{"kind": "request", "parts": [RETRY]}])
-    for ending in (b"\n", b""):
-        source, out = tmp_path / "in.json", tmp_path / "out.json"
-        source.write_bytes(document + ending)
-        api.convert(str(source), str(out)).report
-        assert out.read_bytes().endswith(b"}]" + ending)
-        assert orjson.loads(out.read_bytes())[0]["parts"][0]["part_kind"] == "retry-feedback"
 
 
 def test_a_lone_surrogate_is_named_as_orjson_names_it() -> None:

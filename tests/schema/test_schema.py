@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 from typing import get_args
 
 import orjson
@@ -12,7 +11,7 @@ import orjson
 from histmig.schema import PLAIN_CURRENT_PATH, REQUEST_PART_KINDS, RESPONSE_PART_KINDS, CurrentHistory, plain_schema
 from histmig.schema.current import ModelRequestPart, ModelResponsePart
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.conftest import ROOT
 
 
 def test_the_stored_plain_schema_is_the_models_plain_schema() -> None:

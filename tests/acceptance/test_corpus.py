@@ -44,6 +44,19 @@ def test_the_oldest_histories_do_not_load_as_stored_but_do_once_converted() -> N
     assert len(failing) == 16
 
 
+def test_every_derived_id_of_the_oldest_histories_is_distinct_and_pairs_its_result() -> None:
+    derived = 0
+    for path in sorted(CORPUS.glob("v0.0.20/*.json")):
+        messages, changes = converted(load(path))
+        parts = [part for message in messages for part in message["parts"]]
+        calls = [part["tool_call_id"] for part in parts if part["part_kind"] == "tool-call"]
+        answers = [part["tool_call_id"] for part in parts if part["part_kind"] == "tool-return"]
+        derived += sum(change.rule == "HM201" and change.evidence == "position" for change in changes)
+        assert len(set(calls)) == len(calls), path.stem
+        assert set(answers) <= set(calls), path.stem
+    assert derived == 29
+
+
 def _without(messages: list[dict[str, Any]], skip: set[tuple[int, int | None]], untimed: set[tuple[int, int | None]]) -> list[Any]:
     """``messages`` without ``retry`` fields, without the parts a repair rule changed
     (``skip``) and without the timestamps the loader filled from its clock (``untimed``)."""

@@ -1,0 +1,50 @@
+"""The rule model (histmig.rules.base): where looks are, the types the screen and the settled
+check decode a looked-at field as, a rule's findings."""
+
+from __future__ import annotations
+
+from typing import Optional, Union
+
+import msgspec
+import pytest
+
+from histmig.rules.base import ABSENT, ANY_PART, NOT_NULL, AbsentField, Change, Context, Docs, NullField, PartKind, Rule, ValueField, always
+
+
+@pytest.mark.parametrize(
+    ("look", "place", "covered"),
+    [
+        (PartKind("retry-prompt", message="request"), ("request", "retry-prompt"), True),
+        (PartKind("retry-prompt", message="request"), ("response", "retry-prompt"), False),
+        (PartKind(("a", "b")), ("response", "b"), True),
+        (NullField("timestamp", parts=ANY_PART), ("request", "anything"), True),
+        (NullField("timestamp", parts=ANY_PART), ("request", None), False),
+        (NullField("timestamp", message="response"), ("response", None), True),
+        (NullField("timestamp", message="response"), ("response", "text"), False),
+    ],
+)
+def test_a_look_covers_its_places(look, place: tuple, covered: bool) -> None:
+    assert look.covers(*place) is covered
+
+
+def test_the_quiet_and_settled_types_of_each_look() -> None:
+    null = NullField("tool_call_id", parts="tool-call")
+    assert (null.quiet_type(), null.settled_type(None), null.settled_type(Optional[str]), null.settled_type(Union[int, str, None])) == (str, NOT_NULL, str, Union[int, str])
+    absent = AbsentField("provider_request_id", message="response")
+    assert (absent.quiet_type(), absent.settled_type(str)) == (ABSENT, ABSENT)
+    value = ValueField("args", quiet=Union[str, None], test=always)
+    assert (value.quiet_type(), value.settled_type(int), ValueField("args", quiet=str, test=always, settles=True).settled_type(int)) == (Union[str, None], int, str)
+    assert msgspec.json.decode(b"{}", type=msgspec.defstruct("S", [("x", ABSENT, 0)])).x == 0
+    with pytest.raises(msgspec.ValidationError):
+        msgspec.json.decode(b'{"x": 1}', type=msgspec.defstruct("S", [("x", ABSENT, 0)]))
+
+
+def test_a_rules_check_is_its_fix_on_a_copy() -> None:
+    def fix(messages: list, ctx: Context) -> list[Change]:
+        messages.append({"kind": "request", "parts": []})
+        return [Change("HM999", 1, None, "x", "y", "e", "exact")]
+
+    rule = Rule("HM999", "t", "s", "tests", Docs("", "", "[]", "[]"), (), fix, "unsafe")
+    history: list = []
+    assert [(f.code, f.message, f.part, f.text) for f in rule.check(history, Context())] == [("HM999", 1, None, "x -> y")]
+    assert history == [] and rule.order == (40, "HM999")

@@ -1,0 +1,150 @@
+"""The formats registry (histmig.sources): a path's format, what an output is written as, and a
+format added as one module, picked up by every command with no other edit."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+import histmig.sources
+from histmig import api
+from histmig.cli import app
+from histmig.sources import format_of, formats, output_format
+from histmig.sources.base import UnreadableInput, UsageError
+from tests.conftest import CORPUS
+
+
+@pytest.mark.parametrize(
+    ("path", "name"),
+    [("-", "jsonl"), ("a.jsonl", "jsonl"), ("A.NDJSON.GZ", "jsonl"), ("h.json", "json"), ("h.json.gz", "json"), ("c.parquet", "parquet"), ("c.pq", "parquet"), ("c.duckdb", "duckdb"), ("c.db", "duckdb")],
+)
+def test_a_path_names_its_format(path: str, name: str) -> None:
+    assert format_of(path).name == name
+
+
+def test_a_directory_is_parquet_and_an_explicit_format_wins(tmp_path: Path) -> None:
+    assert format_of(str(tmp_path)).name == "parquet"
+    assert format_of("x.txt", "json").name == "json"
+    with pytest.raises(UnreadableInput, match="x.txt: cannot tell the format from the name"):
+        format_of("x.txt")
+    with pytest.raises(UsageError, match="unknown format 'yaml'"):
+        format_of("x.txt", "yaml")
+
+
+@pytest.mark.parametrize(
+    ("source", "output", "written_as"),
+    [
+        ("jsonl", "o.jsonl", "jsonl"),
+        ("jsonl", "o.jsonl.gz", "jsonl"),
+        ("jsonl", "o.txt", "jsonl"),
+        ("jsonl", "-", "jsonl"),
+        ("json", "o.json", "json"),
+        ("json", "-", "json"),
+        ("parquet", "o.parquet", "parquet"),
+        ("parquet", "lake", "parquet"),
+        ("parquet", "o.jsonl", "jsonl"),
+        ("duckdb", "o.pq", "parquet"),
+        ("jsonl", "o.json", UsageError),
+        ("json", "o.jsonl", UsageError),
+        ("jsonl", "o.parquet", UsageError),
+        ("parquet", "o.json", UsageError),
+        ("parquet", "o.txt", UsageError),
+        ("parquet", "-", UsageError),
+    ],
+)
+def test_what_an_output_is_written_as(source: str, output: str, written_as: object) -> None:
+    if written_as is UsageError:
+        with pytest.raises(UsageError):
+            output_format(formats()[source], output)
+    else:
+        assert output_format(formats()[source], output) == written_as
+
+
+TOY = '''
+"""A toy format: histories one a line, behind a ``.toy`` name, read and written in this process."""
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from histmig.engine import run_records
+from histmig.records import Record
+from histmig.report import Report
+from histmig.sources.atomic import atomic_output
+from histmig.sources.base import Format, Input, Task, TaskResult
+
+
+@dataclass
+class ToyResult(TaskResult):
+    outputs: list = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ToyTask(Task):
+    lines: tuple
+    source: str
+
+    def run(self, job, slot):
+        result = ToyResult(Report.in_memory())
+        outputs = {}
+        def keep(n, outcome):
+            outputs[n] = outcome.output if outcome.status == "changed" else None
+            return outcome
+        run_records(((line, n) for n, line in enumerate(self.lines, 1)), job.processor(), result.report, lambda raw, n: Record(raw, self.source, f"toy {n}"), keep)
+        result.outputs = [outputs.get(n) or line for n, line in enumerate(self.lines, 1)]
+        return result
+
+
+class ToyInput(Input):
+    in_process = True
+
+    def __init__(self, path, target):
+        self.name, self.size, self._output = path, None, target.output
+
+    def tasks(self):
+        with open(self.name, "rb") as stream:
+            yield ToyTask(tuple(stream.read().splitlines()), self.name)
+
+    def write(self, task, result, slot):
+        if self._output is not None:
+            with atomic_output(self._output) as out:
+                out.write(b"".join(line + b"\\n" for line in result.outputs))
+
+
+FORMAT = Format(name="toy", suffixes=(".toy",), open=lambda path, target, options, job: [ToyInput(path, target)], written_as=("toy",), description="toy")
+'''
+
+
+@pytest.fixture
+def toy_format(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A format added as one module (``toyformat.py``) in a folder on the sources package's
+    path; the registry is found again before and after."""
+    folder = tmp_path / "formats"
+    folder.mkdir()
+    (folder / "toyformat.py").write_text(textwrap.dedent(TOY))
+    monkeypatch.setattr(histmig.sources, "__path__", [*histmig.sources.__path__, str(folder)])
+    formats.cache_clear()
+    yield tmp_path
+    formats.cache_clear()
+    sys.modules.pop("histmig.sources.toyformat", None)
+
+
+def test_a_format_added_as_one_module_serves_every_command(toy_format: Path) -> None:
+    lines = (CORPUS / "all.jsonl").read_bytes().splitlines()[:20]
+    source, out = toy_format / "chats.toy", toy_format / "chats.v2.toy"
+    source.write_bytes(b"\n".join(lines) + b"\n")
+    assert format_of(str(source)).name == "toy"
+    converted = api.convert(str(source), str(out))
+    assert converted.report.counts["changed"] > 0 and converted.exit_code == 0
+    expected = api.convert(str(CORPUS / "all.jsonl"), str(toy_format / "all.jsonl")).report
+    assert out.read_bytes().splitlines() == (toy_format / "all.jsonl").read_bytes().splitlines()[:20]
+    assert api.check(str(out)).exit_code == 0 and expected.counts["records_in"] == 212
+    runner = CliRunner()
+    checked = runner.invoke(app, ["check", str(source), "--report", "-", "--report-format", "json"])
+    assert checked.exit_code == 1
+    assert orjson.loads(checked.stdout)["changes"][0]["location"] == "toy 1"
+    assert runner.invoke(app, ["convert", str(source), str(toy_format / "x.jsonl")]).exit_code == 2  # a toy input is written as toy
