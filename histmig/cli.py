@@ -34,7 +34,8 @@ from histmig.sources.atomic import atomic_output
 from histmig.sources.base import UnreadableInput, UnwritableOutput, UsageError
 from histmig.tuning import keep_heap_slack, tune_allocators, use_jemalloc
 
-EXIT_OK, EXIT_ATTENTION, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_USAGE = 0, 2
+"""The exit codes the command line sets itself; the others come from :attr:`histmig.api.Result.exit_code`."""
 
 app = typer.Typer(
     help="Migrate stored pydantic-ai message histories: legacy retry-prompt parts become the parts they always meant.",
@@ -129,21 +130,44 @@ REPORT = _bundle(
     quiet=(Annotated[bool, typer.Option("--quiet", "-q", metavar="", help="Nothing on stderr: no report, error lines nor summary line (a --report file is still written; the exit code tells).")], False),
 )
 
+InputArg = Annotated[
+    str,
+    typer.Argument(
+        metavar="INPUT",
+        help="Archive to read: .json (one history), .jsonl/.ndjson (one record a line, maybe gzipped), "
+        ".parquet (a file, a directory or a glob), .duckdb (with --table), or - for stdin.",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class Shown:
+    """Where the report goes (the :data:`REPORT` bundle): a ``path`` (``-``: stdout; ``None``:
+    stderr), its ``format``, and ``quiet`` (nothing on stderr)."""
+
+    path: str | None
+    format: ReportFormat
+    quiet: bool
+
+
 _OPTION_NAMES = {"select", "ignore", "unsafe_fixes", "causes", "messages_field", "input_format", "messages_column", "id_column", "table", "jobs"}
-"""Bundle parameters that make the :class:`~histmig.options.Options`; the others (rejects,
-report) are given to the command as they are."""
+"""Bundle parameters that make the :class:`~histmig.options.Options`."""
+
+_SHOWN_NAMES = {"report": "path", "report_format": "format", "quiet": "quiet"}
+"""The :data:`REPORT` bundle's parameters, which make a :class:`Shown`."""
 
 
 def shared(*bundles: Bundle) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Add the parameters of ``bundles`` to a command's signature (after its own), and call
-    it with ``options``, the :class:`~histmig.options.Options` they make, instead of them;
-    the other bundle parameters (rejects, report) are passed by name. Exits 2 for options that
-    do not fit (an unknown rule code)."""
+    it with ``options``, the :class:`~histmig.options.Options` they make, and ``shown``, the
+    :class:`Shown` of the report bundle, when its signature asks for them; other bundle
+    parameters (rejects) are passed by name. Exits 2 for options that do not fit (an unknown
+    rule code)."""
 
     def decorate(command: Callable[..., None]) -> Callable[..., None]:
         signature = inspect.signature(command, eval_str=True)
         added = [param for bundle in bundles for param in bundle.parameters]
-        given = {param.name for param in added} | {"options"}
+        given = {param.name for param in added} | {"options", "shown"}
         own = [param for name, param in signature.parameters.items() if name not in given]
 
         @functools.wraps(command)
@@ -151,6 +175,8 @@ def shared(*bundles: Bundle) -> Callable[[Callable[..., None]], Callable[..., No
             picked = {name: values.pop(name) for name in list(values) if name in _OPTION_NAMES}
             with _usage_errors():
                 options = _options(**picked)
+            if "shown" in signature.parameters:
+                values["shown"] = Shown(**{_SHOWN_NAMES[name]: values.pop(name) for name in list(values) if name in _SHOWN_NAMES})
             command(options=options, **values)
 
         run.__signature__ = signature.replace(parameters=own + added)  # type: ignore[attr-defined]
@@ -233,11 +259,11 @@ def _run(command: Callable[..., api.Result], input_path: str, *args: Any, option
             return command(input_path, *args, progress=_Bar(bar, Path(input_path).name), **kwargs)
 
 
-def _finish(result: api.Result, report: str | None, report_format: ReportFormat, quiet: bool) -> None:
-    """Render the report (to ``report``, or stderr unless ``quiet``), print the verdict line
-    (unless ``quiet``) and the notes, and exit with the result's code."""
-    _emit(result.report, report, report_format, quiet)
-    if not quiet:
+def _finish(result: api.Result, shown: Shown) -> None:
+    """Render the report as ``shown`` says, print the verdict line (unless quiet) and the
+    notes, and exit with the result's code."""
+    _emit(result.report, shown.path, shown.format, shown.quiet)
+    if not shown.quiet:
         stderr.print(result.verdict, markup=False)
     for note in result.notes:
         stderr.print(f"histmig: note: {note}", markup=False)
@@ -279,29 +305,19 @@ def _renderer(fmt: ReportFormat) -> Callable[[Any, TextIO], None]:
 )
 @shared(SELECT, FIXES, CAUSES, RECORDS, COLUMNS, JOBS, REJECTS, REPORT)
 def convert(
-    input_path: Annotated[
-        str,
-        typer.Argument(
-            metavar="INPUT",
-            help="Archive to read: .json (one history), .jsonl/.ndjson (one record a line, maybe gzipped), "
-            ".parquet (a file, a directory or a glob), .duckdb (with --table), or - for stdin.",
-        ),
-    ],
+    input_path: InputArg,
     output_path: Annotated[Optional[str], typer.Argument(metavar="OUTPUT", help="Where to write the migrated archive (same format), or - for stdout; Parquet/DuckDB: a .parquet or .jsonl file.")] = None,
     in_place: Annotated[bool, typer.Option("--in-place", metavar="", help="Replace INPUT once the migrated archive is complete (DuckDB: rewrite --table in one transaction); no OUTPUT.")] = False,
     to_table: Annotated[Optional[str], typer.Option("--to-table", metavar="TABLE", help="DuckDB: write to this new table instead of OUTPUT.")] = None,
     *,
     options: Options,
+    shown: Shown,
     rejects: Optional[str],
-    report: Optional[str],
-    report_format: ReportFormat,
-    quiet: bool,
 ) -> None:
     """Write the migrated archive. Unchanged records are copied byte for byte."""
     with _usage_errors():
-        api.check_outputs(("OUTPUT", output_path), ("--rejects", rejects), ("--report", report))
-    result = _run(api.convert, input_path, output_path, options=options, rejects=rejects, in_place=in_place, to_table=to_table)
-    _finish(result, report, report_format, quiet)
+        api.check_outputs(("OUTPUT", output_path), ("--rejects", rejects), ("--report", shown.path))
+    _finish(_run(api.convert, input_path, output_path, options=options, rejects=rejects, in_place=in_place, to_table=to_table), shown)
 
 
 @app.command(
@@ -312,24 +328,13 @@ def convert(
 )
 @shared(SELECT, FIXES, CAUSES, RECORDS, COLUMNS, JOBS, REPORT)
 def audit(
-    input_path: Annotated[
-        str,
-        typer.Argument(
-            metavar="INPUT",
-            help="Archive to read: .json (one history), .jsonl/.ndjson (one record a line, maybe gzipped), "
-            ".parquet (a file, a directory or a glob), .duckdb (with --table), or - for stdin.",
-        ),
-    ],
+    input_path: InputArg,
     *,
     options: Options,
-    report: Optional[str],
-    report_format: ReportFormat,
-    quiet: bool,
+    shown: Shown,
 ) -> None:
     """Dry run: the same pipeline and report as convert; nothing is written but the report."""
-    with _usage_errors():
-        api.check_outputs(("--report", report))
-    _finish(_run(api.audit, input_path, options=options), report, report_format, quiet)
+    _report_only(api.audit, input_path, options, shown)
 
 
 @app.command(
@@ -340,24 +345,20 @@ def audit(
 )
 @shared(SELECT, RECORDS, COLUMNS, JOBS, REPORT)
 def check(
-    input_path: Annotated[
-        str,
-        typer.Argument(
-            metavar="INPUT",
-            help="Archive to read: .json (one history), .jsonl/.ndjson (one record a line, maybe gzipped), "
-            ".parquet (a file, a directory or a glob), .duckdb (with --table), or - for stdin.",
-        ),
-    ],
+    input_path: InputArg,
     *,
     options: Options,
-    report: Optional[str],
-    report_format: ReportFormat,
-    quiet: bool,
+    shown: Shown,
 ) -> None:
     """Exit 0 when every record is current and valid, 1 when any needs a rule, fails validation or has a finding, 2 when the input is unreadable."""
+    _report_only(api.check, input_path, options, shown)
+
+
+def _report_only(command: Callable[..., api.Result], input_path: str, options: Options, shown: Shown) -> None:
+    """``audit`` and ``check``: run ``command``, which writes nothing, and show its report."""
     with _usage_errors():
-        api.check_outputs(("--report", report))
-    _finish(_run(api.check, input_path, options=options), report, report_format, quiet)
+        api.check_outputs(("--report", shown.path))
+    _finish(_run(command, input_path, options=options), shown)
 
 
 @app.command()

@@ -32,13 +32,13 @@ import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cache, cached_property
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import msgspec
 import orjson
 
 from histmig import schema
-from histmig.records import NotAHistory, Record, envelope_id, locate_messages
+from histmig.records import NotAHistory, Outcome, Record, envelope_id, locate_messages
 from histmig.rules import Walk, known_part_kinds, registry
 from histmig.rules.base import CauseMode, Change, Context, Finding, Malformed, Rule
 from histmig.schema import REQUEST_PART_KINDS, RESPONSE_PART_KINDS
@@ -58,9 +58,6 @@ def dumps(obj: Any) -> bytes:
         return orjson.dumps(obj)
     except orjson.JSONEncodeError:
         return _ENCODER.encode(obj)
-
-
-Status = Literal["unchanged", "changed", "rejected"]
 
 
 @dataclass(frozen=True)
@@ -137,29 +134,6 @@ def _apply(messages: list[Any], rules: tuple[Rule, ...], plan: Plan) -> tuple[li
         else:
             findings.extend(rule.check(messages, ctx))
     return changes, findings
-
-
-@dataclass(slots=True)
-class Outcome:
-    """What the engine made of one record: ``status``; ``output``, the bytes to write (the
-    original bytes unless ``changed``; ``None`` when ``rejected``); the ``changes``;
-    ``findings`` of rules whose fix was not applied; ``errors``, one ``path: message`` line
-    per problem (why it was rejected, or, for an unchanged record under ``validate_all``, why
-    it is not valid); ``warnings``, parts carried unchanged that no release up to 2.68 wrote
-    (an unknown ``part_kind``)."""
-
-    record: Record
-    status: Status
-    output: bytes | None
-    changes: list[Change] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    findings: list[Finding] = field(default_factory=list)
-
-    @property
-    def quiet(self) -> bool:
-        """Unchanged, valid, and nothing to say: only counted in a report."""
-        return self.status == "unchanged" and not self.errors and not self.warnings and not self.findings
 
 
 def process(record: Record, plan: Plan = Plan()) -> Outcome:

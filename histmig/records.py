@@ -1,17 +1,22 @@
-"""Record: one stored conversation as it travels through the pipeline.
+"""Record: one stored conversation as it travels through the engine, and its Outcome.
 
 A record is the bytes a source read (a JSONL line, a whole ``.json`` file, a Parquet or
 DuckDB cell) plus where they came from, so every message can name the file and the line
-or row. The envelope (every field around the messages) is never touched by rules.
+or row. The envelope (every field around the messages) is never touched by rules. An
+:class:`Outcome` is what the engine made of it, which the source writes and the report
+counts.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
+
+if TYPE_CHECKING:
+    from histmig.rules.base import Change, Finding
 
 MESSAGE_FIELD_CANDIDATES = ("messages", "all_messages", "history", "message_history", "conversation")
 """Envelope fields tried, in order, when ``--messages-field`` is not given."""
@@ -102,3 +107,29 @@ def envelope_id(obj: Any) -> str | None:
         if isinstance(value, (str, int)) and not isinstance(value, bool):
             return str(value)
     return None
+
+
+Status = Literal["unchanged", "changed", "rejected"]
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What the engine made of one record: ``status``; ``output``, the bytes to write (the
+    original bytes unless ``changed``; ``None`` when ``rejected``); the ``changes``;
+    ``findings`` of rules whose fix was not applied; ``errors``, one ``path: message`` line
+    per problem (why it was rejected, or, for an unchanged record under ``validate_all``, why
+    it is not valid); ``warnings``, parts carried unchanged that no release up to 2.68 wrote
+    (an unknown ``part_kind``)."""
+
+    record: Record
+    status: Status
+    output: bytes | None
+    changes: list[Change] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def quiet(self) -> bool:
+        """Unchanged, valid, and nothing to say: only counted in a report."""
+        return self.status == "unchanged" and not self.errors and not self.warnings and not self.findings

@@ -10,8 +10,8 @@ import orjson
 import pytest
 
 from histmig import engine
-from histmig.engine import Outcome, Plan, Stream, process, process_full, run_records
-from histmig.records import Record
+from histmig.engine import Plan, Stream, process, process_full, run_records
+from histmig.records import Outcome, Record
 from histmig.report import Report
 from histmig.rules import registry
 from histmig.rules.base import Change, Docs, Rule, ValueField, iter_parts

@@ -289,7 +289,6 @@ def _typed_result(part: dict[str, Any]) -> Any:
     return None
 
 
-_BINARY_KEYS = ("data", "media_type", "vendor_metadata", "kind", "identifier")
 _URL_KINDS = ("image-url", "audio-url", "video-url", "document-url")
 
 

@@ -15,9 +15,9 @@ from typing import Any
 
 import orjson
 
-from histmig.engine import Outcome, Plan, migrate
+from histmig.engine import Plan, migrate
 from histmig.otel.export import OtelExportError, to_otel_messages, upgrade_v5_to_v6
-from histmig.records import NotAHistory, Record, envelope_id, locate_messages
+from histmig.records import NotAHistory, Outcome, Record, envelope_id, locate_messages
 from histmig.rules.base import CauseMode
 from histmig.schema import current_errors
 

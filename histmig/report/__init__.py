@@ -17,12 +17,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from histmig.records import Outcome
 from histmig.report.rows import ChangeRow, FindingRow, Spill
-
-if TYPE_CHECKING:
-    from histmig.engine import Outcome
 
 COUNTS = ("records_in", "changed", "unchanged", "rejected", "invalid", "warnings", "findings", "read_errors")
 """The counts of a report's summary, in order."""

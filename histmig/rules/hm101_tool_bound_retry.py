@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from histmig.rules.base import MIGRATE, Change, Context, Docs, Messages, PartKind, Rule
-from histmig.rules.retry import RETRY_PROMPT, is_tool_bound_retry, legacy_parts, to_tool_return, verdict
+from histmig.rules.retry import RETRY_PROMPT, is_tool_bound_retry, rewrite_legacy
 
 
 def migrate_tool_bound(messages: Messages, ctx: Context) -> list[Change]:
@@ -12,12 +12,7 @@ def migrate_tool_bound(messages: Messages, ctx: Context) -> list[Change]:
     keeping ``tool_name``, ``tool_call_id``, ``timestamp`` and every other key; the cause
     comes from :mod:`histmig.rules.causes`. Raises :class:`~histmig.rules.base.Malformed`
     for a content that is neither text nor a list."""
-    changes: list[Change] = []
-    for m_index, p_index, message, part in legacy_parts(messages, tool_bound=True):
-        found = verdict(part, ctx, tool_bound=True)
-        message["parts"][p_index] = to_tool_return(part, found)
-        changes.append(Change("HM101", m_index, p_index, RETRY_PROMPT, "tool-return", found.evidence, found.certainty, found.cause))
-    return changes
+    return rewrite_legacy(messages, ctx, "HM101", tool_bound=True)
 
 
 RULE = Rule(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from histmig.rules.base import MIGRATE, Change, Context, Docs, Messages, PartKind, Rule
-from histmig.rules.retry import RETRY_PROMPT, is_tool_less_retry, legacy_parts, to_retry_feedback, verdict
+from histmig.rules.retry import RETRY_PROMPT, is_tool_less_retry, rewrite_legacy
 
 
 def migrate_tool_less(messages: Messages, ctx: Context) -> list[Change]:
@@ -12,12 +12,7 @@ def migrate_tool_less(messages: Messages, ctx: Context) -> list[Change]:
     :mod:`histmig.rules.causes` (a fixed no-output text is ``no_output``, not the loader's
     ``model_retry``). Raises :class:`~histmig.rules.base.Malformed` for a content that is
     neither text nor a list."""
-    changes: list[Change] = []
-    for m_index, p_index, message, part in legacy_parts(messages, tool_bound=False):
-        found = verdict(part, ctx, tool_bound=False)
-        message["parts"][p_index] = to_retry_feedback(part, found)
-        changes.append(Change("HM102", m_index, p_index, RETRY_PROMPT, "retry-feedback", found.evidence, found.certainty, found.cause))
-    return changes
+    return rewrite_legacy(messages, ctx, "HM102", tool_bound=False)
 
 
 RULE = Rule(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from histmig.rules.base import Context, Malformed, Message, Messages, Part
+from histmig.rules.base import Change, Context, Malformed, Message, Messages, Part
 from histmig.rules.causes import Verdict, framework_cause, infer_cause
 
 RETRY_PROMPT = "retry-prompt"
@@ -114,6 +114,22 @@ def legacy_parts(messages: Messages, *, tool_bound: bool) -> list[tuple[int, int
                 raise Malformed(f"messages[{m_index}].parts[{p_index}].content: a retry-prompt content must be a string or a list of error details")
             found.append((m_index, p_index, message, part))
     return found
+
+
+def rewrite_legacy(messages: Messages, ctx: Context, code: str, *, tool_bound: bool) -> list[Change]:
+    """Rewrite every retry-prompt part of one binding (:func:`legacy_parts`) as the part it
+    always meant: a tool-bound one as the call's retried ``ToolReturnPart``
+    (:func:`to_tool_return`), a tool-less one as a ``RetryFeedbackPart``
+    (:func:`to_retry_feedback`), its cause from :func:`verdict`; the changes are reported as
+    rule ``code``'s. Raises :class:`~histmig.rules.base.Malformed` for a content that is
+    neither text nor a list."""
+    changes: list[Change] = []
+    after = "tool-return" if tool_bound else "retry-feedback"
+    for m_index, p_index, message, part in legacy_parts(messages, tool_bound=tool_bound):
+        found = verdict(part, ctx, tool_bound=tool_bound)
+        message["parts"][p_index] = to_tool_return(part, found) if tool_bound else to_retry_feedback(part, found)
+        changes.append(Change(code, m_index, p_index, RETRY_PROMPT, after, found.evidence, found.certainty, found.cause))
+    return changes
 
 
 def verdict(part: Part, ctx: Context, *, tool_bound: bool) -> Verdict:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Annotated, Any, Literal, TypeVar, Union, get_args
+from typing import Annotated, Any, Literal, TypeVar, Union
 
 from pydantic import (
     AliasChoices,
@@ -39,10 +39,6 @@ ToolRetryCause = Literal["validation_error", "model_retry", "unknown_tool", "una
 """Why a tool call was retried: the causes a `tool-return`'s `retry` may hold (framework-facts §2)."""
 FeedbackRetryCause = Literal["validation_error", "no_output", "model_retry"]
 """Why the model's output was retried: the causes a `retry-feedback`'s `retry` may hold (framework-facts §2)."""
-TOOL_RETRY_CAUSES: frozenset[str] = frozenset(get_args(ToolRetryCause))
-"""`ToolRetryCause` as a set, for membership tests on plain data."""
-FEEDBACK_RETRY_CAUSES: frozenset[str] = frozenset(get_args(FeedbackRetryCause))
-"""`FeedbackRetryCause` as a set, for membership tests on plain data."""
 
 
 def _omittable() -> Any:
@@ -102,13 +98,13 @@ class RetryInfo(OpenModel):
 
 
 class ToolRetryInfo(RetryInfo):
-    """`retry` of a `tool-return`: `cause` in `TOOL_RETRY_CAUSES`, else 2.68 fails (framework-facts §2)."""
+    """`retry` of a `tool-return`: `cause` a `ToolRetryCause`, else 2.68 fails (framework-facts §2)."""
 
     cause: ToolRetryCause
 
 
 class FeedbackRetryInfo(RetryInfo):
-    """`retry` of a `retry-feedback`: `cause` in `FEEDBACK_RETRY_CAUSES`, else 2.68 fails (framework-facts §2)."""
+    """`retry` of a `retry-feedback`: `cause` a `FeedbackRetryCause`, else 2.68 fails (framework-facts §2)."""
 
     cause: FeedbackRetryCause
 
@@ -200,7 +196,7 @@ class _ToolReturnFields(OpenModel):
 class ToolReturnPart(_ToolReturnFields):
     """`part_kind: 'tool-return'`; a retried call has `outcome: 'retried'` and `retry` (framework-facts §2, §3.1).
 
-    `retry.cause` must be in `TOOL_RETRY_CAUSES`; `retry` on any outcome loads (no cross-field check).
+    `retry.cause` must be a `ToolRetryCause`; `retry` on any outcome loads (no cross-field check).
     """
 
     retry: ToolRetryInfo | None = None
@@ -211,7 +207,7 @@ class RetryFeedbackPart(OpenModel):
     """`part_kind: 'retry-feedback'` (2.60+): a tool-less retry of the model's output (framework-facts §2, §3.1).
 
     `content` (a string or full `ErrorDetails` list) and `retry` are required; `retry.cause` must be
-    in `FEEDBACK_RETRY_CAUSES`. There are no tool fields.
+    a `FeedbackRetryCause`. There are no tool fields.
     """
 
     content: StrOrList[ErrorDetails]

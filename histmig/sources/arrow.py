@@ -25,8 +25,8 @@ from typing import Any, Literal, NamedTuple
 
 import orjson
 
-from histmig.engine import Outcome, run_records
-from histmig.records import MESSAGE_FIELD_CANDIDATES, Record
+from histmig.engine import run_records
+from histmig.records import MESSAGE_FIELD_CANDIDATES, Outcome, Record
 from histmig.report import Report
 from histmig.rules import nulls_kept, registry
 from histmig.sources.base import Job, UnreadableInput, lazy

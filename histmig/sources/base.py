@@ -111,13 +111,12 @@ class Target:
 
 @dataclass
 class Written:
-    """What an input wrote, for the verdict line: ``where`` (a path, ``stdout``, a table),
-    where ``rejected`` records went (a path, ``stdout``, ``"in place"``: unchanged in the
-    output or their rows, or ``None``: nowhere, nothing was rejected), whether the output was
-    ``withheld`` (a ``.json`` document whose one record was rejected), and the ``notes`` to
-    print (an earlier rejects file added to)."""
+    """What an input wrote, for the verdict line: where ``rejected`` records went (a path,
+    ``stdout``, ``"in place"``: unchanged among the output's records, ``"rows"``: unchanged in
+    their rows, or ``None``: nowhere), whether the output was ``withheld`` (a ``.json``
+    document whose one record was rejected), and the ``notes`` to print (an earlier rejects
+    file added to)."""
 
-    where: str | None = None
     rejected: str | None = None
     withheld: bool = False
     notes: list[str] = field(default_factory=list)

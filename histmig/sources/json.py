@@ -13,8 +13,8 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
-from histmig.engine import Outcome, run_records
-from histmig.records import Record
+from histmig.engine import run_records
+from histmig.records import Outcome, Record
 from histmig.report import Report
 from histmig.sources.atomic import atomic_output, input_stream
 from histmig.sources.base import Format, Input, InputEnded, Job, Target, Task, TaskResult, Written
@@ -105,7 +105,7 @@ class DocumentInput(Input):
         if self._output is None:
             return Written()
         rejected = ("in place" if self._keep_rejected else None) if self._rejects is None else ("stdout" if self._rejects.path == "-" else self._rejects.path)
-        return Written("stdout" if self._output == "-" else self._output, rejected, self._withheld, self._rejects.note() if self._rejects else [])
+        return Written(rejected, self._withheld, self._rejects.note() if self._rejects else [])
 
 
 def open_document(path: str, target: Target, options: Any, job: Job) -> list[Input]:

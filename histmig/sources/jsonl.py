@@ -421,7 +421,7 @@ class LinesInput(Input):
         if self._output is None:
             return Written()
         rejected = ("in place" if self._keep_rejected else None) if self._rejects is None else ("stdout" if self._rejects.path == "-" else self._rejects.path)
-        return Written("stdout" if self._output == "-" else self._output, rejected, notes=self._rejects.note() if self._rejects else [])
+        return Written(rejected, notes=self._rejects.note() if self._rejects else [])
 
 
 def open_lines(path: str, target: Target, options: Any, job: Job) -> list[Input]:

@@ -11,7 +11,6 @@ from histmig.engine import Plan, process
 from histmig.options import Options
 from histmig.records import Record
 from histmig.report import Report
-from histmig.schema import current_errors
 from tests.conftest import framework_dump
 
 RETRY = {"attempt": None, "max_retries": None}

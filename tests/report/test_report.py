@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from histmig import api
-from histmig.engine import Outcome
+from histmig.records import Outcome
 from histmig.options import Options
 from histmig.records import Record
 from histmig.report import Report, record_name, rows
