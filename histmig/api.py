@@ -24,10 +24,13 @@ from functools import partial
 from typing import Any, Literal, Protocol
 
 from histmig.engine import migrate as _migrate
+from histmig.engine import dumps, process_full
+from histmig.engine import findings as _findings
 from histmig.parallel import Workers
 from histmig.report import Report
 from histmig.rules import registry
-from histmig.rules.base import Change, Rule
+from histmig.records import Record
+from histmig.rules.base import Change, Finding, Rule
 from histmig.options import Options
 from histmig.sources import format_of, output_format
 from histmig.sources.atomic import check_writable
@@ -78,8 +81,10 @@ class Result:
         of = f"{counts['changed']} of {counts['records_in']} records"
         if self.command == "check":
             if not self.report.needs_attention:
-                return f"histmig check: all {counts['records_in']} records are current and valid"
+                warned = f"; {counts['warnings']} warnings (see the report)" if counts["warnings"] else ""
+                return f"histmig check: all {counts['records_in']} records are current and valid{warned}"
             found = f", {counts['findings']} findings" if counts["findings"] else ""
+            found += f", {counts['warnings']} warnings" if counts["warnings"] else ""
             return f"histmig check: {of} to migrate, {counts['invalid']} invalid, {counts['rejected']} rejected{found}{cut}"
         if self.command == "audit":
             return f"histmig audit: {of} would be migrated, {counts['unchanged']} need nothing, {counts['rejected']} would be rejected; nothing was written{cut}"
@@ -207,6 +212,32 @@ def migrate(messages: list[Any], options: Options = Options()) -> list[Change]:
     fixes; returns the changes made, in order. Raises
     :class:`~histmig.rules.base.Malformed` for a part a rule targets that no release wrote."""
     return _migrate(messages, options.plan())
+
+
+class InvalidHistory(ValueError):
+    """Raised by :func:`validate` for a history pydantic-ai 2.68 would not load even once
+    migrated, or that is not a list of message objects; ``errors`` are the lines ``check``
+    reports for it (each naming the path inside the history)."""
+
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__("; ".join(errors))
+        self.errors = errors
+
+
+def validate(messages: list[Any], options: Options = Options()) -> list[Finding]:
+    """The findings of the options' rules in one history (plain JSON data, as
+    :func:`migrate` takes it), each at its place in the history as given, which is left as it
+    is: a legacy part a fix would rewrite (``text`` ``before -> after``), a dangling call at
+    the call, an orphaned result at the result, and so on (``histmig rules``). Empty: the
+    history is current and provider-valid, every call paired with one result. A finding of
+    ``severity`` ``"warning"`` (HM407: a call of the last response, which a resumed run may
+    still answer) does not fail ``check``. Raises :class:`InvalidHistory` when the history is
+    not one pydantic-ai 2.68 loads even once migrated."""
+    plan = options.plan(validate_all=True)
+    outcome = process_full(Record(dumps(messages), "history", "validate"), plan)
+    if outcome.errors:
+        raise InvalidHistory(outcome.errors)
+    return sorted(_findings(messages, plan), key=lambda finding: (finding.message, -1 if finding.part is None else finding.part))
 
 
 def check_outputs(*paths: tuple[str, str | None]) -> None:

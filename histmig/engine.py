@@ -27,6 +27,8 @@ report.
 
 from __future__ import annotations
 
+import copy
+import itertools
 import re
 import sys
 from collections.abc import Callable, Iterable
@@ -99,8 +101,8 @@ class Plan:
     @cached_property
     def fixing(self) -> frozenset[str]:
         """The codes of the rules whose fix applies: the safe ones, and the unsafe ones with
-        ``unsafe_fixes``."""
-        return frozenset(rule.code for rule in self.rules if rule.applicability == "safe" or self.unsafe_fixes)
+        ``unsafe_fixes`` (a rule without a fix only reports)."""
+        return frozenset(rule.code for rule in self.rules if rule.fix is not None and (rule.applicability == "safe" or self.unsafe_fixes))
 
     @property
     def screen(self) -> Screen | None:
@@ -120,6 +122,23 @@ def migrate(messages: list[Any], plan: Plan = Plan()) -> list[Change]:
     rules :func:`~histmig.rules.pending` finds run: the others would change nothing. Raises
     :class:`~histmig.rules.base.Malformed` for a part a rule targets that no release wrote."""
     return _apply(messages, plan.walk.pending(messages), plan)[0]
+
+
+def findings(messages: list[Any], plan: Plan = Plan()) -> list[Finding]:
+    """What the rules of ``plan`` find in ``messages``, which are left as they are: the rules
+    :func:`~histmig.rules.pending` finds, a phase at a time, each rule of a phase asked on the
+    history as the fixes of the earlier phases leave it (as :func:`migrate` runs them, on a
+    copy), so that each finding is one a run would meet, at its place then. Raises
+    :class:`~histmig.rules.base.Malformed` as :func:`migrate` does."""
+    work = copy.deepcopy(messages)
+    found: list[Finding] = []
+    for _, phase in itertools.groupby(plan.walk.pending(work), key=lambda rule: rule.phase):
+        rules = list(phase)
+        found += [finding for rule in rules for finding in rule.check(work, plan.context)]
+        for rule in rules:
+            if rule.code in plan.fixing:
+                rule.fix(work, plan.context)
+    return found
 
 
 def _apply(messages: list[Any], rules: tuple[Rule, ...], plan: Plan) -> tuple[list[Change], list[Finding]]:

@@ -33,7 +33,7 @@ from typing import Any, Union
 import msgspec
 
 from histmig.rules import looks
-from histmig.rules.base import FieldLook, Look, PartKind, Rule
+from histmig.rules.base import FieldLook, HistoryLook, Look, PartKind, Rule
 from histmig.schema import PLAIN_CURRENT, REQUEST_PART_KINDS, RESPONSE_PART_KINDS, Fields, msgspec_type
 
 _names = itertools.count()
@@ -52,29 +52,45 @@ def _field_looks(rules: tuple[Rule, ...], message_kind: Any, part_kind: Any) -> 
 
 def _quiet_fields(rules: tuple[Rule, ...], message_kind: Any, part_kind: Any) -> Fields:
     """The skeleton fields of a part of ``part_kind`` (or of a message): each field some look
-    covers, of the look's quiet type, absent by default. Raises ``TypeError`` when two looks
-    give one field different types (msgspec cannot decode a value as both)."""
+    covers, of the look's quiet type, then each a history look reads there, absent by default.
+    Raises ``TypeError`` when two looks give one field different quiet types (msgspec cannot
+    decode a value as both)."""
     fields: dict[str, Any] = {}
     for look in _field_looks(rules, message_kind, part_kind):
         quiet = look.quiet_type()
         if fields.setdefault(look.field, quiet) != quiet:
             raise TypeError(f"two rules look at {part_kind or message_kind}.{look.field} with different quiet types")
+    for look in _history_looks(rules):
+        for name, type_ in look.reads.get(part_kind, ()) if part_kind is not None else ():
+            fields.setdefault(name, type_)
     return [(name, type_, None) for name, type_ in fields.items()]
 
 
-def _struct(fields: Fields, tag_field: str, tag: str) -> Any:
-    return msgspec.defstruct(f"_Skeleton{next(_names)}", fields, tag_field=tag_field, tag=tag, gc=False)
+def _history_looks(rules: tuple[Rule, ...]) -> list[HistoryLook]:
+    """The history looks of ``rules``, one a family (looks sharing ``quiet`` are asked once)."""
+    found: dict[Any, HistoryLook] = {}
+    for _, look in looks(rules):
+        if isinstance(look, HistoryLook):
+            found.setdefault(look.quiet, look)
+    return list(found.values())
 
 
-def _skeleton(rules: tuple[Rule, ...]) -> Any:
+def _struct(fields: Fields, tag_field: str, tag: str, kinds: dict[type, str]) -> Any:
+    """A skeleton struct tagged ``tag``, whose kind is kept in ``kinds``."""
+    struct = msgspec.defstruct(f"_Skeleton{next(_names)}", fields, tag_field=tag_field, tag=tag, gc=False)
+    kinds[struct] = tag
+    return struct
+
+
+def _skeleton(rules: tuple[Rule, ...], kinds: dict[type, str]) -> Any:
     """The skeleton type of a history for ``rules``: a list of request/response structs, each
     with its ``parts`` (one union tagged by ``part_kind`` of every quiet kind) and the message
-    fields some rule looks at."""
+    fields some rule looks at; ``kinds`` is filled with each struct's kind."""
     rewritten = {kind for _, look in looks(rules) if isinstance(look, PartKind) for kind in look.parts}  # type: ignore[union-attr]
     quiet = sorted((REQUEST_PART_KINDS | RESPONSE_PART_KINDS) - rewritten)
-    part = Union[tuple(_struct(_quiet_fields(rules, None, kind), "part_kind", kind) for kind in quiet)]
+    part = Union[tuple(_struct(_quiet_fields(rules, None, kind), "part_kind", kind, kinds) for kind in quiet)]
     messages = [
-        _struct([("parts", list[part]), *_quiet_fields(rules, kind, None)], "kind", kind) for kind in ("request", "response")
+        _struct([("parts", list[part]), *_quiet_fields(rules, kind, None)], "kind", kind, kinds) for kind in ("request", "response")
     ]
     return list[Union[tuple(messages)]]
 
@@ -96,19 +112,28 @@ class Screen:
     nothing: the record must go the full way. Never raises."""
 
     def __init__(self, rules: tuple[Rule, ...], field: str | None = None) -> None:
-        skeleton = _skeleton(rules)
-        self._record = _decoder(skeleton, field or "messages")
+        kinds: dict[type, str] = {}
+        skeleton = _skeleton(rules, kinds)
+        self._field = field or "messages"
+        self._record = _decoder(skeleton, self._field)
         self._array = _decoder(skeleton, None)
+        self._relations = [look.quiet for look in _history_looks(rules)]
+        self._kinds = kinds
 
     def __call__(self, raw: bytes) -> bool:
         """Whether ``raw`` needs nothing (see the class docstring). One decode, no search of
-        the bytes first: a record holding a ``retry-prompt`` part stops decoding there."""
+        the bytes first: a record holding a ``retry-prompt`` part stops decoding there; then
+        each history look's ``quiet`` on the skeleton."""
         try:
-            (self._array if raw[:1] == b"[" else self._record).decode(raw)
+            bare = raw[:1] == b"["
+            skeleton = (self._array if bare else self._record).decode(raw)
             if not raw.isascii():
                 raw.decode()
         except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
             return False
+        if self._relations:
+            messages = skeleton if bare else getattr(skeleton, self._field)
+            return all(quiet(messages, self._kinds) for quiet in self._relations)
         return True
 
 
@@ -117,6 +142,21 @@ def screen_for(rules: tuple[Rule, ...], field: str | None) -> Screen:
     """The :class:`Screen` of ``rules`` and ``field``, built once per process (building one
     takes about a millisecond)."""
     return Screen(rules, field)
+
+
+def _kinds(type_: Any, kinds: dict[type, str]) -> dict[type, str]:
+    """``kinds`` filled with the tag of every tagged struct class within ``type_``."""
+    if isinstance(type_, type) and issubclass(type_, msgspec.Struct):
+        if type_ in kinds:
+            return kinds
+        tag = type_.__struct_config__.tag
+        if isinstance(tag, str):
+            kinds[type_] = tag
+        for field in msgspec.structs.fields(type_):
+            _kinds(field.type, kinds)
+    for member in getattr(type_, "__args__", ()) or ():
+        _kinds(member, kinds)
+    return kinds
 
 
 def _settled_history(rules: tuple[Rule, ...]) -> Any:
@@ -146,18 +186,25 @@ class Settled:
     for a migrated record (bytes), holds at ``field`` (``None``: the record is a bare array)
     a history pydantic-ai 2.68 loads on which a second pass of ``rules`` changes nothing: it
     decodes with msgspec into the current schema made stricter where the rules look
-    (:func:`_settled_history`). The current schema itself rules out the part kinds rules
-    rewrite (no release up to 2.68 loads them). ``False`` says nothing: the engine then
-    validates with pydantic and runs the second pass."""
+    (:func:`_settled_history`), and each history look's ``quiet`` holds on it. The current
+    schema itself rules out the part kinds rules rewrite (no release up to 2.68 loads them).
+    ``False`` says nothing: the engine then validates with pydantic and runs the second pass."""
 
     def __init__(self, rules: tuple[Rule, ...], field: str | None = None) -> None:
-        self._decoder = _decoder(_settled_history(rules), field)
+        history = _settled_history(rules)
+        self._field = field
+        self._decoder = _decoder(history, field)
+        self._relations = [look.quiet for look in _history_looks(rules)]
+        self._kinds = _kinds(history, {}) if self._relations else {}
 
     def __call__(self, output: bytes) -> bool:
         try:
-            self._decoder.decode(output)
+            decoded = self._decoder.decode(output)
         except (msgspec.DecodeError, RecursionError):
             return False
+        if self._relations:
+            messages = decoded if self._field is None else getattr(decoded, self._field)
+            return all(quiet(messages, self._kinds) for quiet in self._relations)
         return True
 
 

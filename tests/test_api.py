@@ -26,9 +26,10 @@ def test_convert_audit_and_check_report_the_same_counts(tmp_path: Path) -> None:
     assert (converted.exit_code, audited.exit_code, checked.exit_code) == (0, 0, 1)
     assert converted.verdict == f"histmig convert: 138 of 212 records migrated, 74 unchanged, 0 rejected; written to {out}"
     assert audited.verdict == "histmig audit: 138 of 212 records would be migrated, 74 need nothing, 0 would be rejected; nothing was written"
-    assert checked.verdict == "histmig check: 138 of 212 records to migrate, 0 invalid, 0 rejected"
+    assert checked.verdict == "histmig check: 138 of 212 records to migrate, 0 invalid, 0 rejected, 6 warnings"
     clean = api.check(str(out))
-    assert (clean.exit_code, clean.verdict) == (0, "histmig check: all 212 records are current and valid")
+    assert (clean.exit_code, clean.verdict) == (0, "histmig check: all 212 records are current and valid; 6 warnings (see the report)")
+    assert clean.report.summary()["findings_by_rule"] == {"HM407": 6}
 
 
 def test_a_rejected_record_fails_convert_and_says_where_it_went(tmp_path: Path) -> None:
@@ -74,6 +75,38 @@ def test_rules_and_migrate() -> None:
     assert {change.rule for change in changes} <= {"HM101", "HM102", "HM103"} and changes
     assert {change.rule for change in api.migrate(history)} == {"HM201", "HM301"}  # the 0.0.20 history's null ids and args wrappers
     assert api.migrate(history) == []
+
+
+CRASHED = [
+    {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "weather in Oslo and Rome?"}]},
+    {"kind": "response", "parts": [
+        {"part_kind": "tool-call", "tool_name": "weather", "args": {"city": "Oslo"}, "tool_call_id": "c1"},
+        {"part_kind": "tool-call", "tool_name": "weather", "args": '{"city": "Ro', "tool_call_id": "c2"},
+    ]},
+    {"kind": "request", "parts": [{"part_kind": "tool-return", "tool_name": "weather", "content": "12 C", "tool_call_id": "c9"}]},
+    {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "clock", "args": {}, "tool_call_id": "c3"}]},
+]
+"""A run that crashed mid-tool, then stopped waiting for a call: a cut call, two dangling calls,
+an orphaned result (two open calls of its tool: not re-paired), a call of the last response."""
+
+
+def test_validate_gives_the_findings_of_one_history_and_leaves_it_as_it_is() -> None:
+    history = orjson.loads(orjson.dumps(CRASHED))
+    found = api.validate(history)
+    assert history == CRASHED
+    assert [(f.code, f.message, f.part, f.severity) for f in found] == [
+        ("HM406", 1, 0, "error"), ("HM405", 1, 1, "error"), ("HM406", 1, 1, "error"), ("HM401", 2, 0, "error"), ("HM407", 3, 0, "warning"),
+    ]
+    assert found[3].text == "tool-return 'weather' (c9) answers no call"
+    assert api.validate(CRASHED, Options(select=("HM407",))) == [found[4]]
+    assert api.validate(orjson.loads(LEGACY)["messages"])[0].code == "HM201"  # a legacy history: what convert would fix
+    assert api.validate([]) == []
+
+
+def test_validate_refuses_what_the_framework_does_not_load() -> None:
+    with pytest.raises(api.InvalidHistory) as raised:
+        api.validate([{"kind": "nope", "parts": []}])
+    assert raised.value.errors[0].startswith("messages[0]: Input tag 'nope' found using 'kind'")
 
 
 def test_workers_are_sent_where_a_file_chunk_lies_not_its_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

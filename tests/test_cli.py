@@ -137,7 +137,7 @@ def test_help_has_examples_and_names_what_each_option_takes() -> None:
 def test_python_dash_m_runs_the_same_cli() -> None:
     result = subprocess.run([sys.executable, "-m", "histmig", "check", str(ALL)], capture_output=True, text=True)
     assert result.returncode == 1
-    assert result.stderr.rstrip().endswith("histmig check: 138 of 212 records to migrate, 0 invalid, 0 rejected")
+    assert result.stderr.rstrip().endswith("histmig check: 138 of 212 records to migrate, 0 invalid, 0 rejected, 6 warnings")
     version = subprocess.run([sys.executable, "-m", "histmig", "--version"], capture_output=True, text=True)
     assert (version.returncode, version.stdout.strip()) == (0, "histmig 0.1.0")
 

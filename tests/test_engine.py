@@ -108,9 +108,13 @@ def test_the_loop_names_only_the_records_that_go_the_full_way_and_counts_the_res
 
 def test_a_plan_fixes_the_safe_rules_and_the_unsafe_ones_only_when_asked() -> None:
     unsafe = Rule("HM988", "u", "unsafe", "tests", Docs("", "", "[]", "[]"), (), lambda m, c: [], applicability="unsafe")
-    rules = (*registry(), unsafe)
-    assert Plan(rules).fixing == {rule.code for rule in registry()}
-    assert Plan(rules, unsafe_fixes=True).fixing == {rule.code for rule in rules}
+    reports = Rule("HM989", "r", "reports", "tests", Docs("", "", "[]"), (), find=lambda m, c: [])
+    rules = (*registry(), unsafe, reports)
+    safe = {rule.code for rule in registry() if rule.fix is not None and rule.applicability == "safe"}
+    fixable = {rule.code for rule in registry() if rule.fix is not None}
+    assert {"HM101", "HM406"} <= safe and {"HM401", "HM407"} <= fixable - safe and {"HM403", "HM404", "HM405"}.isdisjoint(fixable)
+    assert Plan(rules).fixing == safe
+    assert Plan(rules, unsafe_fixes=True).fixing == fixable | {"HM988"}
 
 
 def test_an_unfixed_finding_leaves_the_record_unchanged_and_is_reported() -> None:

@@ -10,6 +10,7 @@ import msgspec
 import orjson
 import pytest
 
+from histmig.engine import findings
 from histmig.rules import pending, registry
 from histmig.rules.base import Docs, Rule, ValueField
 from histmig.schema import is_current
@@ -59,12 +60,14 @@ def test_the_screen_asks_only_what_the_selected_rules_look_at() -> None:
     assert Screen(hm1)(null_id) and not Screen(hm1)(retry)
 
 
-def test_on_the_corpus_the_screen_passes_exactly_what_no_rule_changes() -> None:
+def test_on_the_corpus_the_screen_passes_exactly_what_no_rule_finds_anything_in() -> None:
     passed = [path for path in HISTORIES if SCREEN(orjson.dumps({"messages": load(path)}))]
     pending_none = [path for path in HISTORIES if not pending(load(path), registry())]
+    quiet = [path for path in HISTORIES if not findings(load(path))]
+    assert set(passed) == set(pending_none) == set(quiet)
     unchanged = [path for path in HISTORIES if converted(load(path))[1] == []]
-    assert set(passed) == set(pending_none) == set(unchanged)
-    assert (len(unchanged), len(HISTORIES)) == (74, 212)
+    assert (len(quiet), len(unchanged), len(HISTORIES)) == (72, 74, 212)
+    assert {path.name for path in set(unchanged) - set(quiet)} == {"m_deferred_tool_model_retry.json"}  # HM407: a deferred call awaits its result
 
 
 def test_on_the_corpus_a_settled_output_is_one_the_framework_schema_loads() -> None:
@@ -75,7 +78,8 @@ def test_on_the_corpus_a_settled_output_is_one_the_framework_schema_loads() -> N
         output = orjson.dumps({"messages": messages})
         verdicts.append((settled(output), is_current(messages), bool(pending(messages, registry()))))
     assert all(current and not again for ok, current, again in verdicts if ok)
-    assert sum(ok for ok, _, _ in verdicts) == len(HISTORIES)
+    assert [current for ok, current, _ in verdicts if not ok] == [True] * 6  # the deferred calls HM407 still finds
+    assert sum(ok for ok, _, _ in verdicts) == len(HISTORIES) - 6
 
 
 @pytest.mark.parametrize(
@@ -102,6 +106,7 @@ def test_the_settled_check_takes_what_the_framework_loads_and_no_rule_changes() 
     messages = [
         {"kind": "request", "parts": [{"part_kind": "compaction", "timestamp": "2026-01-01T00:00:00Z"}], "timestamp": None},
         {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "t", "args": {"args_json": "{}", "x": 1}, "tool_call_id": "c"}], "timestamp": "2026-01-01T00:00:00Z"},
+        {"kind": "request", "parts": [{"part_kind": "tool-return", "tool_name": "t", "content": 1, "tool_call_id": "c"}]},
     ]
     assert is_current(messages) and not pending(messages, registry())
     assert settled_for(registry(), "messages")(orjson.dumps({"messages": messages})) is False

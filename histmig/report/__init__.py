@@ -61,10 +61,12 @@ class Report:
         if outcome.status != "rejected" and changes:
             place = (record.source, record.location, record.record_id)
             ordered = sorted(changes, key=_position) if len(changes) > 1 else changes
-            self._counted(self._changes.add([place + (c.rule, c.message, c.part, c.before, c.after, c.cause, c.evidence, c.certainty) for c in ordered]))
+            self._counted(self._changes.add([place + (c.rule, c.message, c.part, c.before, c.after, c.cause, c.evidence, c.certainty, c.removed) for c in ordered]))
         if outcome.findings:
             place = (record.source, record.location, record.record_id)
-            self.counts["findings"] += len(outcome.findings)
+            warned = sum(finding.severity == "warning" for finding in outcome.findings)
+            self.counts["findings"] += len(outcome.findings) - warned
+            self.counts["warnings"] += warned
             self._findings_by_rule.update(finding.code for finding in outcome.findings)
             self._findings.add([place + tuple(finding) for finding in sorted(outcome.findings, key=_position)])
         if not outcome.errors and not outcome.warnings:

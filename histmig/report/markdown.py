@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from typing import TextIO
 
+import orjson
+
 from histmig.report import Report, record_name
 from histmig.report.rows import ChangeRow, FindingRow
 
@@ -39,8 +41,9 @@ def render(report: Report, stream: TextIO) -> None:
 def _change_line(row: ChangeRow) -> str:
     """One change row as a line of the changes table, ending in a newline."""
     part = "" if row.part is None else row.part
+    removed = f" (removed: {_md(orjson.dumps(row.removed).decode())})" if row.removed is not None else ""
     return (
-        f"| {_md(record_name(row))} | {row.message} | {part} | {row.rule} | {row.before} -> {row.after} "
+        f"| {_md(record_name(row))} | {row.message} | {part} | {row.rule} | {row.before} -> {row.after}{removed} "
         f"| {row.cause or ''} | {_md(row.evidence)} ({row.certainty}) |\n"
     )
 
@@ -48,7 +51,8 @@ def _change_line(row: ChangeRow) -> str:
 def _finding_line(row: FindingRow) -> str:
     """One finding row as a list item, ending in a newline."""
     part = "" if row.part is None else f".parts[{row.part}]"
-    return f"- {_md(record_name(row))} messages[{row.message}]{part} {row.rule}: {_md(row.text)} ({_md(row.evidence)}, {row.certainty})\n"
+    warning = " (warning)" if row.severity == "warning" else ""
+    return f"- {_md(record_name(row))} messages[{row.message}]{part} {row.rule}{warning}: {_md(row.text)} ({_md(row.evidence)}, {row.certainty})\n"
 
 
 def _md(text: str) -> str:

@@ -28,11 +28,12 @@ class ChangeRow(NamedTuple):
     cause: str | None
     evidence: str
     certainty: str
+    removed: Any
 
 
 class FindingRow(NamedTuple):
-    """One finding a fix was not applied to, where it was found (README "Report",
-    ``findings[]``)."""
+    """One finding, where it was found: of a rule that only reports, or whose fix was not
+    applied (README "Report", ``findings[]``)."""
 
     source: str
     location: str
@@ -43,6 +44,7 @@ class FindingRow(NamedTuple):
     text: str
     evidence: str
     certainty: str
+    severity: str
 
 
 ROWS_PER_BATCH = 4096

@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable
 from typing import TextIO
 
+import orjson
 from rich.console import COLOR_SYSTEMS, Console
 from rich.markup import escape
 from rich.style import Style
@@ -77,9 +78,12 @@ def _where(row: ChangeRow | FindingRow) -> str:
 def _change_line(row: ChangeRow, paint: Callable[[str, str], str]) -> str:
     """One change row as a line, ending in a newline."""
     cause = f" cause={row.cause}" if row.cause else ""
-    return f"{_where(row)} {paint(row.rule, 'bold')} {row.before} -> {row.after}{cause} evidence={visible(row.evidence)} ({row.certainty})\n"
+    removed = f" removed={visible(orjson.dumps(row.removed).decode())}" if row.removed is not None else ""
+    return f"{_where(row)} {paint(row.rule, 'bold')} {row.before} -> {row.after}{cause} evidence={visible(row.evidence)} ({row.certainty}){removed}\n"
 
 
 def _finding_line(row: FindingRow, paint: Callable[[str, str], str]) -> str:
-    """One finding row as a line, ending in a newline."""
-    return f"{_where(row)} {paint(row.rule, 'bold')} {paint('found', 'yellow')}: {visible(row.text)} evidence={visible(row.evidence)} ({row.certainty})\n"
+    """One finding row as a line, ending in a newline: ``found`` for an error, ``warning`` for
+    a warning."""
+    label = "warning" if row.severity == "warning" else "found"
+    return f"{_where(row)} {paint(row.rule, 'bold')} {paint(label, 'yellow')}: {visible(row.text)} evidence={visible(row.evidence)} ({row.certainty})\n"

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from functools import cache
 from typing import Any
 
-from histmig.rules.base import ANY_PART, Look, Messages, NullField, PartKind, Rule, always
+from histmig.rules.base import ANY_PART, FieldLook, HistoryLook, Look, Messages, NullField, PartKind, Rule, always
 
 RULE_MODULE = re.compile(r"hm\d{3}_\w+\Z")
 """The name of a rule's module: ``hm`` and its code's three digits, ``_`` and its name."""
@@ -65,24 +65,33 @@ def looks(rules: Iterable[Rule]) -> list[tuple[Rule, Look]]:
 
 
 class Walk:
-    """:func:`pending` for some ``rules``, compiled once from their looks into one function
-    (as :mod:`dataclasses` compiles ``__init__``): a walk of the messages and their parts that
+    """:func:`pending` for some ``rules``, compiled once from their place looks
+    (:class:`~histmig.rules.base.PartKind`, :class:`~histmig.rules.base.FieldLook`) into one
+    function (as :mod:`dataclasses` compiles ``__init__``): a walk of the messages and their parts that
     asks, at each kind of place a look is about, whether a null field holds ``null`` or another
     field is present, then the rule's own test, each only until its rule is found; looks that
     ask the same question are asked once, for all their rules. The walk is the hot path of
-    every migrated record: compiled, it asks no more than a walk written by hand would.
-    :attr:`source` is the compiled code, for the curious. Built once per rule selection
+    every migrated record: compiled, it asks no more than a walk written by hand would. The
+    rules that look at relations across the history (:class:`~histmig.rules.base.HistoryLook`)
+    are asked through their family's ``found``. :attr:`source` is the compiled code, for the
+    curious. Built once per rule selection
     (:meth:`histmig.engine.Plan.walk`)."""
 
     def __init__(self, rules: tuple[Rule, ...]) -> None:
         self.rules = rules
+        places = [(rule, look) for rule, look in looks(rules) if isinstance(look, (PartKind, FieldLook))]
+        histories: dict[Any, set[str]] = {}
+        for rule, look in looks(rules):
+            if isinstance(look, HistoryLook):
+                histories.setdefault(look.found, set()).add(rule.code)
+        self._histories = [(found, frozenset(codes)) for found, codes in histories.items()]
         tests: dict[Any, str] = {}
-        messages = _branches([(rule, look) for rule, look in looks(rules) if look.parts is None], "message", tests)
-        anywhere = _branches([(rule, look) for rule, look in looks(rules) if look.parts == ANY_PART], "part", tests)
-        kinds = sorted({kind for _, look in looks(rules) if look.parts not in (None, ANY_PART) for kind in look.parts})  # type: ignore[union-attr]
+        messages = _branches([(rule, look) for rule, look in places if look.parts is None], "message", tests)
+        anywhere = _branches([(rule, look) for rule, look in places if look.parts == ANY_PART], "part", tests)
+        kinds = sorted({kind for _, look in places if look.parts not in (None, ANY_PART) for kind in look.parts})  # type: ignore[union-attr]
         by_kind: list[str] = []
         for n, kind in enumerate(kinds):
-            found = [(rule, look) for rule, look in looks(rules) if look.parts not in (None, ANY_PART) and kind in look.parts]  # type: ignore[operator]
+            found = [(rule, look) for rule, look in places if look.parts not in (None, ANY_PART) and kind in look.parts]  # type: ignore[operator]
             by_kind += [f"{'el' if n else ''}if part_kind == {kind!r}:", *_indent(_branches(found, "part", tests))]
         self.source = "\n".join(
             [
@@ -109,8 +118,12 @@ class Walk:
         self._walk: Callable[[Messages], set[str]] = names["walk"]
 
     def pending(self, messages: Messages) -> tuple[Rule, ...]:
-        """The rules that may change ``messages`` (see :func:`pending`)."""
+        """The rules that may change ``messages`` (see :func:`pending`): those the compiled walk
+        finds, and those a :class:`~histmig.rules.base.HistoryLook` family finds (each
+        family's ``found`` asked once)."""
         codes = self._walk(messages)
+        for found, family in self._histories:
+            codes.update(found(messages) & family)
         return tuple([rule for rule in self.rules if rule.code in codes]) if codes else ()
 
 

@@ -43,17 +43,24 @@ Messages = list[Any]
 Message = dict[str, Any]
 Part = dict[str, Any]
 
-REPAIR, MISREAD, REBIND, MIGRATE = 10, 20, 30, 40
+REPAIR, MISREAD, REBIND, MIGRATE, PAIR = 10, 20, 30, 40, 50
 """Phases, the order rules run in (then by code): load-failure repairs (HM2xx) first, so that
 every call has an id the retry rules pair with; then silent misreads (HM3xx); then HM103
-re-binds a tool-less unknown-tool retry before HM101/HM102 would turn it into feedback. No rule
-writes what a rule of an earlier phase looks for, so one pass settles a history."""
+re-binds a tool-less unknown-tool retry before HM101/HM102 would turn it into feedback; then
+tool pairing (HM4xx), on results the migration made (orphans first, then dangling calls, as
+2.68 repairs them). No rule writes what a rule of an earlier phase looks for, so one pass
+settles a history."""
+
+Severity = Literal["error", "warning"]
+"""How a finding counts: an ``error`` fails ``check``; a ``warning`` is reported and does not
+(the calls of a history's last response, which a resumed run may still answer)."""
 
 
 class Finding(NamedTuple):
     """What a rule found at one place of a history: the rule's ``code``, the ``message``
     and ``part`` indices (0-based; ``part`` is ``None`` for the message itself), a ``text``
-    saying what is there, the ``evidence`` that decided it and its ``certainty``."""
+    saying what is there, the ``evidence`` that decided it, its ``certainty`` and
+    ``severity``."""
 
     code: str
     message: int
@@ -61,13 +68,16 @@ class Finding(NamedTuple):
     text: str
     evidence: str
     certainty: Certainty
+    severity: Severity = "error"
 
 
 class Change(NamedTuple):
     """One located edit a fix made: the ``rule`` code, the ``message`` and ``part`` indices
     (``part`` ``None`` for a message-level edit), ``before``/``after`` (the ``part_kind``
-    values, or field names for a message-level edit), the ``evidence`` that decided it and
-    its ``certainty``, and the ``RetryInfo.cause`` written, if any (README "Report")."""
+    values, or field names for a message-level edit; :data:`ABSENT_PART` for a part added or
+    removed), the ``evidence`` that decided it and its ``certainty``, the ``RetryInfo.cause``
+    written, if any, and a part a fix ``removed``, whole, so that nothing is lost (README
+    "Report"). An added part's place is where it now is; a removed part's, where it was."""
 
     rule: str
     message: int
@@ -77,10 +87,15 @@ class Change(NamedTuple):
     evidence: str
     certainty: Certainty
     cause: str | None = None
+    removed: Any = None
 
-    def finding(self) -> Finding:
+    def finding(self, severity: Severity = "error") -> Finding:
         """The finding this change fixes."""
-        return Finding(self.rule, self.message, self.part, f"{self.before} -> {self.after}", self.evidence, self.certainty)
+        return Finding(self.rule, self.message, self.part, f"{self.before} -> {self.after}", self.evidence, self.certainty, severity)
+
+
+ABSENT_PART = "absent"
+"""``before`` of a change that adds a part, ``after`` of one that removes it."""
 
 
 class Malformed(ValueError):
@@ -244,21 +259,44 @@ class ValueField(FieldLook):
         return self.quiet if self.settles else declared
 
 
+class HistoryLook(Look):
+    """The rule looks at relations across the whole history (a tool call and the result that
+    answers it, messages apart), which no single place shows. ``found(messages)`` gives the
+    codes of the rules that act on a history, for a family of rules sharing it (asked once a
+    record, whichever of them are selected); ``quiet(messages, kinds)`` tells from the
+    screen's skeleton (:mod:`histmig.screen`: the decoded message structs, and the kind of each
+    struct class) that none of them does; ``reads`` names the
+    skeleton fields ``quiet`` needs, by part kind, with their msgspec types (a field another
+    look declares keeps that look's type)."""
+
+    __slots__ = ("found", "quiet", "reads")
+
+    def __init__(self, found: Callable[[Messages], frozenset[str]], quiet: Callable[[list[Any], dict[type, str]], bool], reads: dict[str, tuple[tuple[str, Any], ...]]) -> None:
+        super().__init__(None, None, always)
+        self.found = found
+        self.quiet = quiet
+        self.reads = reads
+
+
 @dataclass(frozen=True)
 class Docs:
     """A rule's documentation, in the shape ruff gives its rules: ``what`` it does, ``why``
     it matters, and an example history ``before`` and ``after`` the fix, as JSON text (a
-    test runs the rule on ``before`` and compares with ``after``)."""
+    test runs the rule on ``before`` and compares with ``after``; ``None`` for a rule that only
+    reports, whose example is what it finds)."""
 
     what: str
     why: str
     before: str
-    after: str
+    after: str | None = None
 
 
 Fix = Callable[[Messages, Context], list[Change]]
 """A rule's fix: edits a history in place, returns the changes it made, in order. Raises
 :class:`Malformed` for a targeted part no release wrote."""
+
+Find = Callable[[Messages, Context], list[Finding]]
+"""A rule's check: the findings in a history, which it leaves as it is."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -268,9 +306,11 @@ class Rule:
     ``code`` is stable (``HM101``); ``name`` a slug (``tool-bound-retry``); ``summary`` one
     line; ``source`` the framework-facts section or release it comes from; ``docs`` its
     :class:`Docs`; ``looks`` what it looks at (:class:`Look`); ``fix`` edits a history in
-    place and returns the :class:`Change`\\ s; ``applicability`` says whether the fix is
-    ``safe`` or ``unsafe``; ``phase`` orders the rules (:data:`REPAIR` ... :data:`MIGRATE`,
-    then by code)."""
+    place and returns the :class:`Change`\\ s (``None``: the rule only reports);
+    ``applicability`` says whether the fix is ``safe`` or ``unsafe``; ``find`` returns the
+    findings without changing the history (``None``: those the fix would make); ``severity``
+    of its findings; ``phase`` orders the rules (:data:`REPAIR` ... :data:`PAIR`, then by
+    code)."""
 
     code: str
     name: str
@@ -278,14 +318,23 @@ class Rule:
     source: str
     docs: Docs
     looks: tuple[Look, ...]
-    fix: Fix = field(repr=False)
+    fix: Fix | None = field(default=None, repr=False)
     applicability: Applicability = "safe"
     phase: int = MIGRATE
+    find: Find | None = field(default=None, repr=False)
+    severity: Severity = "error"
+
+    def __post_init__(self) -> None:
+        if self.fix is None and self.find is None:
+            raise TypeError(f"rule {self.code} needs a fix or a find")
 
     def check(self, messages: Messages, ctx: Context) -> list[Finding]:
-        """What the rule finds in ``messages``, without changing them: the findings of the
-        fix run on a copy."""
-        return [change.finding() for change in self.fix(copy.deepcopy(messages), ctx)]
+        """What the rule finds in ``messages``, without changing them: ``find``'s findings,
+        else those of the fix run on a copy."""
+        if self.find is not None:
+            return [finding._replace(severity=self.severity) for finding in self.find(messages, ctx)]
+        assert self.fix is not None  # __post_init__: a fix or a find
+        return [change.finding(self.severity) for change in self.fix(copy.deepcopy(messages), ctx)]
 
     @property
     def order(self) -> tuple[int, str]:

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from histmig.api import migrate
+from histmig.options import Options
 from histmig.rules import registry
 from histmig.rules.base import Context
 from histmig.schema import current_errors
@@ -94,23 +95,34 @@ SETTLED = settled_for(registry(), "messages")
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+REWRITES = Options(select=("HM1", "HM2", "HM3"))
+"""The rules that rewrite parts where they are (the tool-pairing rules add and remove parts)."""
+EVERYTHING = Options(unsafe_fixes=True)
+
+
 @SETTINGS
-@given(HISTORY)
-def test_convert_is_total_idempotent_and_loads(history: list[dict[str, Any]]) -> None:
-    original = copy.deepcopy(history)
-    changes = migrate(history)
-    assert migrate(copy.deepcopy(history)) == []
-    assert [len(m["parts"]) for m in history] == [len(m["parts"]) for m in original]
-    assert len(changes) == sum(p["part_kind"] == "retry-prompt" for m in original for p in m["parts"])
+@given(HISTORY, st.sampled_from([Options(), EVERYTHING]))
+def test_convert_is_total_idempotent_and_loads(history: list[dict[str, Any]], options: Options) -> None:
+    migrate(history, options)
+    assert migrate(copy.deepcopy(history), options) == []
     assert current_errors(history) == []
     framework_dump(history)
 
 
 @SETTINGS
 @given(HISTORY)
+def test_the_rewrite_rules_rewrite_each_retry_prompt_part_in_place(history: list[dict[str, Any]]) -> None:
+    original = copy.deepcopy(history)
+    changes = migrate(history, REWRITES)
+    assert [len(m["parts"]) for m in history] == [len(m["parts"]) for m in original]
+    assert len([c for c in changes if c.rule.startswith("HM1")]) == sum(p["part_kind"] == "retry-prompt" for m in original for p in m["parts"])
+
+
+@SETTINGS
+@given(HISTORY)
 def test_parts_no_rule_targets_are_untouched(history: list[dict[str, Any]]) -> None:
     original = copy.deepcopy(history)
-    migrate(history)
+    migrate(history, REWRITES)
     for before, after in zip(original, history):
         assert {k: v for k, v in after.items() if k != "parts"} == {k: v for k, v in before.items() if k != "parts"}
         for old, new in zip(before["parts"], after["parts"]):
@@ -152,11 +164,12 @@ def test_the_pending_rules_change_what_every_rule_would(history: list[dict[str, 
     for kind, at in damages:
         _damage(history, kind, at)
     every_rule = copy.deepcopy(history)
-    changes = [change for rule in registry() for change in rule.fix(every_rule, Context())]
+    fixing = EVERYTHING.plan().fixing
+    changes = [change for rule in registry() if rule.code in fixing for change in rule.fix(every_rule, Context())]  # type: ignore[misc]
     only_pending = copy.deepcopy(history)
-    assert migrate(only_pending) == changes
+    assert migrate(only_pending, EVERYTHING) == changes
     assert only_pending == every_rule
     if SCREEN(json.dumps({"messages": history}, ensure_ascii=False).encode()):
-        assert changes == []
+        assert changes == [] and [f for rule in registry() for f in rule.check(history, Context())] == []
     if SETTLED(json.dumps({"messages": history}, ensure_ascii=False, separators=(",", ":")).encode()):
         assert changes == [] and current_errors(history) == []

@@ -16,6 +16,15 @@ from tests.conftest import CORPUS
 RETRY = {"part_kind": "retry-prompt", "content": "x", "tool_name": None}
 FUTURE = orjson.dumps({"id": "f\x1b[1m", "messages": [{"kind": "request", "parts": [{"part_kind": "hologram", "content": "later"}, RETRY]}]})
 BAD_LINES = [b"{not json", FUTURE, b'{"id": "b", "note": 42}']
+ORPHAN = orjson.dumps(
+    {
+        "messages": [
+            {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "t", "args": {}, "tool_call_id": "c"}]},
+            {"kind": "request", "parts": [{"part_kind": "tool-return", "tool_name": "t", "content": "ok", "tool_call_id": "c"}, {"part_kind": "tool-return", "tool_name": "t", "content": "late", "tool_call_id": "gone"}]},
+        ]
+    }
+) + b"\n"
+"""A history whose second result answers no call (HM401 drops it with ``--unsafe-fixes``)."""
 CHANGE = "[v0.0.20/c_unknown_tool]: messages[2].parts[0] HM103 retry-prompt -> tool-return cause=unknown_tool evidence=unknown-tool+preceding-call (template)"
 
 

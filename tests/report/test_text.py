@@ -11,7 +11,8 @@ import pytest
 from histmig import api
 from histmig.report import Report
 from histmig.report.text import render
-from tests.report.conftest import CHANGE, legacy_report, rendered
+from histmig.options import Options
+from tests.report.conftest import CHANGE, ORPHAN, legacy_report, rendered
 
 
 def test_text_report_lines(tmp_path: Path, batch_size: int) -> None:
@@ -20,13 +21,18 @@ def test_text_report_lines(tmp_path: Path, batch_size: int) -> None:
     assert lines[0] == f"{source}:line 1 [v0.0.20/a_tool_model_retry]: messages[1].parts[0] HM201 tool-call -> tool-call evidence=position (derived)"
     assert f"{source}:line 6 {CHANGE}" in lines
     assert lines[270] == f"{source}:line 214 [f\\x1b[1m]: messages[0].parts[1] HM102 retry-prompt -> retry-feedback cause=model_retry evidence=free-text (default)"
-    assert lines[271:274] == [
+    assert lines[271] == (
+        f"{source}:line 82 [v1.0.18/m_deferred_tool_model_retry]: messages[3].parts[0] HM407 warning: tool-call 'run_job' "
+        "(pyd_ai_f93a0b6a98114066a071244304e8e723) of the last response has no result yet evidence=frontier (exact)"
+    )
+    assert [line.split(" HM407 ")[1][:8] for line in lines[271:277]] == ["warning:"] * 6
+    assert lines[277:280] == [
         f"{source}:line 213: rejected: invalid JSON: unexpected character, expected a string key at character 2 of the record",
         f"{source}:line 215 [b]: rejected: no messages field found (name it with --messages-field)",
         f"{source}:line 214 [f\\x1b[1m]: warning: messages[0].parts[0]: unknown part_kind 'hologram', carried unchanged",
     ]
-    assert "histmig summary" in lines[274]
-    assert any(line.startswith("│ records_in ") and "│ 215 " in line for line in lines[275:])
+    assert "histmig summary" in lines[280]
+    assert any(line.startswith("│ records_in ") and "│ 215 " in line for line in lines[281:])
     assert not any("\x1b" in line for line in lines)
 
 
@@ -50,6 +56,16 @@ def test_text_report_is_styled_on_a_terminal(tmp_path: Path, monkeypatch: pytest
     render(report, terminal)
     assert f"{source}:line 213: rejected: invalid JSON" in terminal.getvalue()
     assert "\x1b[1mHM103\x1b[0m" in terminal.getvalue()
+
+
+def test_a_removed_part_is_written_whole_on_its_change_line(tmp_path: Path) -> None:
+    source = tmp_path / "orphan.jsonl"
+    source.write_bytes(ORPHAN)
+    lines = rendered(api.audit(str(source), Options(unsafe_fixes=True)).report, "text").splitlines()
+    assert lines[0] == (
+        f"{source}:line 1: messages[1].parts[1] HM401 tool-return -> absent evidence=orphaned:dropped (exact) "
+        'removed={"part_kind":"tool-return","tool_name":"t","content":"late","tool_call_id":"gone"}'
+    )
 
 
 def test_an_empty_and_a_rejects_only_report_render(tmp_path: Path) -> None:

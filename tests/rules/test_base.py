@@ -8,7 +8,7 @@ from typing import Optional, Union
 import msgspec
 import pytest
 
-from histmig.rules.base import ABSENT, ANY_PART, NOT_NULL, AbsentField, Change, Context, Docs, NullField, PartKind, Rule, ValueField, always
+from histmig.rules.base import ABSENT, ANY_PART, NOT_NULL, AbsentField, Change, Context, Docs, Finding, NullField, PartKind, Rule, ValueField, always
 
 
 @pytest.mark.parametrize(
@@ -48,3 +48,13 @@ def test_a_rules_check_is_its_fix_on_a_copy() -> None:
     history: list = []
     assert [(f.code, f.message, f.part, f.text) for f in rule.check(history, Context())] == [("HM999", 1, None, "x -> y")]
     assert history == [] and rule.order == (40, "HM999")
+
+
+def test_a_rule_that_only_reports_finds_with_its_severity() -> None:
+    def find(messages: list, ctx: Context) -> list[Finding]:
+        return [Finding("HM998", 0, 0, "there", "e", "exact")]
+
+    rule = Rule("HM998", "t", "s", "tests", Docs("", "", "[]"), (), find=find, severity="warning")
+    assert [(f.code, f.severity) for f in rule.check([], Context())] == [("HM998", "warning")]
+    with pytest.raises(TypeError, match="rule HM997 needs a fix or a find"):
+        Rule("HM997", "t", "s", "tests", Docs("", "", "[]"), ())

@@ -1,0 +1,86 @@
+"""HM401: a result whose ``tool_call_id`` no call has (an orphaned result)."""
+
+from __future__ import annotations
+
+import copy
+
+from histmig.rules.base import ABSENT_PART, PAIR, Change, Context, Docs, Finding, Messages, Rule
+from histmig.rules.pairing import LOOK, analyse, describe, drop_parts, is_call
+
+
+def find_orphans(messages: Messages, ctx: Context) -> list[Finding]:
+    """Each result whose ``tool_call_id`` no call of the history has (2.68's
+    ``_drop_orphaned_tool_results`` drops it before every request)."""
+    return [Finding("HM401", m, p, f"{describe(messages, m, p)} answers no call", "orphaned", "exact") for m, p in analyse(messages).orphaned]
+
+
+def repair_or_drop(messages: Messages, ctx: Context) -> list[Change]:
+    """Re-pair each orphaned result that is the only candidate for the only unanswered call of
+    the same tool in the response right before its request (its content is kept, where 2.68
+    would drop it and answer the call with an interrupted return); drop the others, as 2.68
+    does before sending (an interior request left empty goes, the last message stays, as in
+    ``_drop_orphaned_tool_results``), each written whole into its change."""
+    pairing = analyse(messages)
+    orphans = pairing.orphaned
+    unanswered = set(pairing.dangling + pairing.frontier)
+    changes: list[Change] = []
+    rebound: set[tuple[int, int]] = set()
+    for m_index, p_index in orphans:
+        call = _only_call(messages, m_index, p_index, orphans, unanswered)
+        if call is not None:
+            part = messages[m_index]["parts"][p_index]
+            part["tool_call_id"] = messages[call[0]]["parts"][call[1]]["tool_call_id"]
+            rebound.add((m_index, p_index))
+            changes.append(Change("HM401", m_index, p_index, "tool-return", "tool-return", f"re-paired:{part['tool_call_id']}", "template"))
+    dropped = [place for place in orphans if place not in rebound]
+    for m_index, p_index in dropped:
+        changes.append(Change("HM401", m_index, p_index, messages[m_index]["parts"][p_index].get("part_kind", ""), ABSENT_PART, "orphaned:dropped", "exact", removed=copy.deepcopy(messages[m_index]["parts"][p_index])))
+    drop_parts(messages, dropped)
+    return changes
+
+
+def _only_call(messages: Messages, m_index: int, p_index: int, orphans: list[tuple[int, int]], unanswered: set[tuple[int, int]]) -> tuple[int, int] | None:
+    """The place of the one unanswered call of the orphan's tool in the response right before
+    its request, when the orphan is that request's only orphan of that tool; else ``None``."""
+    if m_index == 0 or not isinstance(messages[m_index - 1], dict) or messages[m_index - 1].get("kind") != "response":
+        return None
+    name = messages[m_index]["parts"][p_index].get("tool_name")
+    response = messages[m_index - 1]
+    calls = [(m_index - 1, i) for i, part in enumerate(response.get("parts") or ()) if isinstance(part, dict) and is_call(response, part) and part.get("tool_name") == name]
+    open_calls = [place for place in calls if place in unanswered]
+    rivals = [place for place in orphans if place[0] == m_index and messages[m_index]["parts"][place[1]].get("tool_name") == name]
+    return open_calls[0] if len(open_calls) == 1 and rivals == [(m_index, p_index)] else None
+
+
+RULE = Rule(
+    code="HM401",
+    name="orphaned-result",
+    summary="tool result answering no call -> re-paired to the only open call of its tool, else dropped (written whole into the report)",
+    source="pydantic-ai 2.68 _drop_orphaned_tool_results; issue: tool pairing",
+    docs=Docs(
+        what=(
+            "Finds a tool-return (retried or not) whose tool_call_id no call of the history has: context eviction, "
+            "a mis-built id or an adapter round-trip left a result without its call. The fix re-pairs it with the "
+            "call when it is the only candidate for the only unanswered call of the same tool in the response just "
+            "before it (keeping its content), and otherwise drops it as 2.68 does before sending; a dropped part is "
+            "written whole into the report's change row, so nothing is lost."
+        ),
+        why=(
+            "Providers reject a result without its call ('No tool call found for function call output'); 2.68 drops "
+            "it before every request, so the stored history says one thing and the model sees another."
+        ),
+        before=(
+            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":{"city":"Oslo"},"tool_call_id":"call_1"}]},'
+            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather","content":"12 C","tool_call_id":"call_X"}]}]'
+        ),
+        after=(
+            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":{"city":"Oslo"},"tool_call_id":"call_1"}]},'
+            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather","content":"12 C","tool_call_id":"call_1"}]}]'
+        ),
+    ),
+    looks=(LOOK,),
+    fix=repair_or_drop,
+    applicability="unsafe",
+    phase=PAIR,
+    find=find_orphans,
+)

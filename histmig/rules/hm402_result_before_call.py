@@ -1,0 +1,58 @@
+"""HM402: a result placed before the call it answers."""
+
+from __future__ import annotations
+
+import copy
+
+from histmig.rules.base import ABSENT_PART, PAIR, Change, Context, Docs, Finding, Messages, Rule
+from histmig.rules.pairing import LOOK, analyse, describe, drop_parts
+
+
+def find_early_results(messages: Messages, ctx: Context) -> list[Finding]:
+    """Each result whose call comes later in the history: no earlier call has its id, so 2.68
+    drops it before every request (``_drop_orphaned_tool_results``) and answers the call with an
+    interrupted return."""
+    return [Finding("HM402", m, p, f"{describe(messages, m, p)} comes before its call", "result-before-call", "exact") for m, p in analyse(messages).before_call]
+
+
+def drop_early_results(messages: Messages, ctx: Context) -> list[Change]:
+    """Drop each result placed before its call, as 2.68 does before sending, written whole into
+    its change (the call it meant to answer is then dangling: HM406 answers it as 2.68 would)."""
+    places = analyse(messages).before_call
+    changes = [
+        Change("HM402", m, p, messages[m]["parts"][p].get("part_kind", ""), ABSENT_PART, "result-before-call:dropped", "exact", removed=copy.deepcopy(messages[m]["parts"][p]))
+        for m, p in places
+    ]
+    drop_parts(messages, places)
+    return changes
+
+
+RULE = Rule(
+    code="HM402",
+    name="result-before-call",
+    summary="tool result placed before the call it answers -> dropped (written whole into the report)",
+    source="pydantic-ai 2.68 _drop_orphaned_tool_results; issue: tool pairing",
+    docs=Docs(
+        what=(
+            "Finds a tool-return whose call comes later in the history (a hand-built or reordered history). The fix "
+            "drops it, as 2.68 does before sending, writing it whole into the report; the call it meant to answer is "
+            "then answered as 2.68 answers a dangling call (HM406)."
+        ),
+        why="No earlier call has its id, so providers reject it; 2.68 drops it before every request.",
+        before=(
+            '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"go"},{"part_kind":"tool-return","tool_name":"t","content":"early","tool_call_id":"c1"}]},'
+            '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":{},"tool_call_id":"c1"}]},'
+            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"t","content":"42","tool_call_id":"c1"}]}]'
+        ),
+        after=(
+            '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"go"}]},'
+            '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":{},"tool_call_id":"c1"}]},'
+            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"t","content":"42","tool_call_id":"c1"}]}]'
+        ),
+    ),
+    looks=(LOOK,),
+    fix=drop_early_results,
+    applicability="unsafe",
+    phase=PAIR,
+    find=find_early_results,
+)

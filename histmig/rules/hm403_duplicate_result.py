@@ -1,0 +1,40 @@
+"""HM403: two results for one call."""
+
+from __future__ import annotations
+
+from histmig.rules.base import PAIR, Context, Docs, Finding, Messages, Rule
+from histmig.rules.pairing import LOOK, analyse, describe
+
+
+def find_duplicates(messages: Messages, ctx: Context) -> list[Finding]:
+    """Each result whose id an earlier call had, that call being answered already: 2.68 keeps
+    it and sends two results for one call. No fix: which of the two the model should have seen
+    is not in the history."""
+    return [
+        Finding("HM403", m, p, f"{describe(messages, m, p)} answers a call already answered at messages[{first[0]}].parts[{first[1]}]", "duplicate", "exact")
+        for (m, p), first in analyse(messages).duplicate
+    ]
+
+
+RULE = Rule(
+    code="HM403",
+    name="duplicate-result",
+    summary="a second result for one call (reported; no fix)",
+    source="pydantic-ai 2.68 _dangling_tool_calls_by_response; issue: tool pairing",
+    docs=Docs(
+        what=(
+            "Finds a tool-return whose call was already answered by an earlier result: the ordered matching walk "
+            "2.68 uses finds no open call for it. Reported only: which of the two results the model should have "
+            "seen is not in the history."
+        ),
+        why="The framework sends both; providers differ in what they make of two results for one call, and some refuse it.",
+        before=(
+            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":{},"tool_call_id":"c1"}]},'
+            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"t","content":"a","tool_call_id":"c1"},'
+            '{"part_kind":"tool-return","tool_name":"t","content":"b","tool_call_id":"c1"}]}]'
+        ),
+    ),
+    looks=(LOOK,),
+    phase=PAIR,
+    find=find_duplicates,
+)

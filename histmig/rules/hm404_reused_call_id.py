@@ -1,0 +1,41 @@
+"""HM404: a call reusing the id of an unanswered call of an earlier response."""
+
+from __future__ import annotations
+
+from histmig.rules.base import PAIR, Context, Docs, Finding, Messages, Rule
+from histmig.rules.pairing import LOOK, analyse, describe
+
+
+def find_reused_ids(messages: Messages, ctx: Context) -> list[Finding]:
+    """Each call whose ``tool_call_id`` is that of a call of an earlier response still without
+    a result: the earlier call can no longer be answered (any later result answers the new one),
+    so it is dangling (HM406). No fix of its own: the ids are what the provider wrote."""
+    return [
+        Finding("HM404", m, p, f"{describe(messages, m, p)} reuses the id of the unanswered call at messages[{old[0]}].parts[{old[1]}]", "reused-id", "exact")
+        for (m, p), old in analyse(messages).reused
+    ]
+
+
+RULE = Rule(
+    code="HM404",
+    name="reused-call-id",
+    summary="a call reusing the id of an earlier response's unanswered call, which it shadows (reported; the shadowed call is HM406's)",
+    source="pydantic-ai 2.68 _open_tool_calls; issue: tool pairing",
+    docs=Docs(
+        what=(
+            "Finds a tool call whose tool_call_id is that of a call of an earlier response still without a result "
+            "(some providers write call_1 in every response). The earlier call is shadowed: any later result answers "
+            "the new call instead, so the earlier one is dangling, and HM406 answers it as 2.68 does. Reported only."
+        ),
+        why="The shadowed call never gets a result: providers reject the history, and analytics joining calls to results by id go wrong.",
+        before=(
+            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":{},"tool_call_id":"call_1"}]},'
+            '{"kind":"request","parts":[{"part_kind":"user-prompt","content":"never mind"}]},'
+            '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":{},"tool_call_id":"call_1"}]},'
+            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"t","content":"ok","tool_call_id":"call_1"}]}]'
+        ),
+    ),
+    looks=(LOOK,),
+    phase=PAIR,
+    find=find_reused_ids,
+)

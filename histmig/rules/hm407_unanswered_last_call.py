@@ -1,0 +1,59 @@
+"""HM407: a call of the last response without a result (the live frontier)."""
+
+from __future__ import annotations
+
+from histmig.rules.base import ABSENT_PART, PAIR, Change, Context, Docs, Finding, Messages, Rule
+from histmig.rules.pairing import LOOK, analyse, close_calls, describe
+
+
+def find_frontier(messages: Messages, ctx: Context) -> list[Finding]:
+    """Each call of the last response without a result: the live frontier, which a run resumed
+    with this history (or given ``deferred_tool_results``) may still answer. A warning, not an
+    error: a run that ended waiting for a deferred tool's result is legitimate."""
+    return [Finding("HM407", m, p, f"{describe(messages, m, p)} of the last response has no result yet", "frontier", "exact") for m, p in sorted(analyse(messages).frontier)]
+
+
+def close_frontier(messages: Messages, ctx: Context) -> list[Change]:
+    """Answer each call of the last response with an interrupted return, as 2.68's
+    ``repair_messages`` does with ``repair_last_response`` (the default of
+    ``pydantic_ai.messages.repair_messages``): the run is abandoned, not resumed."""
+    calls = analyse(messages).frontier
+    ids = [messages[m]["parts"][p].get("tool_call_id") for m, p in calls]
+    return [Change("HM407", m, p, ABSENT_PART, "tool-return", f"interrupted:{call_id}", "exact") for (m, p), call_id in zip(close_calls(messages, calls), ids)]
+
+
+RULE = Rule(
+    code="HM407",
+    name="unanswered-last-call",
+    summary="a call of the last response without a result (a warning: a resumed run may still answer it) -> closed with an interrupted return",
+    source="pydantic-ai 2.68 repair_messages(repair_last_response=True); issue: tool pairing",
+    docs=Docs(
+        what=(
+            "Finds a tool call of the history's last response that no result answers: where a run stopped, crashed, "
+            "or waits for a deferred tool's result. check reports it as a warning. The unsafe fix closes it with the "
+            "interrupted return 2.68 synthesizes with repair_last_response, abandoning the run."
+        ),
+        why=(
+            "A provider refuses the history as it is, and Agent.run refuses to add a new prompt after it; but a "
+            "resumed run may still answer the call, so closing it abandons work: only with --unsafe-fixes."
+        ),
+        before=(
+            '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"weather?"}]},'
+            '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":{"city":"Oslo"},"tool_call_id":"call_1"}],"timestamp":"2025-05-01T10:00:01Z"}]'
+        ),
+        after=(
+            '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"weather?"}]},'
+            '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":{"city":"Oslo"},"tool_call_id":"call_1"}],"timestamp":"2025-05-01T10:00:01Z"},'
+            '{"parts":[{"tool_name":"get_weather","content":"The tool call was interrupted before a result was produced.","tool_call_id":"call_1",'
+            '"tool_kind":null,"metadata":{"pydantic_ai_synthesized_tool_return":true},"timestamp":"2025-05-01T10:00:01Z","outcome":"interrupted",'
+            '"retry":null,"part_kind":"tool-return"}],"timestamp":null,"instructions":null,"kind":"request","run_id":null,"conversation_id":null,'
+            '"metadata":null,"state":"complete"}]'
+        ),
+    ),
+    looks=(LOOK,),
+    fix=close_frontier,
+    applicability="unsafe",
+    phase=PAIR,
+    find=find_frontier,
+    severity="warning",
+)

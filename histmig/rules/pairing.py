@@ -1,0 +1,322 @@
+"""What the tool-pairing rules (HM401-HM407) share: how tool calls and their results pair up,
+in pydantic-ai 2.68's own terms, and the interrupted return the framework synthesizes.
+
+The analysis (:func:`analyse`) is 2.68's ordered matching walk (``messages.py``,
+``_dangling_tool_calls_by_response``, ``_drop_orphaned_tool_results``): a *call* is a
+``tool-call`` part of a response; a *result* is a ``tool-return`` part of a request (any
+``outcome``, retried ones included) or a tool-bound ``retry-prompt`` (which 2.68 treats the same
+way). Native parts (``builtin-tool-call``/``builtin-tool-return``) are left alone. A result
+answers the oldest open call with its ``tool_call_id`` (calls repeating an id within one response
+are answered FIFO); a result whose id no earlier call has is *orphaned* (2.68 drops it before
+sending); a call still open at the end is *dangling* (2.68 answers it, before every request,
+with an ``outcome: "interrupted"`` return; the calls of the last response only with
+``repair_last_response``, being the live frontier a resumed run may still answer); a call whose id
+a later response reuses while it is open is shadowed, and so dangling.
+
+:func:`found` is what the rules' :class:`~histmig.rules.base.HistoryLook` asks of a whole
+history (a quick walk first: a history where every response's calls are answered by the request
+right after it needs none of these rules), :func:`quiet_skeleton` what the screen asks of a
+record's skeleton.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from histmig.rules.base import HistoryLook, Message, Messages, Part
+
+INTERRUPTED_CONTENT = "The tool call was interrupted before a result was produced."
+"""2.68's ``INTERRUPTED_TOOL_RETURN_CONTENT``: the content of a synthesized return."""
+
+SYNTHESIZED_KEY = "pydantic_ai_synthesized_tool_return"
+"""2.68's ``SYNTHESIZED_TOOL_RETURN_METADATA_KEY``: set to ``true`` in a synthesized return's
+``metadata``."""
+
+Place = tuple[int, int]
+"""``(message index, part index)``."""
+
+
+def is_call(message: Any, part: Any) -> bool:
+    """A ``tool-call`` part of a response (a regular, locally executed call)."""
+    return message.get("kind") == "response" and part.get("part_kind") == "tool-call"
+
+
+def is_result(message: Any, part: Any) -> bool:
+    """A result answering a call: a request's ``tool-return`` part (any outcome), or its
+    tool-bound ``retry-prompt`` part (2.68's ``_is_tool_result_part``)."""
+    if message.get("kind") != "request":
+        return False
+    kind = part.get("part_kind")
+    return kind == "tool-return" or (kind == "retry-prompt" and part.get("tool_name") is not None)
+
+
+@dataclass
+class Pairing:
+    """How the calls and results of one history pair up (see the module docstring), each list
+    in history order: ``orphaned`` results whose id no call has (``before_call``: those whose
+    call comes later); ``duplicate`` results answering no open call though an earlier call had
+    their id, with the place of the call they repeat; ``reused`` calls whose id shadows an open
+    call of an earlier response, with the place of the shadowed call; ``truncated`` calls whose
+    ``args`` text is not JSON and that no retried result answers (a stream cut mid-call: a call
+    the framework answered with a validation retry was seen, and is history); ``dangling`` calls before the last response and ``frontier``
+    calls of the last response, never answered."""
+
+    orphaned: list[Place] = field(default_factory=list)
+    before_call: list[Place] = field(default_factory=list)
+    duplicate: list[tuple[Place, Place]] = field(default_factory=list)
+    reused: list[tuple[Place, Place]] = field(default_factory=list)
+    truncated: list[Place] = field(default_factory=list)
+    dangling: list[Place] = field(default_factory=list)
+    frontier: list[Place] = field(default_factory=list)
+
+
+def analyse(messages: Messages) -> Pairing:
+    """The :class:`Pairing` of ``messages`` (a history as plain JSON data; entries that are not
+    objects, ``parts`` that are not lists, and parts whose ``tool_call_id`` is not text are
+    passed over: 2.68 gives a part without an id a random one when it loads it)."""
+    pairing = Pairing()
+    opened: dict[Any, list[Place]] = {}
+    answered: dict[Any, Place] = {}
+    seen: set[Any] = set()
+    results: list[tuple[Place, Any]] = []
+    last_response = max((i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("kind") == "response"), default=-1)
+    for m_index, message, parts in _messages(messages):
+        for p_index, part in enumerate(parts):
+            if not isinstance(part, dict):
+                continue
+            call_id = part.get("tool_call_id")
+            if type(call_id) is not str:  # 2.68 gives such a part a random id when it loads it: no pairing to tell
+                continue
+            if is_call(message, part):
+                pending = opened.get(call_id)
+                if pending and pending[-1][0] != m_index:
+                    for shadowed in pending:
+                        pairing.reused.append(((m_index, p_index), shadowed))
+                        _dangles(pairing, shadowed, last_response)
+                    pending.clear()
+                opened.setdefault(call_id, []).append((m_index, p_index))
+                seen.add(call_id)
+                if _cut(part.get("args")):
+                    pairing.truncated.append((m_index, p_index))
+            elif is_result(message, part):
+                if call_id not in seen:
+                    results.append(((m_index, p_index), call_id))
+                    continue
+                pending = opened.get(call_id)
+                if pending:
+                    answered[call_id] = call = pending.pop(0)
+                    if call in pairing.truncated and _is_retried(part):
+                        pairing.truncated.remove(call)
+                else:
+                    pairing.duplicate.append(((m_index, p_index), answered.get(call_id, (-1, -1))))
+    for place, call_id in results:
+        (pairing.before_call if call_id in seen else pairing.orphaned).append(place)
+    for calls in opened.values():
+        for place in calls:
+            _dangles(pairing, place, last_response)
+    return pairing
+
+
+def _is_retried(part: Part) -> bool:
+    """A result saying the call was retried: ``outcome: "retried"``, or a legacy retry-prompt."""
+    return part.get("outcome") == "retried" or part.get("part_kind") == "retry-prompt"
+
+
+def _dangles(pairing: Pairing, place: Place, last_response: int) -> None:
+    (pairing.frontier if place[0] == last_response else pairing.dangling).append(place)
+
+
+def _messages(messages: Messages) -> Iterable[tuple[int, Message, list[Any]]]:
+    for m_index, message in enumerate(messages):
+        if isinstance(message, dict) and isinstance(message.get("parts"), list):
+            yield m_index, message, message["parts"]
+
+
+def _cut(args: Any) -> bool:
+    """Whether tool-call ``args`` are text that is not JSON; legacy ``{"args_json": text}``
+    args (0.0.13-0.0.20, which HM301 unwraps before the pairing rules run) are their text."""
+    if type(args) is dict and len(args) == 1 and type(args.get("args_json")) is str:
+        args = args["args_json"]
+    return isinstance(args, str) and bool(args) and not _is_json(args)
+
+
+def _is_json(text: str) -> bool:
+    try:
+        orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
+def _answered_in_turn(messages: Messages) -> bool | None:
+    """Whether every response's calls are answered, in any order, by the results of the message
+    right after it (a request), no request holds another result, the last response has no call,
+    and a call whose args text is cut is answered by a retried result: then the history needs
+    no pairing rule. The quick walk :func:`found` tries first (a framework-written history is
+    this shape). ``None`` when a call or result has no text id (HM201 gives it one before the
+    pairing rules run: their findings cannot be told before)."""
+    calls: list[Any] = []
+    cut: set[Any] = set()
+    for message in messages:
+        if not isinstance(message, dict) or not isinstance(message.get("parts"), list):
+            return False
+        parts = message["parts"]
+        if message.get("kind") == "response":
+            if calls:
+                return False
+            for part in parts:
+                if isinstance(part, dict) and part.get("part_kind") == "tool-call":
+                    call_id = part.get("tool_call_id")
+                    if type(call_id) is not str:
+                        return None
+                    calls.append(call_id)
+                    if _cut(part.get("args")):
+                        cut.add(call_id)
+        else:
+            results = [part for part in parts if isinstance(part, dict) and is_result(message, part)]
+            ids = [part.get("tool_call_id") for part in results]
+            if any(type(call_id) is not str for call_id in ids):
+                return None
+            if not _paired(calls, ids, cut, [_is_retried(part) for part in results]):
+                return False
+            calls, cut = [], set()
+    return not calls
+
+
+def _paired(calls: list[Any], ids: list[Any], cut: set[Any], retried: list[bool]) -> bool:
+    """Whether results with ``ids`` (each ``retried`` or not) answer ``calls`` one each, the
+    calls whose args are ``cut`` by retried results."""
+    if ids != calls and sorted(ids) != sorted(calls):
+        return False
+    return not cut or all(done for call_id, done in zip(ids, retried) if call_id in cut)
+
+
+CODES = {
+    "orphaned": "HM401",
+    "before_call": "HM402",
+    "duplicate": "HM403",
+    "reused": "HM404",
+    "truncated": "HM405",
+    "dangling": "HM406",
+    "frontier": "HM407",
+}
+"""The rule each kind of finding of a :class:`Pairing` belongs to."""
+
+
+def found(messages: Messages) -> frozenset[str]:
+    """The codes of the pairing rules that may act on ``messages`` once the earlier phases ran:
+    none when every call is answered in turn (:func:`_answered_in_turn`); all when a call or
+    result has no id yet (HM201 gives it one first); else those whose kind of finding
+    :func:`analyse` finds."""
+    quick = _answered_in_turn(messages)
+    if quick:
+        return frozenset()
+    if quick is None:
+        return frozenset(CODES.values())
+    pairing = analyse(messages)
+    return frozenset(code for name, code in CODES.items() if getattr(pairing, name))
+
+
+def quiet_skeleton(messages: list[Any], kinds: dict[type, str]) -> bool:
+    """:func:`_answered_in_turn` on a record's skeleton (:mod:`histmig.screen`): ``messages``
+    are the decoded message structs (``.parts``; a call's ``tool_call_id`` and ``args``, a
+    result's ``tool_call_id`` and ``outcome``), ``kinds`` gives each struct class its kind
+    (``request``, ``response``, or a part's ``part_kind``)."""
+    calls: list[str] = []
+    cut: set[str] = set()
+    for message in messages:
+        if kinds[type(message)] == "response":
+            if calls:
+                return False
+            for part in message.parts:
+                if kinds[type(part)] == "tool-call":
+                    calls.append(part.tool_call_id)
+                    args = part.args
+                    if type(args) is str and args and not _is_json(args):
+                        cut.add(part.tool_call_id)
+        else:
+            results = [part for part in message.parts if kinds[type(part)] == "tool-return"]
+            if not _paired(calls, [part.tool_call_id for part in results], cut, [part.outcome == "retried" for part in results]):
+                return False
+            calls, cut = [], set()
+    return not calls
+
+
+def interrupted_return(call: Part, response: Message) -> Part:
+    """The return 2.68 synthesizes for a dangling ``call`` of ``response``
+    (``_synthesized_tool_returns``), as 2.68 dumps it: the call's ``tool_name``,
+    ``tool_call_id`` and ``tool_kind``, :data:`INTERRUPTED_CONTENT`, the :data:`SYNTHESIZED_KEY`
+    marker in ``metadata``, the response's ``timestamp`` (absent when the response has none:
+    never the clock), ``outcome: "interrupted"``, ``retry: null``."""
+    part: Part = {"tool_name": call.get("tool_name"), "content": INTERRUPTED_CONTENT, "tool_call_id": call.get("tool_call_id")}
+    part["tool_kind"] = call.get("tool_kind")
+    part["metadata"] = {SYNTHESIZED_KEY: True}
+    if response.get("timestamp") is not None:
+        part["timestamp"] = response["timestamp"]
+    part.update({"outcome": "interrupted", "retry": None, "part_kind": "tool-return"})
+    return part
+
+
+def new_request(parts: list[Part]) -> Message:
+    """A request holding ``parts`` alone, as 2.68 dumps ``ModelRequest(parts=...)``."""
+    return {"parts": parts, "timestamp": None, "instructions": None, "kind": "request", "run_id": None, "conversation_id": None, "metadata": None, "state": "complete"}
+
+
+def close_calls(messages: Messages, calls: list[Place]) -> list[Place]:
+    """Answer each call of ``calls`` (places of dangling ``tool-call`` parts, in the order of a
+    :class:`Pairing`) with its :func:`interrupted_return`, placed where 2.68's ``_repair_dangling_tool_calls``
+    places it: after the existing results of the request right after the call's response, or in
+    a new request (:func:`new_request`) when another response or the end comes first. Edits
+    ``messages`` in place; returns the places of the returns it added, in the history as it now
+    is."""
+    by_response: dict[int, list[Part]] = {}
+    for m_index, p_index in calls:
+        by_response.setdefault(m_index, []).append(interrupted_return(messages[m_index]["parts"][p_index], messages[m_index]))
+    added: list[Place] = []
+    shift = 0
+    for m_index in sorted(by_response):
+        at = m_index + shift + 1
+        returns = by_response[m_index]
+        following = messages[at] if at < len(messages) else None
+        if isinstance(following, dict) and following.get("kind") == "request" and isinstance(following.get("parts"), list):
+            parts = following["parts"]
+            insert_at = next((i + 1 for i in range(len(parts) - 1, -1, -1) if isinstance(parts[i], dict) and is_result(following, parts[i])), 0)
+            parts[insert_at:insert_at] = returns
+            added += [(at, insert_at + n) for n in range(len(returns))]
+        else:
+            messages.insert(at, new_request(returns))
+            shift += 1
+            added += [(at, n) for n in range(len(returns))]
+    return added
+
+
+LOOK = HistoryLook(
+    found,
+    quiet_skeleton,
+    {"tool-call": (("tool_call_id", str), ("args", Any)), "tool-return": (("tool_call_id", str), ("outcome", Any))},
+)
+"""The look every pairing rule shares: asked once a record for the whole family."""
+
+
+def describe(messages: Messages, m_index: int, p_index: int) -> str:
+    """``tool-call 'get_weather' (call_1)``: the part at a place, in words."""
+    part = messages[m_index]["parts"][p_index]
+    return f"{part.get('part_kind')} {part.get('tool_name')!r} ({part.get('tool_call_id')})"
+
+
+def drop_parts(messages: Messages, places: list[tuple[int, int]]) -> None:
+    """Remove the parts at ``places``; a request they leave empty goes unless it is the last
+    message (2.68 keeps an empty last request, so the history still ends on a request)."""
+    by_message: dict[int, set[int]] = {}
+    for m_index, p_index in places:
+        by_message.setdefault(m_index, set()).add(p_index)
+    last = len(messages) - 1
+    for m_index in sorted(by_message, reverse=True):
+        message = messages[m_index]
+        message["parts"] = [part for i, part in enumerate(message["parts"]) if i not in by_message[m_index]]
+        if not message["parts"] and m_index != last:
+            del messages[m_index]
