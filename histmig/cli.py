@@ -363,26 +363,32 @@ def _report_only(command: Callable[..., api.Result], input_path: str, options: O
 
 @app.command()
 def rules(code: Annotated[Optional[str], typer.Argument(metavar="CODE", help="Show the rules with this code or prefix in full, with an example (HM103, HM2).")] = None) -> None:
-    """List the rules: code, summary, the framework-facts section each comes from and whether its fix is safe."""
+    """List the rules: code, summary, the framework-facts section each comes from and its fix (safe, unsafe, or none: it only reports)."""
     console = Console(highlight=False)
     with _usage_errors():
         selected = api.rules(code)
     if code is None:
         table = Table("code", "summary", "fix", "source")
         for rule in selected:
-            table.add_row(rule.code, rule.summary, rule.applicability, rule.source)
+            table.add_row(rule.code, rule.summary, rule.applicability if rule.fix else "none", rule.source)
         console.print(table)
         return
     for rule in selected:
         docs = rule.docs
-        before = orjson.dumps(orjson.loads(docs.before), option=orjson.OPT_INDENT_2).decode()
-        after = orjson.dumps(orjson.loads(docs.after), option=orjson.OPT_INDENT_2).decode()
+        fix = f"Fix: {rule.applicability}" if rule.fix else "Fix: none (reported only)"
+        severity = "Findings: warnings (check does not fail on them)\n" if rule.severity == "warning" else ""
+        example = f"Before\n{escape(_indented(docs.before))}\n\nAfter\n{escape(_indented(docs.after))}" if docs.after else f"Example (what it finds)\n{escape(_indented(docs.before))}"
         console.print(
             f"[bold]{rule.code}[/] ({rule.name}): {escape(rule.summary)}\n\n"
             f"What it does\n  {escape(docs.what)}\n\nWhy it matters\n  {escape(docs.why)}\n\n"
-            f"Fix: {rule.applicability}\nSource: {escape(rule.source)}\n\nBefore\n{escape(before)}\n\nAfter\n{escape(after)}\n",
+            f"{fix}\n{severity}Source: {escape(rule.source)}\n\n{example}\n",
             soft_wrap=True,
         )
+
+
+def _indented(text: str) -> str:
+    """JSON ``text`` indented by two spaces a level."""
+    return orjson.dumps(orjson.loads(text), option=orjson.OPT_INDENT_2).decode()
 
 
 OTEL_INPUT_HELP = "Archive to read: .json (one history), .jsonl/.ndjson (one record a line, maybe gzipped), or - for stdin."

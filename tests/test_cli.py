@@ -189,6 +189,18 @@ def test_rules_takes_a_prefix_and_prints_plain_docs() -> None:
     assert "``" not in result.stdout and "HM101" not in result.stdout
 
 
+def test_rules_say_which_only_report_and_which_find_warnings() -> None:
+    pairing = invoke("rules", "HM4")
+    assert pairing.exit_code == 0
+    assert pairing.stdout.count("Fix: none (reported only)") == 3 and pairing.stdout.count("Example (what it finds)") == 3
+    assert pairing.stdout.count("Fix: unsafe") == 3 and pairing.stdout.count("Fix: safe") == 1
+    assert pairing.stdout.count("Findings: warnings (check does not fail on them)") == 1
+    table = [line.split("│") for line in invoke("rules").stdout.splitlines() if line.startswith("│ HM4")]
+    assert [(cells[1].strip(), cells[3].strip()) for cells in table] == [
+        ("HM401", "unsafe"), ("HM402", "unsafe"), ("HM403", "none"), ("HM404", "none"), ("HM405", "none"), ("HM406", "safe"), ("HM407", "unsafe"),
+    ]
+
+
 def test_check_ends_with_a_verdict(tmp_path: Path) -> None:
     assert "histmig check: 138 of 212 records to migrate, 0 invalid, 0 rejected" in invoke("check", str(ALL)).stderr
     out = tmp_path / "out.jsonl"

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import copy
-
-from histmig.rules.base import ABSENT_PART, PAIR, Change, Context, Docs, Finding, Messages, Rule
+from histmig.rules.base import PAIR, Change, Context, Docs, Finding, Messages, Rule
 from histmig.rules.pairing import LOOK, analyse, describe, drop_parts, is_call
 
 
@@ -19,7 +17,8 @@ def repair_or_drop(messages: Messages, ctx: Context) -> list[Change]:
     the same tool in the response right before its request (its content is kept, where 2.68
     would drop it and answer the call with an interrupted return); drop the others, as 2.68
     does before sending (an interior request left empty goes, the last message stays, as in
-    ``_drop_orphaned_tool_results``), each written whole into its change."""
+    ``_drop_orphaned_tool_results``), each written whole into its change (a re-paired part as
+    it was)."""
     pairing = analyse(messages)
     orphans = pairing.orphaned
     unanswered = set(pairing.dangling + pairing.frontier)
@@ -29,14 +28,11 @@ def repair_or_drop(messages: Messages, ctx: Context) -> list[Change]:
         call = _only_call(messages, m_index, p_index, orphans, unanswered)
         if call is not None:
             part = messages[m_index]["parts"][p_index]
+            was = dict(part)
             part["tool_call_id"] = messages[call[0]]["parts"][call[1]]["tool_call_id"]
             rebound.add((m_index, p_index))
-            changes.append(Change("HM401", m_index, p_index, "tool-return", "tool-return", f"re-paired:{part['tool_call_id']}", "template"))
-    dropped = [place for place in orphans if place not in rebound]
-    for m_index, p_index in dropped:
-        changes.append(Change("HM401", m_index, p_index, messages[m_index]["parts"][p_index].get("part_kind", ""), ABSENT_PART, "orphaned:dropped", "exact", removed=copy.deepcopy(messages[m_index]["parts"][p_index])))
-    drop_parts(messages, dropped)
-    return changes
+            changes.append(Change("HM401", m_index, p_index, part["part_kind"], part["part_kind"], "only-open-call", "derived", removed=was))
+    return changes + drop_parts(messages, [place for place in orphans if place not in rebound], "HM401", "orphaned")
 
 
 def _only_call(messages: Messages, m_index: int, p_index: int, orphans: list[tuple[int, int]], unanswered: set[tuple[int, int]]) -> tuple[int, int] | None:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import copy
-
-from histmig.rules.base import ABSENT_PART, PAIR, Change, Context, Docs, Finding, Messages, Rule
+from histmig.rules.base import PAIR, Change, Context, Docs, Finding, Messages, Rule
 from histmig.rules.pairing import LOOK, analyse, describe, drop_parts
 
 
@@ -18,13 +16,7 @@ def find_early_results(messages: Messages, ctx: Context) -> list[Finding]:
 def drop_early_results(messages: Messages, ctx: Context) -> list[Change]:
     """Drop each result placed before its call, as 2.68 does before sending, written whole into
     its change (the call it meant to answer is then dangling: HM406 answers it as 2.68 would)."""
-    places = analyse(messages).before_call
-    changes = [
-        Change("HM402", m, p, messages[m]["parts"][p].get("part_kind", ""), ABSENT_PART, "result-before-call:dropped", "exact", removed=copy.deepcopy(messages[m]["parts"][p]))
-        for m, p in places
-    ]
-    drop_parts(messages, places)
-    return changes
+    return drop_parts(messages, analyse(messages).before_call, "HM402", "result-before-call")
 
 
 RULE = Rule(

@@ -17,8 +17,7 @@ def answer_dangling(messages: Messages, ctx: Context) -> list[Change]:
     synthesizes before every request (``_repair_dangling_tool_calls``), built and placed as 2.68
     builds and places it (:func:`histmig.rules.pairing.close_calls`)."""
     calls = analyse(messages).dangling
-    ids = [messages[m]["parts"][p].get("tool_call_id") for m, p in calls]
-    return [Change("HM406", m, p, ABSENT_PART, "tool-return", f"interrupted:{call_id}", "exact") for (m, p), call_id in zip(close_calls(messages, calls), ids)]
+    return [Change("HM406", m, p, ABSENT_PART, "tool-return", "dangling", "exact") for m, p in close_calls(messages, calls)]
 
 
 RULE = Rule(

@@ -18,8 +18,7 @@ def close_frontier(messages: Messages, ctx: Context) -> list[Change]:
     ``repair_messages`` does with ``repair_last_response`` (the default of
     ``pydantic_ai.messages.repair_messages``): the run is abandoned, not resumed."""
     calls = analyse(messages).frontier
-    ids = [messages[m]["parts"][p].get("tool_call_id") for m, p in calls]
-    return [Change("HM407", m, p, ABSENT_PART, "tool-return", f"interrupted:{call_id}", "exact") for (m, p), call_id in zip(close_calls(messages, calls), ids)]
+    return [Change("HM407", m, p, ABSENT_PART, "tool-return", "frontier", "exact") for m, p in close_calls(messages, calls)]
 
 
 RULE = Rule(

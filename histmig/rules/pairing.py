@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from histmig.rules.base import HistoryLook, Message, Messages, Part
+from histmig.rules.base import ABSENT_PART, Change, HistoryLook, Message, Messages, Part
 
 INTERRUPTED_CONTENT = "The tool call was interrupted before a result was produced."
 """2.68's ``INTERRUPTED_TOOL_RETURN_CONTENT``: the content of a synthesized return."""
@@ -308,15 +308,23 @@ def describe(messages: Messages, m_index: int, p_index: int) -> str:
     return f"{part.get('part_kind')} {part.get('tool_name')!r} ({part.get('tool_call_id')})"
 
 
-def drop_parts(messages: Messages, places: list[tuple[int, int]]) -> None:
-    """Remove the parts at ``places``; a request they leave empty goes unless it is the last
-    message (2.68 keeps an empty last request, so the history still ends on a request)."""
+def drop_parts(messages: Messages, places: list[Place], code: str, evidence: str) -> list[Change]:
+    """Remove the parts at ``places`` as 2.68's ``_drop_orphaned_tool_results`` does: a request
+    they leave empty goes, unless it is the last message (2.68 keeps an empty last request, so
+    the history still ends on a request). Returns ``code``'s changes, each with what it
+    removed, whole: a part's, then a gone request's (its fields, ``parts`` empty), each at its
+    place before the drop."""
+    changes: list[Change] = []
     by_message: dict[int, set[int]] = {}
     for m_index, p_index in places:
         by_message.setdefault(m_index, set()).add(p_index)
+        part = messages[m_index]["parts"][p_index]
+        changes.append(Change(code, m_index, p_index, part.get("part_kind", ""), ABSENT_PART, evidence, "exact", removed=part))
     last = len(messages) - 1
     for m_index in sorted(by_message, reverse=True):
         message = messages[m_index]
         message["parts"] = [part for i, part in enumerate(message["parts"]) if i not in by_message[m_index]]
         if not message["parts"] and m_index != last:
             del messages[m_index]
+            changes.append(Change(code, m_index, None, "request", ABSENT_PART, "emptied", "exact", removed=message))
+    return changes

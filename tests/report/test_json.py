@@ -42,7 +42,7 @@ def test_a_removed_part_is_written_whole_in_its_change(tmp_path: Path) -> None:
     assert report["changes"] == [
         {
             "source": str(source), "location": "line 1", "id": None, "rule": "HM401", "message": 1, "part": 1, "before": "tool-return",
-            "after": "absent", "cause": None, "evidence": "orphaned:dropped", "certainty": "exact",
+            "after": "absent", "cause": None, "evidence": "orphaned", "certainty": "exact",
             "removed": {"part_kind": "tool-return", "tool_name": "t", "content": "late", "tool_call_id": "gone"},
         }
     ]

@@ -1,0 +1,105 @@
+"""What the tool-pairing rules share (histmig.rules.pairing): 2.68's ordered matching walk, the
+interrupted return built and placed as 2.68 builds and places it, the quick walks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelRequest, ModelResponse, _synthesized_tool_returns
+
+from histmig.rules.pairing import CODES, analyse, close_calls, drop_parts, found, interrupted_return, new_request
+from histmig.screen import Screen
+from histmig.rules import registry
+from tests.rules.conftest import call, result
+
+STAMP = "2025-05-01T10:00:01Z"
+
+
+def response(*parts: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    return {"kind": "response", "parts": list(parts), **fields}
+
+
+def request(*parts: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    return {"kind": "request", "parts": list(parts), **fields}
+
+
+def test_the_walk_answers_the_oldest_open_call_and_tells_each_kind_apart() -> None:
+    messages = [
+        request(result("tool-return", "t", "early")),
+        response(call("t", "a"), call("t", "a"), call("t", "early"), call("u", "cut") | {"args": '{"x": '}),
+        request(result("tool-return", "t", "a"), result("tool-return", "t", "ghost")),
+        response(call("t", "early"), {"part_kind": "builtin-tool-call", "tool_name": "web", "tool_call_id": "a"}),
+        request(result("tool-return", "t", "a"), result("tool-return", "t", "a")),
+        response(call("v", "last")),
+    ]
+    pairing = analyse(messages)
+    assert pairing.orphaned == [(2, 1)]
+    assert pairing.before_call == [(0, 0)]
+    assert pairing.reused == [((3, 0), (1, 2))]  # the second response's "early" shadows the first's
+    assert pairing.duplicate == [((4, 1), (1, 1))]  # "a" twice in one response: answered FIFO, a third result is one too many
+    assert pairing.truncated == [(1, 3)]
+    assert sorted(pairing.dangling) == [(1, 2), (1, 3), (3, 0)]
+    assert pairing.frontier == [(5, 0)]
+    assert found(messages) == frozenset(CODES.values())
+
+
+def test_a_retried_result_answers_a_cut_call_and_null_ids_are_left_to_hm201() -> None:
+    cut = call("t", "c") | {"args": '{"city": "Os'}
+    answered = [response(cut), request(result("tool-return", "t", "c") | {"outcome": "retried"})]
+    assert analyse(answered).truncated == [] and found(answered) == frozenset()
+    assert found([response(cut), request(result("tool-return", "t", "c"))]) == {"HM405"}
+    assert found([response(call("t", None)), request(result("tool-return", "t", None))]) == frozenset(CODES.values())
+    assert found([response(call("t", "c")), request(result("retry-prompt", "t", "c"))]) == frozenset()  # a tool-bound retry-prompt answers
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [response(call("t", "a"), call("u", "b")), request(result("tool-return", "u", "b"), result("tool-return", "t", "a")), response()],
+        [response(call("t", "a")), request(result("tool-return", "t", "a") | {"outcome": "retried"}), response(call("t", "a") | {"args": "{}"})],
+        [response(call("t", "a")), request(result("tool-return", "t", "b"))],
+        [response(call("t", "a") | {"args": "{nope"}), request(result("tool-return", "t", "a") | {"outcome": "retried"})],
+        [response(call("t", "a") | {"args": "{nope"}), request(result("tool-return", "t", "a") | {"outcome": "failed"})],
+        [request(result("tool-return", "t", "a")), response(call("t", "a"))],
+    ],
+    ids=["answered-in-turn", "frontier", "orphan", "cut-but-retried", "cut-not-retried", "early"],
+)
+def test_the_screen_passes_a_history_exactly_when_no_pairing_rule_finds_anything(messages: list[Any]) -> None:
+    pairing = tuple(rule for rule in registry() if rule.code in CODES.values())
+    assert Screen(pairing)(orjson.dumps(messages)) is (found(messages) == frozenset())
+
+
+def test_the_interrupted_return_is_the_one_2_68_synthesizes() -> None:
+    stored = response(call("get_weather", "c1") | {"tool_kind": None}, timestamp=STAMP, model_name="m")
+    loaded = ModelMessagesTypeAdapter.validate_python([stored])[0]
+    assert isinstance(loaded, ModelResponse)
+    framework = ModelMessagesTypeAdapter.dump_json([ModelRequest(parts=_synthesized_tool_returns(loaded, list(loaded.tool_calls)))])
+    ours = new_request([interrupted_return(stored["parts"][0], stored)])
+    assert orjson.dumps([ours]) == framework
+    assert "timestamp" not in interrupted_return(stored["parts"][0], response())  # never the clock
+
+
+def test_returns_go_after_the_results_of_the_next_request_or_into_a_new_one() -> None:
+    messages = [
+        response(call("t", "a"), call("t", "b"), timestamp=STAMP),
+        request(result("tool-return", "t", "b"), {"part_kind": "user-prompt", "content": "more"}),
+        response(call("t", "c")),
+        response(call("t", "d")),
+    ]
+    added = close_calls(messages, [(0, 0), (2, 0), (3, 0)])
+    assert added == [(1, 1), (3, 0), (5, 0)]
+    assert [p.get("tool_call_id") or p["part_kind"] for p in messages[1]["parts"]] == ["b", "a", "user-prompt"]
+    assert [m["kind"] for m in messages] == ["response", "request", "response", "request", "response", "request"]
+    assert messages[3]["parts"][0]["tool_call_id"] == "c" and messages[5]["parts"][0]["tool_call_id"] == "d"
+
+
+def test_dropping_keeps_an_emptied_last_request_and_reports_a_gone_one_whole() -> None:
+    messages = [request(result("tool-return", "t", "x"), run_id="r1"), response(), request(result("tool-return", "t", "y"))]
+    changes = drop_parts(messages, [(0, 0), (2, 0)], "HM401", "orphaned")
+    assert messages == [response(), request()]
+    assert [(c.message, c.part, c.before, c.after, c.evidence) for c in changes] == [
+        (0, 0, "tool-return", "absent", "orphaned"), (2, 0, "tool-return", "absent", "orphaned"), (0, None, "request", "absent", "emptied"),
+    ]
+    assert changes[0].removed == result("tool-return", "t", "x") and changes[2].removed == {"kind": "request", "parts": [], "run_id": "r1"}
