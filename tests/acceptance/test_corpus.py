@@ -20,6 +20,7 @@ RETRY_RULES = {"HM101", "HM102"}
 def test_the_corpus_is_all_there() -> None:
     assert len(HISTORIES) == 212
     assert sum(1 for _ in (CORPUS / "oracle-2.68").glob("v*/*.json")) == 196
+    assert (len(list(CORPUS.glob("captured/v*/*.json"))), len(list(CORPUS.glob("oracle-2.68/captured/v*/*.json")))) == (25, 23)
 
 
 def test_every_stored_history_is_a_shape_the_legacy_schema_knows(history_path: Path) -> None:
@@ -85,12 +86,23 @@ def _untimed(original: list[dict[str, Any]]) -> set[tuple[int, int | None]]:
     return untimed
 
 
-ORACLE = sorted((CORPUS / "oracle-2.68").glob("v*/*.json"))
+ORACLE_DIR = CORPUS / "oracle-2.68"
+ORACLE = sorted(ORACLE_DIR.glob("v*/*.json")) + sorted(ORACLE_DIR.glob("captured/v*/*.json"))
+"""What 2.68 makes of each history it loads, the captured ones (runs that raised) included."""
 
 
-@pytest.mark.parametrize("oracle_path", ORACLE, ids=lambda p: history_id(p))
+def _stored(oracle_path: Path) -> Any:
+    """The stored history an oracle file is 2.68's reading of."""
+    return load(CORPUS / oracle_path.relative_to(ORACLE_DIR))
+
+
+def _oracle_id(oracle_path: Path) -> str:
+    return str(oracle_path.relative_to(ORACLE_DIR).with_suffix(""))
+
+
+@pytest.mark.parametrize("oracle_path", ORACLE, ids=_oracle_id)
 def test_the_framework_reads_the_converted_history_as_it_reads_the_original(oracle_path: Path) -> None:
-    original = load(CORPUS / oracle_path.parent.name / oracle_path.name)
+    original = _stored(oracle_path)
     messages, changes = converted(original)
     repaired = {(c.message, c.part) for c in changes if c.rule not in RETRY_RULES}
     untimed = _untimed(original)
@@ -167,9 +179,9 @@ def test_converted_records_keep_their_envelope() -> None:
     assert outcome.record.record_id == "v0.0.20/a_tool_model_retry"
 
 
-@pytest.mark.parametrize("oracle_path", ORACLE, ids=lambda p: history_id(p))
+@pytest.mark.parametrize("oracle_path", ORACLE, ids=_oracle_id)
 def test_framework_causes_reproduce_the_loaders_retry_values(oracle_path: Path) -> None:
-    original = load(CORPUS / oracle_path.parent.name / oracle_path.name)
+    original = _stored(oracle_path)
     messages, _ = converted(original, Options(causes="framework"))
     retries = [part.get("retry") for message in framework_dump(messages) for part in message["parts"]]
     assert retries == [part.get("retry") for message in load(oracle_path) for part in message["parts"]]
