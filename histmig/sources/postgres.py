@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from histmig.sources.arrow import ColumnError
-from histmig.sources.base import Format, Input, Job, Target, UnreadableInput, UnwritableOutput, UsageError, lazy
+from histmig.sources.base import Format, Job, Target, UnreadableInput, UnwritableOutput, UsageError, lazy
 from histmig.sources.table import Column, Kind, Page, PageResult, TableInput
 
 psycopg = lazy("psycopg")
@@ -146,8 +146,8 @@ class PostgresTable(TableInput):
         return output if self.kind == "binary" else output.decode()
 
     def _query(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        try:
-            cursor = self._con.execute(statement, params)
+        try:  # results in binary: a bytea comes as its bytes, not as hex text twice its size
+            cursor = self._con.cursor(binary=True).execute(statement, params)
             return cursor.fetchall() if cursor.description is not None else []
         except psycopg.Error as exc:
             raise UnreadableInput(f"{self.name}: {str(exc).strip()}") from exc
@@ -198,16 +198,10 @@ class PostgresTable(TableInput):
                 self.apply(self._relation(), changes)
 
 
-def open_table(location: str, target: Target, options: Any, job: Job) -> list[Input]:
-    """The table ``options.table`` of the PostgreSQL database ``location``, for ``target``
-    (see :class:`PostgresTable`)."""
-    return [PostgresTable(location, target, options, job)]
-
-
 FORMAT = Format(
     name="postgres",
     suffixes=(),
-    open=open_table,
+    open=PostgresTable.open,
     written_as=("parquet", "jsonl"),
     claims=lambda path: path.startswith(SCHEMES),
     columnar=True,

@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import quote as url_quote
 
 from histmig.sources.arrow import ColumnError
-from histmig.sources.base import Format, Input, Job, Target, UnreadableInput, UnwritableOutput, lazy, starts_with
+from histmig.sources.base import Format, UnreadableInput, UnwritableOutput, lazy, starts_with
 from histmig.sources.duckdb import quote
 from histmig.sources.table import Change, Column, Kind, Page, PageResult, TableInput
 
@@ -191,16 +191,10 @@ class SqliteTable(TableInput):
         return new
 
 
-def open_table(path: str, target: Target, options: Any, job: Job) -> list[Input]:
-    """The table ``options.table`` of the SQLite database ``path``, for ``target`` (see
-    :class:`SqliteTable`)."""
-    return [SqliteTable(path, target, options, job)]
-
-
 FORMAT = Format(
     name="sqlite",
     suffixes=(".sqlite", ".sqlite3", ".db"),
-    open=open_table,
+    open=SqliteTable.open,
     written_as=("parquet", "jsonl"),
     claims=lambda path: starts_with(path, MAGIC),
     columnar=True,

@@ -172,6 +172,12 @@ class TableInput(Input):
         self._write: Callable[[Page, PageResult], None] = lambda page, result: None
         self._flush: Callable[[], None] = lambda: None
 
+    @classmethod
+    def open(cls, location: str, target: Target, options: Any, job: Job) -> list[Input]:
+        """The table ``options.table`` of the database ``location``, for ``target``: the
+        format's :data:`~histmig.sources.base.Opener`."""
+        return [cls(location, target, options, job)]
+
     # ------------------------------------------------------------ what a format provides
 
     @staticmethod

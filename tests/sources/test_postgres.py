@@ -31,7 +31,7 @@ from histmig.sources import format_of, postgres
 from histmig.sources.base import UnreadableInput, UsageError, lazy
 from histmig.sources.postgres import PostgresTable
 from tests.conftest import ROOT
-from tests.sources.conftest import corpus_records, jsonl_path_output, postgres_url, without_place
+from tests.sources.conftest import corpus_records, jsonl_path_output, without_place
 
 TABLE = "conversations"
 OTHER = "id, name, created, tags, nothing, score, amount, ref"
