@@ -389,8 +389,8 @@ class TableInput(Input):
             self._begin()
             if target.output is not None:
                 self._write = self._file(target.output)
-        except BaseException:
-            self._stack.close()
+        except BaseException as failed:  # a transaction begun is rolled back, an output discarded
+            self._stack.__exit__(type(failed), failed, failed.__traceback__)
             self._disconnect()
             raise
         return self

@@ -354,3 +354,31 @@ def test_jobs_give_the_same_table_and_report(postgres_db: str, records) -> None:
     assert raw_messages(postgres_db, "t0") == raw_messages(postgres_db, "t1") != raw_messages(postgres_db, "t2")
     assert one["summary"] == two["summary"] and without_place(one["changes"]) == without_place(two["changes"])
     assert os.cpu_count() and one["summary"]["changed"] == 138
+
+
+def test_a_new_table_is_all_or_nothing(postgres_db: str, records, monkeypatch: pytest.MonkeyPatch) -> None:
+    make_table(postgres_db, records[:50])
+    real = PostgresTable._begin
+
+    def fails_after_the_copy(table: PostgresTable) -> None:
+        real(table)
+        raise RuntimeError("interrupted after the copy")
+
+    monkeypatch.setattr(PostgresTable, "_begin", fails_after_the_copy)
+    with pytest.raises(RuntimeError, match="after the copy"):
+        api.convert(postgres_db, None, Options(table=TABLE), to_table="converted")
+    monkeypatch.undo()
+    assert query(postgres_db, "SELECT to_regclass('converted')") == [(None,)]
+    calls = {"n": 0}
+    real_screened = Stream.screened
+
+    def failing(stream: Stream, raw: bytes) -> bool:
+        calls["n"] += 1
+        if calls["n"] > 25:
+            raise RuntimeError("interrupted half way")
+        return real_screened(stream, raw)
+
+    monkeypatch.setattr(Stream, "screened", failing)
+    with pytest.raises(RuntimeError, match="half way"):
+        api.convert(postgres_db, None, Options(table=TABLE, jobs=1), to_table="converted")
+    assert query(postgres_db, "SELECT to_regclass('converted')") == [(None,)]
