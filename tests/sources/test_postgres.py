@@ -245,24 +245,29 @@ def test_a_run_killed_mid_way_leaves_rows_old_or_migrated_and_a_second_run_compl
     assert messages(postgres_db) == expected
 
 
-def test_single_transaction_is_all_or_nothing_and_pages_commit_one_by_one(postgres_db: str, records, monkeypatch: pytest.MonkeyPatch) -> None:
-    for n in range(4):
-        make_table(postgres_db, records, "jsonb", first_id=1000 + n * 1000)
-    original = messages(postgres_db)
-    calls = {"n": 0}
-    real = Stream.screened
+def fail_after(monkeypatch: pytest.MonkeyPatch, records: int) -> None:
+    """Make the run raise ``RuntimeError("interrupted")`` at its record after ``records``."""
+    real, calls = Stream.screened, [0]
 
     def failing(stream: Stream, raw: bytes) -> bool:
-        calls["n"] += 1
-        if calls["n"] > 600:
+        calls[0] += 1
+        if calls[0] > records:
             raise RuntimeError("interrupted")
         return real(stream, raw)
 
     monkeypatch.setattr(Stream, "screened", failing)
+
+
+def test_single_transaction_is_all_or_nothing_and_pages_commit_one_by_one(postgres_db: str, records, monkeypatch: pytest.MonkeyPatch) -> None:
+    for n in range(4):
+        make_table(postgres_db, records, "jsonb", first_id=1000 + n * 1000)
+    original = messages(postgres_db)
+    fail_after(monkeypatch, 600)
     with pytest.raises(RuntimeError, match="interrupted"):
         api.convert(postgres_db, None, Options(table=TABLE, jobs=1, single_transaction=True), in_place=True)
     assert messages(postgres_db) == original
-    calls["n"] = 0
+    monkeypatch.undo()
+    fail_after(monkeypatch, 600)
     with pytest.raises(RuntimeError, match="interrupted"):
         api.convert(postgres_db, None, Options(table=TABLE, jobs=1), in_place=True)
     now = messages(postgres_db)
@@ -369,16 +374,7 @@ def test_a_new_table_is_all_or_nothing(postgres_db: str, records, monkeypatch: p
         api.convert(postgres_db, None, Options(table=TABLE), to_table="converted")
     monkeypatch.undo()
     assert query(postgres_db, "SELECT to_regclass('converted')") == [(None,)]
-    calls = {"n": 0}
-    real_screened = Stream.screened
-
-    def failing(stream: Stream, raw: bytes) -> bool:
-        calls["n"] += 1
-        if calls["n"] > 25:
-            raise RuntimeError("interrupted half way")
-        return real_screened(stream, raw)
-
-    monkeypatch.setattr(Stream, "screened", failing)
-    with pytest.raises(RuntimeError, match="half way"):
+    fail_after(monkeypatch, 25)
+    with pytest.raises(RuntimeError, match="interrupted"):
         api.convert(postgres_db, None, Options(table=TABLE, jobs=1), to_table="converted")
     assert query(postgres_db, "SELECT to_regclass('converted')") == [(None,)]
