@@ -10,7 +10,7 @@ verdict line and the exit code. They raise :class:`~histmig.sources.base.UsageEr
 bad records never raise.
 
 >>> from histmig.api import convert, check
->>> from histmig.options import Options
+>>> from histmig.options import DATABASE_OPTIONS, Options
 >>> result = convert("chats.jsonl", "chats.v2.jsonl", Options(jobs=2))  # doctest: +SKIP
 >>> result.verdict, result.exit_code  # doctest: +SKIP
 """
@@ -31,7 +31,7 @@ from histmig.report import Report
 from histmig.rules import registry
 from histmig.records import Record
 from histmig.rules.base import Change, Finding, Rule
-from histmig.options import Options
+from histmig.options import DATABASE_OPTIONS, Options
 from histmig.sources import format_of, output_format
 from histmig.sources.atomic import check_writable
 from histmig.sources.base import Input, InputEnded, Job, Target, Task, TaskResult, UsageError, Written
@@ -67,8 +67,9 @@ class Result:
 
     @property
     def exit_code(self) -> int:
-        """0 done and clean; 1 a record was rejected, an input ended early, or (``check``) a
-        record needs a rule, is invalid or has a finding (README "Exit codes")."""
+        """0 done and clean; 1 a record was rejected, a row was skipped (written by another
+        client meanwhile), an input ended early, or (``check``) a record needs a rule, is
+        invalid or has a finding (README "Exit codes")."""
         if self.command == "check":
             return 1 if self.report.needs_attention else 0
         return 1 if self.report.failed else 0
@@ -92,10 +93,12 @@ class Result:
             done = counts["records_in"] - counts["rejected"]
             what = "exported" if self.command == "otel" else f"upgraded ({counts['unchanged']} already in version 6 roles)"
             return f"histmig: {done} records {what}, {counts['rejected']} rejected"
-        return f"histmig convert: {of} migrated, {counts['unchanged']} unchanged, {counts['rejected']} rejected; {self._written()}{cut}"
+        skipped = f", {counts['skipped']} skipped (another client wrote them after histmig read them; run again to migrate them)" if counts["skipped"] else ""
+        return f"histmig convert: {of} migrated, {counts['unchanged']} unchanged, {counts['rejected']} rejected{skipped}; {self._written()}{cut}"
 
     def _written(self) -> str:
-        where = "stdout" if self.output == "-" else self.output or self.to_table or f"{self.input} (in place)"
+        named = next((w.target for w in self.wrote if w.target is not None), self.input)
+        where = "stdout" if self.output == "-" else self.output or self.to_table or f"{named} (in place)"
         withheld = any(w.withheld for w in self.wrote)
         said = f"nothing written to {where}" if withheld else f"written to {where}"
         if not self.report.counts["rejected"]:
@@ -150,7 +153,7 @@ def convert(
     when it exists; with stdout and no ``rejects``, unchanged in place). Give exactly one
     destination. Raises :class:`~histmig.sources.base.UsageError` otherwise."""
     if (output is None) == (not in_place and to_table is None) or (in_place and input == "-"):
-        raise UsageError("give OUTPUT, or --in-place with a file INPUT (not both), or --to-table for a DuckDB input")
+        raise UsageError("give OUTPUT, or --in-place with a file or database INPUT (not both), or --to-table for a database input")
     target = Target(output, rejects, in_place, to_table)
     return _run("convert", input, target, options, options.plan(), progress)
 
@@ -258,7 +261,10 @@ def _fit(command: Command, input: str, target: Target, options: Options) -> Any:
     if command.startswith("otel") and fmt.columnar:
         raise UsageError(f"{input}: the otel commands read JSON or JSONL, not Parquet or DuckDB")
     if not fmt.columnar and (options.messages_column or options.id_column or options.table or target.to_table):
-        raise UsageError(f"{input}: --messages-column, --id-column, --table, --to-table and --in-place need a Parquet or DuckDB input")
+        raise UsageError(f"{input}: --messages-column, --id-column, --table and --to-table need a Parquet or database input")
+    for name, flag in DATABASE_OPTIONS.items():
+        if getattr(options, name) and name not in fmt.options:
+            raise UsageError(f"{flag} does not apply to a {fmt.description} input")
     check_outputs(("OUTPUT", target.output), ("--rejects", target.rejects))
     output = target.output
     if output is not None:
@@ -283,6 +289,7 @@ def _run(command: Command, input: str, target: Target, options: Options, job: Jo
         progress.start(None if None in sizes else sum(sizes))  # type: ignore[arg-type]
     jobs = 1 if all(i.in_process for i in inputs) else options.workers
     advance: Callable[[int], None] = progress.advance if progress is not None else lambda n: None
+    wrote: list[Written] = []
     with Workers(partial(_work, job), jobs, slot_bytes=max(i.slot_bytes for i in inputs)) as workers:
         for current in inputs:
             with current:
@@ -295,6 +302,9 @@ def _run(command: Command, input: str, target: Target, options: Options, job: Jo
                         current.write(task, result, slot)
                 except InputEnded as exc:
                     report.add_read_error(current.name, f"after {last}", str(exc))
+            wrote.append(current.written())
+            for row in wrote[-1].skipped:
+                report.add_skipped(row.source, row.location, row.id)
     return Result(
         command,
         input,
@@ -302,6 +312,6 @@ def _run(command: Command, input: str, target: Target, options: Options, job: Jo
         output=target.output,
         to_table=target.to_table,
         in_place=target.in_place,
-        wrote=[i.written() for i in inputs],
+        wrote=wrote,
         stdin_lines=input == "-" and fmt.name == "jsonl" and options.format is None,
     )

@@ -29,7 +29,7 @@ from rich.table import Table
 
 from histmig import __version__, api
 from histmig.options import Options
-from histmig.sources import format_of
+from histmig.sources import format_of, formats
 from histmig.sources.atomic import atomic_output
 from histmig.sources.base import UnreadableInput, UnwritableOutput, UsageError
 from histmig.tuning import keep_heap_slack, tune_allocators, use_jemalloc
@@ -65,9 +65,8 @@ class ReportFormat(str, Enum):
     markdown = "markdown"
 
 
-class InputFormat(str, Enum):
-    json = "json"
-    jsonl = "jsonl"
+InputFormat = Enum("InputFormat", {name: name for name in formats()}, type=str)  # type: ignore[misc]
+"""``--format``: the name of any format of the registry (:func:`histmig.sources.formats`)."""
 
 
 class OtelVersion(str, Enum):
@@ -102,12 +101,24 @@ CAUSES = _bundle(
 )
 RECORDS = _bundle(
     messages_field=(Annotated[Optional[str], typer.Option("--messages-field", metavar="FIELD", help="Envelope field holding the messages (default: auto-detect).")], None),
-    input_format=(Annotated[Optional[InputFormat], typer.Option("--format", metavar="FORMAT", help="Input format, json or jsonl, when the file name does not tell.")], None),
+    input_format=(
+        Annotated[Optional[InputFormat], typer.Option("--format", metavar="FORMAT", help=f"Input format when INPUT does not tell: {', '.join(formats())} (postgres: INPUT may be a connection string or a database name, the rest from the PG* variables).")],
+        None,
+    ),
 )
 COLUMNS = _bundle(
-    messages_column=(Annotated[Optional[str], typer.Option("--messages-column", metavar="COLUMN", help="Parquet/DuckDB: column holding the messages (default: auto-detect).")], None),
-    id_column=(Annotated[Optional[str], typer.Option("--id-column", metavar="COLUMN", help="Parquet/DuckDB: column naming each record in the report (default: the row).")], None),
-    table=(Annotated[Optional[str], typer.Option("--table", metavar="TABLE", help="DuckDB: table to read.")], None),
+    messages_column=(Annotated[Optional[str], typer.Option("--messages-column", metavar="COLUMN", help="Parquet/database: column holding the messages (default: auto-detect).")], None),
+    id_column=(Annotated[Optional[str], typer.Option("--id-column", metavar="COLUMN", help="Parquet/database: column naming each record in the report (default: the row, or the key).")], None),
+    table=(Annotated[Optional[str], typer.Option("--table", metavar="TABLE", help="DuckDB/PostgreSQL/SQLite: table (or view) to read.")], None),
+    schema=(Annotated[Optional[str], typer.Option("--schema", metavar="SCHEMA", help="PostgreSQL: the table's schema (default: the search path).")], None),
+    key_column=(
+        Annotated[Optional[str], typer.Option("--key-column", metavar="COLUMN", help="PostgreSQL/SQLite: unique column the rows are read in order of and named by (default: the primary key; SQLite: else the rowid).")],
+        None,
+    ),
+    single_transaction=(
+        Annotated[bool, typer.Option("--single-transaction", metavar="", help="PostgreSQL --in-place: the whole table in one transaction (all or nothing) instead of one a page of rows.")],
+        False,
+    ),
 )
 JOBS = _bundle(
     jobs=(
@@ -135,7 +146,7 @@ InputArg = Annotated[
     typer.Argument(
         metavar="INPUT",
         help="Archive to read: .json (one history), .jsonl/.ndjson (one record a line, maybe gzipped), "
-        ".parquet (a file, a directory or a glob), .duckdb (with --table), or - for stdin.",
+        ".parquet (a file, a directory or a glob), .duckdb or .sqlite (with --table), a postgresql:// URL (with --table), or - for stdin.",
     ),
 ]
 
@@ -150,7 +161,7 @@ class Shown:
     quiet: bool
 
 
-_OPTION_NAMES = {"select", "ignore", "unsafe_fixes", "causes", "messages_field", "input_format", "messages_column", "id_column", "table", "jobs"}
+_OPTION_NAMES = {"select", "ignore", "unsafe_fixes", "causes", "messages_field", "input_format", "messages_column", "id_column", "table", "jobs", "schema", "key_column", "single_transaction"}
 """Bundle parameters that make the :class:`~histmig.options.Options`."""
 
 _SHOWN_NAMES = {"report": "path", "report_format": "format", "quiet": "quiet"}
@@ -196,9 +207,24 @@ def _options(
     id_column: str | None = None,
     table: str | None = None,
     jobs: int | None = None,
+    schema: str | None = None,
+    key_column: str | None = None,
+    single_transaction: bool = False,
 ) -> Options:
     options = Options(
-        tuple(select or ()), tuple(ignore or ()), unsafe_fixes, causes.value, messages_field, input_format and input_format.value, messages_column, id_column, table, jobs
+        tuple(select or ()),
+        tuple(ignore or ()),
+        unsafe_fixes,
+        causes.value,
+        messages_field,
+        input_format and input_format.value,
+        messages_column,
+        id_column,
+        table,
+        jobs,
+        schema=schema,
+        key_column=key_column,
+        single_transaction=single_transaction,
     )
     options.rules  # noqa: B018 (an unknown code is a usage error before anything is read)
     return options
@@ -300,15 +326,24 @@ def _renderer(fmt: ReportFormat) -> Callable[[Any, TextIO], None]:
         "  histmig convert history.json - --report report.json --report-format json\n\n"
         "  zcat logs.jsonl.gz | histmig convert - - --messages-field conversation > out.jsonl\n\n"
         "  histmig convert lake/chats.parquet chats.v2.parquet --messages-column messages\n\n"
-        "  histmig convert chats.duckdb --table conversations --messages-column messages --in-place"
+        "  histmig convert chats.duckdb --table conversations --messages-column messages --in-place\n\n"
+        "  histmig convert postgresql://app@db:5432/app --table conversations --messages-column messages --in-place\n\n"
+        "  histmig convert chats.sqlite --table messages --messages-column message_list --in-place"
     )
 )
 @shared(SELECT, FIXES, CAUSES, RECORDS, COLUMNS, JOBS, REJECTS, REPORT)
 def convert(
     input_path: InputArg,
-    output_path: Annotated[Optional[str], typer.Argument(metavar="OUTPUT", help="Where to write the migrated archive (same format), or - for stdout; Parquet/DuckDB: a .parquet or .jsonl file.")] = None,
-    in_place: Annotated[bool, typer.Option("--in-place", metavar="", help="Replace INPUT once the migrated archive is complete (DuckDB: rewrite --table in one transaction); no OUTPUT.")] = False,
-    to_table: Annotated[Optional[str], typer.Option("--to-table", metavar="TABLE", help="DuckDB: write to this new table instead of OUTPUT.")] = None,
+    output_path: Annotated[Optional[str], typer.Argument(metavar="OUTPUT", help="Where to write the migrated archive (same format), or - for stdout; Parquet/database: a .parquet or .jsonl file.")] = None,
+    in_place: Annotated[
+        bool,
+        typer.Option(
+            "--in-place",
+            metavar="",
+            help="Replace INPUT once the migrated archive is complete (DuckDB, SQLite: rewrite --table in one transaction; PostgreSQL: update the changed rows, a transaction a page, never a row another client wrote meanwhile); no OUTPUT.",
+        ),
+    ] = False,
+    to_table: Annotated[Optional[str], typer.Option("--to-table", metavar="TABLE", help="DuckDB/PostgreSQL/SQLite: write to this new table instead of OUTPUT.")] = None,
     *,
     options: Options,
     shown: Shown,
@@ -323,7 +358,8 @@ def convert(
 @app.command(
     epilog=(
         "Examples:\n\n  histmig audit chats.jsonl\n\n  histmig audit chats.jsonl --report audit.md --report-format markdown\n\n"
-        "  histmig audit 'lake/*.parquet' --id-column conversation_id\n\n  histmig audit chats.duckdb --table conversations"
+        "  histmig audit 'lake/*.parquet' --id-column conversation_id\n\n  histmig audit chats.duckdb --table conversations\n\n"
+        "  histmig audit postgresql://app@db/app --table conversations --schema chat"
     )
 )
 @shared(SELECT, FIXES, CAUSES, RECORDS, COLUMNS, JOBS, REPORT)
@@ -340,7 +376,8 @@ def audit(
 @app.command(
     epilog=(
         "Examples:\n\n  histmig check chats.jsonl   # in CI: exit 1 if anything needs migrating\n\n  histmig check history.json --select HM2\n\n"
-        "  histmig check chats.parquet\n\n  histmig check chats.duckdb --table conversations --id-column id"
+        "  histmig check chats.parquet\n\n  histmig check chats.duckdb --table conversations --id-column id\n\n"
+        "  histmig check chats.sqlite --table messages"
     )
 )
 @shared(SELECT, RECORDS, COLUMNS, JOBS, REPORT)

@@ -18,6 +18,10 @@ from histmig.sources.base import UsageError
 
 CAUSE_MODES: tuple[CauseMode, ...] = ("inferred", "framework")
 
+DATABASE_OPTIONS = {"schema": "--schema", "key_column": "--key-column", "single_transaction": "--single-transaction"}
+"""Options only some database formats take (:attr:`~histmig.sources.base.Format.options`),
+by field name, with their flag."""
+
 
 def default_jobs() -> int:
     """The default number of worker processes: the number of cores (1 when it cannot be told)."""
@@ -43,6 +47,10 @@ class Options:
     - ``messages_column``, ``id_column``, ``table``: a columnar input's messages column, the
       column naming each record in the report, and a database's table.
     - ``jobs``: worker processes (``None``: the number of cores; 1: this process).
+    - ``schema``, ``key_column``, ``single_transaction``: a PostgreSQL table's schema (``None``:
+      the search path), the column whose order pages a table and names each row (``None``: the
+      primary key; SQLite: else the rowid), and an in-place run as one transaction for the
+      whole table instead of one a page (PostgreSQL; SQLite's always is one).
 
     Raises :class:`~histmig.sources.base.UsageError` for an unknown cause mode or a ``jobs``
     below 1."""
@@ -57,6 +65,9 @@ class Options:
     id_column: str | None = None
     table: str | None = None
     jobs: int | None = None
+    schema: str | None = None
+    key_column: str | None = None
+    single_transaction: bool = False
 
     def __post_init__(self) -> None:
         if self.causes not in CAUSE_MODES:

@@ -31,6 +31,15 @@ histmig's ``--jobs 1`` vs ``--jobs 2`` scaling on the 100 % variant.
 histmig on Parquet is measured only when ``histmig convert x.parquet y.parquet`` works
 (``n/a`` otherwise). Timings are the best of ``--repeat`` runs, the three commands of an
 archive taking turns.
+
+``--formats postgres,sqlite`` (or either) adds a third table: the 10 % variant loaded into a
+PostgreSQL table (``jsonb`` messages, in the database of ``--postgres URL``, else in a
+throwaway PostgreSQL 15 cluster started and removed as the tests do,
+``tests/sources/conftest.py``) and a SQLite file (``TEXT`` messages), each restored from a
+template before every run; it times ``histmig convert DB --table conversations --in-place
+-q`` against the floor (:func:`floor_table`: read every row and write back, with plain SQL,
+those holding a retry-prompt part, unchanged, as many transactions as histmig's; no
+migration), with histmig's peak RSS.
 """
 
 from __future__ import annotations
@@ -40,7 +49,9 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -241,6 +252,152 @@ def bound_parquet(src: str, dst: str) -> None:
             writer.write_batch(batch)
 
 
+# ---------------------------------------------------------------- database tables (run in a child)
+
+TABLE = "conversations"
+TABLE_SHARE = "10%"
+
+
+def table_paths(workdir: Path, count: int) -> dict[str, str]:
+    """Where :func:`build_tables` puts the SQLite template and the working copy each run
+    migrates (``sqlite-template``, ``sqlite``), and the PostgreSQL tables' names."""
+    base = workdir / f"retry10-{count}"
+    return {"sqlite-template": f"{base}.template.sqlite", "sqlite": f"{base}.sqlite", "postgres-template": f"template_{count}"}
+
+
+def build_tables(workdir: Path, count: int, url: str | None) -> None:
+    """The 10 % variant's records as the template SQLite file and, with ``url``, the
+    template PostgreSQL table (``id`` text primary key, ``version``, ``scenario``,
+    ``messages`` jsonb), unless present."""
+    import sqlite3
+
+    paths = table_paths(workdir, count)
+    records = None
+    if not os.path.exists(paths["sqlite-template"]):
+        records = build_records(count, SHARES[1][1], corpus_pools())
+        tmp = paths["sqlite-template"] + ".tmp"
+        Path(tmp).unlink(missing_ok=True)
+        with sqlite3.connect(tmp) as con:
+            con.execute(f"CREATE TABLE {TABLE} (id TEXT PRIMARY KEY, version TEXT, scenario TEXT, messages TEXT)")
+            con.executemany(f"INSERT INTO {TABLE} VALUES (?, ?, ?, ?)", ((r["id"], r["version"], r["scenario"], orjson.dumps(r["messages"]).decode()) for r in records))
+        con.close()
+        os.replace(tmp, paths["sqlite-template"])
+    if url is None:
+        return
+    import psycopg
+
+    template = paths["postgres-template"]
+    with psycopg.connect(url, autocommit=True) as con:
+        if con.execute("SELECT to_regclass(%s)", [template]).fetchone()[0] is not None:
+            return
+        records = records or build_records(count, SHARES[1][1], corpus_pools())
+        with con.transaction():
+            con.execute(f"CREATE TABLE {template} (id text PRIMARY KEY, version text, scenario text, messages jsonb)")
+            with con.cursor().copy(f"COPY {template} FROM STDIN") as copy:
+                for r in records:
+                    copy.write_row((r["id"], r["version"], r["scenario"], orjson.dumps(r["messages"]).decode()))
+        con.execute(f"VACUUM ANALYZE {template}")
+
+
+def reset_table(fmt: str, workdir: Path, count: int, url: str | None) -> None:
+    """The working table restored from the template: the SQLite file copied; the PostgreSQL
+    table created again as a copy (then vacuumed, as a table at rest is)."""
+    paths = table_paths(workdir, count)
+    if fmt == "sqlite":
+        import shutil
+
+        shutil.copyfile(paths["sqlite-template"], paths["sqlite"])
+        return
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as con:
+        con.execute(f"DROP TABLE IF EXISTS {TABLE}")
+        con.execute(f"CREATE TABLE {TABLE} (LIKE {paths['postgres-template']} INCLUDING ALL)")
+        con.execute(f"INSERT INTO {TABLE} SELECT * FROM {paths['postgres-template']}")
+        con.execute(f"VACUUM ANALYZE {TABLE}")
+
+
+FLOOR_BATCH = 2000
+"""Rows the floor reads between two commits of its UPDATEs."""
+
+
+def floor_table(fmt: str, location: str) -> None:
+    """The least work an in-place migration of the table needs, with no migration: read
+    every row's messages (PostgreSQL: a server-side cursor, the text of each ``jsonb``), and
+    write back, with plain SQL (``UPDATE ... SET messages = %s WHERE id = %s``), the rows whose
+    text holds a retry-prompt part, as they were; a transaction every :data:`FLOOR_BATCH`
+    rows read (SQLite: one at the end, as histmig's)."""
+    if fmt == "sqlite":
+        import sqlite3
+
+        con = sqlite3.connect(location, isolation_level=None)
+        changed = [(text, key) for key, text in con.execute(f"SELECT id, messages FROM {TABLE}") if "retry-prompt" in text]
+        con.execute("BEGIN IMMEDIATE")
+        con.executemany(f"UPDATE {TABLE} SET messages = ? WHERE id = ?", changed)
+        con.execute("COMMIT")
+        con.close()
+        return
+    import psycopg
+
+    with psycopg.connect(location) as reader, psycopg.connect(location) as writer:
+        with reader.cursor(name="floor") as cursor:
+            cursor.itersize = FLOOR_BATCH
+            cursor.execute(f"SELECT id, messages::text FROM {TABLE}")
+            while rows := cursor.fetchmany(FLOOR_BATCH):
+                changed = [(text, key) for key, text in rows if "retry-prompt" in text]
+                with writer.cursor() as update:
+                    update.executemany(f"UPDATE {TABLE} SET messages = %s WHERE id = %s", changed)
+                writer.commit()
+
+
+def measure_tables(formats: list[str], workdir: Path, count: int, url: str | None, repeat: int) -> None:
+    """Build the tables (:func:`build_tables`), then time histmig ``--in-place`` and the
+    floor on each of ``formats`` (postgres, sqlite), each run on a table restored from the
+    template, and print the table: rows/s of each, the ratio, histmig's peak RSS."""
+    run = [sys.executable, __file__]
+    subprocess.run([*run, "--build-tables", str(workdir), str(count), url or ""], check=True)
+    paths = table_paths(workdir, count)
+    print(f"\ntables: {count} conversations, {TABLE_SHARE} holding a retry-prompt part, convert --in-place (floor: read every row, write back the changed ones with plain SQL, no migration)\n")
+    header = f"| {'table':<20} | {'histmig s':>9} | {'rec/s':>8} | {'floor s':>7} | {'rec/s':>8} | {'x floor':>7} | {'histmig RSS MB':>14} |"
+    print(header)
+    print("|" + "|".join("-" * len(cell) for cell in header.split("|")[1:-1]) + "|")
+    for fmt in formats:
+        location = paths["sqlite"] if fmt == "sqlite" else url
+        reset = [*run, "--reset-table", fmt, str(workdir), str(count), url or ""]
+        commands = [
+            [sys.executable, "-m", "histmig", "convert", location, "--table", TABLE, "--in-place", "-q"],
+            [*run, "--floor-table", fmt, location],
+        ]
+        runs: list[list[Timing]] = [[], []]
+        for _ in range(repeat):
+            for argv, seen in zip(commands, runs):
+                subprocess.run(reset, check=True)
+                seen.append(timed(argv))
+        ours, floor = (Timing(min(t.seconds for t in seen), max(t.peak_rss_mb for t in seen), all(t.ok for t in seen)) for seen in runs)
+        ratio = f"{floor.seconds / ours.seconds:.2f}" if ours.ok and floor.ok else "n/a"
+        name = f"{'PostgreSQL jsonb' if fmt == 'postgres' else 'SQLite TEXT'} {TABLE_SHARE}"
+        print(
+            f"| {name:<20} | {ours.seconds:>9.2f} | {rate(0, count, ours)[1]:>8} | {floor.seconds:>7.2f} | {rate(0, count, floor)[1]:>8} "
+            f"| {ratio:>7} | {f'{ours.peak_rss_mb:.0f}' if ours.ok else 'n/a':>14} |",
+            flush=True,
+        )
+
+
+def with_postgres(url: str | None, body: Callable[[str | None], None], wanted: bool) -> None:
+    """``body(url)``: with ``url``, or when PostgreSQL is ``wanted`` and no URL is given,
+    with that of a throwaway cluster, started and removed by a child process each (the
+    helpers of ``tests/sources/conftest.py``; nothing heavy is imported here)."""
+    if url is not None or not wanted:
+        body(url)
+        return
+    folder = tempfile.mkdtemp(prefix="histmig-pg-")
+    started = subprocess.run([sys.executable, __file__, "--postgres-start", folder], check=True, capture_output=True, text=True)
+    try:
+        body(started.stdout.strip())
+    finally:
+        subprocess.run([sys.executable, __file__, "--postgres-stop", folder], check=True)
+
+
 BASELINES = {
     ("floor", "jsonl"): floor_jsonl,
     ("framework", "jsonl"): framework_jsonl,
@@ -303,19 +460,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a small run: 5000 records")
     parser.add_argument("--repeat", type=int, default=1, help="runs per measurement, the best is kept")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/histmig-bench"))
-    parser.add_argument("--formats", default="jsonl,parquet", help="comma-separated: jsonl, parquet")
+    parser.add_argument("--formats", default="jsonl,parquet", help="comma-separated: jsonl, parquet, postgres, sqlite")
+    parser.add_argument("--postgres", metavar="URL", help="database for the postgres table (default: a throwaway PostgreSQL 15 cluster)")
     args = parser.parse_args(argv)
     count = 5000 if args.quick else args.records
     # built in a child, and nothing heavy imported here: on Linux a child's peak RSS
     # (wait4's ru_maxrss) starts from this process's RSS when it is spawned
     subprocess.run([sys.executable, __file__, "--build", str(args.workdir), str(count)], check=True)
     files = archive_paths(args.workdir, count)
-    formats = [f for f in args.formats.split(",") if f]
+    chosen = [f for f in args.formats.split(",") if f]
+    formats = [f for f in chosen if f in ("jsonl", "parquet")]
+    tables = [f for f in chosen if f in ("postgres", "sqlite")]
 
     print(f"machine: {os.cpu_count()} cores, {cpu_model()}, Python {platform.python_version()}, {count} records per archive\n")
     header = f"| {'archive':<14} | {'MB':>5} | {'histmig MB/s':>12} | {'rec/s':>8} | {'framework MB/s':>14} | {'rec/s':>7} | {'floor MB/s':>10} | {'rec/s':>8} | {'x framework':>11} | {'x floor':>7} | {'histmig RSS MB':>14} |"
-    print(header)
-    print("|" + "|".join("-" * (len(cell)) for cell in header.split("|")[1:-1]) + "|")
+    if formats:
+        print(header)
+        print("|" + "|".join("-" * (len(cell)) for cell in header.split("|")[1:-1]) + "|")
     out = args.workdir / "out"
     out.mkdir(exist_ok=True)
     bounds: list[tuple[str, int, Timing, Timing, Timing]] = []
@@ -355,6 +516,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         else:
             print("\nhistmig --jobs scaling: n/a (histmig convert --jobs failed)")
+    if tables:
+        with_postgres(args.postgres, lambda url: measure_tables(tables, args.workdir, count, url, args.repeat), "postgres" in tables)
     return 0
 
 
@@ -395,6 +558,21 @@ def cpu_model() -> str:
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "--build":
         build(Path(sys.argv[2]), int(sys.argv[3]))
+        sys.exit(0)
+    if len(sys.argv) == 5 and sys.argv[1] == "--build-tables":
+        build_tables(Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4] or None)
+        sys.exit(0)
+    if len(sys.argv) == 6 and sys.argv[1] == "--reset-table":
+        reset_table(sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]), sys.argv[5] or None)
+        sys.exit(0)
+    if len(sys.argv) == 4 and sys.argv[1] == "--floor-table":
+        floor_table(sys.argv[2], sys.argv[3])
+        sys.exit(0)
+    if len(sys.argv) == 3 and sys.argv[1] in ("--postgres-start", "--postgres-stop"):
+        sys.path.insert(0, str(ROOT))
+        from tests.sources.conftest import start_postgres, stop_postgres
+
+        print(start_postgres(Path(sys.argv[2])) if sys.argv[1] == "--postgres-start" else stop_postgres(Path(sys.argv[2])) or "")
         sys.exit(0)
     if len(sys.argv) == 5 and sys.argv[1] == "--baseline":
         kind, src, dst = sys.argv[2:]

@@ -56,7 +56,7 @@ def test_a_rejected_record_fails_convert_and_says_where_it_went(tmp_path: Path) 
         (lambda tmp: api.convert(str(ALL), "-", rejects="-"), UsageError, "OUTPUT and --rejects cannot both go to stdout"),
         (lambda tmp: api.audit(str(tmp / "chats.txt")), UnreadableInput, "cannot tell the format from the name"),
         (lambda tmp: api.audit(str(ALL), Options(select=("HM9",))), UsageError, "unknown rule code 'HM9'"),
-        (lambda tmp: api.audit(str(ALL), Options(table="t")), UsageError, "need a Parquet or DuckDB input"),
+        (lambda tmp: api.audit(str(ALL), Options(table="t")), UsageError, "need a Parquet or database input"),
         (lambda tmp: api.otel(str(ALL), str(tmp / "o.jsonl"), version=4), UsageError, "--version must be one of 5, 6"),
     ],
 )

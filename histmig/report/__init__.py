@@ -9,7 +9,10 @@ JSON shape (README "Report"): ``{"summary": {...}, "changes": [...], "findings":
 "errors": [...], "warnings": [...]}``. ``summary`` reconciles ``records_in == changed +
 unchanged + rejected``; ``invalid`` counts records that need no rule yet fail validation
 (``check``); ``findings`` counts what rules found and did not fix (an unsafe fix without
-``--unsafe-fixes``); ``read_errors`` counts inputs that ended early or could not be read on.
+``--unsafe-fixes``); ``skipped`` counts database rows migrated but not written because
+another client wrote them after histmig read them (each also an ``errors`` entry with status
+``skipped``, naming the row by its key; its change rows stay listed, as what histmig would
+have written); ``read_errors`` counts inputs that ended early or could not be read on.
 """
 
 from __future__ import annotations
@@ -22,8 +25,11 @@ from typing import Any
 from histmig.records import Outcome
 from histmig.report.rows import ChangeRow, FindingRow, Spill
 
-COUNTS = ("records_in", "changed", "unchanged", "rejected", "invalid", "warnings", "findings", "read_errors")
+COUNTS = ("records_in", "changed", "unchanged", "rejected", "skipped", "invalid", "warnings", "findings", "read_errors")
 """The counts of a report's summary, in order."""
+
+SKIPPED = "written by another client after histmig read it; left as that client wrote it (run histmig again to migrate it)"
+"""The error line of a skipped row (:meth:`Report.add_skipped`)."""
 
 _RULE, _CAUSE, _EVIDENCE, _CERTAINTY = (itemgetter(ChangeRow._fields.index(name)) for name in ("rule", "cause", "evidence", "certainty"))
 
@@ -116,6 +122,15 @@ class Report:
         self.counts["records_in"] += count
         self.counts["unchanged"] += count
 
+    def add_skipped(self, source: str, location: str, record_id: str | None) -> None:
+        """Record that the migrated row at ``location`` (its key) of ``source`` was not
+        written: another client wrote it after histmig read it, and an UPDATE conditional on
+        the value read leaves it as that client wrote it. It moves from ``changed`` to
+        ``skipped``, with an ``errors`` entry of status ``skipped``."""
+        self.counts["changed"] -= 1
+        self.counts["skipped"] += 1
+        self.errors.append({"source": source, "location": location, "id": record_id, "status": "skipped", "errors": [SKIPPED]})
+
     def add_read_error(self, source: str, location: str, message: str) -> None:
         """Record that ``source`` could not be read past ``location`` (a truncated ``.gz``,
         an I/O error): what was read before is processed as usual."""
@@ -169,9 +184,9 @@ class Report:
 
     @property
     def failed(self) -> bool:
-        """True when a record was rejected or the input could not be read to its end
-        (``convert``/``audit`` exit 1)."""
-        return bool(self.counts["rejected"] or self.counts["read_errors"])
+        """True when a record was rejected, a row skipped, or the input could not be read to
+        its end (``convert``/``audit`` exit 1)."""
+        return bool(self.counts["rejected"] or self.counts["skipped"] or self.counts["read_errors"])
 
     def summary(self) -> dict[str, Any]:
         """Counts, then parts by rule, by cause and by evidence, and findings by rule (each

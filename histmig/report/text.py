@@ -43,7 +43,7 @@ def render(report: Report, stream: TextIO) -> None:
         stream.write("".join(_finding_line(row, paint) for row in batch))
     warning = paint("warning", "yellow")
     for row in report.errors:
-        label = paint(row["status"], "yellow" if row["status"] == "invalid" else "red")
+        label = paint(row["status"], "yellow" if row["status"] in ("invalid", "skipped") else "red")
         stream.writelines(f"{visible(record_name(row))}: {label}: {visible(line)}\n" for line in row["errors"])
     for row in report.warnings:
         stream.writelines(f"{visible(record_name(row))}: {warning}: {visible(line)}\n" for line in row["warnings"])

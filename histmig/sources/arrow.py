@@ -346,22 +346,25 @@ def _json_default(value: Any) -> Any:
 
 
 def write_jsonl_rows(out: Any, batch: pa.RecordBatch, column: str, kind: ColumnKind, rejected: list[int]) -> None:
-    """Write each row of ``batch`` to the binary stream ``out`` as one JSON object a line,
-    columns in schema order. A text or binary messages cell is inlined as the JSON it holds
-    (the JSONL source then reads it with ``--messages-field COLUMN``); a cell that is not
-    JSON (a rejected record) is written as a string. Timestamps are RFC 3339 strings; other
-    values without a JSON form (decimals, binary) are written as strings."""
+    """Write each row of ``batch`` to the binary stream ``out`` as one JSON object a line
+    (:func:`jsonl_line`), columns in schema order; a nested messages cell is written as the
+    JSON value it holds."""
     rejected = set(rejected)
     for i, row in enumerate(batch.to_pylist()):
         cell = row[column]
-        if kind != "nested" and cell is not None:
-            raw = cell.encode() if isinstance(cell, str) else bytes(cell)
-            if i not in rejected or _is_json(raw):
-                row[column] = orjson.Fragment(raw)
-            else:
-                row[column] = raw.decode("utf-8", "backslashreplace")
-        out.write(orjson.dumps(row, default=_json_default, option=orjson.OPT_NON_STR_KEYS))
-        out.write(b"\n")
+        raw = None if kind == "nested" or cell is None else (cell.encode() if isinstance(cell, str) else bytes(cell))
+        out.write(jsonl_line(row, column, raw, i in rejected))
+
+
+def jsonl_line(row: dict[str, Any], column: str, raw: bytes | None, rejected: bool) -> bytes:
+    """``row`` (column name to value, in column order) as one JSON object and a newline. When
+    ``raw`` is given, it is the text or binary messages cell, inlined as the JSON it holds
+    (the JSONL source then reads it with ``--messages-field COLUMN``); a ``rejected`` cell
+    that is not JSON is written as a string. Timestamps are RFC 3339 strings; other values
+    without a JSON form (decimals, binary) are written as strings."""
+    if raw is not None:
+        row[column] = orjson.Fragment(raw) if not rejected or _is_json(raw) else raw.decode("utf-8", "backslashreplace")
+    return orjson.dumps(row, default=_json_default, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
 
 
 def _is_json(raw: bytes) -> bool:

@@ -109,17 +109,32 @@ class Target:
         return self.output is not None or self.in_place or self.to_table is not None
 
 
+@dataclass(frozen=True)
+class Skipped:
+    """A row a database input did not write because another client wrote it after histmig
+    read it (the UPDATE is conditional on the value read): the row's ``source`` (the table),
+    ``location`` (its key, ``id=42``) and ``id`` (``--id-column``), as in a report row."""
+
+    source: str
+    location: str
+    id: str | None = None
+
+
 @dataclass
 class Written:
     """What an input wrote, for the verdict line: where ``rejected`` records went (a path,
     ``stdout``, ``"in place"``: unchanged among the output's records, ``"rows"``: unchanged in
     their rows, or ``None``: nowhere), whether the output was ``withheld`` (a ``.json``
-    document whose one record was rejected), and the ``notes`` to print (an earlier rejects
-    file added to)."""
+    document whose one record was rejected), the ``notes`` to print (an earlier rejects
+    file added to), the rows ``skipped`` (:class:`Skipped`; added to the report) and, for a
+    table written in place, how the verdict names it (``target``: without the password a
+    database URL may hold)."""
 
     rejected: str | None = None
     withheld: bool = False
     notes: list[str] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    target: str | None = None
 
 
 class Input(ABC):
@@ -174,8 +189,9 @@ class Format:
     ``suffixes`` that tell it from a path's name, ``claims`` (a path that is this format
     whatever its name: a directory, a glob, a URL, a file's first bytes), the output
     formats an input of it can be ``written_as`` (the first when an output's name says
-    none), ``open`` (:data:`Opener`), and whether it is a ``columnar`` format (a column
-    of histories among other columns, named with ``--messages-column``)."""
+    none), ``open`` (:data:`Opener`), whether it is a ``columnar`` format (a column
+    of histories among other columns, named with ``--messages-column``) and the database
+    ``options`` it takes."""
 
     name: str
     suffixes: tuple[str, ...]
@@ -184,10 +200,23 @@ class Format:
     claims: Callable[[str], bool] | None = None
     columnar: bool = False
     description: str = ""
+    options: tuple[str, ...] = ()
+    """The :data:`~histmig.options.DATABASE_OPTIONS` this format takes (``schema``,
+    ``key_column``, ``single_transaction``); any other given is a usage error."""
 
     def named(self, path: str) -> bool:
         """Whether ``path``'s name ends in one of the suffixes (any case)."""
         return path.lower().endswith(self.suffixes)
+
+
+def starts_with(path: str, magic: bytes, offset: int = 0) -> bool:
+    """Whether ``path`` is a regular file holding ``magic`` at byte ``offset`` (a format's
+    :attr:`Format.claims` by its first bytes: a SQLite or DuckDB file, whatever its name)."""
+    try:
+        with open(path, "rb") as stream:
+            return stream.read(offset + len(magic))[offset:] == magic
+    except OSError:
+        return False
 
 
 def lazy(name: str) -> ModuleType:

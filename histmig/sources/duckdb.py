@@ -20,7 +20,7 @@ from typing import Any
 from histmig.report import Report
 from histmig.sources.arrow import Cells, ColumnError, ColumnMigrator, find_messages_column, write_jsonl_rows
 from histmig.sources.atomic import atomic_output
-from histmig.sources.base import Format, Input, Job, Target, Task, TaskResult, UsageError, Written, lazy
+from histmig.sources.base import Format, Input, Job, Target, Task, TaskResult, UsageError, Written, lazy, starts_with
 from histmig.sources.parquet import parquet_sink
 
 duckdb = lazy("duckdb")
@@ -268,6 +268,7 @@ FORMAT = Format(
     suffixes=(".duckdb", ".db", ".ddb"),
     open=open_table,
     written_as=("parquet", "jsonl"),
+    claims=lambda path: starts_with(path, b"DUCK", 8),  # a DuckDB file's header, whatever its name (.db is SQLite's too)
     columnar=True,
     description="DuckDB",
 )

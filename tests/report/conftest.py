@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from histmig import api
+from histmig.records import Outcome, Record
 from histmig.report import Report, rows
 from tests.conftest import CORPUS
 
@@ -48,3 +49,13 @@ def batch_size(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
     """Spill batches of the default size (one batch here) and of 7 rows (many batches)."""
     monkeypatch.setattr(rows, "ROWS_PER_BATCH", request.param)
     return request.param
+
+
+def skipped_report() -> Report:
+    """A report of two migrated rows of a table, one of them then skipped (another client
+    wrote it after it was read)."""
+    report = Report()
+    for key in ("id=1", "id=2"):
+        report.add(Outcome(Record(b"[]", "db:chats", key), "changed", b"[]"))
+    report.add_skipped("db:chats", "id=2", "c-2")
+    return report

@@ -8,9 +8,9 @@ from pathlib import Path
 import orjson
 
 from histmig import api
-from histmig.report import Report
 from histmig.options import Options
-from tests.report.conftest import ORPHAN, legacy_report, rendered
+from histmig.report import SKIPPED, Report
+from tests.report.conftest import ORPHAN, legacy_report, rendered, skipped_report
 
 
 def test_streamed_json_is_the_one_dump(tmp_path: Path, batch_size: int) -> None:
@@ -56,3 +56,9 @@ def test_an_empty_and_a_rejects_only_report_render(tmp_path: Path) -> None:
     source.write_bytes(b"{not json\n")
     rejected = api.audit(str(source)).report
     assert rendered(rejected, "json").encode() == orjson.dumps(rejected.to_json(), option=orjson.OPT_INDENT_2) + b"\n"
+
+
+def test_a_skipped_row_is_counted_and_an_error_entry() -> None:
+    data = orjson.loads(rendered(skipped_report(), "json"))
+    assert (data["summary"]["skipped"], data["summary"]["changed"]) == (1, 1)
+    assert data["errors"] == [{"source": "db:chats", "location": "id=2", "id": "c-2", "status": "skipped", "errors": [SKIPPED]}]

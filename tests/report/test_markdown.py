@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from histmig import api
-from histmig.report import Report
 from histmig.options import Options
-from tests.report.conftest import ORPHAN, legacy_report, rendered
+from histmig.report import SKIPPED, Report
+from tests.report.conftest import ORPHAN, legacy_report, rendered, skipped_report
 
 
 def test_markdown_report_lines(tmp_path: Path, batch_size: int) -> None:
@@ -55,3 +55,8 @@ def test_an_empty_and_a_rejects_only_report_render(tmp_path: Path) -> None:
     source.write_bytes(b"{not json\n")
     rejected = api.audit(str(source)).report
     assert rendered(rejected, "markdown").endswith(f"\n\n## Errors\n\n- {source}:line 1 (rejected): invalid JSON: unexpected character, expected a string key at character 2 of the record\n")
+
+
+def test_a_skipped_row_is_listed_under_errors() -> None:
+    text = rendered(skipped_report(), "markdown")
+    assert "| skipped | 1 |" in text and text.endswith(f"\n\n## Errors\n\n- db:chats:id=2 [c-2] (skipped): {SKIPPED}\n")

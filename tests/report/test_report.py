@@ -11,9 +11,10 @@ from histmig import api
 from histmig.records import Outcome
 from histmig.options import Options
 from histmig.records import Record
-from histmig.report import Report, record_name, rows
+from histmig.report import SKIPPED, Report, record_name, rows
 from histmig.rules.base import Change, Finding
 from tests.conftest import CORPUS
+from tests.report.conftest import skipped_report
 
 
 def test_change_rows_come_back_in_order_whatever_the_batch_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -60,3 +61,10 @@ def test_a_rejected_records_changes_are_not_rows_but_its_errors_are() -> None:
     report.add(Outcome(Record(b"{}", "in", "line 2"), "unchanged", b"{}", errors=["messages: invalid"], warnings=["w1", "w2"]))
     assert report.changes == [] and report.counts["rejected"] == 1 and report.counts["invalid"] == 1 and report.counts["warnings"] == 2
     assert [row["status"] for row in report.errors] == ["rejected", "invalid"]
+
+
+def test_a_skipped_row_moves_from_changed_to_skipped_and_fails_the_run() -> None:
+    report = skipped_report()
+    assert {key: report.counts[key] for key in ("records_in", "changed", "unchanged", "rejected", "skipped")} == {"records_in": 2, "changed": 1, "unchanged": 0, "rejected": 0, "skipped": 1}
+    assert report.errors == [{"source": "db:chats", "location": "id=2", "id": "c-2", "status": "skipped", "errors": [SKIPPED]}]
+    assert report.failed and list(report.summary())[:5] == ["records_in", "changed", "unchanged", "rejected", "skipped"]

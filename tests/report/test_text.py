@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from histmig import api
-from histmig.report import Report
+from histmig.report import SKIPPED, Report
 from histmig.report.text import render
 from histmig.options import Options
-from tests.report.conftest import CHANGE, ORPHAN, legacy_report, rendered
+from tests.report.conftest import CHANGE, ORPHAN, legacy_report, rendered, skipped_report
 
 
 def test_text_report_lines(tmp_path: Path, batch_size: int) -> None:
@@ -75,3 +75,9 @@ def test_an_empty_and_a_rejects_only_report_render(tmp_path: Path) -> None:
     source = tmp_path / "bad.jsonl"
     source.write_bytes(b"{not json\n")
     assert rendered(api.audit(str(source)).report, "text").startswith(f"{source}:line 1: rejected: invalid JSON")
+
+
+def test_a_skipped_row_is_a_line_naming_its_key() -> None:
+    lines = rendered(skipped_report(), "text").splitlines()
+    assert lines[0] == f"db:chats:id=2 [c-2]: skipped: {SKIPPED}"
+    assert any(line.startswith("│ skipped ") and "│ 1 " in line for line in lines)

@@ -1,8 +1,10 @@
-"""The benchmark's bound baselines do the work they claim, on every record once."""
+"""The benchmark's bound and floor baselines do the work they claim, on every record once;
+the database tables are measured on a real server."""
 
 from __future__ import annotations
 
 import importlib.util
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -13,6 +15,7 @@ import pytest
 
 from histmig.api import convert
 from tests.conftest import CORPUS, ROOT
+from tests.sources.conftest import postgres_db, postgres_server  # noqa: F401 (the fixtures of the PostgreSQL tests)
 
 _SPEC = importlib.util.spec_from_file_location("bench", ROOT / "scripts" / "bench.py")
 bench = sys.modules["bench"] = importlib.util.module_from_spec(_SPEC)
@@ -43,3 +46,47 @@ def test_bound_jsonl_fails_when_a_process_fails(tmp_path: Path) -> None:
     source.write_bytes(b"not json\n" * 10)
     with pytest.raises(RuntimeError, match="a process failed"):
         bench.bound_jsonl(str(source), str(tmp_path / "bound"))
+
+
+@pytest.mark.parametrize("fmt", ["postgres", "sqlite"])
+def test_floor_table_writes_back_the_rows_holding_a_retry_prompt_part_unchanged(tmp_path: Path, postgres_db: str, fmt: str) -> None:
+    bench.build_tables(tmp_path, 300, postgres_db)
+    bench.reset_table(fmt, tmp_path, 300, postgres_db)
+    if fmt == "postgres":
+        read = lambda: dict(query_pg(postgres_db, "SELECT id, xmin::text || ' ' || messages::text FROM conversations"))  # noqa: E731
+    else:
+        location = bench.table_paths(tmp_path, 300)["sqlite"]
+        with sqlite3.connect(location) as con:
+            con.execute("CREATE TABLE written (id TEXT)")
+            con.execute("CREATE TRIGGER logged AFTER UPDATE ON conversations BEGIN INSERT INTO written VALUES (old.id); END")
+        read = lambda: {key: f"{n} {text}" for key, text, n in sqlite3.connect(location).execute("SELECT id, messages, (SELECT count(*) FROM written w WHERE w.id = c.id) FROM conversations c")}  # noqa: E731
+    before = read()
+    bench.floor_table(fmt, postgres_db if fmt == "postgres" else location)
+    after = read()
+    rewritten = {key for key in before if before[key] != after[key]}
+    holding = {key for key, value in before.items() if "retry-prompt" in value}
+    assert rewritten == holding and len(holding) == 30
+    assert {key: value.split(" ", 1)[1] for key, value in after.items()} == {key: value.split(" ", 1)[1] for key, value in before.items()}
+
+
+def query_pg(url: str, statement: str) -> list[tuple]:
+    import psycopg
+
+    with psycopg.connect(url) as con:
+        return con.execute(statement).fetchall()
+
+
+def test_the_tables_are_measured_against_their_floor(tmp_path: Path, postgres_db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    bench.measure_tables(["postgres", "sqlite"], tmp_path, 300, postgres_db, 1)
+    rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.splitlines() if line.startswith("| PostgreSQL") or line.startswith("| SQLite")]
+    assert [row[0].strip() for row in rows] == ["PostgreSQL jsonb 10%", "SQLite TEXT 10%"]
+    for row in rows:  # (a child's peak RSS starts from this process's, so it says nothing here)
+        assert float(row[1]) > 0 and float(row[3]) > 0 and float(row[5]) > 0 and float(row[6]) > 0
+    assert query_pg(postgres_db, "SELECT count(*) FROM template_300") == [(300,)]
+
+
+def test_a_throwaway_postgres_serves_the_bench_and_is_removed() -> None:
+    seen: list[str] = []
+    bench.with_postgres(None, lambda url: seen.append(query_pg(url, "SELECT current_setting('server_version_num')")[0][0]) or seen.append(url), wanted=True)
+    assert seen[0].startswith("15")
+    assert not Path(seen[1].split("host=")[1]).exists()

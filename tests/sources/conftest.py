@@ -1,9 +1,18 @@
 """Columnar inputs built from the shared corpus: the same 212 records as all.jsonl, as a
 Parquet file or a DuckDB table, with the messages as JSON text or as a nested list<struct>
-column, plus extra columns of several types, in row groups of 50 rows."""
+column, plus extra columns of several types, in row groups of 50 rows; and a throwaway
+PostgreSQL server (a session fixture, also started by the benchmark) with a new database for
+each test."""
 
 from __future__ import annotations
 
+import itertools
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -11,6 +20,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from histmig import api
 from histmig.options import Options
@@ -93,3 +103,77 @@ def jsonl_path_output(records: list[dict[str, Any]], tmp: Path, options: Options
 
 def without_place(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in row.items() if k not in ("source", "location", "id")} for row in rows]
+
+
+PG_BIN = Path("/usr/lib/postgresql/15/bin")
+"""Where Debian's PostgreSQL 15 server programs are."""
+
+
+def _as_postgres(argv: list[str]) -> list[str]:
+    """``argv`` run as the ``postgres`` user when this is root (PostgreSQL refuses root)."""
+    return ["runuser", "-u", "postgres", "--", *argv] if os.geteuid() == 0 else argv
+
+
+def start_postgres(folder: Path) -> str:
+    """Start a throwaway PostgreSQL 15 cluster in ``folder`` (its data, log and Unix socket:
+    no TCP port to collide with another run), as the ``postgres`` user when root; returns
+    the URL of its ``postgres`` database. Raises :class:`RuntimeError` saying what is
+    missing, or :class:`subprocess.CalledProcessError`."""
+    initdb, pg_ctl = PG_BIN / "initdb", PG_BIN / "pg_ctl"
+    if not initdb.exists() or not pg_ctl.exists():
+        raise RuntimeError(f"PostgreSQL 15 is not installed ({initdb} is missing); the PostgreSQL tests need a real server: apt-get install postgresql-15")
+    if os.geteuid() == 0:
+        try:
+            pwd.getpwnam("postgres")
+        except KeyError:
+            raise RuntimeError("there is no postgres user to run PostgreSQL as (the tests run as root, which PostgreSQL refuses)") from None
+        shutil.chown(folder, "postgres", "postgres")
+    data = folder / "data"
+    subprocess.run(_as_postgres([str(initdb), "-D", str(data), "-A", "trust", "-U", "postgres", "-E", "UTF8", "--locale=C", "--no-sync"]), check=True, capture_output=True)
+    settings = f"-k {folder} -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+    subprocess.run(_as_postgres([str(pg_ctl), "-D", str(data), "-l", str(folder / "log"), "-w", "-o", settings, "start"]), check=True, capture_output=True)
+    return postgres_url(folder, "postgres")
+
+
+def stop_postgres(folder: Path) -> None:
+    """Stop the cluster of :func:`start_postgres` and remove ``folder``."""
+    try:
+        subprocess.run(_as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(folder / "data"), "-m", "immediate", "stop"]), capture_output=True)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def postgres_url(folder: Path | str, database: str) -> str:
+    """The URL of ``database`` on the cluster whose socket is in ``folder``."""
+    return f"postgresql://postgres@/{database}?host={folder}"
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[Path]:
+    """A throwaway PostgreSQL 15 cluster for the session (:func:`start_postgres`): the
+    folder of its socket. Fails the tests that need it, loudly, when it cannot start."""
+    folder = Path(tempfile.mkdtemp(prefix="histmig-pg-"))  # short: a socket path has at most 107 bytes
+    try:
+        start_postgres(folder)
+    except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
+        log = (folder / "log").read_text() if (folder / "log").exists() else getattr(exc, "stderr", b"").decode(errors="replace")
+        shutil.rmtree(folder, ignore_errors=True)
+        pytest.fail(f"cannot start the PostgreSQL server the tests need: {exc}\n{log}", pytrace=False)
+    yield folder
+    stop_postgres(folder)
+
+
+_DATABASES = itertools.count()
+
+
+@pytest.fixture
+def postgres_db(postgres_server: Path) -> Iterator[str]:
+    """The URL of a new, empty database of :func:`postgres_server`, dropped afterwards."""
+    import psycopg
+
+    name = f"histmig_{os.getpid()}_{next(_DATABASES)}"
+    with psycopg.connect(postgres_url(postgres_server, "postgres"), autocommit=True) as con:
+        con.execute(f'CREATE DATABASE "{name}"')
+    yield postgres_url(postgres_server, name)
+    with psycopg.connect(postgres_url(postgres_server, "postgres"), autocommit=True) as con:
+        con.execute(f'DROP DATABASE "{name}" WITH (FORCE)')

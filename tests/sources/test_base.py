@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from histmig.sources.base import Target
+from histmig.sources.base import Target, starts_with
 from tests.conftest import ROOT
 
 
@@ -16,10 +16,17 @@ def test_a_lazy_module_is_imported_on_its_first_attribute() -> None:
     assert result.stdout.split() == ["False", "1", "True"]
 
 
-def test_finding_the_formats_imports_neither_pyarrow_nor_duckdb() -> None:
-    code = "import sys, histmig.cli, histmig.sources as s\nprint(sorted(s.formats()), sorted(m for m in sys.modules if m.split('.')[0] in ('pyarrow', 'duckdb', 'pydantic')))"
+def test_finding_the_formats_imports_no_heavy_library() -> None:
+    heavy = ("pyarrow", "duckdb", "psycopg", "psycopg_binary", "pyspark", "pydantic")
+    code = f"import sys, histmig.cli, histmig.sources as s\nprint(sorted(s.formats()), sorted(m for m in sys.modules if m.split('.')[0] in {heavy}))"
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
-    assert result.stdout.strip() == "['duckdb', 'json', 'jsonl', 'parquet'] []"
+    assert result.stdout.strip() == "['duckdb', 'json', 'jsonl', 'parquet', 'postgres', 'sqlite'] []"
+
+
+def test_a_file_is_claimed_by_its_first_bytes(tmp_path) -> None:
+    (tmp_path / "f").write_bytes(b"0123456789DUCK")
+    assert [starts_with(str(tmp_path / "f"), b"0123"), starts_with(str(tmp_path / "f"), b"89DU", 8), starts_with(str(tmp_path / "f"), b"1234")] == [True, True, False]
+    assert not starts_with(str(tmp_path), b"") and not starts_with(str(tmp_path / "none"), b"")
 
 
 def test_a_target_writes_when_it_has_a_destination() -> None:

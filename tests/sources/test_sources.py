@@ -22,7 +22,7 @@ from tests.conftest import CORPUS
 
 @pytest.mark.parametrize(
     ("path", "name"),
-    [("-", "jsonl"), ("a.jsonl", "jsonl"), ("A.NDJSON.GZ", "jsonl"), ("h.json", "json"), ("h.json.gz", "json"), ("c.parquet", "parquet"), ("c.pq", "parquet"), ("c.duckdb", "duckdb"), ("c.db", "duckdb")],
+    [("-", "jsonl"), ("a.jsonl", "jsonl"), ("A.NDJSON.GZ", "jsonl"), ("h.json", "json"), ("h.json.gz", "json"), ("c.parquet", "parquet"), ("c.pq", "parquet"), ("c.duckdb", "duckdb"), ("c.db", "duckdb"), ("c.sqlite", "sqlite"), ("postgresql://u@h:5432/db", "postgres")],
 )
 def test_a_path_names_its_format(path: str, name: str) -> None:
     assert format_of(path).name == name

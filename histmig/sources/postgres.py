@@ -1,0 +1,211 @@
+"""PostgreSQL: a table (or a view) of a server, through psycopg 3; no ORM.
+
+INPUT is a ``postgresql://`` or ``postgres://`` URL; with ``--format postgres``, a libpq
+connection string (``host=/run/postgresql dbname=app``) or a database name, what it does not
+say coming from the ``PG*`` environment variables, as libpq does (an empty INPUT: all of
+it). ``--table`` (``--schema``, default the search path) names the table, whose rows are
+read by keyset pages in the order of its primary key or ``--key-column``
+(:mod:`histmig.sources.table`). The messages column is ``jsonb``, ``json``, ``text``,
+``varchar`` or ``bytea`` (UTF-8 JSON), read as the bytes of its text: a ``jsonb`` value's
+text is PostgreSQL's own (keys sorted by length then bytes, one space after ``:`` and ``,``),
+so "unchanged" there means the same JSON value.
+
+Writes: ``--in-place`` updates the changed rows only, a transaction a page (or one for the
+table with ``--single-transaction``), each UPDATE conditional on the value read; ``--to-table``
+creates the new table (``LIKE`` the input, with its defaults, constraints and indexes),
+copies every row and updates the changed ones, in one ``REPEATABLE READ`` transaction; a
+Parquet or JSONL output is read in one ``REPEATABLE READ READ ONLY`` transaction, a snapshot
+of the table. ``audit`` and ``check`` read page by page outside any transaction. Identifiers
+enter SQL only as quoted identifiers (``psycopg.sql.Identifier``), values only as parameters.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from histmig.sources.arrow import ColumnError
+from histmig.sources.base import Format, Job, Target, UnreadableInput, UnwritableOutput, UsageError, lazy
+from histmig.sources.table import Column, Kind, Page, PageResult, TableInput
+
+psycopg = lazy("psycopg")
+sql = lazy("psycopg.sql")
+pa = lazy("pyarrow")
+
+SCHEMES = ("postgresql://", "postgres://")
+
+TEXT_TYPES = frozenset({"json", "jsonb", "text", "varchar"})
+"""Column types (base types of a domain) whose text a history may be."""
+
+ARROW_TYPES = {
+    "bool": "bool_",
+    "int2": "int16",
+    "int4": "int32",
+    "int8": "int64",
+    "float4": "float32",
+    "float8": "float64",
+    "text": "string",
+    "varchar": "string",
+    "bpchar": "string",
+    "name": "string",
+    "bytea": "binary",
+    "date": "date32",
+}
+"""Arrow types of PostgreSQL types in a Parquet output (by pyarrow factory name); timestamps
+below; any other type is written as its text (``numeric``, ``uuid``, ``json``, arrays...)."""
+
+_PASSWORD = re.compile(r"(?<=://)([^:/@]*):[^@/]*@|(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]+)")
+
+
+def _masked(match: re.Match[str]) -> str:
+    return f"{match.group(1)}@" if match.group(1) is not None else f"{match.group(2)}***"
+
+
+class PostgresTable(TableInput):
+    """A PostgreSQL table opened for a run (see the module docstring). Raises
+    :class:`~histmig.sources.base.UsageError` for ``--single-transaction`` without
+    ``--in-place``, and :class:`~histmig.sources.base.UnreadableInput` when psycopg is
+    missing or the server cannot be reached."""
+
+    PARAM = "%s"
+
+    def __init__(self, location: str, target: Target, options: Any, job: Job) -> None:
+        if options.single_transaction and not target.in_place:
+            raise UsageError(f"{self.display(location)}: --single-transaction goes with --in-place")
+        self._schema = options.schema
+        super().__init__(location, target, options, job)
+
+    @staticmethod
+    def display(location: str) -> str:
+        """``location`` without a password (in a URL's user part, or a ``password=``)."""
+        return _PASSWORD.sub(_masked, location) or "postgres"
+
+    def _connect(self, write: bool) -> None:
+        location = self.location
+        given = location.startswith(SCHEMES) or "=" in location or not location
+        try:
+            connect = psycopg.connect
+        except ImportError as exc:
+            raise UnreadableInput(f"{self.display(location)}: reading PostgreSQL needs psycopg 3 and libpq: pip install 'psycopg[binary]' ({exc})") from exc
+        try:
+            self._con = connect(location if given else "", autocommit=True, **({} if given else {"dbname": location}))
+        except psycopg.Error as exc:
+            raise UnreadableInput(f"{self.display(location)}: cannot connect: {str(exc).strip()}") from exc
+
+    def _identifier(self, *names: str) -> str:
+        """``names`` (a schema and a table, or a column) as one quoted identifier, as text."""
+        return sql.Identifier(*names).as_string(self._con)
+
+    def quote(self, name: str) -> str:
+        return self._identifier(name).replace("%", "%%")  # every statement has parameters: '%' is doubled
+
+    def _qualified(self, table: str) -> str:
+        """``table`` in ``--schema`` (else as the search path finds it), quoted for a statement."""
+        return self._identifier(*filter(None, (self._schema, table))).replace("%", "%%")
+
+    def _relation(self) -> str:
+        return self._qualified(self.table)
+
+    def _oid(self, table: str) -> int | None:
+        return self._query("SELECT to_regclass(%s)::oid", [self._identifier(*filter(None, (self._schema, table)))])[0][0]
+
+    def _exists(self, table: str) -> bool:
+        return self._oid(table) is not None
+
+    def _columns(self) -> list[Column]:
+        oid = self._oid(self.table)
+        if oid is None:
+            raise ColumnError(f"{self.name}: no table {self.table!r}" + (f" in schema {self._schema!r}" if self._schema else ""))
+        self._table_oid = oid
+        rows = self._query(
+            "SELECT a.attname, COALESCE(b.typname, t.typname) FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
+            "LEFT JOIN pg_type b ON b.oid = t.typbasetype AND t.typtype = 'd' "
+            "WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
+            [oid],
+        )
+        return [Column(*row) for row in rows]
+
+    def _primary_key(self) -> tuple[str, ...]:
+        rows = self._query(
+            "SELECT a.attname FROM pg_index i CROSS JOIN unnest(i.indkey) WITH ORDINALITY AS k(attnum, n) "
+            "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum "
+            "WHERE i.indrelid = %s AND i.indisprimary ORDER BY k.n",
+            [self._table_oid],
+        )
+        return tuple(row[0] for row in rows)
+
+    def _kind(self, column: Column) -> Kind | None:
+        return "text" if column.type in TEXT_TYPES else "binary" if column.type == "bytea" else None
+
+    def _stored(self, column: str) -> tuple[str, ...]:
+        quoted = self.quote(column)
+        return (quoted if self.kind == "binary" else f"convert_to({quoted}::text, 'UTF8')",)
+
+    def _new_value(self, output: bytes, stored: tuple[Any, ...]) -> Any:
+        return output if self.kind == "binary" else output.decode()
+
+    def _query(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        try:  # results in binary: a bytea comes as its bytes, not as hex text twice its size
+            cursor = self._con.cursor(binary=True).execute(statement, params)
+            return cursor.fetchall() if cursor.description is not None else []
+        except psycopg.Error as exc:
+            raise UnreadableInput(f"{self.name}: {str(exc).strip()}") from exc
+
+    def _update(self, statement: str, params: list[tuple[Any, ...]]) -> list[bool]:
+        try:
+            with self._con.cursor() as cursor:
+                cursor.executemany(statement + " RETURNING 1", params, returning=True)
+                done = [cursor.fetchone() is not None]
+                while cursor.nextset():
+                    done.append(cursor.fetchone() is not None)
+        except psycopg.Error as exc:
+            raise UnwritableOutput(f"{self.name}: {str(exc).strip()}") from exc
+        return done
+
+    def _arrow_type(self, column: Column) -> Any:
+        if column.type in ("timestamp", "timestamptz"):
+            return pa.timestamp("us", tz="UTC" if column.type == "timestamptz" else None)
+        factory = ARROW_TYPES.get(column.type)
+        return getattr(pa, factory)() if factory else None
+
+    def _as_text(self, expression: str) -> str:
+        return f"{expression}::text"
+
+    def _begin(self) -> None:
+        target, con = self._target, self._con
+        if target.output is not None or target.to_table is not None:
+            con.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            con.read_only = target.output is not None
+        if target.in_place and not self._options.single_transaction:
+            self._write = self._page_transaction
+            return
+        if target.writes:
+            self._stack.enter_context(con.transaction())
+        if target.in_place:
+            self._write = lambda page, result: self.apply(self._relation(), self.changes(page, result))
+        elif target.to_table is not None:
+            new = self._qualified(target.to_table)
+            self._query(f"CREATE TABLE {new} (LIKE {self._relation()} INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES)")
+            self._query(f"INSERT INTO {new} SELECT * FROM {self._relation()}")
+            self._write = lambda page, result: self.apply(new, self.changes(page, result))
+
+    def _page_transaction(self, page: Page, result: PageResult) -> None:
+        """Write a page's changed rows in a transaction of their own."""
+        changes = self.changes(page, result)
+        if changes:
+            with self._con.transaction():
+                self.apply(self._relation(), changes)
+
+
+FORMAT = Format(
+    name="postgres",
+    suffixes=(),
+    open=PostgresTable.open,
+    written_as=("parquet", "jsonl"),
+    claims=lambda path: path.startswith(SCHEMES),
+    columnar=True,
+    description="PostgreSQL",
+    options=("schema", "key_column", "single_transaction"),
+)
+PostgresTable.FORMAT = FORMAT

@@ -1,0 +1,204 @@
+"""SQLite: a table (or a view) of a database file, through the standard library's sqlite3.
+
+INPUT is a file whose first bytes say SQLite (``SQLite format 3``), whatever its name
+(``.sqlite``, ``.sqlite3``, ``.db``: a ``.db`` file DuckDB wrote goes to DuckDB), or any file
+with ``--format sqlite``. ``--table`` names the table, whose rows are read by keyset pages in
+the order of its primary key, else its ``rowid``, or ``--key-column``
+(:mod:`histmig.sources.table`). The messages column holds JSON as ``TEXT`` or ``BLOB`` (any
+declared type: SQLite stores each value with its own class), read as the bytes of the value;
+a migrated value is written back with the class it had.
+
+Writes: ``--in-place`` and ``--to-table`` gather the changed rows in a temporary table as the
+pages come (the database itself is not locked meanwhile: an application goes on writing), and
+write them at the end in one transaction, each UPDATE conditional on the value read
+(``--to-table``: the new table created, every row copied, the changed ones updated). A
+database another connection holds locked is waited for :data:`LOCK_WAIT` seconds, then the
+run stops with an error saying so and nothing written. A Parquet or JSONL output is read
+page by page. The database is opened read-only unless the run writes to it, and never
+created.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import quote as url_quote
+
+from histmig.sources.arrow import ColumnError
+from histmig.sources.base import Format, UnreadableInput, UnwritableOutput, lazy, starts_with
+from histmig.sources.duckdb import quote
+from histmig.sources.table import Change, Column, Kind, Page, PageResult, TableInput
+
+pa = lazy("pyarrow")
+
+MAGIC = b"SQLite format 3\0"
+"""The first bytes of every SQLite database file."""
+
+LOCK_WAIT = 5.0
+"""Seconds a statement waits for a lock another connection holds before the run stops."""
+
+_CHANGES = "__histmig_changes"
+_BATCH_ROWS = 1000
+
+
+def affinity(declared: str) -> str:
+    """The type affinity of a column's declared type, by SQLite's rules (datatype3.html
+    §3.1): ``INTEGER``, ``TEXT``, ``BLOB``, ``REAL`` or ``NUMERIC``."""
+    upper = declared.upper()
+    if "INT" in upper:
+        return "INTEGER"
+    if any(word in upper for word in ("CHAR", "CLOB", "TEXT")):
+        return "TEXT"
+    if "BLOB" in upper or not upper:
+        return "BLOB"
+    if any(word in upper for word in ("REAL", "FLOA", "DOUB")):
+        return "REAL"
+    return "NUMERIC"
+
+
+class SqliteTable(TableInput):
+    """A SQLite table opened for a run (see the module docstring)."""
+
+    PARAM = "?"
+
+    @staticmethod
+    def display(location: str) -> str:
+        return location
+
+    def _connect(self, write: bool) -> None:
+        path = self.location
+        if not os.path.isfile(path):
+            raise ColumnError(f"{path}: no such file")
+        uri = f"file:{url_quote(os.path.abspath(path))}?mode={'rw' if write else 'ro'}"
+        try:
+            self._con = sqlite3.connect(uri, uri=True, timeout=LOCK_WAIT, isolation_level=None)
+            self._con.execute("SELECT count(*) FROM sqlite_master").fetchall()
+        except sqlite3.Error as exc:
+            self._disconnect()
+            raise UnreadableInput(f"{path}: {self._problem(exc)}") from exc
+
+    @staticmethod
+    def _problem(exc: sqlite3.Error) -> str:
+        """``exc`` in plain words; a lock another connection holds says how long it was waited for."""
+        if "locked" in str(exc) or "busy" in str(exc):
+            return f"the database is locked by another connection (waited {LOCK_WAIT:g} s); nothing was written"
+        return str(exc)
+
+    def quote(self, name: str) -> str:
+        return quote(name)
+
+    def _relation(self) -> str:
+        return quote(self.table)
+
+    def _exists(self, table: str) -> bool:
+        return bool(self._query("SELECT 1 FROM sqlite_master WHERE type IN ('table', 'view') AND name = ?", [table]))
+
+    def _columns(self) -> list[Column]:
+        rows = self._query("SELECT name, type FROM pragma_table_info(?) ORDER BY cid", [self.table])
+        if not rows:
+            raise ColumnError(f"{self.name}: no table {self.table!r}")
+        return [Column(*row) for row in rows]
+
+    def _primary_key(self) -> tuple[str, ...]:
+        key = tuple(row[0] for row in self._query("SELECT name FROM pragma_table_info(?) WHERE pk > 0 ORDER BY pk", [self.table]))
+        return key or self._hidden_columns()
+
+    def _hidden_columns(self) -> tuple[str, ...]:
+        return ("rowid",) if self._query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [self.table]) else ()
+
+    def _kind(self, column: Column) -> Kind | None:
+        return "binary" if "BLOB" in column.type.upper() else "text"
+
+    def _stored(self, column: str) -> tuple[str, ...]:
+        return (f"CAST({quote(column)} AS BLOB)", f"typeof({quote(column)})")
+
+    def _new_value(self, output: bytes, stored: tuple[Any, ...]) -> Any:
+        return output.decode() if stored[1] == "text" else output
+
+    def _query(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        try:
+            return self._con.execute(statement, params).fetchall()
+        except sqlite3.Error as exc:
+            raise UnreadableInput(f"{self.name}: {self._problem(exc)}") from exc
+
+    def _update(self, statement: str, params: list[tuple[Any, ...]]) -> list[bool]:
+        cursor = self._con.cursor()
+        done = []
+        for row in params:
+            cursor.execute(statement, row)
+            done.append(cursor.rowcount == 1)
+        return done
+
+    def _arrow_type(self, column: Column) -> Any:
+        return {"INTEGER": pa.int64, "TEXT": pa.string, "BLOB": pa.binary, "REAL": pa.float64}.get(affinity(column.type), lambda: None)()
+
+    def _as_text(self, expression: str) -> str:
+        return f"CAST({expression} AS TEXT)"
+
+    def _begin(self) -> None:
+        if not (self._target.in_place or self._target.to_table is not None):
+            return
+        keys = ", ".join(f"k{i}" for i in range(len(self.key)))
+        self._query(f"CREATE TEMP TABLE {quote(_CHANGES)} (seq INTEGER PRIMARY KEY, new, stored, location, id, {keys})")
+        self._write = self._gather
+
+    def _gather(self, page: Page, result: PageResult) -> None:
+        """Keep a page's changed rows in the temporary table, for :meth:`_finish`."""
+        marks = ", ".join("?" * (4 + len(self.key)))
+        rows = [(c.new, c.stored, c.location, c.id, *c.key) for c in self.changes(page, result)]
+        try:
+            self._con.executemany(f"INSERT INTO temp.{quote(_CHANGES)} (new, stored, location, id, {', '.join(f'k{i}' for i in range(len(self.key)))}) VALUES ({marks})", rows)
+        except sqlite3.Error as exc:
+            raise UnwritableOutput(f"{self.name}: {self._problem(exc)}") from exc
+
+    def _finish(self, ok: bool) -> None:
+        """Write the gathered rows in one transaction (``ok``): the new table first for
+        ``--to-table``. Raises :class:`~histmig.sources.base.UnwritableOutput`, nothing
+        written, when the database stays locked or a write fails."""
+        target = self._target
+        if not ok or not (target.in_place or target.to_table is not None):
+            return
+        con = self._con
+        try:
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                table = self._relation()
+                if target.to_table is not None:
+                    table = self._copy(target.to_table)
+                seq = 0
+                while rows := con.execute(f"SELECT * FROM temp.{quote(_CHANGES)} WHERE seq > ? ORDER BY seq LIMIT {_BATCH_ROWS}", [seq]).fetchall():
+                    self.apply(table, [Change(tuple(row[5:]), row[2], row[1], row[3], row[4]) for row in rows])
+                    seq = rows[-1][0]
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise UnwritableOutput(f"{self.name}: {self._problem(exc)}") from exc
+
+    def _copy(self, to_table: str) -> str:
+        """Create ``to_table`` with the input's columns (declared types, ``NOT NULL``, primary
+        key) and copy every row into it; returns it quoted."""
+        info = self._query("SELECT name, type, \"notnull\", pk FROM pragma_table_info(?) ORDER BY cid", [self.table])
+        columns = [f"{quote(name)} {quote(type_) if type_ else ''}{' NOT NULL' if notnull else ''}" for name, type_, notnull, _ in info]
+        key = [quote(name) for name, _, _, pk in sorted(info, key=lambda row: row[3]) if pk]
+        columns += [f"PRIMARY KEY ({', '.join(key)})"] if key else []
+        new, names = quote(to_table), ", ".join(quote(row[0]) for row in info)
+        self._con.execute(f"CREATE TABLE {new} ({', '.join(columns)})")
+        self._con.execute(f"INSERT INTO {new} ({names}) SELECT {names} FROM {self._relation()}")
+        return new
+
+
+FORMAT = Format(
+    name="sqlite",
+    suffixes=(".sqlite", ".sqlite3", ".db"),
+    open=SqliteTable.open,
+    written_as=("parquet", "jsonl"),
+    claims=lambda path: starts_with(path, MAGIC),
+    columnar=True,
+    description="SQLite",
+    options=("key_column",),
+)
+SqliteTable.FORMAT = FORMAT

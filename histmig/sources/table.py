@@ -1,0 +1,500 @@
+"""A table of a SQL database, read in key order by keyset pages and written back row by row;
+shared by the PostgreSQL and SQLite formats (:mod:`histmig.sources.postgres`,
+:mod:`histmig.sources.sqlite`). Not a format itself.
+
+Reading: the rows are read in the order of their key (the primary key, or ``--key-column``), a
+page at a time (``SELECT ... WHERE (key) >= (last key read) ORDER BY key LIMIT n``, ``n``
+chosen so that a page holds about :data:`PAGE_BYTES` of messages), so memory holds a few pages
+whatever the table's size, and no transaction stays open between pages (but for the writes
+that ask for one). The row of the last key read is asked again and dropped: a key seen twice
+(a ``--key-column`` that is not unique, with which keyset pages would skip rows) or a null key
+stops the run with an error rather than leave rows out silently. Each row is named by its
+key (``id=42``) in every report line. The messages cell is read as the bytes of the stored
+text (each format's SQL for it), and each page is a task that carries its cells (depth 1,
+like stdin chunks), so ``--jobs`` workers migrate them and send back the migrated texts; the
+parent writes, in page order.
+
+Writing: only the rows the migration changed are written (an unchanged row gets no UPDATE: no
+new row version, no trigger fired), each by ``UPDATE ... SET messages = new WHERE key = k AND
+messages = the value read``. A row another client wrote after histmig read it is therefore
+never overwritten: it is *skipped*, counted and named in the report
+(:class:`~histmig.sources.base.Skipped`), and a second run migrates it. When the UPDATEs are
+committed is the format's (PostgreSQL: a transaction a page, or one for the table; SQLite: one
+at the end). ``--to-table`` copies every row into a new table and updates the changed ones
+there; a Parquet or JSONL output gets every column of every row. A rejected row is left as it
+is and reported.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, NamedTuple
+
+from histmig.engine import run_records
+from histmig.records import MESSAGE_FIELD_CANDIDATES, Outcome, Record
+from histmig.report import Report
+from histmig.sources.arrow import ColumnError, jsonl_line
+from histmig.sources.atomic import atomic_output
+from histmig.sources.base import Format, Input, Job, Skipped, Target, Task, TaskResult, UsageError, Written, lazy
+
+pa = lazy("pyarrow")
+
+PAGE_BYTES = 2 << 20
+"""Bytes of messages a page holds, about: the next page asks for as many rows as the last
+page's rows averaged would fill this (from :data:`FIRST_PAGE_ROWS` rows to
+:data:`MAX_PAGE_ROWS`)."""
+FIRST_PAGE_ROWS = 64
+MAX_PAGE_ROWS = 4096
+ROW_GROUP_BYTES = 16 << 20
+"""Bytes of messages gathered into one row group of a Parquet output (pages are smaller)."""
+
+Kind = Literal["text", "binary"]
+"""How a messages column stores its JSON: as text (``json``, ``jsonb``, ``text``) or bytes."""
+
+
+class Column(NamedTuple):
+    """A column of the table: its ``name`` and its ``type`` as the database names it."""
+
+    name: str
+    type: str
+
+
+class Change(NamedTuple):
+    """A migrated row to write: its ``key`` values, the messages ``stored`` (as read: the
+    UPDATE's condition), the ``new`` value (a parameter of the column's type), and where it
+    is for the report (``location``, ``id``)."""
+
+    key: tuple[Any, ...]
+    stored: Any
+    new: Any
+    location: str
+    id: str | None
+
+
+@dataclass
+class PageResult(TaskResult):
+    """What a page came to: its ``report``, the migrated texts by position in the page
+    (``outputs``) and the positions of rejected rows (``rejected``)."""
+
+    outputs: dict[int, bytes] = field(default_factory=dict)
+    rejected: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Page(Task):
+    """A page of rows as a task: the table's name (``source``), each row's messages bytes
+    (``cells``, ``None`` for a null cell: not a record, left as it is), location (``names``,
+    its key: ``id=42``) and ``ids`` (``--id-column``), and the ``rows`` as read, which stay
+    in the parent (:meth:`sent`) for the writes."""
+
+    source: str
+    cells: tuple[bytes | None, ...]
+    names: tuple[str, ...]
+    ids: tuple[str | None, ...] | None = None
+    rows: tuple[tuple[Any, ...], ...] = ()
+    size: int = 0
+
+    @property
+    def depth(self) -> int:
+        return 1
+
+    def sent(self) -> Page:
+        """The page as a worker needs it: without its rows."""
+        return replace(self, rows=())
+
+    def run(self, job: Job, slot: memoryview | None) -> PageResult:
+        """Put every non-null cell through ``job``'s processor
+        (:func:`~histmig.engine.run_records`); keep the migrated texts and the rejected
+        positions. Never raises for bad input."""
+        result = PageResult(Report.in_memory())
+        ids = self.ids
+
+        def record(raw: bytes, i: int) -> Record:
+            return Record(raw, self.source, self.names[i], None if ids is None else ids[i])
+
+        def accept(i: int, outcome: Outcome) -> Outcome:
+            if ids is not None and ids[i] is None and outcome.record.record_id is not None:  # a null id names no record, not the envelope's
+                outcome.record = replace(outcome.record, record_id=None)
+            if outcome.status == "changed":
+                result.outputs[i] = outcome.output  # type: ignore[assignment]
+            elif outcome.status == "rejected":
+                result.rejected.append(i)
+            return outcome
+
+        run_records(((raw, i) for i, raw in enumerate(self.cells) if raw is not None), job.processor(), result.report, record, accept)
+        result.last = self.names[-1] if self.names else None
+        return result
+
+
+def row_name(key: Sequence[str], values: Sequence[Any]) -> str:
+    """A row's location in report lines: its key, ``id=42`` (``tenant=7,id=42``)."""
+    return ",".join(f"{name}={value}" for name, value in zip(key, values))
+
+
+class TableInput(Input):
+    """A table of a database opened for a run (see the module docstring). A format
+    subclasses it with its connection and SQL (the abstract methods); this class reads the
+    pages, makes the tasks and writes the results.
+
+    ``location`` is the database (a path, a URL); ``options`` gives ``table``,
+    ``messages_column``, ``key_column``, ``id_column``. The table is looked at when the
+    input is made (a connection opened and closed, so that none crosses the fork of the
+    workers), and connected to again on entering the ``with`` block. Raises
+    :class:`~histmig.sources.base.UsageError` without ``--table`` or with two destinations,
+    and :class:`~histmig.sources.arrow.ColumnError` for a missing table or column, a column of
+    a type histmig cannot migrate, or a table without a key."""
+
+    window = 2
+    PARAM = "?"
+    """The driver's parameter placeholder."""
+    FORMAT: Format
+
+    def __init__(self, location: str, target: Target, options: Any, job: Job) -> None:
+        what = self.FORMAT.description
+        if options.table is None:
+            raise UsageError(f"{self.display(location)}: a {what} input needs --table")
+        if sum((target.output is not None, target.to_table is not None, target.in_place)) > 1:
+            raise UsageError(f"{self.display(location)}: give one of OUTPUT, --to-table and --in-place")
+        self.location, self._target, self._job, self._options = location, target, job, options
+        self.table = options.table
+        self.name = f"{self.display(location)}:{self.table}"
+        self._con: Any = None
+        self._connect(write=False)
+        try:
+            self._inspect(options)
+        finally:
+            self._disconnect()
+        self._stack = ExitStack()
+        self._skipped: list[Skipped] = []
+        self._write: Callable[[Page, PageResult], None] = lambda page, result: None
+        self._flush: Callable[[], None] = lambda: None
+
+    @classmethod
+    def open(cls, location: str, target: Target, options: Any, job: Job) -> list[Input]:
+        """The table ``options.table`` of the database ``location``, for ``target``: the
+        format's :data:`~histmig.sources.base.Opener`."""
+        return [cls(location, target, options, job)]
+
+    # ------------------------------------------------------------ what a format provides
+
+    @staticmethod
+    @abstractmethod
+    def display(location: str) -> str:
+        """``location`` as report lines name it (a URL without its password)."""
+
+    @abstractmethod
+    def _connect(self, write: bool) -> None:
+        """Open ``self._con`` (``write``: for a run that writes). Raises
+        :class:`~histmig.sources.base.UnreadableInput` when it cannot."""
+
+    def _disconnect(self) -> None:
+        if self._con is not None:
+            self._con.close()
+            self._con = None
+
+    @abstractmethod
+    def quote(self, name: str) -> str:
+        """``name`` as a quoted identifier."""
+
+    @abstractmethod
+    def _relation(self) -> str:
+        """The table (maybe schema-qualified), quoted."""
+
+    @abstractmethod
+    def _columns(self) -> list[Column]:
+        """The table's columns, in order. Raises :class:`ColumnError` when there is no such
+        table."""
+
+    @abstractmethod
+    def _primary_key(self) -> tuple[str, ...]:
+        """The columns of the table's own key (``()`` when it has none)."""
+
+    @abstractmethod
+    def _kind(self, column: Column) -> Kind | None:
+        """How ``column`` stores a history, ``None`` when it cannot hold one."""
+
+    @abstractmethod
+    def _stored(self, column: str) -> tuple[str, ...]:
+        """SQL expressions read for the messages column: the first gives its bytes (and is
+        the UPDATE's condition), others what :meth:`_new_value` needs."""
+
+    @abstractmethod
+    def _new_value(self, output: bytes, stored: tuple[Any, ...]) -> Any:
+        """The parameter that stores the migrated text ``output`` in the messages column of
+        a row whose stored values were ``stored``."""
+
+    @abstractmethod
+    def _query(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """The rows of ``statement``. Raises :class:`~histmig.sources.base.UnreadableInput`
+        for a database error."""
+
+    @abstractmethod
+    def _update(self, statement: str, params: list[tuple[Any, ...]]) -> list[bool]:
+        """Run ``statement`` (an UPDATE of one row) once for each of ``params``; whether each
+        updated its row."""
+
+    @abstractmethod
+    def _arrow_type(self, column: Column) -> Any:
+        """The Arrow type of ``column`` in a Parquet output (``None``: its text form)."""
+
+    @abstractmethod
+    def _as_text(self, expression: str) -> str:
+        """SQL of ``expression``'s text form."""
+
+    def _file_expression(self, column: Column) -> str:
+        """The SQL read for ``column`` of a Parquet output: the column, or its text form when
+        it has no Arrow type (:meth:`_arrow_type`); a JSONL output reads the column itself."""
+        quoted = self.quote(column.name)
+        return quoted if self._arrow_type(column) is not None else self._as_text(quoted)
+
+    def _begin(self) -> None:
+        """Set up the run on entering: transactions (on ``self._stack``, committed when it
+        closes without an error), and for ``--in-place`` and ``--to-table`` the writer of a
+        page (``self._write``: :meth:`changes`, :meth:`apply`)."""
+
+    def _finish(self, ok: bool) -> None:
+        """Commit what was written (``ok``) or roll it back, before the connection closes."""
+
+    # ------------------------------------------------------------ the table
+
+    def _inspect(self, options: Any) -> None:
+        columns = self._columns()
+        names = [c.name for c in columns]
+        by_name = dict(zip(names, columns))
+        name = options.messages_column
+        if name is None:
+            name = next((c for c in MESSAGE_FIELD_CANDIDATES if c in by_name and self._kind(by_name[c]) is not None), None)
+            if name is None:
+                raise ColumnError(f"{self.name}: cannot tell the messages column (name it with --messages-column)")
+        elif name not in by_name:
+            raise ColumnError(f"{self.name}: no column {name!r} (columns: {', '.join(names)})")
+        kind = self._kind(by_name[name])
+        if kind is None:
+            raise ColumnError(f"{self.name}: column {name!r} is {by_name[name].type}: expected JSON text or bytes")
+        key = (options.key_column,) if options.key_column is not None else self._primary_key()
+        if not key:
+            raise ColumnError(f"{self.name}: no primary key; name a unique column with --key-column")
+        for column, what in [*((k, "key column") for k in key), (options.id_column, "id column")]:
+            if column is not None and column not in by_name and column not in self._hidden_columns():
+                raise ColumnError(f"{self.name}: no {what} {column!r}")
+        if self._target.to_table is not None and self._exists(self._target.to_table):
+            raise ColumnError(f"{self.name}: table {self._target.to_table!r} already exists")
+        self.columns, self.column, self.kind, self.key = columns, name, kind, key
+        self.stored = self._stored(name)
+
+    def _hidden_columns(self) -> tuple[str, ...]:
+        """Key columns a table has besides those it lists (SQLite's ``rowid``)."""
+        return ()
+
+    @abstractmethod
+    def _exists(self, table: str) -> bool:
+        """Whether ``table`` exists (beside the input's)."""
+
+    def _selected(self) -> tuple[list[str], list[Column]]:
+        """The SQL read for each row: the key, the stored messages, then the ``extra``
+        columns (every other column for a file output; else the ``--id-column``)."""
+        output = self._target.output
+        if output is not None:
+            extra = [c for c in self.columns if c.name != self.column]
+        else:
+            id_column = self._options.id_column
+            extra = [c for c in self.columns if c.name == id_column and id_column not in self.key]
+        parquet = output is not None and self._output_format() == "parquet"
+        selected = [*map(self.quote, self.key), *self.stored]
+        selected += [self._file_expression(c) if parquet else self.quote(c.name) for c in extra]
+        return selected, extra
+
+    def _output_format(self) -> str:
+        from histmig.sources import output_format
+
+        return output_format(self.FORMAT, self._target.output)  # type: ignore[arg-type]
+
+    # ------------------------------------------------------------ reading
+
+    def tasks(self) -> Iterator[Page]:
+        selected, extra = self._selected()
+        key, k, s = self.key, len(self.key), len(self.stored)
+        keys = ", ".join(map(self.quote, key))
+        marks = ", ".join([self.PARAM] * k)
+        head = f"SELECT {', '.join(selected)} FROM {self._relation()}"
+        tail = f" ORDER BY {keys} LIMIT {self.PARAM}"
+        id_column = self._options.id_column
+        id_at = key.index(id_column) if id_column in key else next((k + s + i for i, c in enumerate(extra) if c.name == id_column), None)
+        last: tuple[Any, ...] | None = None
+        limit = FIRST_PAGE_ROWS
+        while True:
+            if last is None:
+                rows = self._query(head + tail, [limit])
+            else:
+                rows = self._query(f"{head} WHERE ({keys}) >= ({marks}){tail}", [*last, limit + 1])
+            asked = limit + (last is not None)
+            fresh = self._fresh(rows, last)
+            if not fresh:
+                return
+            cells = tuple(self._cell(row[k]) for row in fresh)
+            size = sum(len(c) for c in cells if c is not None)
+            yield Page(
+                self.name,
+                cells,
+                tuple(row_name(key, row[:k]) for row in fresh),
+                None if id_at is None else tuple(None if row[id_at] is None else str(row[id_at]) for row in fresh),
+                tuple(fresh),
+                size,
+            )
+            if len(rows) < asked:
+                return
+            last = tuple(fresh[-1][:k])
+            limit = max(1, min(MAX_PAGE_ROWS, PAGE_BYTES * len(fresh) // max(size, 1)))
+
+    def _fresh(self, rows: list[tuple[Any, ...]], last: tuple[Any, ...] | None) -> list[tuple[Any, ...]]:
+        """``rows`` without the row of the ``last`` key read (asked again; gone if it was
+        deleted meanwhile). Raises :class:`ColumnError` for a key seen twice or a null key."""
+        k = len(self.key)
+        start = 0
+        while last is not None and start < len(rows) and tuple(rows[start][:k]) == last:
+            start += 1
+        previous = last
+        if start > 1:
+            raise self._not_unique(last)  # type: ignore[arg-type]
+        for row in rows[start:]:
+            values = tuple(row[:k])
+            if None in values:
+                raise ColumnError(f"{self.name}: a row has a null key ({row_name(self.key, values)}); name a unique non-null column with --key-column")
+            if values == previous:
+                raise self._not_unique(values)
+            previous = values
+        return rows[start:]
+
+    def _not_unique(self, values: tuple[Any, ...]) -> ColumnError:
+        return ColumnError(f"{self.name}: key {row_name(self.key, values)} is on two rows; name a unique column with --key-column")
+
+    @staticmethod
+    def _cell(value: Any) -> bytes | None:
+        """The messages bytes of a stored value (a number is its JSON text: not a history)."""
+        if value is None or isinstance(value, bytes):
+            return value
+        if isinstance(value, (bytearray, memoryview)):
+            return bytes(value)
+        return str(value).encode()
+
+    # ------------------------------------------------------------ writing
+
+    def __enter__(self) -> TableInput:
+        target = self._target
+        self._connect(write=target.in_place or target.to_table is not None)
+        try:
+            self._begin()
+            if target.output is not None:
+                self._write = self._file(target.output)
+        except BaseException as failed:  # a transaction begun is rolled back, an output discarded
+            self._stack.__exit__(type(failed), failed, failed.__traceback__)
+            self._disconnect()
+            raise
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: Any) -> None:
+        try:
+            try:
+                if kind is None:
+                    self._flush()
+                self._finish(kind is None)
+            except BaseException as failed:  # the outputs are then discarded, not renamed
+                self._stack.__exit__(type(failed), failed, failed.__traceback__)
+                raise
+            self._stack.__exit__(kind, error, trace)
+        finally:
+            self._disconnect()
+
+    def write(self, task: Task, result: TaskResult, slot: memoryview | None) -> None:
+        assert isinstance(task, Page) and isinstance(result, PageResult)
+        self._write(task, result)
+
+    def changes(self, page: Page, result: PageResult) -> list[Change]:
+        """The rows of ``page`` its ``result`` migrated, in page order."""
+        k, s = len(self.key), len(self.stored)
+        found = []
+        for i in sorted(result.outputs):
+            row = page.rows[i]
+            found.append(Change(tuple(row[:k]), row[k], self._new_value(result.outputs[i], tuple(row[k : k + s])), page.names[i], None if page.ids is None else page.ids[i]))
+        return found
+
+    def update_statement(self, table: str) -> str:
+        """The UPDATE of one row of ``table`` (quoted), conditional on its stored messages:
+        parameters new value, key values, stored bytes."""
+        keys = ", ".join(map(self.quote, self.key))
+        marks = ", ".join([self.PARAM] * len(self.key))
+        return f"UPDATE {table} SET {self.quote(self.column)} = {self.PARAM} WHERE ({keys}) = ({marks}) AND {self.stored[0]} = {self.PARAM}"
+
+    def apply(self, table: str, changes: Sequence[Change]) -> None:
+        """Write ``changes`` to ``table`` (quoted) by :meth:`update_statement`; a row whose
+        messages are no longer those read is left alone and counted as skipped."""
+        if not changes:
+            return
+        done = self._update(self.update_statement(table), [(c.new, *c.key, c.stored) for c in changes])
+        self._skipped += [Skipped(self.name, c.location, c.id) for c, updated in zip(changes, done) if not updated]
+
+    def written(self) -> Written:
+        target = self._target
+        if not target.writes:
+            return Written()
+        return Written(rejected="rows", skipped=list(self._skipped), target=self.name if target.in_place else None)
+
+    def _file(self, output: str) -> Callable[[Page, PageResult], None]:
+        """A writer of every row of each page to the Parquet or JSONL file ``output``,
+        written atomically."""
+        _, extra = self._selected()
+        k, s = len(self.key), len(self.stored)
+        at = {c.name: k + s + i for i, c in enumerate(extra)}
+
+        def cells(page: Page, result: PageResult) -> list[bytes | None]:
+            return [result.outputs.get(i, cell) for i, cell in enumerate(page.cells)]
+
+        if self._output_format() == "jsonl":
+            out = self._stack.enter_context(atomic_output(output))
+
+            def write_lines(page: Page, result: PageResult) -> None:
+                rejected = set(result.rejected)
+                for i, (row, raw) in enumerate(zip(page.rows, cells(page, result))):
+                    values = {c.name: None if c.name == self.column else row[at[c.name]] for c in self.columns}
+                    out.write(jsonl_line(values, self.column, raw, i in rejected))
+
+            return write_lines
+        from histmig.sources.parquet import parquet_sink
+
+        types = [pa.binary() if c.name == self.column and self.kind == "binary" else pa.string() if c.name == self.column else self._arrow_type(c) or pa.string() for c in self.columns]
+        schema = pa.schema([pa.field(c.name, t) for c, t in zip(self.columns, types)])
+        sink = self._stack.enter_context(parquet_sink(output, schema))
+        pending: list[Any] = []
+        held = [0]
+
+        def write_rows(page: Page, result: PageResult) -> None:
+            arrays = []
+            for column, type_ in zip(self.columns, types):
+                if column.name == self.column:
+                    array = pa.array(cells(page, result), pa.binary())
+                    arrays.append(array if self.kind == "binary" else array.view(pa.string()))
+                    continue
+                values = [row[at[column.name]] for row in page.rows]
+                try:
+                    arrays.append(pa.array(values, type_))
+                except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+                    raise ColumnError(
+                        f"{self.name}: column {column.name!r} ({column.type}) holds a value Parquet cannot store as {type_} "
+                        f"(rows {page.names[0]} to {page.names[-1]}: {exc}); write a .jsonl output instead"
+                    ) from exc
+            pending.append(pa.record_batch(arrays, schema=schema))
+            held[0] += page.size
+            if held[0] >= ROW_GROUP_BYTES:
+                flush()
+
+        def flush() -> None:
+            if pending:
+                sink(pa.Table.from_batches(pending, schema))
+                pending.clear()
+                held[0] = 0
+
+        self._flush = flush
+        return write_rows

@@ -1,0 +1,246 @@
+"""SQLite (histmig.sources.sqlite): the shared corpus in tables of TEXT, BLOB and JSON columns,
+with extra columns of several types; in place, to a new table and to files; unchanged rows
+never rewritten (an UPDATE trigger); a run killed mid-way, an application writing meanwhile,
+a database another connection holds locked, bad rows, keys and errors."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import orjson
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from histmig import api
+from histmig.cli import app
+from histmig.options import Options
+from histmig.report import SKIPPED
+from histmig.sources import format_of, sqlite
+from histmig.sources.base import UnreadableInput, UnwritableOutput, UsageError
+from histmig.sources.sqlite import SqliteTable, affinity
+from tests.conftest import ROOT
+from tests.sources.conftest import corpus_records, jsonl_path_output, without_place
+
+TABLE = "conversations"
+OTHER = "id, name, created, score, data, n"
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def records() -> list[dict[str, Any]]:
+    return corpus_records()
+
+
+def make_db(path: Path, records: list[dict[str, Any]], messages_type: str = "TEXT", copies: int = 1) -> Path:
+    """A database whose table ``conversations`` holds ``records`` (``copies`` times):
+    ``id`` INTEGER PRIMARY KEY, ``name`` TEXT, ``created`` TEXT, ``messages`` of
+    ``messages_type`` (a BLOB column holds bytes, any other text), ``score`` REAL (some
+    null), ``data`` BLOB, ``n`` NUMERIC; and a ``log`` of the ids its UPDATE trigger saw."""
+    with sqlite3.connect(path) as con:
+        con.execute(f"CREATE TABLE {TABLE} (id INTEGER PRIMARY KEY, name TEXT, created TEXT, messages {messages_type}, score REAL, data BLOB, n NUMERIC)")
+        con.execute("CREATE TABLE log (id INTEGER)")
+        con.execute(f"CREATE TRIGGER logged AFTER UPDATE ON {TABLE} BEGIN INSERT INTO log VALUES (old.id); END")
+        rows = []
+        for c in range(copies):
+            for i, r in enumerate(records):
+                text = orjson.dumps(r["messages"])
+                key = 1000 + c * len(records) + i
+                rows.append((key, r["id"], f"2025-01-01T00:{i % 60:02d}:00Z", text if messages_type == "BLOB" else text.decode(), None if i % 4 == 0 else i / 8, bytes([i % 256]) * 3, i * 7))
+        con.executemany(f"INSERT INTO {TABLE} VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+    return path
+
+
+def query(path: Path, statement: str, params: tuple = ()) -> list[tuple]:
+    con = sqlite3.connect(path)
+    try:
+        return con.execute(statement, params).fetchall()
+    finally:
+        con.close()
+
+
+def stored(path: Path, table: str = TABLE) -> list[bytes]:
+    return [value for (value,) in query(path, f"SELECT CAST(messages AS BLOB) FROM {table} ORDER BY id")]
+
+
+@pytest.mark.parametrize("messages_type", ["TEXT", "BLOB", "JSON"])
+def test_in_place_matches_the_jsonl_path_and_rewrites_only_changed_rows(tmp_path: Path, records, messages_type: str) -> None:
+    db = make_db(tmp_path / "chats.sqlite", records, messages_type)
+    before, classes = query(db, f"SELECT {OTHER} FROM {TABLE} ORDER BY id"), query(db, f"SELECT typeof(messages) FROM {TABLE} ORDER BY id")
+    original = stored(db)
+    result = api.convert(str(db), None, Options(table=TABLE, messages_column="messages", jobs=2), in_place=True)
+    assert result.exit_code == 0
+    expected, jsonl_report = jsonl_path_output(records, tmp_path)
+    assert stored(db) == expected
+    assert query(db, f"SELECT {OTHER} FROM {TABLE} ORDER BY id") == before
+    assert query(db, f"SELECT typeof(messages) FROM {TABLE} ORDER BY id") == classes
+    changed = [1000 + i for i, (old, new) in enumerate(zip(original, expected)) if old != new]
+    assert [row[0] for row in query(db, "SELECT id FROM log ORDER BY id")] == changed and len(changed) == 138
+    report = result.report.to_json()
+    assert report["summary"] == jsonl_report["summary"]
+    assert without_place(report["changes"]) == without_place(jsonl_report["changes"])
+    assert report["changes"][0]["source"] == f"{db}:{TABLE}" and report["changes"][0]["location"].startswith("id=10")
+    assert result.verdict == f"histmig convert: 138 of 212 records migrated, 74 unchanged, 0 rejected; written to {db}:{TABLE} (in place)"
+    again = api.convert(str(db), None, Options(table=TABLE, jobs=1), in_place=True)
+    assert again.report.counts["changed"] == 0 and len(query(db, "SELECT id FROM log")) == 138
+    assert api.check(str(db), Options(table=TABLE)).exit_code == 0
+
+
+def test_to_table_and_files_match_the_jsonl_path(tmp_path: Path, records) -> None:
+    db = make_db(tmp_path / "chats.db", records)
+    before = query(db, f"SELECT {OTHER} FROM {TABLE} ORDER BY id")
+    expected = jsonl_path_output(records, tmp_path)[0]
+    invoke = lambda *args: runner.invoke(app, [args[0], str(db), *args[1:], "--table", TABLE, "-q"])  # noqa: E731
+
+    assert invoke("convert", "--to-table", "converted").exit_code == 0
+    assert stored(db, "converted") == expected
+    assert query(db, f"SELECT {OTHER} FROM converted ORDER BY id") == before
+    assert [row[1:] for row in query(db, "SELECT * FROM pragma_table_info('converted')")] == [row[1:] for row in query(db, f"SELECT * FROM pragma_table_info('{TABLE}')")]
+    assert invoke("convert", "--to-table", "converted").exit_code == 2
+
+    assert invoke("convert", str(tmp_path / "out.jsonl")).exit_code == 0
+    rows = [orjson.loads(line) for line in (tmp_path / "out.jsonl").read_bytes().splitlines()]
+    assert [orjson.dumps(r["messages"]) for r in rows] == [orjson.dumps(orjson.loads(e)) for e in expected]
+    assert [(r["id"], r["name"], r["created"], r["score"], r["n"]) for r in rows] == [b[:4] + b[5:] for b in before]
+
+    assert invoke("convert", str(tmp_path / "out.parquet")).exit_code == 0
+    table = pq.read_table(tmp_path / "out.parquet")
+    assert [c.encode() for c in table.column("messages").to_pylist()] == expected
+    assert [str(t) for t in table.schema.types] == ["int64", "string", "string", "string", "double", "binary", "string"]
+    assert table.column("data").to_pylist() == [b[4] for b in before] and table.column("n").to_pylist()[3] == "21"
+    assert stored(db) != expected  # the input is untouched
+
+
+def test_bad_rows_are_named_by_key_and_left_as_they_were(tmp_path: Path, records) -> None:
+    db = tmp_path / "bad.sqlite"
+    with sqlite3.connect(db) as con:
+        con.execute("CREATE TABLE messages (id INT PRIMARY KEY, message_list TEXT)")  # pydantic-ai's chat app example
+        good = orjson.dumps(records[5]["messages"]).decode()
+        con.executemany("INSERT INTO messages VALUES (?, ?)", [(1, good), (2, '[{"kind": "request"'), (3, '{"note": 1}'), (4, 42), (5, None), (6, b"\xff[]")])
+    before = query(db, "SELECT id, message_list, typeof(message_list) FROM messages ORDER BY id")
+    result = runner.invoke(app, ["convert", str(db), "--table", "messages", "--messages-column", "message_list", "--in-place"])
+    assert result.exit_code == 1
+    lines = [line for line in result.stderr.splitlines() if ": rejected: " in line]
+    assert [line.split(": rejected: ")[0] for line in lines] == [f"{db}:messages:id={n}" for n in (2, 3, 4, 6)]
+    assert "not UTF-8: byte 0xff at byte 1 of the record" in lines[3]
+    after = query(db, "SELECT id, message_list, typeof(message_list) FROM messages ORDER BY id")
+    assert after[1:] == before[1:] and after[0][1] != before[0][1]
+    assert "rejected rows unchanged" in result.stderr.splitlines()[-1]
+
+
+def test_an_application_update_between_read_and_write_is_kept_and_reported(tmp_path: Path, records, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = make_db(tmp_path / "chats.sqlite", records)
+    legacy = [i for i, r in enumerate(records) if b"retry-prompt" in orjson.dumps(r["messages"])]
+    victim, app_value = 1000 + legacy[0], orjson.dumps(records[legacy[-1]]["messages"]).decode()
+    real = SqliteTable._finish
+
+    def app_writes_first(table: SqliteTable, ok: bool) -> None:
+        with sqlite3.connect(db) as con:  # the application rewrites a row histmig read and migrated
+            con.execute(f"UPDATE {TABLE} SET messages = ? WHERE id = ?", (app_value, victim))
+        real(table, ok)
+
+    monkeypatch.setattr(SqliteTable, "_finish", app_writes_first)
+    result = api.convert(str(db), None, Options(table=TABLE), in_place=True)
+    assert query(db, f"SELECT messages FROM {TABLE} WHERE id = ?", (victim,)) == [(app_value,)]
+    counts = result.report.counts
+    assert (counts["changed"], counts["skipped"], result.exit_code) == (137, 1, 1)
+    assert result.report.errors == [{"source": f"{db}:{TABLE}", "location": f"id={victim}", "id": None, "status": "skipped", "errors": [SKIPPED]}]
+    monkeypatch.undo()
+    assert api.convert(str(db), None, Options(table=TABLE), in_place=True).report.counts["changed"] == 1
+    assert api.check(str(db), Options(table=TABLE)).exit_code == 0
+
+
+@pytest.mark.parametrize("lock", ["EXCLUSIVE", "IMMEDIATE"])
+def test_a_locked_database_is_waited_for_then_refused_with_nothing_written(tmp_path: Path, records, monkeypatch: pytest.MonkeyPatch, lock: str) -> None:
+    db = make_db(tmp_path / "chats.sqlite", records[:30])
+    original = stored(db)
+    monkeypatch.setattr(sqlite, "LOCK_WAIT", 0.3)
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute(f"BEGIN {lock}")
+    holder.execute("INSERT INTO log VALUES (-1)")  # an uncommitted write: another client mid-transaction
+    started = time.monotonic()
+    error = UnreadableInput if lock == "EXCLUSIVE" else UnwritableOutput  # EXCLUSIVE: not even read
+    with pytest.raises(error, match=r"the database is locked by another connection \(waited 0.3 s\); nothing was written"):
+        api.convert(str(db), None, Options(table=TABLE, jobs=1), in_place=True)
+    assert 0.3 <= time.monotonic() - started < 5
+    holder.execute("ROLLBACK")
+    holder.close()
+    assert stored(db) == original and query(db, "SELECT count(*) FROM log") == [(0,)]
+    assert query(db, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name") == [(TABLE,), ("log",)]
+
+
+def test_a_run_killed_mid_way_leaves_the_table_old_or_migrated_and_a_second_run_completes(tmp_path: Path, records) -> None:
+    expected = jsonl_path_output(records, tmp_path)[0] * 25
+    command = [sys.executable, "-m", "histmig", "convert", "", "--table", TABLE, "--in-place", "-q"]
+    timing = make_db(tmp_path / "timing.sqlite", records, copies=25)
+    started = time.monotonic()
+    assert subprocess.run([*command[:4], str(timing), *command[5:]], cwd=ROOT).returncode == 0
+    duration = time.monotonic() - started
+    db = make_db(tmp_path / "chats.sqlite", records, copies=25)
+    original = stored(db)
+    outcomes = set()
+    for fraction in (0.3, 0.6, 0.9):
+        process = subprocess.Popen([*command[:4], str(db), *command[5:]], cwd=ROOT)
+        time.sleep(duration * fraction)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        now = stored(db)
+        assert now in (original, expected)  # one transaction: all rows old or all migrated
+        outcomes.add(now == expected)
+        if now == expected:
+            break
+    assert False in outcomes, "no kill landed before the end of the run: make the table larger"
+    assert subprocess.run([*command[:4], str(db), *command[5:]], cwd=ROOT).returncode == 0
+    assert stored(db) == expected
+
+
+def test_keys_views_names_and_errors(tmp_path: Path, records) -> None:
+    db = tmp_path / "plain.data"
+    with sqlite3.connect(db) as con:
+        con.execute("CREATE TABLE plain (messages TEXT, tenant TEXT)")  # no primary key: the rowid
+        con.executemany("INSERT INTO plain VALUES (?, ?)", [(orjson.dumps(r["messages"]).decode(), f"t{i % 2}") for i, r in enumerate(records[:20])])
+        con.execute("CREATE VIEW by_tenant AS SELECT tenant, messages FROM plain")
+    assert format_of(str(db)).name == "sqlite"  # its first bytes, whatever its name
+    audit = api.audit(str(db), Options(format="sqlite", table="plain", id_column="tenant"))
+    assert audit.report.counts["records_in"] == 20 and {(c["location"], c["id"]) for c in audit.report.changes} <= {(f"rowid={i + 1}", f"t{i % 2}") for i in range(20)}
+    assert api.convert(str(db), None, Options(format="sqlite", table="plain"), in_place=True).exit_code == 0
+    with pytest.raises(UnreadableInput, match="no primary key; name a unique column with --key-column"):
+        api.check(str(db), Options(format="sqlite", table="by_tenant"))
+    with pytest.raises(UnreadableInput, match="key tenant=t0 is on two rows"):
+        api.check(str(db), Options(format="sqlite", table="by_tenant", key_column="tenant"))
+    with pytest.raises(UsageError, match="--schema does not apply to a SQLite input"):
+        api.check(str(db), Options(format="sqlite", table="plain", schema="main"))
+    text = tmp_path / "not.sqlite"
+    text.write_text("hello")
+    assert "file is not a database" in runner.invoke(app, ["audit", str(text), "--format", "sqlite", "--table", "t"]).stderr
+    assert runner.invoke(app, ["audit", str(tmp_path / "none.sqlite"), "--table", "t"]).exit_code == 2
+    assert not (tmp_path / "none.sqlite").exists()
+
+
+def test_db_files_are_told_apart_by_their_first_bytes(tmp_path: Path) -> None:
+    with sqlite3.connect(tmp_path / "a.db") as con:
+        con.execute("CREATE TABLE t (x)")
+    with duckdb.connect(str(tmp_path / "b.db")) as con:
+        con.execute("CREATE TABLE t (x INTEGER)")
+    (tmp_path / "c.duckdb").write_bytes((tmp_path / "a.db").read_bytes())
+    assert [format_of(str(tmp_path / name)).name for name in ("a.db", "b.db", "c.duckdb", "new.db", "x.sqlite3")] == ["sqlite", "duckdb", "sqlite", "duckdb", "sqlite"]
+
+
+def test_affinity_follows_sqlites_rules() -> None:
+    declared = ["INT", "BIGINT", "VARCHAR(20)", "CLOB", "TEXT", "BLOB", "", "REAL", "DOUBLE PRECISION", "FLOAT", "NUMERIC", "JSON", "DECIMAL(10,5)", "BOOLEAN"]
+    assert [affinity(d) for d in declared] == ["INTEGER", "INTEGER", "TEXT", "TEXT", "TEXT", "BLOB", "BLOB", "REAL", "REAL", "REAL", "NUMERIC", "NUMERIC", "NUMERIC", "NUMERIC"]
+
+
+def test_jobs_give_the_same_table_and_report(tmp_path: Path, records) -> None:
+    one, two = make_db(tmp_path / "one.sqlite", records, copies=3), make_db(tmp_path / "two.sqlite", records, copies=3)
+    first = api.convert(str(one), None, Options(table=TABLE, jobs=1), in_place=True).report.to_json()
+    second = api.convert(str(two), None, Options(table=TABLE, jobs=2), in_place=True).report.to_json()
+    assert stored(one) == stored(two) and first["summary"] == second["summary"] and first["summary"]["changed"] == 3 * 138
+    assert without_place(first["changes"]) == without_place(second["changes"])

@@ -1,0 +1,102 @@
+"""A database table read by keyset pages (histmig.sources.table), through SQLite's: every row
+once, in key order, whatever the page sizes; a key on two rows or a null key stops the run,
+across a page boundary too; a row deleted between two pages is not missed; a page runs in a
+worker without its rows."""
+
+from __future__ import annotations
+
+import pickle
+import sqlite3
+from pathlib import Path
+
+import orjson
+import pytest
+
+from histmig.options import Options
+from histmig.sources import table
+from histmig.sources.arrow import ColumnError
+from histmig.sources.base import Target
+from histmig.sources.sqlite import SqliteTable
+from histmig.sources.table import Page, row_name
+from tests.sources.conftest import corpus_records
+
+
+def make_db(path: Path, keys: list[tuple[int, int]], messages: list[bytes]) -> Path:
+    with sqlite3.connect(path) as con:
+        con.execute("CREATE TABLE t (a INTEGER, b INTEGER, messages TEXT, PRIMARY KEY (a, b))")
+        con.executemany("INSERT INTO t VALUES (?, ?, ?)", [(a, b, m.decode()) for (a, b), m in zip(keys, messages)])
+        con.execute("CREATE VIEW v AS SELECT a, messages FROM t")
+    return path
+
+
+def pages(path: Path, name: str = "t", key_column: str | None = None) -> list[Page]:
+    with SqliteTable(str(path), Target(), Options(table=name, key_column=key_column), Options().plan()) as opened:
+        return list(opened.tasks())
+
+
+@pytest.fixture(scope="module")
+def texts() -> list[bytes]:
+    return [orjson.dumps(r["messages"]) for r in corpus_records()]
+
+
+def test_a_row_is_named_by_its_key() -> None:
+    assert (row_name(("id",), (42,)), row_name(("tenant", "id"), (7, "x"))) == ("id=42", "tenant=7,id=x")
+
+
+def test_pages_hold_every_row_once_in_key_order_whatever_their_size(tmp_path: Path, texts: list[bytes], monkeypatch: pytest.MonkeyPatch) -> None:
+    keys = [(i % 5, i) for i in range(len(texts))]
+    db = make_db(tmp_path / "t.sqlite", keys[::-1], texts[::-1])
+    monkeypatch.setattr(table, "FIRST_PAGE_ROWS", 3)
+    monkeypatch.setattr(table, "PAGE_BYTES", 20_000)
+    found = pages(db)
+    assert [name for page in found for name in page.names] == [row_name(("a", "b"), key) for key in sorted(keys)]
+    assert len(found[0].names) == 3 and len({len(page.names) for page in found}) > 3
+    sizes = sorted(page.size for page in found[1:-1])  # each page sized on the last's rows: about PAGE_BYTES
+    assert 10_000 < sizes[len(sizes) // 2] < 40_000 and sizes[-1] < 60_000
+    by_key = dict(zip(keys, texts))
+    assert [cell for page in found for cell in page.cells] == [by_key[key] for key in sorted(keys)]
+
+
+@pytest.mark.parametrize(("keys", "first_page"), [([1, 2, 3, 3, 4], 3), ([1, 2, 2, 3], 5), ([1, 2, 3, 4, 4, 4], 4)])
+def test_a_key_on_two_rows_stops_the_run_within_a_page_or_across_a_boundary(tmp_path: Path, texts: list[bytes], keys: list[int], first_page: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = make_db(tmp_path / "t.sqlite", [(a, n) for n, a in enumerate(keys)], texts[: len(keys)])
+    monkeypatch.setattr(table, "FIRST_PAGE_ROWS", first_page)
+    duplicate = next(a for a in keys if keys.count(a) > 1)
+    with pytest.raises(ColumnError, match=f"key a={duplicate} is on two rows; name a unique column with --key-column"):
+        pages(db, "v", key_column="a")
+
+
+def test_a_null_key_stops_the_run(tmp_path: Path, texts: list[bytes]) -> None:
+    db = tmp_path / "n.sqlite"
+    with sqlite3.connect(db) as con:
+        con.execute("CREATE TABLE t (k TEXT, messages TEXT)")
+        con.executemany("INSERT INTO t VALUES (?, ?)", [("x", texts[0].decode()), (None, texts[1].decode())])
+    with pytest.raises(ColumnError, match="a row has a null key"):
+        pages(db, key_column="k")
+
+
+def test_a_row_deleted_between_two_pages_is_not_missed(tmp_path: Path, texts: list[bytes], monkeypatch: pytest.MonkeyPatch) -> None:
+    keys = [(0, i) for i in range(20)]
+    db = make_db(tmp_path / "t.sqlite", keys, texts[:20])
+    monkeypatch.setattr(table, "FIRST_PAGE_ROWS", 5)
+    monkeypatch.setattr(table, "PAGE_BYTES", 1)  # then a row a page
+    with SqliteTable(str(db), Target(), Options(table="t"), Options().plan()) as opened:
+        tasks = opened.tasks()
+        first = next(tasks)
+        with sqlite3.connect(db) as con:
+            con.execute("DELETE FROM t WHERE b IN (4, 5)")  # the last row read, and the next
+        rest = list(tasks)
+    assert first.names == tuple(f"a=0,b={i}" for i in range(5))
+    assert [name for page in rest for name in page.names] == [f"a=0,b={i}" for i in range(6, 20)]
+    assert max(len(page.names) for page in rest) == 2  # a row a page, and the one after the deleted row read again
+
+
+def test_a_page_goes_to_a_worker_without_its_rows(tmp_path: Path, texts: list[bytes]) -> None:
+    db = make_db(tmp_path / "t.sqlite", [(0, i) for i in range(30)], texts[:30])
+    page = pages(db)[0]
+    sent = pickle.loads(pickle.dumps(page.sent()))
+    assert sent.rows == () and len(page.rows) == 30 and sent.depth == 1
+    result = sent.run(Options().plan(), None)
+    legacy = {i for i, text in enumerate(texts[:30]) if b"retry-prompt" in text}
+    assert set(result.outputs) >= legacy and result.rejected == [] and result.last == "a=0,b=29"
+    assert result.report.counts["records_in"] == 30 and result.report.counts["changed"] == len(result.outputs)
