@@ -40,11 +40,11 @@ import msgspec
 import orjson
 
 from histmig import schema
-from histmig.records import NotAHistory, Outcome, Record, envelope_id, locate_messages
+from histmig.records import ID_FIELDS, NotAHistory, Outcome, Record, envelope_id, locate_messages
 from histmig.rules import Walk, known_part_kinds, registry
 from histmig.rules.base import CauseMode, Change, Context, Finding, Malformed, Rule
 from histmig.schema import REQUEST_PART_KINDS, RESPONSE_PART_KINDS
-from histmig.screen import Screen, Settled, screen_for, settled_for
+from histmig.screen import Screen, Settled, Verdict, screen_for, settled_for
 
 if TYPE_CHECKING:
     from histmig.report import Report
@@ -87,15 +87,17 @@ class Plan:
         return Walk(self.rules)
 
     @cached_property
-    def _settled(self) -> dict[str | None, Settled]:
+    def _settled(self) -> dict[tuple[str | None, bool], Settled]:
         return {}
 
-    def settled(self, field: str | None) -> Settled:
+    def settled(self, field: str | None, pairing: bool = True) -> Settled:
         """The :class:`~histmig.screen.Settled` check of these rules for envelope ``field``
-        (looked up here, not in a cache keyed by the rules, on every migrated record)."""
-        found = self._settled.get(field)
+        (looked up here, not in a cache keyed by the rules, on every migrated record);
+        without ``pairing``, the history looks are not asked (the engine asked them of the
+        migrated history already)."""
+        found = self._settled.get((field, pairing))
         if found is None:
-            found = self._settled[field] = settled_for(self.rules, field)
+            found = self._settled[field, pairing] = settled_for(self.rules, field, self.fixing if pairing else None)
         return found
 
     @cached_property
@@ -108,7 +110,7 @@ class Plan:
     def screen(self) -> Screen | None:
         """The :class:`~histmig.screen.Screen` of these rules and envelope field, or ``None``
         under ``validate_all`` (``check`` parses and validates every record)."""
-        return None if self.validate_all else screen_for(self.rules, self.messages_field)
+        return None if self.validate_all else screen_for(self.rules, self.messages_field, self.fixing)
 
     def processor(self) -> Stream:
         """A :class:`Stream` of this plan, for one task's records (the plan is the job of a
@@ -121,7 +123,7 @@ def migrate(messages: list[Any], plan: Plan = Plan()) -> list[Change]:
     order, editing it in place; returns the changes in the order they were made. Only the
     rules :func:`~histmig.rules.pending` finds run: the others would change nothing. Raises
     :class:`~histmig.rules.base.Malformed` for a part a rule targets that no release wrote."""
-    return _apply(messages, plan.walk.pending(messages), plan)[0]
+    return _apply(messages, plan.walk.to_run(messages)[0], plan)[0]
 
 
 def findings(messages: list[Any], plan: Plan = Plan()) -> list[Finding]:
@@ -131,37 +133,76 @@ def findings(messages: list[Any], plan: Plan = Plan()) -> list[Finding]:
     copy), so that each finding is one a run would meet, at its place then. Raises
     :class:`~histmig.rules.base.Malformed` as :func:`migrate` does."""
     work = copy.deepcopy(messages)
+    walk = plan.walk
     found: list[Finding] = []
-    for _, phase in itertools.groupby(plan.walk.pending(work), key=lambda rule: rule.phase):
+    fixed = False
+    asked: frozenset[str] | None = None
+    for _, phase in itertools.groupby(walk.pending(work), key=lambda rule: rule.phase):
         rules = list(phase)
+        if fixed and asked is None and any(rule.code in walk.history_codes for rule in rules):
+            asked = walk.history_found(work)
+        rules = [rule for rule in rules if asked is None or rule.code not in walk.history_codes or rule.code in asked]
         found += [finding for rule in rules for finding in rule.check(work, plan.context)]
         for rule in rules:
             if rule.code in plan.fixing:
-                rule.fix(work, plan.context)
+                fixed = bool(rule.fix(work, plan.context)) or fixed  # type: ignore[misc]
     return found
 
 
-def _apply(messages: list[Any], rules: tuple[Rule, ...], plan: Plan) -> tuple[list[Change], list[Finding]]:
-    """The changes the fixing rules of ``rules`` made to ``messages``, and the findings of
-    the others."""
+def _apply(messages: list[Any], rules: tuple[Rule, ...], plan: Plan) -> tuple[list[Change], list[Finding], bool]:
+    """The changes the fixing rules of ``rules`` made to ``messages``, the findings of the
+    others, and whether the history looks were asked of the history the earlier fixes made
+    and no fix of theirs changed it (then its pairing needs no second look: no later phase
+    writes what they look for). The rules of a history look run only if its ``found``,
+    asked when the first of them comes, finds them (:meth:`~histmig.rules.Walk.to_run`)."""
     ctx = plan.context
+    history = plan.walk.history_codes
     changes: list[Change] = []
     findings: list[Finding] = []
+    asked: frozenset[str] | None = None
+    looked_fixed = False
     for rule in rules:
+        if rule.code in history:
+            if asked is None:
+                asked = plan.walk.history_found(messages)
+            if rule.code not in asked:
+                continue
+            if rule.code in plan.fixing:
+                made = rule.fix(messages, ctx)  # type: ignore[misc]
+                looked_fixed = looked_fixed or bool(made)
+                changes.extend(made)
+                continue
         if rule.code in plan.fixing:
-            changes.extend(rule.fix(messages, ctx))
+            changes.extend(rule.fix(messages, ctx))  # type: ignore[misc]
         else:
             findings.extend(rule.check(messages, ctx))
-    return changes, findings
+    return changes, findings, asked is not None and not looked_fixed
 
 
 def process(record: Record, plan: Plan = Plan()) -> Outcome:
     """Migrate one record (see the module docstring): ``unchanged`` at once when the screen
     passes it, else :func:`process_full`. Never raises for bad input."""
     screen = plan.screen
-    if screen is not None and screen(record.raw):
+    verdict = None if screen is None else screen(record.raw)
+    return process_full(record, plan) if verdict is None else screened_outcome(record, verdict)
+
+
+_IDS = msgspec.json.Decoder(msgspec.defstruct("_Ids", [(name, Any, None) for name in ID_FIELDS], gc=False))
+"""Reads an envelope's id fields alone (:data:`~histmig.records.ID_FIELDS`)."""
+
+
+def screened_outcome(record: Record, findings: tuple[Finding, ...]) -> Outcome:
+    """The outcome of a record the screen passed (:data:`~histmig.screen.Verdict`):
+    ``unchanged``, with the ``findings`` it reported and, when there are any, the record's
+    envelope id (read alone: the record is not built)."""
+    if not findings:
         return Outcome(record, "unchanged", record.raw)
-    return process_full(record, plan)
+    if record.record_id is None and record.raw[:1] == b"{":
+        try:
+            record = Record(record.raw, record.source, record.location, envelope_id(msgspec.structs.asdict(_IDS.decode(record.raw))))
+        except msgspec.DecodeError:
+            pass  # the screen decoded it: only an id field nested too deep can land here
+    return Outcome(record, "unchanged", record.raw, findings=list(findings))
 
 
 SKIP_SCREEN_AFTER = 2
@@ -171,10 +212,11 @@ screen, until a record comes out unchanged."""
 
 class Processor(Protocol):
     """What :func:`run_records` runs each record through: :meth:`screened` says a record's
-    bytes need nothing (it is then only counted), :meth:`full` makes its
+    bytes need nothing but the findings it gives (:data:`~histmig.screen.Verdict`; ``()``:
+    the record is only counted), or ``None``: then :meth:`full` makes its
     :class:`Outcome`."""
 
-    def screened(self, raw: bytes) -> bool: ...
+    def screened(self, raw: bytes) -> Verdict: ...
 
     def full(self, record: Record) -> Outcome: ...
 
@@ -199,12 +241,14 @@ class Stream:
     def _skipping(self) -> bool:
         return self._changed_in_a_row >= SKIP_SCREEN_AFTER
 
-    def screened(self, raw: bytes) -> bool:
-        """Whether the screen passes ``raw`` (``False`` when it is not asked)."""
-        if self._screen is None or self._skipping() or not self._screen(raw):
-            return False
-        self._changed_in_a_row = 0
-        return True
+    def screened(self, raw: bytes) -> Verdict:
+        """What the screen says of ``raw`` (``None`` when it is not asked)."""
+        if self._screen is None or self._skipping():
+            return None
+        verdict = self._screen(raw)
+        if verdict is not None:
+            self._changed_in_a_row = 0
+        return verdict
 
     def full(self, record: Record) -> Outcome:
         """:func:`process_full` of ``record`` (a record that :meth:`screened` just refused, or
@@ -212,8 +256,10 @@ class Stream:
         asked = self._screen is None or not self._skipping()
         outcome = process_full(record, self.plan)
         self._changed_in_a_row = self._changed_in_a_row + 1 if outcome.status == "changed" else 0
-        if not asked and outcome.status == "rejected" and self._screen(record.raw):
-            return Outcome(record, "unchanged", record.raw)
+        if not asked and outcome.status == "rejected":
+            verdict = self._screen(record.raw)  # type: ignore[misc]
+            if verdict is not None:
+                return screened_outcome(record, verdict)
         return outcome
 
 
@@ -237,10 +283,11 @@ def run_records(
     unchanged = 0
     screened, full = processor.screened, processor.full
     for raw, key in items:
-        if screened(raw):
+        verdict = screened(raw)
+        if verdict == ():
             unchanged += 1
             continue
-        outcome = full(record(raw, key))
+        outcome = full(record(raw, key)) if verdict is None else screened_outcome(record(raw, key), verdict)
         if accept is not None:
             outcome = accept(key, outcome)
         if outcome.status == "unchanged" and not (outcome.errors or outcome.warnings or outcome.findings):  # Outcome.quiet, inline: once a record
@@ -250,10 +297,17 @@ def run_records(
     report.add_unchanged(unchanged)
 
 
-def process_full(record: Record, plan: Plan = Plan()) -> Outcome:
+def process_full(record: Record, plan: Plan = Plan(), *, defer: bool = True) -> Outcome:
     """Migrate one record the full way, without the screen: parse, find the pending rules,
     fix, serialize, settled check, else validate and second pass. Never raises for bad
-    input."""
+    input.
+
+    A record some rule acts on at a place goes without its history looks (``defer``,
+    :meth:`~histmig.rules.Walk.to_run`): the settled check asks them of the output instead,
+    from its decoded structs, where they cost a fraction of a walk of the parsed record (no
+    rule writes what they look for: phases); their findings are reported. Only when they
+    find something to fix, or cannot tell, is the record migrated again with them, each
+    family asked when its phase comes."""
     try:
         obj = _DECODER.decode(record.raw)
     except (msgspec.DecodeError, RecursionError):
@@ -262,17 +316,19 @@ def process_full(record: Record, plan: Plan = Plan()) -> Outcome:
         messages, field_name = locate_messages(obj, plan.messages_field)
     except NotAHistory as exc:
         return Outcome(_named(record, obj), "rejected", None, errors=[str(exc)])
-    rules = plan.walk.pending(messages)
+    rules, deferred = plan.walk.to_run(messages, defer=defer)
     if not rules and not plan.validate_all:
         return Outcome(record, "unchanged", record.raw)
     record = _named(record, obj)
     prefix = field_name or "messages"
     try:
-        changes, findings = _apply(messages, rules, plan)
+        changes, findings, paired = _apply(messages, rules, plan)
     except Malformed as exc:
         return Outcome(record, "rejected", None, errors=[_under(str(exc), prefix)])
     except Exception as exc:  # a rule met a shape it did not expect: keep the record, say so
         return Outcome(record, "rejected", None, errors=[f"internal error: {type(exc).__name__}: {exc}"])
+    if deferred and not changes:
+        return process_full(record, plan, defer=False)
     if not changes:
         if not plan.validate_all:
             return Outcome(record, "unchanged", record.raw, findings=findings)
@@ -281,12 +337,17 @@ def process_full(record: Record, plan: Plan = Plan()) -> Outcome:
             errors.append("no release 0.0.13-2.68 wrote this shape: no rule can migrate it")
         return Outcome(record, "unchanged", record.raw, errors=errors, warnings=warnings, findings=findings)
     output = dumps(obj)
-    if plan.settled(field_name)(output):
+    if deferred:
+        verdict = plan.settled(field_name).look(output)
+        if verdict is None or verdict is False:
+            return process_full(record, plan, defer=False)
+        return Outcome(record, "changed", output, changes, [], [], findings + list(verdict))
+    if plan.settled(field_name, pairing=not paired)(output):
         return Outcome(record, "changed", output, changes, [], [], findings)
     errors, warnings = _validate(messages, prefix)
     if errors:
         return Outcome(record, "rejected", None, changes, errors, warnings)
-    second, _ = _apply(messages, plan.walk.pending(messages), plan)
+    second = _apply(messages, plan.walk.to_run(messages)[0], plan)[0]
     if second:
         codes = ", ".join(sorted({c.rule for c in second}))
         return Outcome(record, "rejected", None, changes, [f"internal error: a second pass changed the record again ({codes})"])

@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import itertools
 from functools import lru_cache
-from typing import Any, Union
+from operator import attrgetter
+from typing import Any, Literal, Union
 
 import msgspec
 
 from histmig.rules import looks
-from histmig.rules.base import FieldLook, HistoryLook, Look, PartKind, Rule
+from histmig.rules.base import FieldLook, Finding, HistoryLook, Look, PartKind, Rule
 from histmig.schema import PLAIN_CURRENT, REQUEST_PART_KINDS, RESPONSE_PART_KINDS, Fields, msgspec_type
 
 _names = itertools.count()
@@ -67,31 +68,41 @@ def _quiet_fields(rules: tuple[Rule, ...], message_kind: Any, part_kind: Any) ->
 
 
 def _history_looks(rules: tuple[Rule, ...]) -> list[HistoryLook]:
-    """The history looks of ``rules``, one a family (looks sharing ``quiet`` are asked once)."""
+    """The history looks of ``rules``, one a family (looks sharing ``skeleton`` are asked
+    once)."""
     found: dict[Any, HistoryLook] = {}
     for _, look in looks(rules):
         if isinstance(look, HistoryLook):
-            found.setdefault(look.quiet, look)
+            found.setdefault(look.skeleton, look)
     return list(found.values())
 
 
-def _struct(fields: Fields, tag_field: str, tag: str, kinds: dict[type, str]) -> Any:
-    """A skeleton struct tagged ``tag``, whose kind is kept in ``kinds``."""
-    struct = msgspec.defstruct(f"_Skeleton{next(_names)}", fields, tag_field=tag_field, tag=tag, gc=False)
-    kinds[struct] = tag
-    return struct
+def _read_kinds(rules: tuple[Rule, ...]) -> frozenset[str]:
+    """The part kinds some history look of ``rules`` reads."""
+    return frozenset(kind for look in _history_looks(rules) for kind in look.reads)
 
 
-def _skeleton(rules: tuple[Rule, ...], kinds: dict[type, str]) -> Any:
+def _struct(fields: Fields, tag_field: str, tag: str, collect: Any = None) -> Any:
+    """A skeleton struct tagged ``tag``, its kind in ``_kind``; with ``collect``, each decoded
+    instance is handed to it (a part a history look reads: msgspec calls ``__post_init__`` as
+    it decodes, so the parts come in history order, without a walk of the others)."""
+    namespace: dict[str, Any] = {"_kind": tag}
+    if collect is not None:
+        namespace["__post_init__"] = lambda self: collect(self)
+    return msgspec.defstruct(f"_Skeleton{next(_names)}", fields, tag_field=tag_field, tag=tag, gc=False, namespace=namespace)
+
+
+def _skeleton(rules: tuple[Rule, ...], read: list[Any]) -> Any:
     """The skeleton type of a history for ``rules``: a list of request/response structs, each
-    with its ``parts`` (one union tagged by ``part_kind`` of every quiet kind) and the message
-    fields some rule looks at; ``kinds`` is filled with each struct's kind."""
+    with its ``parts`` (one union tagged by ``part_kind`` of every quiet kind of its message
+    kind) and the message fields some rule looks at; each struct class's kind in ``_kind``; the
+    parts of a kind a history look reads are appended to ``read`` as they are decoded."""
     rewritten = {kind for _, look in looks(rules) if isinstance(look, PartKind) for kind in look.parts}  # type: ignore[union-attr]
-    quiet = sorted((REQUEST_PART_KINDS | RESPONSE_PART_KINDS) - rewritten)
-    part = Union[tuple(_struct(_quiet_fields(rules, None, kind), "part_kind", kind, kinds) for kind in quiet)]
-    messages = [
-        _struct([("parts", list[part]), *_quiet_fields(rules, kind, None)], "kind", kind, kinds) for kind in ("request", "response")
-    ]
+    reads = _read_kinds(rules)
+    messages = []
+    for message_kind, kinds in (("request", REQUEST_PART_KINDS), ("response", RESPONSE_PART_KINDS)):
+        part = Union[tuple(_struct(_quiet_fields(rules, None, kind), "part_kind", kind, read.append if kind in reads else None) for kind in sorted(kinds - rewritten))]
+        messages.append(_struct([("parts", list[part]), *_quiet_fields(rules, message_kind, None)], "kind", message_kind))
     return list[Union[tuple(messages)]]
 
 
@@ -103,60 +114,101 @@ def _decoder(messages: Any, field: str | None) -> msgspec.json.Decoder:
     return msgspec.json.Decoder(msgspec.defstruct("_Envelope", [(field, messages)], gc=False))
 
 
+Verdict = Union[tuple[Finding, ...], None]
+"""What the screen says of a record: ``()`` nothing to change or report; findings to report,
+nothing to change; ``None`` the record must go the full way."""
+
+
+class _Families:
+    """The history looks of ``rules`` asked of a decoded skeleton (``families(messages, parts)
+    -> Verdict``): their findings, kept when their rule is selected (with its severity), or
+    ``None`` when a family cannot tell or one finding's rule would fix it (``fixing``).
+    :meth:`of` gives ``None`` for rules without a history look."""
+
+    def __init__(self, asked: list[Any], rules: tuple[Rule, ...], fixing: frozenset[str]) -> None:
+        self.asked = asked
+        self._severity = {rule.code: rule.severity for rule in rules}
+        self._fixing = fixing
+
+    @classmethod
+    def of(cls, rules: tuple[Rule, ...], fixing: frozenset[str]) -> _Families | None:
+        asked = [look.skeleton for look in _history_looks(rules)]
+        return cls(asked, rules, fixing) if asked else None
+
+    def __call__(self, messages: list[Any], parts: list[Any]) -> Verdict:
+        found: list[Finding] = []
+        for skeleton in self.asked:
+            verdict = skeleton(messages, parts)
+            if not verdict:
+                if verdict is None:
+                    return None
+                continue
+            found += verdict
+        if not found:
+            return ()
+        kept = []
+        for finding in found:
+            if finding.code in self._fixing:
+                return None
+            if finding.code in self._severity:
+                kept.append(finding._replace(severity=self._severity[finding.code]))
+        return tuple(kept)
+
+
 class Screen:
-    """``screen(raw) -> bool``: ``True`` only when ``raw``, the JSON text of a record (bytes),
-    is an object whose ``field`` (default ``messages``, the first candidate
+    """``screen(raw) -> Verdict``: ``()`` only when ``raw``, the JSON text of a record
+    (bytes), is an object whose ``field`` (default ``messages``, the first candidate
     :func:`~histmig.records.locate_messages` tries) holds a history none of ``rules`` can
-    change and that orjson reads (see the module docstring), or such a history as a bare
-    array (its first byte ``[``, as a Parquet or DuckDB cell holds it). ``False`` says
-    nothing: the record must go the full way. Never raises."""
+    change or has anything to say of, and that orjson reads (see the module docstring), or
+    such a history as a bare array (its first byte ``[``, as a Parquet or DuckDB cell holds
+    it); the findings, when ``rules`` would only report them (a rule not in ``fixing``, such
+    as HM407's calls of the last response); ``None`` says nothing: the record must go the
+    full way. Never raises."""
 
-    def __init__(self, rules: tuple[Rule, ...], field: str | None = None) -> None:
-        kinds: dict[type, str] = {}
-        skeleton = _skeleton(rules, kinds)
-        self._field = field or "messages"
-        self._record = _decoder(skeleton, self._field)
+    def __init__(self, rules: tuple[Rule, ...], field: str | None = None, fixing: frozenset[str] = frozenset()) -> None:
+        self._read: list[Any] = []
+        skeleton = _skeleton(rules, self._read)
+        self._record = _decoder(skeleton, field or "messages")
+        self._messages = attrgetter(field or "messages")
         self._array = _decoder(skeleton, None)
-        self._relations = [look.quiet for look in _history_looks(rules)]
-        self._kinds = kinds
+        self._families = _Families.of(rules, fixing)
 
-    def __call__(self, raw: bytes) -> bool:
-        """Whether ``raw`` needs nothing (see the class docstring). One decode, no search of
-        the bytes first: a record holding a ``retry-prompt`` part stops decoding there; then
-        each history look's ``quiet`` on the skeleton."""
+    def __call__(self, raw: bytes) -> Verdict:
+        """What ``raw`` needs (see the class docstring). One decode, no search of the bytes
+        first: a record holding a ``retry-prompt`` part stops decoding there; then each
+        history look on the skeleton and the parts it reads (gathered by the decode: a screen
+        serves one thread)."""
+        read = self._read
+        read.clear()
         try:
-            bare = raw[:1] == b"["
-            skeleton = (self._array if bare else self._record).decode(raw)
+            messages = self._array.decode(raw) if raw[0] == 0x5B else self._messages(self._record.decode(raw))  # 0x5B: "["
             if not raw.isascii():
                 raw.decode()
-        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-            return False
-        if self._relations:
-            messages = skeleton if bare else getattr(skeleton, self._field)
-            return all(quiet(messages, self._kinds) for quiet in self._relations)
-        return True
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError, IndexError):
+            return None
+        families = self._families
+        return () if families is None else families(messages, read)
 
 
 @lru_cache(maxsize=16)
-def screen_for(rules: tuple[Rule, ...], field: str | None) -> Screen:
-    """The :class:`Screen` of ``rules`` and ``field``, built once per process (building one
-    takes about a millisecond)."""
-    return Screen(rules, field)
+def screen_for(rules: tuple[Rule, ...], field: str | None, fixing: frozenset[str] = frozenset()) -> Screen:
+    """The :class:`Screen` of ``rules``, ``field`` and ``fixing``, built once per process
+    (building one takes about a millisecond)."""
+    return Screen(rules, field, fixing)
 
 
-def _kinds(type_: Any, kinds: dict[type, str]) -> dict[type, str]:
-    """``kinds`` filled with the tag of every tagged struct class within ``type_``."""
+def _mark_kinds(type_: Any) -> Any:
+    """``type_`` with the tag of every tagged struct class within it set as the class's
+    ``_kind`` (what a :class:`~histmig.rules.base.HistoryLook` reads of a decoded struct)."""
     if isinstance(type_, type) and issubclass(type_, msgspec.Struct):
-        if type_ in kinds:
-            return kinds
-        tag = type_.__struct_config__.tag
-        if isinstance(tag, str):
-            kinds[type_] = tag
+        if "_kind" in type_.__dict__:
+            return type_
+        type_._kind = type_.__struct_config__.tag  # type: ignore[attr-defined]
         for field in msgspec.structs.fields(type_):
-            _kinds(field.type, kinds)
+            _mark_kinds(field.type)
     for member in getattr(type_, "__args__", ()) or ():
-        _kinds(member, kinds)
-    return kinds
+        _mark_kinds(member)
+    return type_
 
 
 def _settled_history(rules: tuple[Rule, ...]) -> Any:
@@ -186,29 +238,37 @@ class Settled:
     for a migrated record (bytes), holds at ``field`` (``None``: the record is a bare array)
     a history pydantic-ai 2.68 loads on which a second pass of ``rules`` changes nothing: it
     decodes with msgspec into the current schema made stricter where the rules look
-    (:func:`_settled_history`), and each history look's ``quiet`` holds on it. The current
-    schema itself rules out the part kinds rules rewrite (no release up to 2.68 loads them).
-    ``False`` says nothing: the engine then validates with pydantic and runs the second pass."""
+    (:func:`_settled_history`), and no history look finds what a rule of ``fixing`` would
+    fix (``fixing`` ``None``: the history looks are not asked). The current schema itself rules out the part kinds rules rewrite (no release up to
+    2.68 loads them). ``False`` says nothing: the engine then validates with pydantic and
+    runs the second pass."""
 
-    def __init__(self, rules: tuple[Rule, ...], field: str | None = None) -> None:
-        history = _settled_history(rules)
-        self._field = field
-        self._decoder = _decoder(history, field)
-        self._relations = [look.quiet for look in _history_looks(rules)]
-        self._kinds = _kinds(history, {}) if self._relations else {}
+    def __init__(self, rules: tuple[Rule, ...], field: str | None = None, fixing: frozenset[str] | None = frozenset()) -> None:
+        self._decoder = _decoder(_mark_kinds(_settled_history(rules)), field)
+        self._messages = (lambda decoded: decoded) if field is None else attrgetter(field)
+        self._families = None if fixing is None else _Families.of(rules, fixing)
+        self._reads = _read_kinds(rules)
 
     def __call__(self, output: bytes) -> bool:
+        return self.look(output) not in (False, None)
+
+    def look(self, output: bytes) -> Verdict | Literal[False]:
+        """``False`` when ``output`` does not decode as settled; else what the history looks
+        say of it (:data:`Verdict`: ``None`` when they cannot tell, or a rule of ``fixing``
+        would fix what they find; else what they find, to report), ``()`` without them."""
         try:
             decoded = self._decoder.decode(output)
         except (msgspec.DecodeError, RecursionError):
             return False
-        if self._relations:
-            messages = decoded if self._field is None else getattr(decoded, self._field)
-            return all(quiet(messages, self._kinds) for quiet in self._relations)
-        return True
+        families = self._families
+        if families is None:
+            return ()
+        messages, reads = self._messages(decoded), self._reads
+        return families(messages, [part for message in messages for part in message.parts if part._kind in reads])
 
 
 @lru_cache(maxsize=16)
-def settled_for(rules: tuple[Rule, ...], field: str | None) -> Settled:
-    """The :class:`Settled` check of ``rules`` and ``field``, built once per process."""
-    return Settled(rules, field)
+def settled_for(rules: tuple[Rule, ...], field: str | None, fixing: frozenset[str] | None = frozenset()) -> Settled:
+    """The :class:`Settled` check of ``rules``, ``field`` and ``fixing``, built once per
+    process."""
+    return Settled(rules, field, fixing)

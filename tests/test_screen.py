@@ -11,11 +11,12 @@ import orjson
 import pytest
 
 from histmig.engine import findings
+from histmig.options import Options
 from histmig.rules import pending, registry
 from histmig.rules.base import Docs, Rule, ValueField
 from histmig.schema import is_current
 from histmig.screen import Screen, settled_for
-from tests.conftest import HISTORIES, converted, load
+from tests.conftest import CORPUS, HISTORIES, NATIVE_RELEASES, converted, history_id, load
 
 SCREEN = Screen(registry())
 
@@ -41,27 +42,30 @@ SCREEN = Screen(registry())
     ],
 )
 def test_the_screen_refuses_what_it_cannot_vouch_for(raw: bytes) -> None:
-    assert not SCREEN(raw)
+    assert SCREEN(raw) is None
 
 
 def test_the_screen_reads_the_named_field_and_bare_histories() -> None:
     raw = b'{"history":[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"x"}]}]}'
-    assert Screen(registry(), "history")(raw) and not SCREEN(raw)
-    assert SCREEN(b'[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"x"}]}]')
-    assert not SCREEN(b'[{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"x"}]}]')
+    assert Screen(registry(), "history")(raw) == () and SCREEN(raw) is None
+    assert SCREEN(b'[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"x"}]}]') == ()
+    assert SCREEN(b'[{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"x"}]}]') is None
 
 
 def test_the_screen_asks_only_what_the_selected_rules_look_at() -> None:
     retry = b'[{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"x"}]}]'
     null_id = b'[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":{},"tool_call_id":null}]}]'
     hm2 = tuple(rule for rule in registry() if rule.code.startswith("HM2"))
-    assert not Screen(hm2)(null_id) and not Screen(hm2)(retry)  # HM201 still looks at retry-prompt parts
+    assert Screen(hm2)(null_id) is None and Screen(hm2)(retry) is None  # HM201 still looks at retry-prompt parts
     hm1 = tuple(rule for rule in registry() if rule.code.startswith("HM1"))
-    assert Screen(hm1)(null_id) and not Screen(hm1)(retry)
+    assert Screen(hm1)(null_id) == () and Screen(hm1)(retry) is None
 
 
 def test_on_the_corpus_the_screen_passes_exactly_what_no_rule_finds_anything_in() -> None:
-    passed = [path for path in HISTORIES if SCREEN(orjson.dumps({"messages": load(path)}))]
+    verdicts = {path: SCREEN(orjson.dumps({"messages": load(path)})) for path in HISTORIES}
+    passed = [path for path, verdict in verdicts.items() if verdict == ()]
+    reported = {history_id(path): [(f.code, f.message, f.part, f.severity) for f in verdict] for path, verdict in verdicts.items() if verdict}
+    assert reported == {f"v{release}/m_deferred_tool_model_retry": [("HM407", 3, 0, "warning")] for release in NATIVE_RELEASES}
     pending_none = [path for path in HISTORIES if not pending(load(path), registry())]
     quiet = [path for path in HISTORIES if not findings(load(path))]
     assert set(passed) == set(pending_none) == set(quiet)
@@ -71,15 +75,16 @@ def test_on_the_corpus_the_screen_passes_exactly_what_no_rule_finds_anything_in(
 
 
 def test_on_the_corpus_a_settled_output_is_one_the_framework_schema_loads() -> None:
-    settled = settled_for(registry(), "messages")
+    settled = Options().plan().settled("messages")
     verdicts = []
     for path in HISTORIES:
         messages, _ = converted(load(path))
         output = orjson.dumps({"messages": messages})
-        verdicts.append((settled(output), is_current(messages), bool(pending(messages, registry()))))
-    assert all(current and not again for ok, current, again in verdicts if ok)
-    assert [current for ok, current, _ in verdicts if not ok] == [True] * 6  # the deferred calls HM407 still finds
-    assert sum(ok for ok, _, _ in verdicts) == len(HISTORIES) - 6
+        verdicts.append((settled(output), is_current(messages), bool(converted(messages)[1]), bool(pending(messages, registry()))))
+    assert all(current and not again for ok, current, again, _ in verdicts if ok)
+    assert sum(ok for ok, *_ in verdicts) == len(HISTORIES)
+    assert sum(found for *_, found in verdicts) == 6  # the deferred calls HM407 finds: reported, never changed
+    assert settled_for(registry(), "messages", frozenset({"HM407"}))(orjson.dumps({"messages": load(CORPUS / "v2.68.0" / "m_deferred_tool_model_retry.json")})) is False
 
 
 @pytest.mark.parametrize(
@@ -121,6 +126,6 @@ def _toy(code: str, quiet: object) -> Rule:
 
 def test_two_looks_at_one_field_must_agree_on_its_quiet_type() -> None:
     agreeing = (_toy("HM991", str), _toy("HM992", str))
-    assert Screen(agreeing)(b'[{"kind":"response","parts":[{"part_kind":"text","content":"x"}]}]')
+    assert Screen(agreeing)(b'[{"kind":"response","parts":[{"part_kind":"text","content":"x"}]}]') == ()
     with pytest.raises(TypeError, match="two rules look at text.content with different quiet types"):
         Screen((_toy("HM991", str), _toy("HM992", Annotated[str, msgspec.Meta(pattern="^x")])))

@@ -92,8 +92,8 @@ class _Converter:
     def __init__(self, job: ExportJob | UpgradeJob) -> None:
         self.job = job
 
-    def screened(self, raw: bytes) -> bool:
-        return False
+    def screened(self, raw: bytes) -> None:
+        return None
 
     def full(self, record: Record) -> Outcome:
         try:

@@ -85,6 +85,9 @@ class Walk:
             if isinstance(look, HistoryLook):
                 histories.setdefault(look.found, set()).add(rule.code)
         self._histories = [(found, frozenset(codes)) for found, codes in histories.items()]
+        self._selections: dict[frozenset[str], tuple[Rule, ...]] = {}
+        self.history_codes: frozenset[str] = frozenset().union(*histories.values())
+        """The codes of the rules a :class:`~histmig.rules.base.HistoryLook` is about."""
         tests: dict[Any, str] = {}
         messages = _branches([(rule, look) for rule, look in places if look.parts is None], "message", tests)
         anywhere = _branches([(rule, look) for rule, look in places if look.parts == ANY_PART], "part", tests)
@@ -117,6 +120,40 @@ class Walk:
         exec(self.source, names)  # noqa: S102 (built from field names, kinds and codes, each written as a literal)
         self._walk: Callable[[Messages], set[str]] = names["walk"]
 
+    def _chosen(self, codes: frozenset[str]) -> tuple[Rule, ...]:
+        """The rules with ``codes``, in order: kept, a few selections recurring record after
+        record."""
+        chosen = self._selections.get(codes)
+        if chosen is None:
+            chosen = self._selections[codes] = tuple(rule for rule in self.rules if rule.code in codes)
+        return chosen
+
+    def history_found(self, messages: Messages) -> frozenset[str]:
+        """The codes of the rules the history looks find in ``messages`` (each family's
+        ``found``): asked again by the engine once the fixes of earlier phases changed the
+        history (:func:`histmig.engine.migrate`), so that a family found up front only
+        because its ids were not there yet (HM201 gives them) stays quiet."""
+        if len(self._histories) == 1:
+            found, family = self._histories[0]
+            return found(messages) & family
+        return frozenset().union(*(found(messages) & family for found, family in self._histories))
+
+    def to_run(self, messages: Messages, defer: bool = False) -> tuple[tuple[Rule, ...], bool]:
+        """The rules the engine runs on ``messages``, and whether it left the history looks'
+        rules out: those :meth:`pending` finds, but that a history whose places some rule acts
+        on gets every rule of a history look, each family asked when its phase comes, of the
+        history the earlier fixes made (:func:`histmig.engine.migrate`); with ``defer``, none
+        of them: the engine asks the looks of the output (:func:`histmig.engine.process_full`)."""
+        codes = self._walk(messages)
+        if codes:
+            if defer and self._histories:
+                return self._chosen(frozenset(codes)), True
+            codes |= self.history_codes
+        else:
+            for found, family in self._histories:
+                codes.update(found(messages) & family)
+        return (self._chosen(frozenset(codes)) if codes else ()), False
+
     def pending(self, messages: Messages) -> tuple[Rule, ...]:
         """The rules that may change ``messages`` (see :func:`pending`): those the compiled walk
         finds, and those a :class:`~histmig.rules.base.HistoryLook` family finds (each
@@ -124,7 +161,7 @@ class Walk:
         codes = self._walk(messages)
         for found, family in self._histories:
             codes.update(found(messages) & family)
-        return tuple([rule for rule in self.rules if rule.code in codes]) if codes else ()
+        return self._chosen(frozenset(codes)) if codes else ()
 
 
 def _branches(found: list[tuple[Rule, Look]], target: str, tests: dict[Any, str]) -> list[str]:

@@ -259,22 +259,32 @@ class ValueField(FieldLook):
         return self.quiet if self.settles else declared
 
 
+Skeleton = Callable[[list[Any], list[Any]], "list[Finding] | None"]
+"""What a :class:`HistoryLook` asks of a record's skeleton (:mod:`histmig.screen`)."""
+
+
 class HistoryLook(Look):
     """The rule looks at relations across the whole history (a tool call and the result that
-    answers it, messages apart), which no single place shows. ``found(messages)`` gives the
-    codes of the rules that act on a history, for a family of rules sharing it (asked once a
-    record, whichever of them are selected); ``quiet(messages, kinds)`` tells from the
-    screen's skeleton (:mod:`histmig.screen`: the decoded message structs, and the kind of each
-    struct class) that none of them does; ``reads`` names the
-    skeleton fields ``quiet`` needs, by part kind, with their msgspec types (a field another
-    look declares keeps that look's type)."""
+    answers it, messages apart), which no single place shows; a family of rules shares one
+    look, asked once a record whichever of them are selected:
 
-    __slots__ = ("found", "quiet", "reads")
+    - ``found(messages)``: the codes of the family's rules that may act on a history (plain
+      JSON data), for :func:`histmig.rules.pending`;
+    - ``skeleton(messages, parts)``: the same question asked of the screen's skeleton (the
+      decoded message structs, each struct class's kind in its ``_kind``; ``parts``, the
+      decoded parts of the kinds the look ``reads``, in history order): ``[]`` when no rule of
+      the family acts, the findings when the family's rules would only find what the skeleton
+      shows (each the finding its rule's ``find`` makes, so that the screen can report it
+      without building the record), ``None`` when the record must go the full way;
+    - ``reads``: the part kinds ``skeleton`` is given, each with the fields it reads and
+      their msgspec types (a field another look declares keeps that look's type)."""
 
-    def __init__(self, found: Callable[[Messages], frozenset[str]], quiet: Callable[[list[Any], dict[type, str]], bool], reads: dict[str, tuple[tuple[str, Any], ...]]) -> None:
+    __slots__ = ("found", "skeleton", "reads")
+
+    def __init__(self, found: Callable[[Messages], frozenset[str]], skeleton: Skeleton, reads: dict[str, tuple[tuple[str, Any], ...]]) -> None:
         super().__init__(None, None, always)
         self.found = found
-        self.quiet = quiet
+        self.skeleton = skeleton
         self.reads = reads
 
 

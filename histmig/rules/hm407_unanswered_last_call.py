@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from histmig.rules.base import ABSENT_PART, PAIR, Change, Context, Docs, Finding, Messages, Rule
-from histmig.rules.pairing import LOOK, analyse, close_calls, describe
+from histmig.rules.pairing import LOOK, analyse, close_calls, frontier_finding
 
 
 def find_frontier(messages: Messages, ctx: Context) -> list[Finding]:
     """Each call of the last response without a result: the live frontier, which a run resumed
     with this history (or given ``deferred_tool_results``) may still answer. A warning, not an
     error: a run that ended waiting for a deferred tool's result is legitimate."""
-    return [Finding("HM407", m, p, f"{describe(messages, m, p)} of the last response has no result yet", "frontier", "exact") for m, p in sorted(analyse(messages).frontier)]
+    return [frontier_finding(m, p, messages[m]["parts"][p].get("tool_name"), messages[m]["parts"][p].get("tool_call_id")) for m, p in sorted(analyse(messages).frontier)]
 
 
 def close_frontier(messages: Messages, ctx: Context) -> list[Change]:

@@ -15,8 +15,8 @@ a later response reuses while it is open is shadowed, and so dangling.
 
 :func:`found` is what the rules' :class:`~histmig.rules.base.HistoryLook` asks of a whole
 history (a quick walk first: a history where every response's calls are answered by the request
-right after it needs none of these rules), :func:`quiet_skeleton` what the screen asks of a
-record's skeleton.
+right after it needs none of these rules), :func:`skeleton` what the screen asks of a record's
+skeleton.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from histmig.rules.base import ABSENT_PART, Change, HistoryLook, Message, Messages, Part
+from histmig.rules.base import ABSENT_PART, Change, Finding, HistoryLook, Message, Messages, Part
 
 INTERRUPTED_CONTENT = "The tool call was interrupted before a result was produced."
 """2.68's ``INTERRUPTED_TOOL_RETURN_CONTENT``: the content of a synthesized return."""
@@ -139,9 +139,11 @@ def _messages(messages: Messages) -> Iterable[tuple[int, Message, list[Any]]]:
 def _cut(args: Any) -> bool:
     """Whether tool-call ``args`` are text that is not JSON; legacy ``{"args_json": text}``
     args (0.0.13-0.0.20, which HM301 unwraps before the pairing rules run) are their text."""
-    if type(args) is dict and len(args) == 1 and type(args.get("args_json")) is str:
+    if type(args) is dict:
+        if len(args) != 1 or type(args.get("args_json")) is not str:
+            return False
         args = args["args_json"]
-    return isinstance(args, str) and bool(args) and not _is_json(args)
+    return type(args) is str and args != "" and not _is_json(args)
 
 
 def _is_json(text: str) -> bool:
@@ -157,19 +159,20 @@ def _answered_in_turn(messages: Messages) -> bool | None:
     right after it (a request), no request holds another result, the last response has no call,
     and a call whose args text is cut is answered by a retried result: then the history needs
     no pairing rule. The quick walk :func:`found` tries first (a framework-written history is
-    this shape). ``None`` when a call or result has no text id (HM201 gives it one before the
-    pairing rules run: their findings cannot be told before)."""
+    this shape; :func:`skeleton` asks as much of the screen's skeleton). ``None`` when a call
+    or result has no text id (HM201 gives it one before the pairing rules run: their findings
+    cannot be told before)."""
     calls: list[Any] = []
     cut: set[Any] = set()
     for message in messages:
-        if not isinstance(message, dict) or not isinstance(message.get("parts"), list):
+        parts = message.get("parts") if type(message) is dict else None
+        if type(parts) is not list:
             return False
-        parts = message["parts"]
         if message.get("kind") == "response":
             if calls:
                 return False
             for part in parts:
-                if isinstance(part, dict) and part.get("part_kind") == "tool-call":
+                if type(part) is dict and part.get("part_kind") == "tool-call":
                     call_id = part.get("tool_call_id")
                     if type(call_id) is not str:
                         return None
@@ -177,11 +180,18 @@ def _answered_in_turn(messages: Messages) -> bool | None:
                     if _cut(part.get("args")):
                         cut.add(call_id)
         else:
-            results = [part for part in parts if isinstance(part, dict) and is_result(message, part)]
-            ids = [part.get("tool_call_id") for part in results]
-            if any(type(call_id) is not str for call_id in ids):
-                return None
-            if not _paired(calls, ids, cut, [_is_retried(part) for part in results]):
+            ids: list[Any] = []
+            retried: list[bool] = []
+            for part in parts:
+                if type(part) is dict:
+                    kind = part.get("part_kind")
+                    if kind == "tool-return" or (kind == "retry-prompt" and part.get("tool_name") is not None):
+                        call_id = part.get("tool_call_id")
+                        if type(call_id) is not str:
+                            return None
+                        ids.append(call_id)
+                        retried.append(kind == "retry-prompt" or part.get("outcome") == "retried")
+            if (calls or ids) and not _paired(calls, ids, cut, retried):
                 return False
             calls, cut = [], set()
     return not calls
@@ -207,6 +217,9 @@ CODES = {
 """The rule each kind of finding of a :class:`Pairing` belongs to."""
 
 
+_NONE: frozenset[str] = frozenset()
+
+
 def found(messages: Messages) -> frozenset[str]:
     """The codes of the pairing rules that may act on ``messages`` once the earlier phases ran:
     none when every call is answered in turn (:func:`_answered_in_turn`); all when a call or
@@ -214,36 +227,69 @@ def found(messages: Messages) -> frozenset[str]:
     :func:`analyse` finds."""
     quick = _answered_in_turn(messages)
     if quick:
-        return frozenset()
+        return _NONE
     if quick is None:
         return frozenset(CODES.values())
     pairing = analyse(messages)
     return frozenset(code for name, code in CODES.items() if getattr(pairing, name))
 
 
-def quiet_skeleton(messages: list[Any], kinds: dict[type, str]) -> bool:
-    """:func:`_answered_in_turn` on a record's skeleton (:mod:`histmig.screen`): ``messages``
-    are the decoded message structs (``.parts``; a call's ``tool_call_id`` and ``args``, a
-    result's ``tool_call_id`` and ``outcome``), ``kinds`` gives each struct class its kind
-    (``request``, ``response``, or a part's ``part_kind``)."""
-    calls: list[str] = []
-    cut: set[str] = set()
-    for message in messages:
-        if kinds[type(message)] == "response":
-            if calls:
-                return False
-            for part in message.parts:
-                if kinds[type(part)] == "tool-call":
-                    calls.append(part.tool_call_id)
-                    args = part.args
-                    if type(args) is str and args and not _is_json(args):
-                        cut.add(part.tool_call_id)
-        else:
-            results = [part for part in message.parts if kinds[type(part)] == "tool-return"]
-            if not _paired(calls, [part.tool_call_id for part in results], cut, [part.outcome == "retried" for part in results]):
-                return False
-            calls, cut = [], set()
-    return not calls
+def skeleton(messages: list[Any], tools: list[Any]) -> list[Finding] | None:
+    """:func:`found` asked of a record's skeleton (:mod:`histmig.screen`: the decoded message
+    structs, each class's kind in ``_kind``; ``tools``, its ``tool-call`` and ``tool-return``
+    parts in history order, a call's ``tool_call_id``, ``tool_name`` and ``args``, a result's
+    ``tool_call_id`` and ``outcome``): ``[]`` when the tool parts are runs of calls each
+    answered by the run of results right after it, one result a call (then 2.68's walk finds
+    nothing: no call is left open, no result is without its call); HM407's findings when the
+    one thing missing is the results of the last response's calls; else ``None``, the record
+    going the full way. The screen's hot path."""
+    if not tools:
+        return []
+    start = 0
+    calls = 0
+    for n, part in enumerate(tools):
+        if part._kind == "tool-call":
+            if n > start + calls:  # a run of results ended at n
+                if not _answer(tools[start : start + calls], tools[start + calls : n]):
+                    return None
+                start, calls = n, 0
+            calls += 1
+    if len(tools) > start + calls:
+        return [] if _answer(tools[start : start + calls], tools[start + calls :]) else None
+    last = next(message for message in reversed(messages) if message._kind == "response")
+    pending = tools[start:]
+    if [part for part in last.parts if part._kind == "tool-call"] != pending or any(_cut_struct(call.args) for call in pending):
+        return None
+    at = messages.index(last)
+    return [frontier_finding(at, p_index, part.tool_name, part.tool_call_id) for p_index, part in enumerate(last.parts) if part._kind == "tool-call"]
+
+
+def _answer(calls: list[Any], results: list[Any]) -> bool:
+    """Whether skeleton ``results`` answer skeleton ``calls`` one each (no two calls sharing
+    an id, which could be two responses' calls, one shadowing the other), a call whose args
+    are cut by a retried result (:func:`_paired`)."""
+    if len(calls) == 1:
+        call = calls[0]
+        if len(results) != 1 or results[0].tool_call_id != call.tool_call_id:
+            return False
+        return type(call.args) is not str or results[0].outcome == "retried" or not _cut_struct(call.args)
+    ids = [call.tool_call_id for call in calls]
+    answering = [result.tool_call_id for result in results]
+    if (ids != answering and sorted(ids) != sorted(answering)) or len(set(ids)) != len(ids):
+        return False
+    cut = {call.tool_call_id for call in calls if _cut_struct(call.args)}
+    return not cut or all(result.outcome == "retried" for result in results if result.tool_call_id in cut)
+
+
+def _cut_struct(args: Any) -> bool:
+    """:func:`_cut` of a skeleton call's ``args`` (text, or a struct: never a wrapper there,
+    HM301's look decodes one as itself)."""
+    return type(args) is str and args != "" and not _is_json(args)
+
+
+def frontier_finding(m_index: int, p_index: int, tool_name: Any, call_id: Any) -> Finding:
+    """HM407's finding for the call at ``messages[m_index].parts[p_index]``."""
+    return Finding("HM407", m_index, p_index, f"tool-call {tool_name!r} ({call_id}) of the last response has no result yet", "frontier", "exact")
 
 
 def interrupted_return(call: Part, response: Message) -> Part:
@@ -296,8 +342,8 @@ def close_calls(messages: Messages, calls: list[Place]) -> list[Place]:
 
 LOOK = HistoryLook(
     found,
-    quiet_skeleton,
-    {"tool-call": (("tool_call_id", str), ("args", Any)), "tool-return": (("tool_call_id", str), ("outcome", Any))},
+    skeleton,
+    {"tool-call": (("tool_call_id", str), ("args", Any), ("tool_name", Any)), "tool-return": (("tool_call_id", str), ("outcome", Any))},
 )
 """The look every pairing rule shares: asked once a record for the whole family."""
 

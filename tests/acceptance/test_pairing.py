@@ -274,3 +274,14 @@ def test_damaged_histories_pair_as_the_framework(history: list[Any], damages: li
     for kind, at in damages:
         _damage(history, kind, at)
     assert_pairs_as_the_framework(history, close_frontier)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(conversations(), st.lists(st.tuples(DAMAGE, st.integers(0, 40)), max_size=3))
+def test_what_the_screen_passes_needs_nothing_but_the_findings_it_gives(history: list[Any], damages: list[tuple[str, int]]) -> None:
+    for kind, at in damages:
+        _damage(history, kind, at)
+    verdict = Options().plan().screen(orjson.dumps(history))  # type: ignore[misc]
+    if verdict is not None:
+        assert list(verdict) == validate(history)
+        assert migrate(copy.deepcopy(history)) == []

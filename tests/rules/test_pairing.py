@@ -68,7 +68,7 @@ def test_a_retried_result_answers_a_cut_call_and_null_ids_are_left_to_hm201() ->
 )
 def test_the_screen_passes_a_history_exactly_when_no_pairing_rule_finds_anything(messages: list[Any]) -> None:
     pairing = tuple(rule for rule in registry() if rule.code in CODES.values())
-    assert Screen(pairing)(orjson.dumps(messages)) is (found(messages) == frozenset())
+    assert (Screen(pairing)(orjson.dumps(messages)) == ()) is (found(messages) == frozenset())
 
 
 def test_the_interrupted_return_is_the_one_2_68_synthesizes() -> None:

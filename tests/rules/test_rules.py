@@ -67,12 +67,13 @@ def test_select_ignore_prefixes() -> None:
 def test_every_shape_a_rule_targets_is_pending_and_screened_out(name: str) -> None:
     history, codes = TARGETED[name]
     assert {rule.code for rule in pending(history, registry())} == codes
-    assert not Screen(registry())(orjson.dumps({"messages": history}))
+    assert Screen(registry())(orjson.dumps({"messages": history})) != ()
     others = tuple(rule for rule in registry() if rule.code not in codes)
     assert pending(history, others) == ()
     rewritten_kind = name in ("tool-bound-retry-prompt", "tool-less-retry-prompt", "instruction")
-    pairing_left = bool(codes & PAIRING) and not codes >= PAIRING
-    assert Screen(others)(orjson.dumps({"messages": history})) is not (rewritten_kind or pairing_left)
+    # the skeleton cannot tell the pairing rules apart, but for the calls of the last response
+    pairing_left = bool(codes & PAIRING) and not codes >= PAIRING and name != "unanswered-last-call"
+    assert (Screen(others)(orjson.dumps({"messages": history})) == ()) is not (rewritten_kind or pairing_left)
 
 
 def test_what_is_derived_from_the_looks() -> None:
@@ -163,7 +164,7 @@ def test_a_rule_added_as_one_module_is_picked_up_everywhere(toy_rules: Path) -> 
     quiet = [{"kind": "response", "parts": [{"part_kind": "text", "content": "hi"}]}]
     assert [rule.code for rule in registry() if rule.code.startswith("HM9")] == ["HM901", "HM902"]
     assert {rule.code for rule in pending(history, registry())} == {"HM901", "HM902"}
-    assert not Screen(registry())(orjson.dumps(history)) and Screen(registry())(orjson.dumps(quiet))
+    assert Screen(registry())(orjson.dumps(history)) is None and Screen(registry())(orjson.dumps(quiet)) == ()
     source = toy_rules / "in.jsonl"
     source.write_bytes(orjson.dumps({"id": "r1", "messages": history}) + b"\n" + orjson.dumps({"id": "r2", "messages": quiet}) + b"\n")
     runner = CliRunner()
