@@ -129,3 +129,33 @@ def test_an_unfixed_finding_leaves_the_record_unchanged_and_is_reported() -> Non
     assert [(f.code, f.message, f.part, f.text) for f in outcome.findings] == [("HM987", 0, 0, "text -> text")]
     fixed = process(Record(raw, "t", "file"), Plan(rules=(unsafe,), unsafe_fixes=True))
     assert fixed.status == "changed" and orjson.loads(fixed.output)[0]["parts"][0]["content"] == "hi!"
+
+
+LEGACY_AND_CRASHED = orjson.dumps(
+    {
+        "id": "c-9",
+        "messages": [
+            {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "t", "args": {}, "tool_call_id": "a"}], "timestamp": "2025-05-01T10:00:00Z"},
+            {"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": "again", "tool_name": "t", "tool_call_id": "a", "timestamp": "2025-05-01T10:00:01Z"}]},
+            {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "t", "args": {}, "tool_call_id": "b"}], "timestamp": "2025-05-01T10:00:02Z"},
+            {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "hello?", "timestamp": "2025-05-01T10:00:03Z"}]},
+            {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "t", "args": {}, "tool_call_id": "c"}], "timestamp": "2025-05-01T10:00:04Z"},
+        ],
+    }
+)
+"""A legacy retry (HM101 acts at its place), a dangling call (HM406) and a call of the last
+response (HM407): the pairing the record's migration left to the settled check is found there,
+and the record is migrated again with the pairing rules."""
+
+
+def test_pairing_left_to_the_settled_check_comes_out_as_if_asked_at_its_phase() -> None:
+    deferred, direct = process_full(Record(LEGACY_AND_CRASHED, "t", "line 1")), process_full(Record(LEGACY_AND_CRASHED, "t", "line 1"), defer=False)
+    assert (deferred.status, deferred.output, deferred.changes, deferred.findings) == (direct.status, direct.output, direct.changes, direct.findings)
+    assert [(c.rule, c.message, c.part) for c in deferred.changes] == [("HM101", 1, 0), ("HM406", 3, 0)]
+    assert [(f.code, f.message, f.part, f.severity) for f in deferred.findings] == [("HM407", 4, 0, "warning")]
+    frontier_only = orjson.loads(LEGACY_AND_CRASHED)
+    del frontier_only["messages"][2:4]
+    outcome = process_full(Record(orjson.dumps(frontier_only), "t", "line 2"))
+    assert [(c.rule, c.message) for c in outcome.changes] == [("HM101", 1)]
+    assert [(f.code, f.message, f.part, f.severity) for f in outcome.findings] == [("HM407", 2, 0, "warning")]
+    assert outcome.record.record_id == "c-9"

@@ -125,7 +125,9 @@ class Walk:
         record."""
         chosen = self._selections.get(codes)
         if chosen is None:
-            chosen = self._selections[codes] = tuple(rule for rule in self.rules if rule.code in codes)
+            chosen = tuple(rule for rule in self.rules if rule.code in codes)
+            if len(self._selections) < 1024:  # bounded, whatever the input
+                self._selections[codes] = chosen
         return chosen
 
     def history_found(self, messages: Messages) -> frozenset[str]:
