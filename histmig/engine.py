@@ -38,7 +38,7 @@ import msgspec
 import orjson
 
 from histmig import schema
-from histmig.records import NotAHistory, Outcome, Record, envelope_id, locate_messages
+from histmig.records import NotAHistory, Outcome, Record, dumps, envelope_id, locate_messages
 from histmig.rules import Walk, known_part_kinds, registry
 from histmig.rules.base import CauseMode, Change, Context, Finding, Malformed, Rule
 from histmig.schema import REQUEST_PART_KINDS, RESPONSE_PART_KINDS
@@ -48,16 +48,6 @@ if TYPE_CHECKING:
     from histmig.report import Report
 
 _DECODER = msgspec.json.Decoder()
-_ENCODER = msgspec.json.Encoder()
-
-
-def dumps(obj: Any) -> bytes:
-    """The compact JSON text of ``obj``: orjson's, or for a value holding an integer beyond
-    64 bits, which orjson refuses, msgspec's (the same text, the integer exact)."""
-    try:
-        return orjson.dumps(obj)
-    except orjson.JSONEncodeError:
-        return _ENCODER.encode(obj)
 
 
 @dataclass(frozen=True)
@@ -240,14 +230,15 @@ def process_full(record: Record, plan: Plan = Plan()) -> Outcome:
     except (msgspec.DecodeError, RecursionError):
         return Outcome(record, "rejected", None, errors=[f"invalid JSON: {_json_problem(record.raw)}"])
     try:
-        messages, field_name = locate_messages(obj, plan.messages_field)
+        located = locate_messages(obj, plan.messages_field)
     except NotAHistory as exc:
         return Outcome(_named(record, obj), "rejected", None, errors=[str(exc)])
+    messages = located.messages
     rules = plan.walk.pending(messages)
     if not rules and not plan.validate_all:
         return Outcome(record, "unchanged", record.raw)
     record = _named(record, obj)
-    prefix = field_name or "messages"
+    prefix = located.name or "messages"
     try:
         changes, findings = _apply(messages, rules, plan)
     except Malformed as exc:
@@ -261,8 +252,14 @@ def process_full(record: Record, plan: Plan = Plan()) -> Outcome:
         if errors and schema.legacy_errors(messages):
             errors.append("no release 0.0.13-2.68 wrote this shape: no rule can migrate it")
         return Outcome(record, "unchanged", record.raw, errors=errors, warnings=warnings, findings=findings)
-    output = dumps(obj)
-    if plan.settled(field_name)(output):
+    if located.text:  # the history is JSON text in a string field: checked as a bare history, written back as text
+        history = dumps(messages)
+        settled = plan.settled(None)(history)
+        output = dumps(located.put(obj, history.decode()))
+    else:
+        output = dumps(obj)
+        settled = plan.settled(located.name)(output)
+    if settled:
         return Outcome(record, "changed", output, changes, [], [], findings)
     errors, warnings = _validate(messages, prefix)
     if errors:

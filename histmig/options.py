@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 
 from histmig.engine import Plan
+from histmig.records import BadFieldPath, field_path
 from histmig.rules import UnknownRule, select
 from histmig.rules.base import CauseMode, Rule
 from histmig.sources.base import UsageError
@@ -37,15 +38,17 @@ class Options:
       ``select`` empty means every rule.
     - ``unsafe_fixes``: apply the fixes of unsafe rules too (``convert``, ``audit``).
     - ``causes``: ``inferred`` (from evidence) or ``framework`` (pydantic-ai 2.68's loader).
-    - ``messages_field``: the envelope field holding the messages (``None``: auto-detect).
+    - ``messages_field``: the envelope field holding the messages (``None``: auto-detect), a
+      path of keys for a nested one (``payload.messages``; ``\\.`` is a dot inside a key,
+      :func:`~histmig.records.field_path`).
     - ``format``: the input's format when its name does not tell (a name of
       :func:`histmig.sources.formats`).
     - ``messages_column``, ``id_column``, ``table``: a columnar input's messages column, the
       column naming each record in the report, and a database's table.
     - ``jobs``: worker processes (``None``: the number of cores; 1: this process).
 
-    Raises :class:`~histmig.sources.base.UsageError` for an unknown cause mode or a ``jobs``
-    below 1."""
+    Raises :class:`~histmig.sources.base.UsageError` for an unknown cause mode, a
+    ``messages_field`` that names no key or a ``jobs`` below 1."""
 
     select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
@@ -63,6 +66,11 @@ class Options:
             raise UsageError(f"unknown cause mode {self.causes!r} (one of: {', '.join(CAUSE_MODES)})")
         if self.jobs is not None and self.jobs < 1:
             raise UsageError(f"jobs must be 1 or more, not {self.jobs}")
+        if self.messages_field is not None:
+            try:
+                field_path(self.messages_field)
+            except BadFieldPath as exc:
+                raise UsageError(str(exc)) from exc
 
     @property
     def rules(self) -> tuple[Rule, ...]:

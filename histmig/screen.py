@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import itertools
 from functools import lru_cache
+from operator import attrgetter
 from typing import Any, Union
 
 import msgspec
 
+from histmig.records import field_path
 from histmig.rules import looks
 from histmig.rules.base import FieldLook, Look, PartKind, Rule
 from histmig.schema import PLAIN_CURRENT, REQUEST_PART_KINDS, RESPONSE_PART_KINDS, Fields, msgspec_type
@@ -79,32 +81,43 @@ def _skeleton(rules: tuple[Rule, ...]) -> Any:
     return list[Union[tuple(messages)]]
 
 
-def _decoder(messages: Any, field: str | None) -> msgspec.json.Decoder:
-    """A decoder of a record holding ``messages`` at ``field``, or of a bare array of them
-    (``field`` ``None``)."""
-    if field is None:
-        return msgspec.json.Decoder(messages)
-    return msgspec.json.Decoder(msgspec.defstruct("_Envelope", [(field, messages)], gc=False))
+def _decoder(messages: Any, path: tuple[str, ...]) -> msgspec.json.Decoder:
+    """A decoder of a record holding ``messages`` at ``path`` (keys from the record down, any
+    JSON key: each level a struct whose one field is renamed to the key), or of a bare array
+    of them (``path`` empty)."""
+    for key in reversed(path):
+        messages = msgspec.defstruct(f"_Envelope{next(_names)}", [("value", messages)], rename={"value": key}, gc=False)
+    return msgspec.json.Decoder(messages)
+
+
+def _path(field: str | None) -> tuple[str, ...]:
+    return field_path(field) if field is not None else ()
 
 
 class Screen:
     """``screen(raw) -> bool``: ``True`` only when ``raw``, the JSON text of a record (bytes),
-    is an object whose ``field`` (default ``messages``, the first candidate
-    :func:`~histmig.records.locate_messages` tries) holds a history none of ``rules`` can
-    change and that orjson reads (see the module docstring), or such a history as a bare
-    array (its first byte ``[``, as a Parquet or DuckDB cell holds it). ``False`` says
-    nothing: the record must go the full way. Never raises."""
+    is an object holding at ``field`` (a :func:`~histmig.records.field_path`, default
+    ``messages``, the first candidate :func:`~histmig.records.locate_messages` tries) a
+    history none of ``rules`` can change and that orjson reads (see the module docstring), or
+    such a history as JSON text in a string there (decoded a second time), or such a history
+    as a bare array (its first byte ``[``, as a Parquet or DuckDB cell holds it). ``False``
+    says nothing: the record must go the full way. Never raises."""
 
     def __init__(self, rules: tuple[Rule, ...], field: str | None = None) -> None:
         skeleton = _skeleton(rules)
-        self._record = _decoder(skeleton, field or "messages")
-        self._array = _decoder(skeleton, None)
+        path = _path(field or "messages")
+        self._held = attrgetter(".".join(["value"] * len(path)))
+        self._record = _decoder(Union[skeleton, str], path)
+        self._array = _decoder(skeleton, ())
 
     def __call__(self, raw: bytes) -> bool:
         """Whether ``raw`` needs nothing (see the class docstring). One decode, no search of
         the bytes first: a record holding a ``retry-prompt`` part stops decoding there."""
         try:
-            (self._array if raw[:1] == b"[" else self._record).decode(raw)
+            if raw[:1] == b"[":
+                self._array.decode(raw)
+            elif (held := self._held(self._record.decode(raw))).__class__ is str:
+                self._array.decode(held)
             if not raw.isascii():
                 raw.decode()
         except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
@@ -143,15 +156,15 @@ def _settled_history(rules: tuple[Rule, ...]) -> Any:
 
 class Settled:
     """``settled(output) -> bool``: ``True`` only when ``output``, the JSON text histmig wrote
-    for a migrated record (bytes), holds at ``field`` (``None``: the record is a bare array)
-    a history pydantic-ai 2.68 loads on which a second pass of ``rules`` changes nothing: it
-    decodes with msgspec into the current schema made stricter where the rules look
+    for a migrated record (bytes), holds at ``field`` (a :func:`~histmig.records.field_path`;
+    ``None``: the record is a bare array) a history pydantic-ai 2.68 loads on which a second
+    pass of ``rules`` changes nothing: it decodes with msgspec into the current schema made stricter where the rules look
     (:func:`_settled_history`). The current schema itself rules out the part kinds rules
     rewrite (no release up to 2.68 loads them). ``False`` says nothing: the engine then
     validates with pydantic and runs the second pass."""
 
     def __init__(self, rules: tuple[Rule, ...], field: str | None = None) -> None:
-        self._decoder = _decoder(_settled_history(rules), field)
+        self._decoder = _decoder(_settled_history(rules), _path(field))
 
     def __call__(self, output: bytes) -> bool:
         try:

@@ -216,3 +216,48 @@ def test_a_file_replaced_while_it_is_read_is_not_read_by_path(tmp_path: Path) ->
     source.write_bytes(LEGACY_LINE + b"\n")
     with pytest.raises(OSError, match="the file was replaced while it was read"):
         chunk.sent().load()
+
+
+ALL_LINES = (CORPUS / "all.jsonl").read_bytes().splitlines()
+
+
+def _envelopes(tmp_path: Path, make) -> Path:
+    import orjson
+
+    source = tmp_path / "odd.jsonl"
+    source.write_bytes(b"".join(orjson.dumps(make(orjson.loads(line))) + b"\n" for line in ALL_LINES))
+    return source
+
+
+@pytest.mark.parametrize("key", ["chat-history", "chat history", "payload.msgs"])
+@pytest.mark.parametrize("named", [False, True])
+def test_envelope_field_names_that_are_not_identifiers_convert(tmp_path: Path, key: str, named: bool) -> None:
+    source = _envelopes(tmp_path, lambda record: {"id": record["id"], key: record["messages"]})
+    args = ["--messages-field", key.replace(".", "\\.")] if named else []
+    result = runner.invoke(app, ["convert", str(source), str(tmp_path / "out.jsonl"), "-q", *args])
+    assert result.exit_code == 0, result.output
+    checked = runner.invoke(app, ["check", str(tmp_path / "out.jsonl"), *args])
+    assert checked.exit_code == 0 and "all 212 records are current and valid" in checked.stderr
+
+
+def test_messages_held_as_json_text_convert_and_stay_text(tmp_path: Path) -> None:
+    import orjson
+
+    source = _envelopes(tmp_path, lambda record: {"id": record["id"], "messages": orjson.dumps(record["messages"]).decode()})
+    out = tmp_path / "out.jsonl"
+    report = api.convert(str(source), str(out)).report
+    assert report.counts["changed"] == 138 and report.counts["unchanged"] == 74 and report.counts["rejected"] == 0
+    lines_in, lines_out = source.read_bytes().splitlines(), out.read_bytes().splitlines()
+    assert sum(a == b for a, b in zip(lines_in, lines_out)) == 74
+    assert all(isinstance(orjson.loads(line)["messages"], str) for line in lines_out)
+    plain = tmp_path / "plain.jsonl"
+    api.convert(str(CORPUS / "all.jsonl"), str(plain))
+    assert [orjson.loads(orjson.loads(line)["messages"]) for line in lines_out] == [orjson.loads(line)["messages"] for line in plain.read_bytes().splitlines()]
+    assert api.check(str(out)).verdict == "histmig check: all 212 records are current and valid"
+
+
+def test_a_nested_messages_field_converts(tmp_path: Path) -> None:
+    source = _envelopes(tmp_path, lambda record: {"id": record["id"], "payload": {"messages": record["messages"]}})
+    out = tmp_path / "out.jsonl"
+    assert api.convert(str(source), str(out), Options(messages_field="payload.messages")).report.counts["changed"] == 138
+    assert api.check(str(out), Options(messages_field="payload.messages")).exit_code == 0
