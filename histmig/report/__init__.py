@@ -61,7 +61,7 @@ class Report:
         if outcome.status != "rejected" and changes:
             place = (record.source, record.location, record.record_id)
             ordered = sorted(changes, key=_position) if len(changes) > 1 else changes
-            self._counted(self._changes.add([place + (c.rule, c.message, c.part, c.before, c.after, c.cause, c.evidence, c.certainty) for c in ordered]))
+            self._counted(self._changes.add([place + (c.rule, c.message, c.part, c.before, c.after, c.cause, c.evidence, c.certainty, c.tool_call_id) for c in ordered]))
         if outcome.findings:
             place = (record.source, record.location, record.record_id)
             self.counts["findings"] += len(outcome.findings)

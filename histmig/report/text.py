@@ -77,7 +77,8 @@ def _where(row: ChangeRow | FindingRow) -> str:
 def _change_line(row: ChangeRow, paint: Callable[[str, str], str]) -> str:
     """One change row as a line, ending in a newline."""
     cause = f" cause={row.cause}" if row.cause else ""
-    return f"{_where(row)} {paint(row.rule, 'bold')} {row.before} -> {row.after}{cause} evidence={visible(row.evidence)} ({row.certainty})\n"
+    assigned = f" tool_call_id={visible(row.tool_call_id)}" if row.tool_call_id else ""
+    return f"{_where(row)} {paint(row.rule, 'bold')} {row.before} -> {row.after}{cause}{assigned} evidence={visible(row.evidence)} ({row.certainty})\n"
 
 
 def _finding_line(row: FindingRow, paint: Callable[[str, str], str]) -> str:

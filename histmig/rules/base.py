@@ -67,7 +67,8 @@ class Change(NamedTuple):
     """One located edit a fix made: the ``rule`` code, the ``message`` and ``part`` indices
     (``part`` ``None`` for a message-level edit), ``before``/``after`` (the ``part_kind``
     values, or field names for a message-level edit), the ``evidence`` that decided it and
-    its ``certainty``, and the ``RetryInfo.cause`` written, if any (README "Report")."""
+    its ``certainty``, the ``RetryInfo.cause`` written, if any, and the ``tool_call_id`` a
+    rule assigned (HM201), if any (README "Report")."""
 
     rule: str
     message: int
@@ -77,6 +78,7 @@ class Change(NamedTuple):
     evidence: str
     certainty: Certainty
     cause: str | None = None
+    tool_call_id: str | None = None
 
     def finding(self) -> Finding:
         """The finding this change fixes."""

@@ -16,7 +16,11 @@ from tests.conftest import CORPUS
 RETRY = {"part_kind": "retry-prompt", "content": "x", "tool_name": None}
 FUTURE = orjson.dumps({"id": "f\x1b[1m", "messages": [{"kind": "request", "parts": [{"part_kind": "hologram", "content": "later"}, RETRY]}]})
 BAD_LINES = [b"{not json", FUTURE, b'{"id": "b", "note": 42}']
-CHANGE = "[v0.0.20/c_unknown_tool]: messages[2].parts[0] HM103 retry-prompt -> tool-return cause=unknown_tool evidence=unknown-tool+preceding-call (template)"
+UNKNOWN_TOOL = orjson.loads((CORPUS / "all.jsonl").read_bytes().splitlines()[5])["messages"]
+api.migrate(UNKNOWN_TOOL)
+REBOUND_ID = UNKNOWN_TOOL[2]["parts"][0]["tool_call_id"]
+"""The id HM103 binds line 6's unknown-tool retry to (the call's id HM201 derived)."""
+CHANGE = f"[v0.0.20/c_unknown_tool]: messages[2].parts[0] HM103 retry-prompt -> tool-return cause=unknown_tool tool_call_id={REBOUND_ID} evidence=unknown-tool+preceding-call (template)"
 
 
 def legacy_report(tmp_path: Path) -> tuple[Report, str]:

@@ -23,7 +23,7 @@ def test_streamed_json_is_the_one_dump(tmp_path: Path, batch_size: int) -> None:
     assert streamed == orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2) + b"\n"
     assert orjson.loads(streamed)["changes"][-1] == {
         "source": source, "location": "line 214", "id": "f\x1b[1m", "rule": "HM102", "message": 0, "part": 1,
-        "before": "retry-prompt", "after": "retry-feedback", "cause": "model_retry", "evidence": "free-text", "certainty": "default",
+        "before": "retry-prompt", "after": "retry-feedback", "cause": "model_retry", "evidence": "free-text", "certainty": "default", "tool_call_id": None,
     }
 
 

@@ -6,18 +6,22 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import orjson
 import pytest
 
 from histmig import api
 from histmig.report import Report
 from histmig.report.text import render
+from tests.conftest import CORPUS
 from tests.report.conftest import CHANGE, legacy_report, rendered
 
 
 def test_text_report_lines(tmp_path: Path, batch_size: int) -> None:
     report, source = legacy_report(tmp_path)
     lines = rendered(report, "text").splitlines()
-    assert lines[0] == f"{source}:line 1 [v0.0.20/a_tool_model_retry]: messages[1].parts[0] HM201 tool-call -> tool-call evidence=position (derived)"
+    first = orjson.loads((CORPUS / "all.jsonl").read_bytes().splitlines()[0])["messages"]
+    api.migrate(first)
+    assert lines[0] == f"{source}:line 1 [v0.0.20/a_tool_model_retry]: messages[1].parts[0] HM201 tool-call -> tool-call tool_call_id={first[1]['parts'][0]['tool_call_id']} evidence=position (derived)"
     assert f"{source}:line 6 {CHANGE}" in lines
     assert lines[270] == f"{source}:line 214 [f\\x1b[1m]: messages[0].parts[1] HM102 retry-prompt -> retry-feedback cause=model_retry evidence=free-text (default)"
     assert lines[271:274] == [
