@@ -2,8 +2,9 @@
 object whose messages field holds it. The whole file is one record, run in this process.
 
 A rejected document goes to the rejects file and no output is written (with stdout as the
-output and no rejects file, it is written there unchanged); a migrated document ends with a
-newline when the input did.
+output and no rejects file, it is written there unchanged); a migrated document keeps the
+file's conventions: a UTF-8 byte-order mark at its start (not part of the record), and the
+line end (``\\n`` or ``\\r\\n``) it ended with, if any.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from histmig.records import Outcome, Record
 from histmig.report import Report
 from histmig.sources.atomic import atomic_output, input_stream
 from histmig.sources.base import Format, Input, InputEnded, Job, Target, Task, TaskResult, Written
-from histmig.sources.jsonl import READ_ERRORS, Rejects, rejects_path
+from histmig.sources.jsonl import BOM, READ_ERRORS, Rejects, rejects_path
 
 
 @dataclass
@@ -52,7 +53,8 @@ class Document(Task):
             result.outcome = outcome
             return outcome
 
-        run_records([(self.data, None)], job.processor(), result.report, lambda raw, key: Record(raw, self.source, "file"), keep)
+        record = self.data[len(BOM) :] if self.data.startswith(BOM) else self.data
+        run_records([(record, None)], job.processor(), result.report, lambda raw, key: Record(raw, self.source, "file"), keep)
         return result
 
 
@@ -98,7 +100,9 @@ class DocumentInput(Input):
         if outcome is None or outcome.status != "changed" or outcome.output is None:
             output = task.data
         else:
-            output = outcome.output + (b"\n" if task.data.endswith(b"\n") else b"")
+            data = task.data
+            ending = b"\r\n" if data.endswith(b"\r\n") else b"\n" if data.endswith(b"\n") else b""
+            output = (BOM if data.startswith(BOM) else b"") + outcome.output + ending
         self._stack.enter_context(atomic_output(self._output)).write(output)
 
     def written(self) -> Written:

@@ -2,7 +2,10 @@
 
 A record is a bare history array or an object whose messages field is auto-detected
 (:mod:`histmig.records`). Blank lines are not records: they are carried to the output as they
-are and not counted. A task is a :class:`Chunk`, the bytes of whole input lines (about
+are and not counted. A file keeps its own conventions: a UTF-8 byte-order mark at its start
+is not part of the first record (and stays in the output), and a line's end, ``\r\n`` or
+``\n``, is not part of its record (a migrated record keeps it; a line added at the end of a
+file whose last line had none takes the convention of the line before). A task is a :class:`Chunk`, the bytes of whole input lines (about
 :data:`CHUNK_BYTES`) and the number of its first line; :meth:`Chunk.run` puts its lines
 through the engine's record loop and returns the edits (each migrated or rejected record's
 place in the chunk and its new bytes) and the chunk's report; :func:`write_chunk` writes the
@@ -133,9 +136,14 @@ class Chunk(Task):
         return result
 
 
+BOM = b"\xef\xbb\xbf"
+"""The UTF-8 byte-order mark some Windows tools put at the start of a text file."""
+
+
 class _Lines:
     """The non-blank lines of a chunk's ``data`` as ``(raw, (start, end, number))``, without
-    their line ends; ``last`` is the number of the last one given."""
+    their line ends (``\n`` or ``\r\n``) nor, on the file's first line, a byte-order mark;
+    ``last`` is the number of the last one given."""
 
     def __init__(self, data: bytes, first: int) -> None:
         self.data = data
@@ -144,15 +152,16 @@ class _Lines:
 
     def __iter__(self) -> Iterator[tuple[bytes, tuple[int, int, int]]]:
         data, find, size = self.data, self.data.find, len(self.data)
-        start, number = 0, self.first
+        start, number = 3 if self.first == 1 and data[:3] == BOM else 0, self.first
         while start < size:
             end = find(b"\n", start)
             if end < 0:
                 end = size
-            raw = data[start:end]
+            stop = end - 1 if end > start and data[end - 1] == 0x0D else end
+            raw = data[start:stop]
             if raw and not raw.isspace():
                 self.last = number
-                yield raw, (start, end, number)
+                yield raw, (start, stop, number)
             start = end + 1
             number += 1
 
@@ -305,8 +314,9 @@ def count_lines(data: bytes) -> int:
 
 def write_chunk(data: bytes, edits: list[Edit], out: BinaryIO, rejects: Callable[[], BinaryIO] | None) -> None:
     """Write a chunk's ``data`` with its ``edits`` applied to ``out``, every line ending in
-    ``\\n``: a migrated record replaced, a rejected one moved to ``rejects()`` (opened on
-    first use) or, without it, kept in ``out`` as it is."""
+    a line end: a migrated record replaced (its line end kept), a rejected one moved with its
+    line end to ``rejects()`` (opened on first use) or, without it, kept in ``out`` as it
+    is. A last line without a line end gets the one the line before it has."""
     view = memoryview(data)
     position = 0
     last_moved = False
@@ -317,12 +327,20 @@ def write_chunk(data: bytes, edits: list[Edit], out: BinaryIO, rejects: Callable
             position = end
         elif rejects is not None:
             out.write(view[position:start])
-            rejects().write(data[start:end] + b"\n")
-            position = min(end + 1, len(data))
-            last_moved = end == len(data)
+            line_end = data.find(b"\n", end)
+            position = len(data) if line_end < 0 else line_end + 1
+            rejects().write(data[start:position] if line_end >= 0 else data[start:end] + _line_end(data))
+            last_moved = line_end < 0
     out.write(view[position:])
     if data and not data.endswith(b"\n") and not last_moved:
-        out.write(b"\n")
+        out.write(_line_end(data))
+
+
+def _line_end(data: bytes) -> bytes:
+    """The line end of the last complete line of ``data``: ``\\r\\n`` or ``\\n``
+    (``\\n`` when there is none)."""
+    last = data.rfind(b"\n")
+    return b"\r\n" if last > 0 and data[last - 1] == 0x0D else b"\n"
 
 
 class Rejects:

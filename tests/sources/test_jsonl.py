@@ -126,7 +126,7 @@ def _migrated(line: bytes) -> bytes:
         ("last line migrated, no newline", CLEAN_LINE + b"\n" + LEGACY_LINE, CLEAN_LINE + b"\n" + _migrated(LEGACY_LINE) + b"\n", None),
         ("last line rejected, no newline", CLEAN_LINE + b"\n{oops", CLEAN_LINE + b"\n", b"{oops\n"),
         ("rejected between", b"{oops\n" + CLEAN_LINE + b"\n[1\n", CLEAN_LINE + b"\n", b"{oops\n[1\n"),
-        ("CRLF lines", CLEAN_LINE + b"\r\n" + LEGACY_LINE + b"\r\n", CLEAN_LINE + b"\r\n" + _migrated(LEGACY_LINE) + b"\n", None),
+        ("CRLF lines", CLEAN_LINE + b"\r\n" + LEGACY_LINE + b"\r\n", CLEAN_LINE + b"\r\n" + _migrated(LEGACY_LINE) + b"\r\n", None),
         (
             "migrated lines in a row, a blank line, a rejected one",
             b"\n".join([LEGACY_LINE, LEGACY_LINE, b"", LEGACY_LINE, b"{oops", LEGACY_LINE, LEGACY_LINE]),
@@ -261,3 +261,23 @@ def test_a_nested_messages_field_converts(tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     assert api.convert(str(source), str(out), Options(messages_field="payload.messages")).report.counts["changed"] == 138
     assert api.check(str(out), Options(messages_field="payload.messages")).exit_code == 0
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_byte_order_mark_and_crlf_line_ends_are_kept(tmp_path: Path, jobs: int) -> None:
+    source, out, plain = tmp_path / "win.jsonl", tmp_path / "out.jsonl", tmp_path / "plain.jsonl"
+    source.write_bytes(jsonl.BOM + b"\r\n".join(ALL_LINES) + b"\r\n")
+    report = api.convert(str(source), str(out), Options(jobs=jobs)).report
+    assert (report.counts["changed"], report.counts["unchanged"], report.counts["rejected"]) == (138, 74, 0)
+    api.convert(str(CORPUS / "all.jsonl"), str(plain))
+    written = out.read_bytes()
+    assert written.startswith(jsonl.BOM) and written.count(b"\r\n") == written.count(b"\n") == 212
+    assert written[len(jsonl.BOM) :].replace(b"\r\n", b"\n") == plain.read_bytes()
+
+
+def test_a_rejected_crlf_line_moves_with_its_line_end_and_a_last_line_gets_the_files_convention(tmp_path: Path) -> None:
+    source, out = tmp_path / "win.jsonl", tmp_path / "out.jsonl"
+    source.write_bytes(ALL_LINES[-1] + b"\r\n{bad\r\n" + ALL_LINES[-2])
+    assert api.convert(str(source), str(out)).exit_code == 1
+    assert out.read_bytes() == ALL_LINES[-1] + b"\r\n" + ALL_LINES[-2] + b"\r\n"
+    assert (tmp_path / "out.jsonl.rejects.jsonl").read_bytes() == b"{bad\r\n"
