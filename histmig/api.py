@@ -51,7 +51,8 @@ class Result:
     stdout; ``None``: nothing written, or a table), the new table (``to_table``) or
     ``in_place``, the :class:`~histmig.report.Report`, what each input ``wrote``
     (:class:`~histmig.sources.base.Written`) and whether the input was read as JSONL from
-    stdin (``stdin_lines``). :attr:`verdict` and :attr:`exit_code` are made from these."""
+    stdin (``stdin_lines``), and whether ``check`` fails on parts of an unknown ``part_kind``
+    (``strict``). :attr:`verdict` and :attr:`exit_code` are made from these."""
 
     command: Command
     input: str
@@ -61,13 +62,15 @@ class Result:
     in_place: bool = False
     wrote: list[Written] = field(default_factory=list)
     stdin_lines: bool = False
+    strict: bool = False
 
     @property
     def exit_code(self) -> int:
         """0 done and clean; 1 a record was rejected, an input ended early, or (``check``) a
-        record needs a rule, is invalid or has a finding (README "Exit codes")."""
+        record needs a rule, is invalid or has a finding, or, with ``strict``, holds a part of
+        an unknown ``part_kind`` (README "Exit codes")."""
         if self.command == "check":
-            return 1 if self.report.needs_attention else 0
+            return 1 if self.report.needs_attention or (self.strict and self.report.counts["warnings"]) else 0
         return 1 if self.report.failed else 0
 
     @property
@@ -77,10 +80,15 @@ class Result:
         cut = "; the input could not be read to its end (see the unreadable error)" if counts["read_errors"] else ""
         of = f"{counts['changed']} of {counts['records_in']} records"
         if self.command == "check":
+            unknown = self._unknown_parts()
             if not self.report.needs_attention:
+                if unknown:
+                    fails = "--strict fails on them" if self.strict else "--strict would fail on them"
+                    return f"histmig check: {counts['records_in']} records need no rule, but {unknown}, carried unchanged ({fails})"
                 return f"histmig check: all {counts['records_in']} records are current and valid"
             found = f", {counts['findings']} findings" if counts["findings"] else ""
-            return f"histmig check: {of} to migrate, {counts['invalid']} invalid, {counts['rejected']} rejected{found}{cut}"
+            unknown = f"; {unknown}" if unknown else ""
+            return f"histmig check: {of} to migrate, {counts['invalid']} invalid, {counts['rejected']} rejected{found}{unknown}{cut}"
         if self.command == "audit":
             return f"histmig audit: {of} would be migrated, {counts['unchanged']} need nothing, {counts['rejected']} would be rejected; nothing was written{cut}"
         if self.command in ("otel", "otel-upgrade"):
@@ -88,6 +96,15 @@ class Result:
             what = "exported" if self.command == "otel" else f"upgraded ({counts['unchanged']} already in version 6 roles)"
             return f"histmig: {done} records {what}, {counts['rejected']} rejected"
         return f"histmig convert: {of} migrated, {counts['unchanged']} unchanged, {counts['rejected']} rejected; {self._written()}{cut}"
+
+    def _unknown_parts(self) -> str:
+        """How many parts of an unknown ``part_kind`` (a newer release's) are in how many
+        records, in words, or ``""`` for none."""
+        parts, records = self.report.counts["warnings"], len(self.report.warnings)
+        if not parts:
+            return ""
+        holds = "record holds" if records == 1 else "records hold"
+        return f"{records} {holds} {_plural(parts, 'part')} of a part_kind pydantic-ai 2.68 does not know and cannot load"
 
     def _written(self) -> str:
         where = "stdout" if self.output == "-" else self.output or self.to_table or f"{self.input} (in place)"
@@ -128,6 +145,10 @@ class Result:
         return [(record_name(row), line) for row in self.report.errors if row["status"] == "rejected" for line in row["errors"]]
 
 
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def convert(
     input: str,
     output: str | None = None,
@@ -155,10 +176,14 @@ def audit(input: str, options: Options = Options(), *, progress: Progress | None
     return _run("audit", input, Target(), options, options.plan(), progress)
 
 
-def check(input: str, options: Options = Options(), *, progress: Progress | None = None) -> Result:
+def check(input: str, options: Options = Options(), *, strict: bool = False, progress: Progress | None = None) -> Result:
     """``histmig check``: every record of ``input`` parsed and validated; the exit code is 0
-    only when every record is current and valid and no rule finds anything."""
-    return _run("check", input, Target(), options, options.plan(validate_all=True), progress)
+    only when every record is current and valid and no rule finds anything, and, with
+    ``strict``, no record holds a part of a ``part_kind`` 2.68 does not know (a newer
+    release's, carried unchanged: a warning otherwise)."""
+    result = _run("check", input, Target(), options, options.plan(validate_all=True), progress)
+    result.strict = strict
+    return result
 
 
 def otel(

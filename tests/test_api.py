@@ -104,3 +104,21 @@ def test_a_progress_is_told_the_total_and_every_byte(tmp_path: Path) -> None:
     api.audit(str(ALL), Options(jobs=1), progress=Recorder())
     assert seen[0] == ("start", ALL.stat().st_size)
     assert sum(n for what, n in seen[1:] if what == "advance") == ALL.stat().st_size
+
+
+FUTURE = b'{"id":"n1","messages":[{"kind":"request","parts":[{"part_kind":"hologram","content":"x"},{"part_kind":"hologram","content":"y"}]}]}'
+CURRENT = b'{"id":"n2","messages":[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"x"}]}]}'
+
+
+def test_check_says_when_records_hold_parts_it_cannot_load_and_strict_fails_on_them(tmp_path: Path) -> None:
+    source = tmp_path / "future.jsonl"
+    source.write_bytes(FUTURE + b"\n" + CURRENT + b"\n")
+    lenient, strict = api.check(str(source)), api.check(str(source), strict=True)
+    said = "histmig check: 2 records need no rule, but 1 record holds 2 parts of a part_kind pydantic-ai 2.68 does not know and cannot load, carried unchanged"
+    assert (lenient.exit_code, lenient.verdict) == (0, said + " (--strict would fail on them)")
+    assert (strict.exit_code, strict.verdict) == (1, said + " (--strict fails on them)")
+    assert lenient.report.counts["warnings"] == 2 and [row["id"] for row in lenient.report.warnings] == ["n1"]
+    source.write_bytes(ALL.read_bytes() + FUTURE + b"\n")
+    mixed = api.check(str(source))
+    assert mixed.exit_code == 1
+    assert mixed.verdict == "histmig check: 138 of 213 records to migrate, 0 invalid, 0 rejected; 1 record holds 2 parts of a part_kind pydantic-ai 2.68 does not know and cannot load"

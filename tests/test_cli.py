@@ -347,3 +347,13 @@ def test_a_failed_report_leaves_no_file(tmp_path: Path, monkeypatch: pytest.Monk
     assert isinstance(result.exception, OSError)
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
     assert (tmp_path / "report.json").read_text() == "previous"
+
+
+def test_check_prints_a_warning_line_per_unknown_part_and_strict_exits_1(tmp_path: Path) -> None:
+    source = tmp_path / "future.jsonl"
+    source.write_bytes(b'{"id":"n1","messages":[{"kind":"request","parts":[{"part_kind":"hologram","content":"x"}]}]}\n')
+    lenient = invoke("check", str(source))
+    assert lenient.exit_code == 0
+    assert f"{source}:line 1 [n1]: warning: messages[0].parts[0]: unknown part_kind 'hologram', carried unchanged" in lenient.stderr
+    assert "all 1 records are current" not in lenient.stderr and "1 record holds 1 part of a part_kind" in lenient.stderr
+    assert invoke("check", str(source), "--strict", "-q").exit_code == 1
