@@ -24,7 +24,9 @@ from functools import partial
 from typing import Any, Literal, Protocol
 
 from histmig.engine import migrate as _migrate
+from histmig.engine import process_full
 from histmig.parallel import Workers
+from histmig.records import NotAHistory, Record
 from histmig.report import Report
 from histmig.rules import registry
 from histmig.rules.base import Change, Rule
@@ -230,8 +232,54 @@ def migrate(messages: list[Any], options: Options = Options()) -> list[Change]:
     """Migrate one history (plain JSON data: a list of message objects, as
     ``orjson.loads(all_messages_json())`` gives it) in place with the options' rules and
     fixes; returns the changes made, in order. Raises
-    :class:`~histmig.rules.base.Malformed` for a part a rule targets that no release wrote."""
+    :class:`~histmig.records.NotAHistory` when ``messages`` is not a list of message objects
+    (each with ``kind`` and ``parts``), and :class:`~histmig.rules.base.Malformed` for a part
+    a rule targets that no release wrote."""
+    _check_history(messages)
     return _migrate(messages, options.plan())
+
+
+def _check_history(messages: Any) -> None:
+    """Raise :class:`~histmig.records.NotAHistory` unless ``messages`` is a list of objects
+    each holding ``kind`` and a ``parts`` list, saying what it is instead."""
+    if isinstance(messages, (str, bytes, bytearray, memoryview)):
+        raise NotAHistory("expected a history (a list of messages), got JSON text: parse it first (orjson.loads), or use migrate_json")
+    if isinstance(messages, dict):
+        raise NotAHistory("expected a history (a list of messages), got an object: pass the list it holds (record['messages']), or use migrate_json")
+    if not isinstance(messages, list):
+        raise NotAHistory(f"expected a history (a list of messages), got {type(messages).__name__}")
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or "kind" not in message or not isinstance(message.get("parts"), list):
+            raise NotAHistory(f"messages[{index}] is not a message (an object with 'kind' and a 'parts' list)")
+
+
+class MigrationError(ValueError):
+    """:func:`migrate_json` could not give a history pydantic-ai 2.68 loads: ``errors``
+    holds one ``path: message`` line per problem (README "Bad input")."""
+
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__("; ".join(errors))
+        self.errors = errors
+
+
+def migrate_json(data: bytes | str, options: Options = Options(), *, source: str = "-") -> tuple[bytes, Report]:
+    """Migrate one record given as JSON text (a history as ``all_messages_json()`` writes
+    it, or an envelope object holding one, found as the command line finds it), for an
+    application that migrates at load time: returns the JSON text to load (the same bytes
+    when nothing needs a rule; else compact, every other field kept) and the record's
+    :class:`~histmig.report.Report` (its changes, findings and warnings; ``source`` names it
+    there). The output is validated against pydantic-ai 2.68's schema whether or not a rule
+    changed it. Raises :class:`MigrationError` when the text is not JSON, holds no history,
+    or gives a history 2.68 cannot load (the record would be rejected or invalid); a part of
+    an unknown ``part_kind`` (a newer release's) is carried unchanged and reported as a
+    warning, not raised."""
+    raw = data.encode() if isinstance(data, str) else bytes(data)
+    outcome = process_full(Record(raw, source, "record"), options.plan(validate_all=True))
+    if outcome.status == "rejected" or outcome.errors:
+        raise MigrationError([str(error) for error in outcome.errors])
+    report = Report.in_memory()
+    report.add(outcome)
+    return outcome.output or raw, report
 
 
 def check_outputs(*paths: tuple[str, str | None]) -> None:

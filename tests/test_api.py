@@ -12,6 +12,8 @@ import pytest
 
 from histmig import api, parallel
 from histmig.options import Options
+from histmig.api import MigrationError
+from histmig.records import NotAHistory
 from histmig.sources.base import UnreadableInput, UnwritableOutput, UsageError
 from tests.conftest import CORPUS
 
@@ -122,3 +124,65 @@ def test_check_says_when_records_hold_parts_it_cannot_load_and_strict_fails_on_t
     mixed = api.check(str(source))
     assert mixed.exit_code == 1
     assert mixed.verdict == "histmig check: 138 of 213 records to migrate, 0 invalid, 0 rejected; 1 record holds 2 parts of a part_kind pydantic-ai 2.68 does not know and cannot load"
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ({"messages": []}, "got an object: pass the list it holds"),
+        (b"[]", "got JSON text"),
+        ("[]", "got JSON text"),
+        (None, "got NoneType"),
+        ([{"kind": "request", "parts": []}, "hi"], r"messages\[1\] is not a message"),
+        ([{"role": "user", "content": "hi"}], r"messages\[0\] is not a message"),
+    ],
+)
+def test_migrate_refuses_what_is_not_a_history(given: object, said: str) -> None:
+    with pytest.raises(NotAHistory, match=said):
+        api.migrate(given)  # type: ignore[arg-type]
+
+
+def test_migrate_json_gives_the_bytes_to_load_and_the_report() -> None:
+    output, report = api.migrate_json(LEGACY)
+    assert (report.counts["changed"], report.counts["records_in"]) == (1, 1)
+    expected = orjson.loads(LEGACY)
+    api.migrate(expected["messages"])
+    assert orjson.loads(output) == expected and b"retry-prompt" not in output
+    assert {row["rule"] for row in report.changes} == {"HM101", "HM201", "HM301"} and report.changes[0]["source"] == "-"
+    again, clean = api.migrate_json(output.decode(), source="chat-7")
+    assert again == output and clean.counts["unchanged"] == 1 and clean.changes == []
+    unknown, warned = api.migrate_json(FUTURE)
+    assert unknown == FUTURE and warned.counts["warnings"] == 2
+
+
+@pytest.mark.parametrize(
+    ("data", "first"),
+    [
+        (b"{oops", "invalid JSON"),
+        (b'{"note": 1}', "no messages field found"),
+        (b'[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":{},"tool_call_id":"c","timestamp":null}],"timestamp":"x"}]', "messages[0].timestamp"),
+    ],
+)
+def test_migrate_json_raises_when_2_68_could_not_load_the_result(data: bytes, first: str) -> None:
+    with pytest.raises(MigrationError) as raised:
+        api.migrate_json(data)
+    assert raised.value.errors[0].startswith(first)
+
+
+def test_the_api_runs_as_many_workers_as_the_cli_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from histmig.cli import app
+
+    jobs: list[int] = []
+    real = api.Workers
+
+    def counted(work, count, **kwargs):
+        jobs.append(count)
+        return real(work, count, **kwargs)
+
+    monkeypatch.setattr(api, "Workers", counted)
+    monkeypatch.setattr("os.cpu_count", lambda: 3)
+    api.audit(str(ALL))
+    CliRunner().invoke(app, ["audit", str(ALL), "-q"])
+    assert jobs == [3, 3]
