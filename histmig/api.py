@@ -18,8 +18,8 @@ bad records never raise.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Literal, Protocol
 
@@ -31,9 +31,9 @@ from histmig.report import Report
 from histmig.rules import registry
 from histmig.rules.base import Change, Rule
 from histmig.options import Options
-from histmig.sources import format_of, output_format
-from histmig.sources.atomic import check_writable
-from histmig.sources.base import Input, InputEnded, Job, Target, Task, TaskResult, UsageError, Written
+from histmig.sources import expands, formats, input_paths, output_paths
+from histmig.sources.atomic import check_directory, check_writable
+from histmig.sources.base import FORMAT_OPTIONS, Format, Input, InputEnded, Job, Target, Task, TaskResult, UsageError, Written
 
 Command = Literal["convert", "audit", "check", "otel", "otel-upgrade"]
 
@@ -49,15 +49,17 @@ class Progress(Protocol):
 
 @dataclass
 class Result:
-    """What a command did: the ``command``, its ``input`` and ``output`` as given (``-``:
-    stdout; ``None``: nothing written, or a table), the new table (``to_table``) or
-    ``in_place``, the :class:`~histmig.report.Report`, what each input ``wrote``
-    (:class:`~histmig.sources.base.Written`) and whether the input was read as JSONL from
-    stdin (``stdin_lines``), and whether ``check`` fails on parts of an unknown ``part_kind``
+    """What a command did: the ``command``, its ``input`` (one path or several) and ``output``
+    as given (``-``: stdout; ``None``: nothing written, or a table), the new table
+    (``to_table``) or ``in_place``, the :class:`~histmig.report.Report`, the ``inputs`` read
+    (every file, as named in the report) and what each ``wrote``
+    (:class:`~histmig.sources.base.Written`), the rejects files that were there before the
+    run (``earlier_rejects``), whether the input was read as JSONL from stdin
+    (``stdin_lines``), and whether ``check`` fails on parts of an unknown ``part_kind``
     (``strict``). :attr:`verdict` and :attr:`exit_code` are made from these."""
 
     command: Command
-    input: str
+    input: str | Sequence[str]
     report: Report
     output: str | None = None
     to_table: str | None = None
@@ -65,6 +67,8 @@ class Result:
     wrote: list[Written] = field(default_factory=list)
     stdin_lines: bool = False
     strict: bool = False
+    inputs: list[str] = field(default_factory=list)
+    earlier_rejects: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -109,8 +113,9 @@ class Result:
         return f"{records} {holds} {_plural(parts, 'part')} of a part_kind pydantic-ai 2.68 does not know and cannot load"
 
     def _written(self) -> str:
-        where = "stdout" if self.output == "-" else self.output or self.to_table or f"{self.input} (in place)"
-        withheld = any(w.withheld for w in self.wrote)
+        in_place = f"{self.inputs[0]} (in place)" if len(self.inputs) == 1 else f"the {len(self.inputs)} inputs (in place)"
+        where = "stdout" if self.output == "-" else self.output or self.to_table or in_place
+        withheld = bool(self.wrote) and all(w.withheld for w in self.wrote)
         said = f"nothing written to {where}" if withheld else f"written to {where}"
         if not self.report.counts["rejected"]:
             return said
@@ -125,7 +130,12 @@ class Result:
     def notes(self) -> list[str]:
         """Notes for the user besides the verdict: a rejects file an earlier run left there,
         added to; a stdin read as JSONL that looks like one JSON document."""
-        notes = [note for written in self.wrote for note in written.notes]
+        notes = []
+        for path in self.earlier_rejects:
+            if any(w.rejected == path for w in self.wrote):
+                used = any(w.rejected == path and w.rejects_used for w in self.wrote)
+                added = "this run's rejected records were added after them" if used else "this run wrote no rejected record to it"
+                notes.append(f"{path} already held rejected records of an earlier run; {added}")
         first = self.report.errors[0] if self.report.errors else None
         counts = self.report.counts
         if (
@@ -152,34 +162,40 @@ def _plural(count: int, noun: str) -> str:
 
 
 def convert(
-    input: str,
+    input: str | Sequence[str],
     output: str | None = None,
     options: Options = Options(),
     *,
     rejects: str | None = None,
     in_place: bool = False,
     to_table: str | None = None,
+    overwrite: bool = False,
     progress: Progress | None = None,
 ) -> Result:
-    """``histmig convert``: migrate every record of ``input`` to ``output`` (``-``: stdout), or
-    over the input (``in_place``; a database table in one transaction), or to a new table of a
-    database input (``to_table``): unchanged records byte for byte, migrated ones compact, in
-    input order; rejected records to ``rejects`` (default ``OUTPUT.rejects.jsonl``, added to
-    when it exists; with stdout and no ``rejects``, unchanged in place). Give exactly one
+    """``histmig convert``: migrate every record of ``input`` (a path, a directory, a glob,
+    or several of them) to ``output`` (a file or a directory, by the one rule of
+    :func:`~histmig.sources.output_paths`; ``-``: stdout), or over the input (``in_place``;
+    a database table in one transaction), or to a new table of a database input
+    (``to_table``; an existing one is replaced only with ``overwrite``): unchanged records
+    byte for byte, migrated ones compact, in input order; rejected records to ``rejects``
+    (default ``OUTPUT.rejects.jsonl``, ``IN.rejects.jsonl`` in place; added to when it
+    exists; with stdout and no ``rejects``, unchanged in place). Give exactly one
     destination. Raises :class:`~histmig.sources.base.UsageError` otherwise."""
-    if (output is None) == (not in_place and to_table is None) or (in_place and input == "-"):
+    if (output is None) == (not in_place and to_table is None) or (in_place and "-" in _paths(input)):
         raise UsageError("give OUTPUT, or --in-place with a file INPUT (not both), or --to-table for a DuckDB input")
-    target = Target(output, rejects, in_place, to_table)
+    target = Target(output, rejects, in_place, to_table, overwrite=overwrite)
     return _run("convert", input, target, options, options.plan(), progress)
 
 
-def audit(input: str, options: Options = Options(), *, progress: Progress | None = None) -> Result:
-    """``histmig audit``: what ``convert`` would do to ``input``, nothing written."""
+def audit(input: str | Sequence[str], options: Options = Options(), *, progress: Progress | None = None) -> Result:
+    """``histmig audit``: what ``convert`` would do to ``input`` (one path or several),
+    nothing written."""
     return _run("audit", input, Target(), options, options.plan(), progress)
 
 
-def check(input: str, options: Options = Options(), *, strict: bool = False, progress: Progress | None = None) -> Result:
-    """``histmig check``: every record of ``input`` parsed and validated; the exit code is 0
+def check(input: str | Sequence[str], options: Options = Options(), *, strict: bool = False, progress: Progress | None = None) -> Result:
+    """``histmig check``: every record of ``input`` (one path or several) parsed and
+    validated; the exit code is 0
     only when every record is current and valid and no rule finds anything, and, with
     ``strict``, no record holds a part of a ``part_kind`` 2.68 does not know (a newer
     release's, carried unchanged: a warning otherwise)."""
@@ -189,7 +205,7 @@ def check(input: str, options: Options = Options(), *, strict: bool = False, pro
 
 
 def otel(
-    input: str,
+    input: str | Sequence[str],
     output: str,
     options: Options = Options(),
     *,
@@ -211,7 +227,7 @@ def otel(
     return _run("otel", input, Target(output, rejects, keep_rejected=False), options, job, None)
 
 
-def otel_upgrade(input: str, output: str, options: Options = Options(), *, rejects: str | None = None) -> Result:
+def otel_upgrade(input: str | Sequence[str], output: str, options: Options = Options(), *, rejects: str | None = None) -> Result:
     """``histmig otel-upgrade``: OTel message arrays exported with version 5 roles moved to
     version 6 roles; a record already in version 6 roles is copied byte for byte."""
     from histmig.otel.jobs import UpgradeJob
@@ -284,41 +300,118 @@ def migrate_json(data: bytes | str, options: Options = Options(), *, source: str
 
 def check_outputs(*paths: tuple[str, str | None]) -> None:
     """Raise :class:`~histmig.sources.base.UnwritableOutput` unless each named path (given as
-    ``(name, path)``, ``path`` maybe ``None``) can be created, and
+    ``(name, path)``, ``path`` maybe ``None``) but ``OUTPUT`` can be created (whether
+    ``OUTPUT`` can depends on the inputs: the run checks it), and
     :class:`~histmig.sources.base.UsageError` when two of them are stdout."""
-    for _, path in paths:
-        if path is not None:
+    for name, path in paths:
+        if path is not None and name != "OUTPUT":
             check_writable(path)
     on_stdout = [name for name, path in paths if path == "-"]
     if len(on_stdout) > 1:
         raise UsageError(f"{' and '.join(on_stdout)} cannot {'both' if len(on_stdout) == 2 else 'all'} go to stdout")
 
 
-def _fit(command: Command, input: str, target: Target, options: Options) -> Any:
-    """The input's format, once the options and outputs are known to fit it."""
-    fmt = format_of(input, options.format)
-    if command.startswith("otel") and fmt.columnar:
-        raise UsageError(f"{input}: the otel commands read JSON or JSONL, not Parquet or DuckDB")
-    if not fmt.columnar and (options.messages_column or options.id_column or options.table or target.to_table):
-        raise UsageError(f"{input}: --messages-column, --id-column, --table, --to-table and --in-place need a Parquet or DuckDB input")
+def _paths(input: str | Sequence[str]) -> list[str]:
+    return [input] if isinstance(input, str) else list(input)
+
+
+@dataclass(frozen=True)
+class _Planned:
+    """One input file of a run: its ``path``, its ``format`` and its own ``target``."""
+
+    path: str
+    format: Format
+    target: Target
+
+
+def _plan(command: Command, paths: list[str], target: Target, options: Options) -> tuple[list[_Planned], str | None]:
+    """Every input file ``paths`` name, each with its format and its own target (its output
+    by the one rule of :func:`~histmig.sources.output_paths`, its rejects file), and the
+    output directory to create, if any. Raises
+    :class:`~histmig.sources.base.UsageError`, :class:`~histmig.sources.base.UnreadableInput`
+    or :class:`~histmig.sources.base.UnwritableOutput` when the inputs, the options and the
+    outputs do not fit, before anything is read or written."""
+    found = input_paths(paths, options.format)
+    _check_options(command, found, target, options)
     check_outputs(("OUTPUT", target.output), ("--rejects", target.rejects))
-    output = target.output
-    if output is not None:
-        output_format(fmt, output)
-        if output != "-" and input != "-" and os.path.exists(output) and os.path.exists(input) and os.path.samefile(output, input):
+    outputs: list[str | None] = [None] * len(found)
+    directory = None
+    if target.output is not None:
+        several = len(paths) > 1 or any(expands(path) for path in paths)
+        outputs, directory = output_paths(found, target.output, several)  # type: ignore[assignment]
+        if directory is not None:
+            check_directory(directory)
+        elif target.output != "-":
+            check_writable(target.output)
+    planned = []
+    for (path, fmt), output in zip(found, outputs):
+        if output not in (None, "-") and path != "-" and os.path.exists(output) and os.path.samefile(output, path):  # type: ignore[arg-type]
             raise UsageError(f"{output} is the input; use --in-place to replace it")
-    return fmt
+        if target.in_place and not fmt.columnar:
+            check_writable(path)
+        rejects = _rejects(target, path, output, directory)
+        planned.append(_Planned(path, fmt, replace(target, output=output, rejects=rejects)))
+    return planned, directory
+
+
+def _rejects(target: Target, path: str, output: str | None, directory: str | None) -> str | None:
+    """Where an input's rejected records go: ``--rejects``; else in place ``IN.rejects.jsonl``;
+    else ``OUTPUT.rejects.jsonl`` beside the OUTPUT file or directory; none for stdout (they
+    stay in the output, unchanged) or when nothing is written."""
+    if target.rejects is not None:
+        return target.rejects
+    if target.in_place:
+        return f"{path}.rejects.jsonl"
+    if output is None or output == "-":
+        return None
+    return f"{(directory or output).rstrip('/' + os.sep)}.rejects.jsonl"
+
+
+def _check_options(command: Command, found: list[tuple[str, Format]], target: Target, options: Options) -> None:
+    """Raise :class:`~histmig.sources.base.UsageError` for an option that no input's format
+    takes (:attr:`~histmig.sources.base.Format.takes`; with inputs of several formats, each
+    takes what applies to it: ``--messages-column`` for the Parquet files of a directory),
+    naming that option, the input and the formats it applies to."""
+    given = {
+        "in_place": target.in_place,
+        "messages_column": options.messages_column,
+        "id_column": options.id_column,
+        "table": options.table,
+        "to_table": target.to_table,
+        "overwrite": target.overwrite,
+    }
+    if target.overwrite and target.to_table is None:
+        raise UsageError("--overwrite replaces the table --to-table names (an output file is always replaced, once the new one is complete)")
+    if target.to_table is not None and len(found) > 1:
+        raise UsageError("--to-table writes one table: give one DuckDB input")
+    for path, fmt in found:
+        if command.startswith("otel") and fmt.columnar:
+            raise UsageError(f"{path}: the otel commands read JSON or JSONL, not Parquet or DuckDB")
+    extra = [name for name in FORMAT_OPTIONS if given[name] and not any(name in fmt.takes for _, fmt in found)]
+    if extra:
+        flags = " and ".join(FORMAT_OPTIONS[name] for name in extra)
+        takers = " or ".join(f.description for f in formats().values() if all(name in f.takes for name in extra))
+        inputs = f"{found[0][0]}: " if len(found) == 1 else ""
+        kinds = " or ".join(dict.fromkeys(fmt.description for _, fmt in found))
+        apply = "does" if len(extra) == 1 else "do"
+        raise UsageError(f"{inputs}{flags} {apply} not apply to a {kinds} input" + (f" (only to a {takers} one)" if takers else ""))
 
 
 def _work(job: Job, task: Task, slot: memoryview | None) -> TaskResult:
     return task.run(job, slot)
 
 
-def _run(command: Command, input: str, target: Target, options: Options, job: Job, progress: Progress | None) -> Result:
-    """Run every input ``input`` names through ``job`` on ``options.jobs`` workers, writing to
-    ``target``; one input at a time, its tasks in order (see :mod:`histmig.sources.base`)."""
-    fmt = _fit(command, input, target, options)
-    inputs: list[Input] = fmt.open(input, target, options, job)
+def _run(command: Command, input: str | Sequence[str], target: Target, options: Options, job: Job, progress: Progress | None) -> Result:
+    """Run every input file ``input`` names through ``job`` on ``options.jobs`` workers,
+    each written to its own target (:func:`_plan`); one input at a time, its tasks in order
+    (see :mod:`histmig.sources.base`); an input that cannot go to workers (a database
+    connection, a document) runs in this process."""
+    paths = _paths(input)
+    planned, directory = _plan(command, paths, target, options)
+    inputs: list[Input] = [opened for item in planned for opened in item.format.open(item.path, item.target, options, job)]
+    earlier = list(dict.fromkeys(item.target.rejects for item in planned if item.target.rejects not in (None, "-") and os.path.exists(item.target.rejects)))  # type: ignore[arg-type]
+    if directory is not None:
+        os.makedirs(directory, exist_ok=True)
     report = Report()
     if progress is not None:
         sizes = [i.size for i in inputs]
@@ -330,7 +423,7 @@ def _run(command: Command, input: str, target: Target, options: Options, job: Jo
             with current:
                 last = "the start"
                 try:
-                    for task, result, slot in workers.map(current.tasks(), message=lambda task: task.sent(), depth=lambda task: task.depth, window=current.window):
+                    for task, result, slot in _results(current, workers, job):
                         report.merge(result.report)
                         last = result.last or last
                         advance(task.size)
@@ -345,5 +438,17 @@ def _run(command: Command, input: str, target: Target, options: Options, job: Jo
         to_table=target.to_table,
         in_place=target.in_place,
         wrote=[i.written() for i in inputs],
-        stdin_lines=input == "-" and fmt.name == "jsonl" and options.format is None,
+        stdin_lines=paths == ["-"] and planned[0].format.name == "jsonl" and options.format is None,
+        inputs=[i.name for i in inputs],
+        earlier_rejects=earlier,
     )
+
+
+def _results(current: Input, workers: Workers[Task, TaskResult], job: Job) -> Iterator[tuple[Task, TaskResult, memoryview | None]]:
+    """Each task of ``current`` with its result and slot, in order: on the workers, or in
+    this process for an input whose tasks cannot go to them."""
+    if current.in_process:
+        for task in current.tasks():
+            yield task, task.run(job, None), None
+        return
+    yield from workers.map(current.tasks(), message=lambda task: task.sent(), depth=lambda task: task.depth, window=current.window)

@@ -29,7 +29,7 @@ from rich.table import Table
 
 from histmig import __version__, api
 from histmig.options import Options
-from histmig.sources import format_of
+from histmig.sources import input_paths
 from histmig.sources.atomic import atomic_output
 from histmig.sources.base import UnreadableInput, UnwritableOutput, UsageError
 from histmig.tuning import keep_heap_slack, tune_allocators, use_jemalloc
@@ -130,14 +130,11 @@ REPORT = _bundle(
     quiet=(Annotated[bool, typer.Option("--quiet", "-q", metavar="", help="Nothing on stderr: no report, error lines nor summary line (a --report file is still written; the exit code tells).")], False),
 )
 
-InputArg = Annotated[
-    str,
-    typer.Argument(
-        metavar="INPUT",
-        help="Archive to read: .json (one history), .jsonl/.ndjson (one record a line, maybe gzipped), "
-        ".parquet (a file, a directory or a glob), .duckdb (with --table), or - for stdin.",
-    ),
-]
+INPUT_HELP = (
+    "Archives to read: .json (one history), .jsonl/.ndjson (one record a line, maybe gzipped), .parquet, "
+    ".duckdb (with --table), - for stdin, a directory (its .json, .jsonl, .ndjson and .parquet files) or a quoted glob; several may be given."
+)
+InputArg = Annotated[list[str], typer.Argument(metavar="INPUT", help=INPUT_HELP)]
 
 
 @dataclass(frozen=True)
@@ -205,8 +202,9 @@ def _options(
 
 
 class _usage_errors:
-    """A block whose usage errors, unreadable inputs and unwritable outputs end the command
-    with one line on stderr and exit code 2."""
+    """A block whose usage errors, unreadable inputs, unwritable outputs and any other
+    ``OSError`` (a disk that fills up, a file that vanishes) end the command with one line on
+    stderr, naming the path and the cause, and exit code 2 (``-q`` does not silence it)."""
 
     def __enter__(self) -> None:
         return None
@@ -215,6 +213,10 @@ class _usage_errors:
         if isinstance(exc, (UsageError, UnreadableInput, UnwritableOutput)):
             what = "cannot read " if isinstance(exc, UnreadableInput) else "cannot write " if isinstance(exc, UnwritableOutput) else ""
             stderr.print(f"histmig: {what}{exc}", markup=False)
+            raise typer.Exit(EXIT_USAGE) from exc
+        if isinstance(exc, OSError):
+            where = f"{exc.filename}: " if exc.filename else ""
+            stderr.print(f"histmig: {where}{exc.strerror or exc}", markup=False)
             raise typer.Exit(EXIT_USAGE) from exc
 
 
@@ -244,25 +246,27 @@ class _Bar:
         self.bar.advance(self.task, done)
 
 
-def _run(command: Callable[..., api.Result], input_path: str, *args: Any, options: Options, **kwargs: Any) -> api.Result:
-    """``command(input_path, ...)`` with process tuning (:mod:`histmig.tuning`; Arrow's pool
+def _run(command: Callable[..., api.Result], inputs: list[str], *args: Any, options: Options, **kwargs: Any) -> api.Result:
+    """``command(inputs, ...)`` with process tuning (:mod:`histmig.tuning`; Arrow's pool
     for a columnar input), a progress bar on a terminal, and exit 2 on a usage error."""
     keep_heap_slack()
     with _usage_errors():
-        if format_of(input_path, options.format).columnar:
+        if any(fmt.columnar for _, fmt in input_paths(inputs, options.format)):
             use_jemalloc()
         args = (*args, options)
         if not sys.stderr.isatty():
-            return command(input_path, *args, **kwargs)
+            return command(inputs, *args, **kwargs)
         columns = (*Progress.get_default_columns()[:1], BarColumn(), DownloadColumn(), TimeRemainingColumn())
+        name = Path(inputs[0]).name if len(inputs) == 1 else f"{len(inputs)} inputs"
         with Progress(*columns, console=stderr, transient=True) as bar:
-            return command(input_path, *args, progress=_Bar(bar, Path(input_path).name), **kwargs)
+            return command(inputs, *args, progress=_Bar(bar, name), **kwargs)
 
 
 def _finish(result: api.Result, shown: Shown) -> None:
     """Render the report as ``shown`` says, print the verdict line (unless quiet) and the
     notes, and exit with the result's code."""
-    _emit(result.report, shown.path, shown.format, shown.quiet)
+    with _usage_errors():
+        _emit(result.report, shown.path, shown.format, shown.quiet)
     if not shown.quiet:
         stderr.print(result.verdict, markup=False)
     for note in result.notes:
@@ -305,19 +309,30 @@ def _renderer(fmt: ReportFormat) -> Callable[[Any, TextIO], None]:
 )
 @shared(SELECT, FIXES, CAUSES, RECORDS, COLUMNS, JOBS, REJECTS, REPORT)
 def convert(
-    input_path: InputArg,
-    output_path: Annotated[Optional[str], typer.Argument(metavar="OUTPUT", help="Where to write the migrated archive (same format), or - for stdout; Parquet/DuckDB: a .parquet or .jsonl file.")] = None,
-    in_place: Annotated[bool, typer.Option("--in-place", metavar="", help="Replace INPUT once the migrated archive is complete (DuckDB: rewrite --table in one transaction); no OUTPUT.")] = False,
+    paths: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="INPUT... [OUTPUT]",
+            help=INPUT_HELP + " The last is OUTPUT, unless --in-place or --to-table: a file (its name tells the format: the input's own, or "
+            "for Parquet/DuckDB .parquet or .jsonl), - for stdout, or a directory (for several inputs, a directory or a glob: each written "
+            "there under its own name).",
+        ),
+    ],
+    in_place: Annotated[bool, typer.Option("--in-place", metavar="", help="Replace each INPUT once its migrated archive is complete (DuckDB: rewrite --table in one transaction); no OUTPUT.")] = False,
     to_table: Annotated[Optional[str], typer.Option("--to-table", metavar="TABLE", help="DuckDB: write to this new table instead of OUTPUT.")] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", metavar="", help="With --to-table: replace the table if it exists (an output file is always replaced, once the new one is complete).")] = False,
     *,
     options: Options,
     shown: Shown,
     rejects: Optional[str],
 ) -> None:
     """Write the migrated archive. Unchanged records are copied byte for byte."""
+    inputs, output_path = (paths, None) if in_place or to_table is not None or len(paths) == 1 else (paths[:-1], paths[-1])
     with _usage_errors():
         api.check_outputs(("OUTPUT", output_path), ("--rejects", rejects), ("--report", shown.path))
-    _finish(_run(api.convert, input_path, output_path, options=options, rejects=rejects, in_place=in_place, to_table=to_table), shown)
+        if output_path is None and not in_place and to_table is None:
+            raise UsageError("give OUTPUT after INPUT, or --in-place, or --to-table for a DuckDB input")
+    _finish(_run(api.convert, inputs, output_path, options=options, rejects=rejects, in_place=in_place, to_table=to_table, overwrite=overwrite), shown)
 
 
 @app.command(
@@ -386,7 +401,10 @@ def rules(code: Annotated[Optional[str], typer.Argument(metavar="CODE", help="Sh
         )
 
 
-OTEL_INPUT_HELP = "Archive to read: .json (one history), .jsonl/.ndjson (one record a line, maybe gzipped), or - for stdin."
+OTEL_INPUT_HELP = (
+    "Archives to read: .json (one history), .jsonl/.ndjson (one record a line, maybe gzipped), - for stdin, or a directory or quoted glob of them; "
+    "the last is OUTPUT: a file, - for stdout, or a directory for several inputs."
+)
 OtelQuietOpt = Annotated[bool, typer.Option("--quiet", "-q", metavar="", help="No summary line on stderr (rejected records are still named).")]
 
 
@@ -408,8 +426,7 @@ def _otel_done(result: api.Result, quiet: bool) -> None:
 )
 @shared(CAUSES, RECORDS, REJECTS)
 def otel(
-    input_path: Annotated[str, typer.Argument(metavar="INPUT", help=OTEL_INPUT_HELP)],
-    output_path: Annotated[str, typer.Argument(metavar="OUTPUT", help="Where to write the OTel messages (same format), or - for stdout.")],
+    paths: Annotated[list[str], typer.Argument(metavar="INPUT... OUTPUT", help=OTEL_INPUT_HELP)],
     version: Annotated[OtelVersion, typer.Option("--version", help="pydantic-ai instrumentation version (5, the framework's default, or 6, which puts tool results under role 'tool').")] = OtelVersion.v5,
     include_content: Annotated[bool, typer.Option("--include-content/--no-include-content", metavar="", help="Record prompts, completions, arguments and results.")] = True,
     quiet: OtelQuietOpt = False,
@@ -419,15 +436,15 @@ def otel(
 ) -> None:
     """Export each history (legacy parts migrated first) as the OpenTelemetry GenAI message list pydantic-ai's instrumentation records."""
     with _usage_errors():
-        result = api.otel(input_path, output_path, options, version=int(version.value), include_content=include_content, rejects=rejects)
+        inputs, output_path = _inputs_and_output(paths)
+        result = api.otel(inputs, output_path, options, version=int(version.value), include_content=include_content, rejects=rejects)
     _otel_done(result, quiet)
 
 
 @app.command("otel-upgrade", epilog="Examples:\n\n  histmig otel-upgrade spans.v5.jsonl spans.v6.jsonl\n\n  cat spans.jsonl | histmig otel-upgrade - - > spans.v6.jsonl")
 @shared(RECORDS, REJECTS)
 def otel_upgrade(
-    input_path: Annotated[str, typer.Argument(metavar="INPUT", help=OTEL_INPUT_HELP)],
-    output_path: Annotated[str, typer.Argument(metavar="OUTPUT", help="Where to write the upgraded arrays (same format), or - for stdout.")],
+    paths: Annotated[list[str], typer.Argument(metavar="INPUT... OUTPUT", help=OTEL_INPUT_HELP)],
     quiet: OtelQuietOpt = False,
     *,
     options: Options,
@@ -435,8 +452,16 @@ def otel_upgrade(
 ) -> None:
     """Move OTel message arrays exported with version 5 roles to version 6 roles; records already in version 6 roles are copied byte for byte."""
     with _usage_errors():
-        result = api.otel_upgrade(input_path, output_path, options, rejects=rejects)
+        inputs, output_path = _inputs_and_output(paths)
+        result = api.otel_upgrade(inputs, output_path, options, rejects=rejects)
     _otel_done(result, quiet)
+
+
+def _inputs_and_output(paths: list[str]) -> tuple[list[str], str]:
+    """The INPUTs and the OUTPUT of an export: every argument but the last, and the last."""
+    if len(paths) < 2:
+        raise UsageError("give INPUT and OUTPUT (- for stdout)")
+    return paths[:-1], paths[-1]
 
 
 def main() -> None:

@@ -290,9 +290,10 @@ def test_otel_commands_offer_only_json_and_jsonl_inputs(tmp_path: Path) -> None:
     for command in ("otel", "otel-upgrade"):
         help_text = " ".join(runner.invoke(app, [command, "--help"]).stdout.split())
         assert ".jsonl/.ndjson" in help_text and ".parquet" not in help_text and ".duckdb" not in help_text
-        result = runner.invoke(app, [command, "chats.parquet", str(tmp_path / "out.jsonl")])
+        (tmp_path / "chats.parquet").touch()
+        result = runner.invoke(app, [command, str(tmp_path / "chats.parquet"), str(tmp_path / "out.jsonl")])
         assert result.exit_code == 2
-        assert "histmig: chats.parquet: the otel commands read JSON or JSONL, not Parquet or DuckDB" in result.stderr
+        assert f"histmig: {tmp_path}/chats.parquet: the otel commands read JSON or JSONL, not Parquet or DuckDB" in result.stderr
 
 
 def test_a_json_document_is_not_written_under_a_jsonl_name(tmp_path: Path) -> None:
@@ -343,8 +344,8 @@ def test_a_failed_report_leaves_no_file(tmp_path: Path, monkeypatch: pytest.Monk
 
     monkeypatch.setattr(cli, "_renderer", lambda fmt: half)
     (tmp_path / "report.json").write_text("previous")
-    result = runner.invoke(app, ["audit", str(CORPUS / "all.jsonl"), "--report", str(tmp_path / "report.json"), "--report-format", "json"])
-    assert isinstance(result.exception, OSError)
+    result = runner.invoke(app, ["audit", str(CORPUS / "all.jsonl"), "--report", str(tmp_path / "report.json"), "--report-format", "json", "-q"])
+    assert (result.exit_code, result.stderr) == (2, "histmig: disk full\n")
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
     assert (tmp_path / "report.json").read_text() == "previous"
 

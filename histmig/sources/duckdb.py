@@ -20,7 +20,7 @@ from typing import Any
 from histmig.report import Report
 from histmig.sources.arrow import Cells, ColumnError, ColumnMigrator, find_messages_column, write_jsonl_rows
 from histmig.sources.atomic import atomic_output
-from histmig.sources.base import Format, Input, Job, Target, Task, TaskResult, UsageError, Written, lazy
+from histmig.sources.base import Format, Input, Job, Target, Task, TaskResult, UnwritableOutput, UsageError, Written, lazy
 from histmig.sources.parquet import parquet_sink
 
 duckdb = lazy("duckdb")
@@ -97,12 +97,10 @@ class TableInput(Input):
 
     def __init__(self, path: str, target: Target, options: Any, job: Job) -> None:
         table = options.table
-        if table is None:
-            raise UsageError(f"{path}: a DuckDB input needs --table")
         if sum((target.output is not None, target.to_table is not None, target.in_place)) > 1:
             raise UsageError(f"{path}: give one of OUTPUT, --to-table and --in-place")
-        if not os.path.isfile(path):
-            raise ColumnError(f"{path}: no such file")
+        if target.to_table is not None and target.to_table == table:
+            raise UsageError(f"{path}: --to-table names the table read; use --in-place to rewrite it")
         self.name = f"{path}:{table}"
         self.size = os.path.getsize(path)
         self._table, self._target = table, target
@@ -112,10 +110,12 @@ class TableInput(Input):
         except duckdb.Error as exc:
             raise ColumnError(f"{path}: {exc}") from exc
         try:
+            if table is None:
+                raise UsageError(f"{path}: a DuckDB input needs --table ({self._tables()})")
             if not self._exists(table):
-                raise ColumnError(f"{path}: no table {table!r}")
-            if target.to_table is not None and self._exists(target.to_table):
-                raise ColumnError(f"{path}: table {target.to_table!r} already exists")
+                raise ColumnError(f"{path}: no table {table!r} ({self._tables()})")
+            if target.to_table is not None and self._exists(target.to_table) and not target.overwrite:
+                raise UnwritableOutput(f"{path}: table {target.to_table!r} already exists (--overwrite replaces it)")
             self._column = find_messages_column(_arrow_schema(self._con, table), options.messages_column, where=self.name)
             columns = {row[0] for row in self._con.execute(f"DESCRIBE {quote(table)}").fetchall()}
             if options.id_column is not None and options.id_column not in columns:
@@ -129,6 +129,11 @@ class TableInput(Input):
 
     def _exists(self, table: str) -> bool:
         return bool(self._con.execute("SELECT 1 FROM information_schema.tables WHERE table_name = ?", [table]).fetchall())
+
+    def _tables(self) -> str:
+        """The database's tables, in words, for an error line."""
+        names = [row[0] for row in self._con.execute("SELECT table_name FROM information_schema.tables ORDER BY table_name").fetchall()]
+        return f"its tables: {', '.join(names)}" if names else "it has no table"
 
     def __enter__(self) -> TableInput:
         target = self._target
@@ -208,8 +213,11 @@ class TableInput(Input):
         return write, flush
 
     def _inserts(self, to_table: str) -> Callable[[BatchResult], None]:
-        """A writer of each batch into the new table ``to_table`` (created now, its messages
-        column widened on the first batch when the migration widens it)."""
+        """A writer of each batch into the new table ``to_table`` (created now, replacing one
+        of that name with ``--overwrite``; its messages column widened on the first batch when
+        the migration widens it)."""
+        if self._target.overwrite:
+            self._con.execute(f"DROP TABLE IF EXISTS {quote(to_table)}")
         self._con.execute(f"CREATE TABLE {quote(to_table)} AS SELECT * FROM {quote(self._table)} LIMIT 0")
         altered: list[bool] = []
 
@@ -270,4 +278,5 @@ FORMAT = Format(
     written_as=("parquet", "jsonl"),
     columnar=True,
     description="DuckDB",
+    takes=frozenset({"messages_column", "id_column", "table", "to_table", "in_place", "overwrite"}),
 )

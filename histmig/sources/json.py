@@ -19,7 +19,7 @@ from histmig.records import Outcome, Record
 from histmig.report import Report
 from histmig.sources.atomic import atomic_output, input_stream
 from histmig.sources.base import Format, Input, InputEnded, Job, Target, Task, TaskResult, Written
-from histmig.sources.jsonl import BOM, READ_ERRORS, Rejects, rejects_path
+from histmig.sources.jsonl import BOM, READ_ERRORS, Rejects, written_to
 
 
 @dataclass
@@ -70,8 +70,7 @@ class DocumentInput(Input):
         self._stack = ExitStack()
         self._output = path if target.in_place else target.output
         self._keep_rejected = target.keep_rejected
-        where = rejects_path(target, self._output) if self._output is not None else None
-        self._rejects = Rejects(where, self._stack) if where is not None else None
+        self._rejects = Rejects(target.rejects, self._stack) if self._output is not None and target.rejects is not None else None
         self._withheld = False
 
     def __exit__(self, kind: type[BaseException] | None, *rest: Any) -> None:
@@ -106,10 +105,7 @@ class DocumentInput(Input):
         self._stack.enter_context(atomic_output(self._output)).write(output)
 
     def written(self) -> Written:
-        if self._output is None:
-            return Written()
-        rejected = ("in place" if self._keep_rejected else None) if self._rejects is None else ("stdout" if self._rejects.path == "-" else self._rejects.path)
-        return Written(rejected, self._withheld, self._rejects.note() if self._rejects else [])
+        return written_to(self._rejects, self._keep_rejected, self._withheld) if self._output is not None else Written()
 
 
 def open_document(path: str, target: Target, options: Any, job: Job) -> list[Input]:
@@ -125,4 +121,6 @@ FORMAT = Format(
     open=open_document,
     written_as=("json",),
     description="JSON",
+    takes=frozenset({"in_place"}),
+    in_directories=True,
 )

@@ -346,12 +346,11 @@ def _line_end(data: bytes) -> bytes:
 class Rejects:
     """Where rejected records go: ``path`` (``-``: stdout), opened on first use
     (:func:`~histmig.sources.atomic.atomic_output` with ``keep``: a rejects file an earlier
-    run left, maybe the only copy of its records, is added to, never replaced), on ``stack``.
-    ``earlier`` tells whether such a file was there."""
+    run or input left, maybe the only copy of its records, is added to, never replaced), on
+    ``stack``; ``used`` once a record was written."""
 
     def __init__(self, path: str, stack: ExitStack) -> None:
         self.path = path
-        self.earlier = path != "-" and os.path.exists(path)
         self.used = False
         self._stack = stack
         self._out: BinaryIO | None = None
@@ -361,13 +360,6 @@ class Rejects:
             self._out = self._stack.enter_context(atomic_output(self.path, keep=True))
             self.used = True
         return self._out
-
-    def note(self) -> list[str]:
-        """The note for an earlier rejects file added to (or not)."""
-        if not self.earlier:
-            return []
-        added = "this run's rejected records were added after them" if self.used else "this run wrote no rejected record to it"
-        return [f"{self.path} already held rejected records of an earlier run; {added}"]
 
 
 class _Discard(io.RawIOBase):
@@ -382,18 +374,18 @@ def _discarded() -> BinaryIO:
     return _Discard()  # type: ignore[return-value]
 
 
-def rejects_path(target: Target, output: str) -> str | None:
-    """Where a file input's rejected records go: ``--rejects``, else ``OUTPUT.rejects.jsonl``
-    beside a file output; ``None`` for stdout (they then stay in the output, unchanged, in
-    place, so nothing is dropped)."""
-    if target.rejects is not None:
-        return target.rejects
-    return None if output == "-" else f"{output}.rejects.jsonl"
+def written_to(rejects: Rejects | None, keep_rejected: bool, withheld: bool = False) -> Written:
+    """What an input whose rejected records went to ``rejects`` (``None``: nowhere else; they
+    stayed in the output unchanged, unless ``keep_rejected`` is off) wrote."""
+    if rejects is None:
+        return Written("in place" if keep_rejected else None, withheld)
+    return Written("stdout" if rejects.path == "-" else rejects.path, withheld, rejects.used)
 
 
 class LinesInput(Input):
     """A JSONL input (see the module docstring) opened for a run: ``path`` (``-``: stdin)
-    written to ``target`` (the input itself when ``in_place``)."""
+    written to ``target`` (the input itself when ``in_place``), its rejected records to
+    ``target.rejects``."""
 
     window = WINDOW
     slot_bytes = SLOT_BYTES
@@ -406,7 +398,7 @@ class LinesInput(Input):
         self._out: BinaryIO | None = None
         self._rejects: Rejects | None = None
         self._keep_rejected = target.keep_rejected
-        self._rejects_path = rejects_path(target, self._output) if self._output is not None else None
+        self._rejects_path = target.rejects if self._output is not None else None
 
     def __enter__(self) -> LinesInput:
         try:
@@ -436,10 +428,7 @@ class LinesInput(Input):
             write_chunk(task.data, placed(result.edits, slot), self._out, rejects)
 
     def written(self) -> Written:
-        if self._output is None:
-            return Written()
-        rejected = ("in place" if self._keep_rejected else None) if self._rejects is None else ("stdout" if self._rejects.path == "-" else self._rejects.path)
-        return Written(rejected, notes=self._rejects.note() if self._rejects else [])
+        return written_to(self._rejects, self._keep_rejected) if self._output is not None else Written()
 
 
 def open_lines(path: str, target: Target, options: Any, job: Job) -> list[Input]:
@@ -455,4 +444,6 @@ FORMAT = Format(
     open=open_lines,
     written_as=("jsonl",),
     description="JSONL",
+    takes=frozenset({"in_place"}),
+    in_directories=True,
 )

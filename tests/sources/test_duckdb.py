@@ -173,3 +173,27 @@ def test_usage_errors_exit_2(tmp_path: Path, records, args: tuple[str, ...]) -> 
 def test_missing_database_is_not_created(tmp_path: Path) -> None:
     assert invoke("audit", str(tmp_path / "none.duckdb"), "--table", TABLE).exit_code == 2
     assert not (tmp_path / "none.duckdb").exists()
+
+
+def test_an_existing_table_is_replaced_only_with_overwrite(tmp_path: Path, records) -> None:
+    db = make_db(tmp_path / "chats.duckdb", records[:20], "JSON")
+    assert invoke("convert", str(db), "--table", TABLE, "--to-table", "converted", "-q").exit_code == 0
+    first = read_table(db, "converted")
+    again = invoke("convert", str(db), "--table", TABLE, "--to-table", "converted", "-q")
+    assert (again.exit_code, again.stderr) == (2, f"histmig: cannot write {db}: table 'converted' already exists (--overwrite replaces it)\n")
+    replaced = invoke("convert", str(db), "--table", TABLE, "--to-table", "converted", "--overwrite", "-q")
+    assert replaced.exit_code == 0, replaced.output
+    assert read_table(db, "converted").equals(first)
+    itself = invoke("convert", str(db), "--table", TABLE, "--to-table", TABLE, "--overwrite", "-q")
+    assert (itself.exit_code, itself.stderr) == (2, f"histmig: {db}: --to-table names the table read; use --in-place to rewrite it\n")
+    assert read_table(db).num_rows == 20
+
+
+def test_a_database_without_table_says_which_tables_it_has(tmp_path: Path, records) -> None:
+    db = make_db(tmp_path / "chats.duckdb", records[:2], "JSON")
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE archive (x INTEGER)")
+    result = invoke("audit", str(db), "-q")
+    assert (result.exit_code, result.stderr) == (2, f'histmig: {db}: a DuckDB input needs --table (its tables: archive, {TABLE})\n')
+    missing = invoke("audit", str(db), "--table", "chats", "-q")
+    assert missing.stderr == f'histmig: cannot read {db}: no table \'chats\' (its tables: archive, {TABLE})\n'

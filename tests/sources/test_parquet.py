@@ -224,11 +224,16 @@ def test_a_pq_output_name_gets_parquet(tmp_path: Path, records) -> None:
     assert pq.read_table(out).num_rows == 5
 
 
-def test_a_directory_without_parquet_files_is_named_as_such(tmp_path: Path) -> None:
-    (tmp_path / "a.json").write_text("[]")
-    result = invoke("audit", str(tmp_path))
-    assert result.exit_code == 2
-    assert "a directory is read as a Parquet dataset, and this one holds no .parquet or .pq file" in result.output
+def test_a_directory_of_parquet_and_json_files_reads_each_in_its_own_format(tmp_path: Path, records) -> None:
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    write_parquet(lake / "a.parquet", table_of(records[:100], nested=False))
+    (lake / "b.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records[100:]))
+    (lake / "c.json").write_bytes((CORPUS / "v0.0.55" / "a_tool_model_retry.json").read_bytes())
+    report = api.audit(str(lake), Options(messages_column="messages")).report
+    assert [row["source"] for row in report.errors] == []
+    assert report.counts["records_in"] == len(records) + 1
+    assert {row["source"] for row in report.changes} == {str(lake / name) for name in ("a.parquet", "b.jsonl", "c.json")}
 
 
 def test_table_options_need_a_columnar_input() -> None:
