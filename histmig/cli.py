@@ -15,13 +15,14 @@ import inspect
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import Enum
+from functools import partial
 from io import TextIOWrapper
 from pathlib import Path
 from typing import Annotated, Any, Optional, TextIO
 
 import orjson
 import typer
+import typer._click as click
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
@@ -33,9 +34,67 @@ from histmig.sources import input_paths
 from histmig.sources.atomic import atomic_output
 from histmig.sources.base import UnreadableInput, UnwritableOutput, UsageError
 from histmig.tuning import keep_heap_slack, tune_allocators, use_jemalloc
+from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 EXIT_OK, EXIT_USAGE = 0, 2
 """The exit codes the command line sets itself; the others come from :attr:`histmig.api.Result.exit_code`."""
+
+class _PlainArgument(TyperArgument):
+    """An argument shown by its metavar alone (``INPUT...``, ``[CODE]``): typer 0.29 shows a
+    required one as ``{INPUT}`` in the usage line and adds its Python type (``<str>``)."""
+
+    def _usage_display_name(self) -> str:
+        return self.display_name_raw if self.required else f"[{self.display_name_raw}]"
+
+    def display_type_rich(self, ctx: click.Context) -> str | None:
+        return None
+
+
+class _Command(TyperCommand):
+    """A command whose help shows plain metavars: its arguments are :class:`_PlainArgument` objects
+    and its help option (``-h``, ``--help``) shows no ``<bool>``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if type(param) is TyperArgument:
+                param.__class__ = _PlainArgument
+
+    def get_help_option(self, ctx: click.Context) -> Any:
+        option = super().get_help_option(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+
+class _Group(TyperGroup):
+    """The ``histmig`` group: every command is a :class:`_Command`, and an error of the
+    command line itself (an unknown option, a bad value, a missing argument) is one line on
+    stderr, pointing at the command's help, with exit code 2."""
+
+    def get_help_option(self, ctx: click.Context) -> Any:
+        option = super().get_help_option(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.exceptions.NoArgsIsHelpError as exc:  # the help was shown
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            ctx = getattr(exc, "ctx", None)
+            hint = f" (see {ctx.command_path} -h)" if ctx is not None else ""
+            stderr.print(f"histmig: {exc.format_message().rstrip('.')}{hint}", markup=False, soft_wrap=True)
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            stderr.print("Aborted!", markup=False)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else EXIT_OK)
+
 
 app = typer.Typer(
     help="Migrate stored pydantic-ai message histories: legacy retry-prompt parts become the parts they always meant.",
@@ -45,34 +104,36 @@ app = typer.Typer(
         "  histmig audit chats.jsonl                    # dry run, report only\n\n"
         "  histmig check chats.v2.jsonl                 # in CI: 0 = all current\n\n"
         "  histmig rules                                # what each rule does\n\n"
-        "Each command has its own --help."
+        "Each command has its own --help (-h)."
     ),
+    cls=_Group,
     no_args_is_help=True,
     add_completion=False,
     rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+command = partial(app.command, cls=_Command)
+"""``app.command`` making a :class:`_Command`."""
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
-class CauseChoice(str, Enum):
-    inferred = "inferred"
-    framework = "framework"
+def _choice(*values: str) -> Callable[[Any], Any]:
+    """A callback accepting one of ``values``, and refusing anything else in plain words
+    (``choose text, json or markdown, not 'xml'``)."""
+    words = ", ".join(values[:-1]) + f" or {values[-1]}"
+
+    def check(value: Any) -> Any:
+        if value is not None and value not in values:
+            raise typer.BadParameter(f"choose {words}, not {value!r}")
+        return value
+
+    return check
 
 
-class ReportFormat(str, Enum):
-    text = "text"
-    json = "json"
-    markdown = "markdown"
-
-
-class InputFormat(str, Enum):
-    json = "json"
-    jsonl = "jsonl"
-
-
-class OtelVersion(str, Enum):
-    v5 = "5"
-    v6 = "6"
+CAUSE_MODES = ("inferred", "framework")
+REPORT_FORMATS = ("text", "json", "markdown")
+INPUT_FORMATS = ("json", "jsonl")
+OTEL_VERSIONS = ("5", "6")
 
 
 @dataclass(frozen=True)
@@ -96,13 +157,13 @@ FIXES = _bundle(
 )
 CAUSES = _bundle(
     causes=(
-        Annotated[CauseChoice, typer.Option("--causes", metavar="MODE", help="inferred: causes from evidence; framework: exactly the retry values pydantic-ai 2.68's loader writes (HM103 off).")],
-        CauseChoice.inferred,
+        Annotated[str, typer.Option("--causes", metavar="MODE", callback=_choice(*CAUSE_MODES), help="inferred: causes from evidence; framework: exactly the retry values pydantic-ai 2.68's loader writes (HM103 off).")],
+        "inferred",
     ),
 )
 RECORDS = _bundle(
     messages_field=(Annotated[Optional[str], typer.Option("--messages-field", metavar="FIELD", help="Envelope field holding the messages (default: auto-detect).")], None),
-    input_format=(Annotated[Optional[InputFormat], typer.Option("--format", metavar="FORMAT", help="Input format, json or jsonl, when the file name does not tell.")], None),
+    input_format=(Annotated[Optional[str], typer.Option("--format", metavar="FORMAT", callback=_choice(*INPUT_FORMATS), help="Input format, json or jsonl, when the file name does not tell.")], None),
 )
 COLUMNS = _bundle(
     messages_column=(Annotated[Optional[str], typer.Option("--messages-column", metavar="COLUMN", help="Parquet/DuckDB: column holding the messages (default: auto-detect).")], None),
@@ -111,7 +172,7 @@ COLUMNS = _bundle(
 )
 JOBS = _bundle(
     jobs=(
-        Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, metavar="N", help="Worker processes (default: the number of cores); 1 runs in this process. Output and report are the same for any N.")],
+        Annotated[Optional[int], typer.Option("--jobs", "-j", metavar="N", help="Worker processes, 1 or more (default: the number of cores); 1 runs in this process. Output and report are the same for any N.")],
         None,
     ),
 )
@@ -126,7 +187,7 @@ REJECTS = _bundle(
 )
 REPORT = _bundle(
     report=(Annotated[Optional[str], typer.Option("--report", metavar="FILE", help="Write the report to this file (- for stdout) instead of stderr.")], None),
-    report_format=(Annotated[ReportFormat, typer.Option("--report-format", metavar="FORMAT", help="Report format: text, json or markdown.")], ReportFormat.text),
+    report_format=(Annotated[str, typer.Option("--report-format", metavar="FORMAT", callback=_choice(*REPORT_FORMATS), help="Report format: text, json or markdown.")], "text"),
     quiet=(Annotated[bool, typer.Option("--quiet", "-q", metavar="", help="Nothing on stderr: no report, error lines nor summary line (a --report file is still written; the exit code tells).")], False),
 )
 
@@ -134,7 +195,7 @@ INPUT_HELP = (
     "Archives to read: .json (one history), .jsonl/.ndjson (one record a line, maybe gzipped), .parquet, "
     ".duckdb (with --table), - for stdin, a directory (its .json, .jsonl, .ndjson and .parquet files) or a quoted glob; several may be given."
 )
-InputArg = Annotated[list[str], typer.Argument(metavar="INPUT", help=INPUT_HELP)]
+InputArg = Annotated[list[str], typer.Argument(metavar="INPUT...", help=INPUT_HELP)]
 
 
 @dataclass(frozen=True)
@@ -143,7 +204,7 @@ class Shown:
     stderr), its ``format``, and ``quiet`` (nothing on stderr)."""
 
     path: str | None
-    format: ReportFormat
+    format: str
     quiet: bool
 
 
@@ -186,16 +247,16 @@ def _options(
     select: list[str] | None = None,
     ignore: list[str] | None = None,
     unsafe_fixes: bool = False,
-    causes: CauseChoice = CauseChoice.inferred,
+    causes: str = "inferred",
     messages_field: str | None = None,
-    input_format: InputFormat | None = None,
+    input_format: str | None = None,
     messages_column: str | None = None,
     id_column: str | None = None,
     table: str | None = None,
     jobs: int | None = None,
 ) -> Options:
     options = Options(
-        tuple(select or ()), tuple(ignore or ()), unsafe_fixes, causes.value, messages_field, input_format and input_format.value, messages_column, id_column, table, jobs
+        tuple(select or ()), tuple(ignore or ()), unsafe_fixes, causes, messages_field, input_format, messages_column, id_column, table, jobs
     )
     options.rules  # noqa: B018 (an unknown code is a usage error before anything is read)
     return options
@@ -274,7 +335,7 @@ def _finish(result: api.Result, shown: Shown) -> None:
     raise typer.Exit(result.exit_code)
 
 
-def _emit(report: Any, path: str | None, fmt: ReportFormat, quiet: bool) -> None:
+def _emit(report: Any, path: str | None, fmt: str, quiet: bool) -> None:
     """Write ``report`` in ``fmt`` to ``path`` (``-`` is stdout), or to stderr unless
     ``quiet``, streamed rather than held whole in memory. A file is written atomically: an
     error while writing (raised as is) leaves the previous file, if any, and no other."""
@@ -290,13 +351,13 @@ def _emit(report: Any, path: str | None, fmt: ReportFormat, quiet: bool) -> None
         render(report, sys.stderr)
 
 
-def _renderer(fmt: ReportFormat) -> Callable[[Any, TextIO], None]:
+def _renderer(fmt: str) -> Callable[[Any, TextIO], None]:
     from importlib import import_module
 
-    return import_module(f"histmig.report.{fmt.value}").render
+    return import_module(f"histmig.report.{fmt}").render
 
 
-@app.command(
+@command(
     epilog=(
         "Examples:\n\n"
         "  histmig convert chats.jsonl chats.v2.jsonl\n\n"
@@ -335,7 +396,7 @@ def convert(
     _finish(_run(api.convert, inputs, output_path, options=options, rejects=rejects, in_place=in_place, to_table=to_table, overwrite=overwrite), shown)
 
 
-@app.command(
+@command(
     epilog=(
         "Examples:\n\n  histmig audit chats.jsonl\n\n  histmig audit chats.jsonl --report audit.md --report-format markdown\n\n"
         "  histmig audit 'lake/*.parquet' --id-column conversation_id\n\n  histmig audit chats.duckdb --table conversations"
@@ -352,7 +413,7 @@ def audit(
     _report_only(api.audit, input_path, options, shown)
 
 
-@app.command(
+@command(
     epilog=(
         "Examples:\n\n  histmig check chats.jsonl   # in CI: exit 1 if anything needs migrating\n\n  histmig check history.json --select HM2\n\n"
         "  histmig check chats.parquet\n\n  histmig check chats.duckdb --table conversations --id-column id"
@@ -377,16 +438,16 @@ def _report_only(command: Callable[..., api.Result], input_path: str, options: O
     _finish(_run(command, input_path, options=options, **kwargs), shown)
 
 
-@app.command()
+@command()
 def rules(code: Annotated[Optional[str], typer.Argument(metavar="CODE", help="Show the rules with this code or prefix in full, with an example (HM103, HM2).")] = None) -> None:
-    """List the rules: code, summary, the framework-facts section each comes from and whether its fix is safe."""
+    """List the rules: code, summary and whether its fix is safe; with CODE, a rule in full (what it does, why, where it comes from in pydantic-ai, an example)."""
     console = Console(highlight=False)
     with _usage_errors():
         selected = api.rules(code)
     if code is None:
-        table = Table("code", "summary", "fix", "source")
+        table = Table("code", "summary", "fix")
         for rule in selected:
-            table.add_row(rule.code, rule.summary, rule.applicability, rule.source)
+            table.add_row(rule.code, rule.summary, rule.applicability)
         console.print(table)
         return
     for rule in selected:
@@ -416,7 +477,7 @@ def _otel_done(result: api.Result, quiet: bool) -> None:
     raise typer.Exit(result.exit_code)
 
 
-@app.command(
+@command(
     "otel",
     epilog=(
         "Examples:\n\n"
@@ -427,7 +488,7 @@ def _otel_done(result: api.Result, quiet: bool) -> None:
 @shared(CAUSES, RECORDS, REJECTS)
 def otel(
     paths: Annotated[list[str], typer.Argument(metavar="INPUT... OUTPUT", help=OTEL_INPUT_HELP)],
-    version: Annotated[OtelVersion, typer.Option("--version", help="pydantic-ai instrumentation version (5, the framework's default, or 6, which puts tool results under role 'tool').")] = OtelVersion.v5,
+    version: Annotated[str, typer.Option("--version", metavar="N", callback=_choice(*OTEL_VERSIONS), help="pydantic-ai instrumentation version: 5 (the framework's default) or 6 (tool results under role 'tool').")] = "5",
     include_content: Annotated[bool, typer.Option("--include-content/--no-include-content", metavar="", help="Record prompts, completions, arguments and results.")] = True,
     quiet: OtelQuietOpt = False,
     *,
@@ -437,11 +498,11 @@ def otel(
     """Export each history (legacy parts migrated first) as the OpenTelemetry GenAI message list pydantic-ai's instrumentation records."""
     with _usage_errors():
         inputs, output_path = _inputs_and_output(paths)
-        result = api.otel(inputs, output_path, options, version=int(version.value), include_content=include_content, rejects=rejects)
+        result = api.otel(inputs, output_path, options, version=int(version), include_content=include_content, rejects=rejects)
     _otel_done(result, quiet)
 
 
-@app.command("otel-upgrade", epilog="Examples:\n\n  histmig otel-upgrade spans.v5.jsonl spans.v6.jsonl\n\n  cat spans.jsonl | histmig otel-upgrade - - > spans.v6.jsonl")
+@command("otel-upgrade", epilog="Examples:\n\n  histmig otel-upgrade spans.v5.jsonl spans.v6.jsonl\n\n  cat spans.jsonl | histmig otel-upgrade - - > spans.v6.jsonl")
 @shared(RECORDS, REJECTS)
 def otel_upgrade(
     paths: Annotated[list[str], typer.Argument(metavar="INPUT... OUTPUT", help=OTEL_INPUT_HELP)],

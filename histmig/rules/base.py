@@ -268,7 +268,10 @@ class Rule:
     """One rule (see the module docstring).
 
     ``code`` is stable (``HM101``); ``name`` a slug (``tool-bound-retry``); ``summary`` one
-    line; ``source`` the framework-facts section or release it comes from; ``docs`` its
+    line; ``source`` where it comes from in words a user can check (the pydantic-ai
+    releases and the function or model of ``pydantic_ai/messages.py``, as ``histmig rules``
+    shows it); ``facts`` the sections of the team's framework-facts notes (and bug cases)
+    behind it, for developers, never shown by the command line; ``docs`` its
     :class:`Docs`; ``looks`` what it looks at (:class:`Look`); ``fix`` edits a history in
     place and returns the :class:`Change`\\ s; ``applicability`` says whether the fix is
     ``safe`` or ``unsafe``; ``phase`` orders the rules (:data:`REPAIR` ... :data:`MIGRATE`,
@@ -283,6 +286,7 @@ class Rule:
     fix: Fix = field(repr=False)
     applicability: Applicability = "safe"
     phase: int = MIGRATE
+    facts: str = ""
 
     def check(self, messages: Messages, ctx: Context) -> list[Finding]:
         """What the rule finds in ``messages``, without changing them: the findings of the

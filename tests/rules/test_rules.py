@@ -181,3 +181,10 @@ def test_a_rule_module_without_a_rule_and_a_code_defined_twice_are_refused(tmp_p
     finally:
         sys.modules.pop("histmig.rules.hm999_empty", None)
         registry.cache_clear()
+
+
+def test_every_rule_names_its_source_in_pydantic_ai_and_keeps_its_notes_for_developers() -> None:
+    for rule in registry():
+        assert rule.source.startswith("pydantic-ai "), rule.code
+        assert "framework-facts" not in rule.source + rule.docs.what + rule.docs.why, rule.code
+        assert rule.facts.startswith("framework-facts §"), rule.code
