@@ -10,6 +10,7 @@ attention (``check``: a record needs a rule, is invalid or has a finding; ``conv
 
 from __future__ import annotations
 
+import errno
 import functools
 import inspect
 import sys
@@ -275,7 +276,7 @@ class _usage_errors:
             what = "cannot read " if isinstance(exc, UnreadableInput) else "cannot write " if isinstance(exc, UnwritableOutput) else ""
             stderr.print(f"histmig: {what}{exc}", markup=False)
             raise typer.Exit(EXIT_USAGE) from exc
-        if isinstance(exc, OSError):
+        if isinstance(exc, OSError) and exc.errno != errno.EPIPE:  # a closed stdout ends the run silently, exit 1, as click does
             where = f"{exc.filename}: " if exc.filename else ""
             stderr.print(f"histmig: {where}{exc.strerror or exc}", markup=False)
             raise typer.Exit(EXIT_USAGE) from exc

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from histmig.report import Report
-from histmig.sources.arrow import Cells, ColumnError, ColumnMigrator, find_messages_column, write_jsonl_rows
+from histmig.sources.arrow import Cells, ColumnError, ColumnMigrator, find_id_column, find_messages_column, write_jsonl_rows
 from histmig.sources.atomic import atomic_output, temp_beside, unwritable
 from histmig.sources.base import Format, Input, Job, Target, Task, TaskResult, Written, lazy
 
@@ -195,6 +195,15 @@ class BatchCursor:
                 yield batch if (start, stop) == (0, batch.num_rows) else batch.slice(start, stop - start)
 
 
+def _first_cell(parquet: pq.ParquetFile, column: str) -> Any:
+    """The first non-null cell of ``column`` among the first :data:`BATCH_ROWS` rows of
+    ``parquet`` (``None`` when there is none): what the column holds, to tell the messages
+    column by its content."""
+    for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=[column], use_threads=False):
+        return next((cell for cell in batch.column(0).to_pylist() if cell is not None), None)
+    return None
+
+
 def open_parquet(path: str) -> pq.ParquetFile:
     """``path`` opened for reading :data:`READ_BUFFER` bytes at a time, with no column
     chunk read (``pre_buffer``) and kept whole. Raises :class:`~histmig.sources.arrow.ColumnError`
@@ -225,8 +234,9 @@ class ParquetInput(Input):
         self.size = os.path.getsize(path)
         self._stack = ExitStack()
         self._parquet = open_parquet(path)
-        column = find_messages_column(self._parquet.schema_arrow, messages_column, where=path)
-        self._migrator = ColumnMigrator(self._parquet.schema_arrow, column, path, job, id_column)
+        schema = self._parquet.schema_arrow
+        column = find_messages_column(schema, messages_column, where=path, first=lambda name: _first_cell(self._parquet, name))
+        self._migrator = ColumnMigrator(schema, column, path, job, find_id_column(schema, id_column, where=path))
         self._output = output
         self._output_format: Literal["parquet", "jsonl"] | None = output_format if output is not None else None  # type: ignore[assignment]
         self._emit: Callable[[RowGroup, GroupResult], None] = lambda task, result: None

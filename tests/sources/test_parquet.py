@@ -489,3 +489,13 @@ def test_slices_keep_every_row_however_pyarrow_cuts_the_batches(tmp_path: Path, 
     lines = convert(source, tmp_path / "sliced.jsonl", jobs)
     assert lines == whole
     assert len((tmp_path / "sliced.jsonl").read_bytes().splitlines()) == len(records)
+
+
+def test_rows_are_named_by_an_id_like_column_and_an_odd_messages_column_is_found(tmp_path: Path, records) -> None:
+    legacy = [r for r in records if b"retry-prompt" in orjson.dumps(r)][:3]
+    table = pa.table({"conversation_id": [f"c-{n}" for n in range(3)], "chat-history": [orjson.dumps(r["messages"]).decode() for r in legacy]})
+    source = write_parquet(tmp_path / "t.parquet", table)
+    result = invoke("audit", str(source), "--report", "-", "--report-format", "json")
+    assert result.exit_code == 0, result.output
+    rows = orjson.loads(result.stdout)["changes"]
+    assert {(row["location"], row["id"]) for row in rows} == {("row 0", "c-0"), ("row 1", "c-1"), ("row 2", "c-2")}
