@@ -19,15 +19,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
 from functools import partial
 from typing import Any, Literal, Protocol
 
+from histmig import __version__
+from histmig.engine import Plan, process_full
 from histmig.engine import migrate as _migrate
-from histmig.engine import process_full
 from histmig.parallel import Workers
 from histmig.records import NotAHistory, Record
-from histmig.report import Report
+from histmig.report import Report, RunInfo
 from histmig.rules import registry
 from histmig.rules.base import Change, Rule
 from histmig.options import Options
@@ -199,9 +201,7 @@ def check(input: str | Sequence[str], options: Options = Options(), *, strict: b
     only when every record is current and valid and no rule finds anything, and, with
     ``strict``, no record holds a part of a ``part_kind`` 2.68 does not know (a newer
     release's, carried unchanged: a warning otherwise)."""
-    result = _run("check", input, Target(), options, options.plan(validate_all=True), progress)
-    result.strict = strict
-    return result
+    return _run("check", input, Target(), options, options.plan(validate_all=True), progress, strict=strict)
 
 
 def otel(
@@ -401,11 +401,14 @@ def _work(job: Job, task: Task, slot: memoryview | None) -> TaskResult:
     return task.run(job, slot)
 
 
-def _run(command: Command, input: str | Sequence[str], target: Target, options: Options, job: Job, progress: Progress | None) -> Result:
+def _run(command: Command, input: str | Sequence[str], target: Target, options: Options, job: Job, progress: Progress | None, *, strict: bool = False) -> Result:
     """Run every input file ``input`` names through ``job`` on ``options.jobs`` workers,
     each written to its own target (:func:`_plan`); one input at a time, its tasks in order
     (see :mod:`histmig.sources.base`); an input that cannot go to workers (a database
-    connection, a document) runs in this process."""
+    connection, a document) runs in this process. The report gets the run's
+    :class:`~histmig.report.RunInfo` (its start time is the one value of a run the clock
+    gives)."""
+    started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     paths = _paths(input)
     planned, directory = _plan(command, paths, target, options)
     inputs: list[Input] = [opened for item in planned for opened in item.format.open(item.path, item.target, options, job)]
@@ -430,7 +433,7 @@ def _run(command: Command, input: str | Sequence[str], target: Target, options: 
                         current.write(task, result, slot)
                 except InputEnded as exc:
                     report.add_read_error(current.name, f"after {last}", str(exc))
-    return Result(
+    result = Result(
         command,
         input,
         report,
@@ -439,9 +442,22 @@ def _run(command: Command, input: str | Sequence[str], target: Target, options: 
         in_place=target.in_place,
         wrote=[i.written() for i in inputs],
         stdin_lines=paths == ["-"] and planned[0].format.name == "jsonl" and options.format is None,
+        strict=strict,
         inputs=[i.name for i in inputs],
         earlier_rejects=earlier,
     )
+    given = {"rejects": target.rejects, "in_place": target.in_place, "to_table": target.to_table, "overwrite": target.overwrite, "strict": strict}
+    report.run = RunInfo(__version__, command, {**_described(options, job), **given}, result.inputs, target.output, started, result.verdict, result.exit_code)
+    return result
+
+
+def _described(options: Options, job: Job) -> dict[str, Any]:
+    """The options of a run as the JSON report gives them: as given, and the rules that ran
+    (an export's job says its own); ``jobs`` left out, as the output and report are the same
+    for any number."""
+    given = {name: list(value) if isinstance(value, tuple) else value for name, value in asdict(options).items() if name != "jobs"}
+    rules = [rule.code for rule in job.rules] if isinstance(job, Plan) else []
+    return {**given, "rules": rules}
 
 
 def _results(current: Input, workers: Workers[Task, TaskResult], job: Job) -> Iterator[tuple[Task, TaskResult, memoryview | None]]:

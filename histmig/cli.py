@@ -31,6 +31,7 @@ from rich.table import Table
 
 from histmig import __version__, api
 from histmig.options import Options
+from histmig.report import DETAIL_ROWS, Rendering
 from histmig.sources import input_paths
 from histmig.sources.atomic import atomic_output
 from histmig.sources.base import UnreadableInput, UnwritableOutput, UsageError
@@ -135,6 +136,7 @@ CAUSE_MODES = ("inferred", "framework")
 REPORT_FORMATS = ("text", "json", "markdown")
 INPUT_FORMATS = ("json", "jsonl")
 OTEL_VERSIONS = ("5", "6")
+REPORT_DETAILS = ("auto", "full", "summary")
 
 
 @dataclass(frozen=True)
@@ -190,6 +192,19 @@ REPORT = _bundle(
     report=(Annotated[Optional[str], typer.Option("--report", metavar="FILE", help="Write the report to this file (- for stdout) instead of stderr.")], None),
     report_format=(Annotated[str, typer.Option("--report-format", metavar="FORMAT", callback=_choice(*REPORT_FORMATS), help="Report format: text, json or markdown.")], "text"),
     quiet=(Annotated[bool, typer.Option("--quiet", "-q", metavar="", help="Nothing on stderr: no report, error lines nor summary line (a --report file is still written; the exit code tells).")], False),
+    report_detail=(
+        Annotated[
+            str,
+            typer.Option(
+                "--report-detail",
+                metavar="DETAIL",
+                callback=_choice(*REPORT_DETAILS),
+                help=f"full: a line per change; summary: the counts, errors and warnings only; auto: full up to {DETAIL_ROWS:,} changes, else the summary (the JSON report always lists every change).",
+            ),
+        ],
+        "auto",
+    ),
+    no_timestamp=(Annotated[bool, typer.Option("--no-timestamp", metavar="", help="Leave the start time out of the JSON report, so two runs give the same bytes.")], False),
 )
 
 INPUT_HELP = (
@@ -202,17 +217,25 @@ InputArg = Annotated[list[str], typer.Argument(metavar="INPUT...", help=INPUT_HE
 @dataclass(frozen=True)
 class Shown:
     """Where the report goes (the :data:`REPORT` bundle): a ``path`` (``-``: stdout; ``None``:
-    stderr), its ``format``, and ``quiet`` (nothing on stderr)."""
+    stderr), its ``format``, ``quiet`` (nothing on stderr), and how it is rendered
+    (:class:`~histmig.report.Rendering`: ``detail``, and the start time unless
+    ``no_timestamp``)."""
 
     path: str | None
     format: str
     quiet: bool
+    detail: str = "auto"
+    no_timestamp: bool = False
+
+    @property
+    def rendering(self) -> Rendering:
+        return Rendering(self.detail, not self.no_timestamp)  # type: ignore[arg-type]
 
 
 _OPTION_NAMES = {"select", "ignore", "unsafe_fixes", "causes", "messages_field", "input_format", "messages_column", "id_column", "table", "jobs"}
 """Bundle parameters that make the :class:`~histmig.options.Options`."""
 
-_SHOWN_NAMES = {"report": "path", "report_format": "format", "quiet": "quiet"}
+_SHOWN_NAMES = {"report": "path", "report_format": "format", "quiet": "quiet", "report_detail": "detail", "no_timestamp": "no_timestamp"}
 """The :data:`REPORT` bundle's parameters, which make a :class:`Shown`."""
 
 
@@ -328,7 +351,7 @@ def _finish(result: api.Result, shown: Shown) -> None:
     """Render the report as ``shown`` says, print the verdict line (unless quiet) and the
     notes, and exit with the result's code."""
     with _usage_errors():
-        _emit(result.report, shown.path, shown.format, shown.quiet)
+        _emit(result.report, shown)
     if not shown.quiet:
         stderr.print(result.verdict, markup=False)
     for note in result.notes:
@@ -336,23 +359,23 @@ def _finish(result: api.Result, shown: Shown) -> None:
     raise typer.Exit(result.exit_code)
 
 
-def _emit(report: Any, path: str | None, fmt: str, quiet: bool) -> None:
-    """Write ``report`` in ``fmt`` to ``path`` (``-`` is stdout), or to stderr unless
-    ``quiet``, streamed rather than held whole in memory. A file is written atomically: an
-    error while writing (raised as is) leaves the previous file, if any, and no other."""
-    render = _renderer(fmt)
-    if path is not None:
-        with atomic_output(path) as out:
+def _emit(report: Any, shown: Shown) -> None:
+    """Write ``report`` as ``shown`` says: to its path (``-`` is stdout), or to stderr unless
+    quiet, streamed rather than held whole in memory. A file is written atomically: an error
+    while writing (raised as is) leaves the previous file, if any, and no other."""
+    render = _renderer(shown.format)
+    if shown.path is not None:
+        with atomic_output(shown.path) as out:
             stream = TextIOWrapper(out, encoding="utf-8", newline="\n")
             try:
-                render(report, stream)
+                render(report, stream, shown.rendering)
             finally:
                 stream.detach()
-    elif not quiet:
-        render(report, sys.stderr)
+    elif not shown.quiet:
+        render(report, sys.stderr, shown.rendering)
 
 
-def _renderer(fmt: str) -> Callable[[Any, TextIO], None]:
+def _renderer(fmt: str) -> Callable[[Any, TextIO, Rendering], None]:
     from importlib import import_module
 
     return import_module(f"histmig.report.{fmt}").render

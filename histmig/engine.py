@@ -38,7 +38,7 @@ import msgspec
 import orjson
 
 from histmig import schema
-from histmig.records import NotAHistory, Outcome, Record, dumps, envelope_id, locate_messages
+from histmig.records import NotAHistory, Outcome, Problem, Record, dumps, envelope_id, locate_messages
 from histmig.rules import Walk, known_part_kinds, registry
 from histmig.rules.base import CauseMode, Change, Context, Finding, Malformed, Rule
 from histmig.schema import REQUEST_PART_KINDS, RESPONSE_PART_KINDS
@@ -242,7 +242,7 @@ def process_full(record: Record, plan: Plan = Plan()) -> Outcome:
     try:
         changes, findings = _apply(messages, rules, plan)
     except Malformed as exc:
-        return Outcome(record, "rejected", None, errors=[_under(str(exc), prefix)])
+        return Outcome(record, "rejected", None, errors=[_under(exc.args[0], prefix)])
     except Exception as exc:  # a rule met a shape it did not expect: keep the record, say so
         return Outcome(record, "rejected", None, errors=[f"internal error: {type(exc).__name__}: {exc}"])
     if not changes:
@@ -328,7 +328,7 @@ def _validate(messages: list[Any], prefix: str) -> tuple[list[str], list[str]]:
                 if isinstance(part, dict) and isinstance(part.get("part_kind"), str) and part["part_kind"] not in known[kind]
             ]
             for p_index in unknown:
-                warnings.append(f"{prefix}[{m_index}].parts[{p_index}]: unknown part_kind {parts[p_index]['part_kind']!r}, carried unchanged")
+                warnings.append(Problem(f"{prefix}[{m_index}].parts[{p_index}]", f"unknown part_kind {parts[p_index]['part_kind']!r}, carried unchanged"))
             if unknown:
                 message = {**message, "parts": [_PLACEHOLDER[kind] if i in unknown else part for i, part in enumerate(parts)]}
         checked.append(message)
@@ -342,7 +342,7 @@ def _known_part_kinds(rules: tuple[Rule, ...]) -> dict[str, frozenset[str]]:
 
 
 def _under(line: str, prefix: str) -> str:
-    return prefix + line[len("messages") :] if line.startswith("messages") else line
+    return line.under(prefix) if isinstance(line, Problem) else line
 
 
 def _validation_errors(messages: list[Any], prefix: str) -> list[str]:

@@ -57,7 +57,7 @@ def test_select_and_ignore(tmp_path: Path) -> None:
     assert data["summary"]["rejected"] == 11
     for row in data["errors"]:
         assert row["id"].startswith("v0.0.20/")
-        assert row["errors"][0].endswith("tool_call_id: Input should be a valid string")
+        assert row["errors"][0]["path"].endswith("tool_call_id") and row["errors"][0]["message"] == "Input should be a valid string"
 
 
 def test_stdin_to_stdout() -> None:
@@ -91,7 +91,7 @@ def test_audit_writes_nothing_and_reports_markdown(tmp_path: Path) -> None:
     assert invoke("audit", str(copy), "--report", str(report), "--report-format", "markdown").exit_code == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["audit.md", "sample.jsonl"]
     text = report.read_text()
-    assert text.startswith("# histmig report")
+    assert text.startswith("# ✅ pass: histmig audit\n")
     assert "| records_in | 8 |" in text
     assert "| HM103 | retry-prompt -> tool-return | unknown_tool |" in text
 
@@ -178,7 +178,7 @@ def test_python_dash_m_runs_the_same_cli() -> None:
 @pytest.mark.parametrize("name", ["v0.0.20/c_unknown_tool", "v1.0.18/h_thinking_only_structured", "v2.59.0/j_rich_content"])
 def test_json_report_snapshot(name: str, snapshot, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(CORPUS)
-    result = invoke("audit", f"{name}.json", "--report", "-", "--report-format", "json")
+    result = invoke("audit", f"{name}.json", "--report", "-", "--report-format", "json", "--no-timestamp")
     assert result.exit_code == 0
     assert orjson.loads(result.stdout_bytes) == snapshot
 
@@ -371,7 +371,7 @@ def test_cli_report_file_is_the_rendered_report(tmp_path: Path, fmt: str) -> Non
 
 
 def test_a_failed_report_leaves_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def half(report: object, stream: io.TextIOBase) -> None:
+    def half(report: object, stream: io.TextIOBase, how: object) -> None:
         stream.write("{\n")
         raise OSError("disk full")
 
@@ -391,3 +391,13 @@ def test_check_prints_a_warning_line_per_unknown_part_and_strict_exits_1(tmp_pat
     assert f"{source}:line 1 [n1]: warning: messages[0].parts[0]: unknown part_kind 'hologram', carried unchanged" in lenient.stderr
     assert "all 1 records are current" not in lenient.stderr and "1 record holds 1 part of a part_kind" in lenient.stderr
     assert invoke("check", str(source), "--strict", "-q").exit_code == 1
+
+
+def test_report_detail_summary_gives_the_counts_without_a_line_per_change() -> None:
+    summary = invoke("audit", str(ALL), "--report-detail", "summary")
+    assert summary.exit_code == 0 and " -> " not in summary.stderr
+    assert "histmig summary" in summary.stderr and "would change" in summary.stderr
+    assert summary.stderr.rstrip().endswith("histmig audit: 138 of 212 records would be migrated, 74 need nothing, 0 would be rejected; nothing was written")
+    full = invoke("audit", str(ALL), "--report-detail", "full")
+    assert full.stderr.count(" -> ") == 270  # a line per change row of the corpus
+    assert invoke("audit", str(ALL), "--report-detail", "some").stderr == "histmig: Invalid value for '--report-detail': choose auto, full or summary, not 'some' (see histmig audit -h)\n"

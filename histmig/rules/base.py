@@ -86,9 +86,10 @@ class Change(NamedTuple):
 
 
 class Malformed(ValueError):
-    """A part a rule targets has a shape no release wrote, so it cannot be migrated; the
-    message starts with the path inside the record (``messages[2].parts[0].content: …``).
-    The engine rejects the record, unchanged."""
+    """A part a rule targets has a shape no release wrote, so it cannot be migrated; its one
+    argument is the :class:`~histmig.records.Problem` (the path inside the record,
+    ``messages[2].parts[0].content``, and what is wrong). The engine rejects the record,
+    unchanged."""
 
 
 @dataclass(frozen=True)

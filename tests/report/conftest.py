@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from histmig import api
-from histmig.report import Report, rows
+from histmig.report import Rendering, Report, rows
 from tests.conftest import CORPUS
 
 RETRY = {"part_kind": "retry-prompt", "content": "x", "tool_name": None}
@@ -31,10 +31,10 @@ def legacy_report(tmp_path: Path) -> tuple[Report, str]:
     return api.audit(str(source)).report, str(source)
 
 
-def rendered(report: Report, renderer: str) -> str:
+def rendered(report: Report, renderer: str, how: Rendering = Rendering()) -> str:
     """``report`` as the renderer ``histmig.report.<renderer>`` writes it."""
     stream = io.StringIO()
-    import_module(f"histmig.report.{renderer}").render(report, stream)
+    import_module(f"histmig.report.{renderer}").render(report, stream, how)
     return stream.getvalue()
 
 

@@ -10,7 +10,8 @@ import orjson
 import pytest
 
 from histmig import api
-from histmig.report import Report
+from histmig.report import Rendering, Report
+from histmig.report import text as text_report
 from histmig.report.text import render
 from tests.conftest import CORPUS
 from tests.report.conftest import CHANGE, legacy_report, rendered
@@ -63,3 +64,29 @@ def test_an_empty_and_a_rejects_only_report_render(tmp_path: Path) -> None:
     source = tmp_path / "bad.jsonl"
     source.write_bytes(b"{not json\n")
     assert rendered(api.audit(str(source)).report, "text").startswith(f"{source}:line 1: rejected: invalid JSON")
+
+
+def test_past_a_thousand_rows_the_text_report_is_its_summary_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    report, source = legacy_report(tmp_path)
+    def change_lines(lines: list[str]) -> int:
+        return sum(line.startswith(source) and " -> " in line for line in lines)
+
+    assert change_lines(rendered(report, "text").splitlines()) == 271  # 271 <= 1,000: every line
+    monkeypatch.setattr(text_report, "DETAIL_ROWS", 100)
+    lines = rendered(report, "text").splitlines()
+    assert lines[0] == "(271 change and finding lines not shown, more than 100: --report-detail full shows them, --report-format json lists them)"
+    assert lines[1].startswith(f"{source}:line 213: rejected: invalid JSON")
+    assert any(line.startswith("│ would change ") and "│ 139 " in line for line in lines)
+    assert any(line.startswith("│ would be rejected ") and "│ 2 " in line for line in lines)
+    full = rendered(report, "text", Rendering(detail="full")).splitlines()
+    assert change_lines(full) == 271 and full[271].startswith(f"{source}:line 213: rejected")
+    summary = rendered(report, "text", Rendering(detail="summary")).splitlines()
+    assert summary[0].startswith(f"{source}:line 213: rejected") and change_lines(summary) == 0
+
+
+def test_convert_says_changed(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_bytes((CORPUS / "all.jsonl").read_bytes())
+    report = api.convert(str(source), str(tmp_path / "out.jsonl")).report
+    lines = rendered(report, "text").splitlines()
+    assert any(line.startswith("│ changed ") and "│ 138 " in line for line in lines) and not any("would" in line for line in lines)

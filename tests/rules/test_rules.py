@@ -162,7 +162,7 @@ def test_an_unsafe_fix_applies_only_with_unsafe_fixes(toy_rules: Path) -> None:
     runner = CliRunner()
     kept = runner.invoke(app, ["convert", str(source), str(out), "--select", "HM902", "--report", "-", "--report-format", "json"])
     assert kept.exit_code == 0 and out.read_bytes() == source.read_bytes()
-    assert [(row["rule"], row["location"]) for row in orjson.loads(kept.stdout)["findings"]] == [("HM902", "line 1")]
+    assert [(row["rule"], row["line"]) for row in orjson.loads(kept.stdout)["findings"]] == [("HM902", 1)]
     fixed = runner.invoke(app, ["convert", str(source), str(out), "--select", "HM902", "--unsafe-fixes", "-q"])
     assert fixed.exit_code == 0 and orjson.loads(out.read_bytes()) == [{"kind": "response", "parts": [{"part_kind": "thinking", "content": "hi"}]}]
 

@@ -209,5 +209,5 @@ def test_a_format_added_as_one_module_serves_every_command(toy_format: Path) -> 
     runner = CliRunner()
     checked = runner.invoke(app, ["check", str(source), "--report", "-", "--report-format", "json"])
     assert checked.exit_code == 1
-    assert orjson.loads(checked.stdout)["changes"][0]["location"] == "toy 1"
+    assert orjson.loads(checked.stdout)["changes"][0]["key"] == "toy 1"
     assert runner.invoke(app, ["convert", str(source), str(toy_format / "x.jsonl")]).exit_code == 2  # a toy input is written as toy
