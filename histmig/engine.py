@@ -238,7 +238,8 @@ def process_full(record: Record, plan: Plan = Plan()) -> Outcome:
     if not rules and not plan.validate_all:
         return Outcome(record, "unchanged", record.raw)
     record = _named(record, obj)
-    prefix = located.name or "messages"
+    name = located.name
+    prefix = name or "messages"
     try:
         changes, findings = _apply(messages, rules, plan)
     except Malformed as exc:
@@ -258,7 +259,7 @@ def process_full(record: Record, plan: Plan = Plan()) -> Outcome:
         output = dumps(located.put(obj, history.decode()))
     else:
         output = dumps(obj)
-        settled = plan.settled(located.name)(output)
+        settled = plan.settled(name)(output)
     if settled:
         return Outcome(record, "changed", output, changes, [], [], findings)
     errors, warnings = _validate(messages, prefix)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import msgspec
 import orjson
@@ -84,6 +85,7 @@ def field_path(spec: str) -> tuple[str, ...]:
     return tuple(keys)
 
 
+@lru_cache(maxsize=64)
 def spelled(path: tuple[str, ...]) -> str:
     """A path written as :func:`field_path` reads it (``("chat.v1",)`` is ``chat\\.v1``)."""
     return ".".join(key.replace("\\", "\\\\").replace(".", "\\.") for key in path)
@@ -102,12 +104,12 @@ _ENCODER = msgspec.json.Encoder()
 _DECODER = msgspec.json.Decoder()
 
 
-@dataclass(frozen=True)
-class Located:
+class Located(NamedTuple):
     """Where a record's history is: the ``messages`` (a list, as parsed), the ``path`` of
     keys leading to them from the record (``()``: the record is the history), and whether
     they are held as JSON ``text`` in a string field (``"messages": "[{...}]"``, as database
-    exports write them), which :meth:`put` writes back as JSON text."""
+    exports write them), which :meth:`put` writes back as JSON text. (A named tuple: one is
+    made for every record that goes the full way.)"""
 
     messages: list[Any]
     path: tuple[str, ...] = ()
@@ -184,7 +186,10 @@ def locate_messages(
             raise NotAHistory(f"field {field!r} is {said}")
         return found
     for candidate in MESSAGE_FIELD_CANDIDATES:
-        found = _held(obj.get(candidate), (candidate,))
+        value = obj.get(candidate)
+        if value.__class__ is list:
+            return Located(value, (candidate,))
+        found = _held(value, (candidate,)) if value is not None else None
         if found is not None:
             return found
     held = [found for key, value in obj.items() if value and (found := _held(value, (key,), looks_like)) is not None and found.messages]
