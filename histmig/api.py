@@ -131,7 +131,8 @@ class Result:
     @property
     def notes(self) -> list[str]:
         """Notes for the user besides the verdict: a rejects file an earlier run left there,
-        added to; a stdin read as JSONL that looks like one JSON document."""
+        added to; a stdin read as JSONL that looks like one JSON document; a ``.json`` file
+        that looks like JSONL."""
         notes = []
         for path in self.earlier_rejects:
             if any(w.rejected == path for w in self.wrote):
@@ -149,6 +150,9 @@ class Result:
             and first["errors"][0].startswith("invalid JSON")
         ):
             notes.append("stdin was read as JSONL and no line of it is a record; if it holds one JSON document, add --format json")
+        for row in self.report.errors:
+            if row["location"] == "file" and row["errors"][0].startswith("invalid JSON: unexpected content after document: line 2 "):
+                notes.append(f"{row['source']} holds more than one JSON document; if it holds one record a line, add --format jsonl")
         return notes
 
     @property

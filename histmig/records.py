@@ -157,6 +157,12 @@ def _held(value: Any, path: tuple[str, ...], looks_like: Callable[[Any], bool] |
     return None
 
 
+def _held_in(obj: dict[str, Any], path: tuple[str, ...], looks_like: Callable[[Any], bool]) -> list[Located]:
+    """Every non-empty history ``looks_like`` accepts among the fields of ``obj`` (which is at
+    ``path``)."""
+    return [found for key, value in obj.items() if value and (found := _held(value, (*path, key), looks_like)) is not None and found.messages]
+
+
 def locate_messages(
     obj: Any, field: str | None = None, looks_like: Callable[[Any], bool] = _looks_like_history, what: str = "messages"
 ) -> Located:
@@ -166,7 +172,8 @@ def locate_messages(
     :func:`field_path`, maybe nested: ``payload.messages``) when it is given, else in the
     first candidate field (:data:`MESSAGE_FIELD_CANDIDATES`) holding a list, else in the only
     non-empty field ``looks_like`` accepts (a list of messages; the OTel export passes its own
-    test and ``what``). The list may be held as JSON text in a string field. Raises
+    test and ``what``), else in the only such field of an object one level down
+    (``{"payload": {"msgs": [...]}}``). The list may be held as JSON text in a string field. Raises
     :class:`NotAHistory` naming what was found instead (or :class:`BadFieldPath` for a
     ``field`` that names no key).
     """
@@ -192,7 +199,9 @@ def locate_messages(
         found = _held(value, (candidate,)) if value is not None else None
         if found is not None:
             return found
-    held = [found for key, value in obj.items() if value and (found := _held(value, (key,), looks_like)) is not None and found.messages]
+    held = _held_in(obj, (), looks_like)
+    if not held:  # one level down: an event's {"payload": {"messages": [...]}}
+        held = [found for key, value in obj.items() if isinstance(value, dict) for found in _held_in(value, (key,), looks_like)]
     if len(held) == 1:
         return held[0]
     present = next((key for key in MESSAGE_FIELD_CANDIDATES if key in obj), None)

@@ -191,3 +191,12 @@ def test_the_api_runs_as_many_workers_as_the_cli_by_default(monkeypatch: pytest.
     api.audit(str(ALL))
     CliRunner().invoke(app, ["audit", str(ALL), "-q"])
     assert jobs == [3, 3]
+
+
+def test_a_json_file_holding_one_record_a_line_gets_a_note(tmp_path: Path) -> None:
+    source = tmp_path / "lines.json"
+    source.write_bytes(LEGACY + b"\n" + LEGACY + b"\n")
+    result = api.audit(str(source))
+    assert result.exit_code == 1
+    assert result.notes == [f"{source} holds more than one JSON document; if it holds one record a line, add --format jsonl"]
+    assert api.audit(str(source), Options(format="jsonl")).report.counts["changed"] == 2

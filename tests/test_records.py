@@ -23,6 +23,8 @@ TEXT = '[{"kind": "request", "parts": []}]'
         ({"payload": {"msgs": HISTORY}}, "payload.msgs", "payload.msgs"),
         ({"payload.msgs": HISTORY}, "payload\\.msgs", "payload\\.msgs"),
         ({"payload.msgs": HISTORY}, None, "payload\\.msgs"),
+        ({"id": 1, "payload": {"user": "u", "messages": HISTORY}}, None, "payload.messages"),
+        ({"event": {"chat": HISTORY}, "other": {"x": []}}, None, "event.chat"),
     ],
 )
 def test_the_history_is_the_array_or_the_named_or_found_field(obj: object, field: str | None, found: str | None) -> None:
@@ -78,6 +80,7 @@ def test_a_field_path_that_names_no_key_is_refused(spec: str, said: str) -> None
         ({"payload": []}, "payload.messages", "field 'payload.messages' is missing or not an array"),
         ({"messages": {}}, None, "field 'messages' is not an array (if the messages are in another field, name it with --messages-field)"),
         ({"a": HISTORY, "b": HISTORY}, None, "no messages field found (name it with --messages-field)"),
+        ({"a": {"m": HISTORY}, "b": {"m": HISTORY}}, None, "no messages field found (name it with --messages-field)"),
     ],
 )
 def test_what_is_not_a_history_is_said(obj: object, field: str | None, message: str) -> None:

@@ -132,7 +132,7 @@ def output_format(input_format: Format, output: str) -> str:
     if named is None and (not input_format.columnar or not Path(output).suffix):
         return input_format.written_as[0]
     kinds = " or ".join(f"{fmt.description} ({fmt.suffixes[0]})" for fmt in map(formats().get, input_format.written_as) if fmt)
-    what = kinds if input_format.columnar else f"the input's own format ({_names(f for f in formats().values() if not f.columnar)})"
+    what = kinds if input_format.columnar else f"{input_format.description} ({', '.join(input_format.suffixes)})"
     raise UsageError(f"{output}: this input is written as {what}; choose an output name that says so")
 
 
@@ -185,10 +185,6 @@ def own_name(path: str, fmt: Format) -> str:
         return name
     suffix = next((s for s in fmt.suffixes if name.lower().endswith(s)), "")
     return name[: len(name) - len(suffix)] + formats()[fmt.written_as[0]].suffixes[0]
-
-
-def _names(fmts) -> str:
-    return " or ".join(fmt.description for fmt in fmts)
 
 
 def _suffixes(names: tuple[str, ...]) -> str:

@@ -169,3 +169,17 @@ def test_a_write_that_fails_is_one_line_exit_2_and_leaves_no_file(tmp_path: Path
     result = invoke("convert", str(ALL), str(out), "-q", "--jobs", "1")
     assert (result.exit_code, result.stderr) == (2, f"histmig: cannot write {out}: No space left on device\n")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_stdout_closed_early_ends_the_run_silently_with_exit_1(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    big = tmp_path / "big.jsonl"
+    big.write_bytes(ALL.read_bytes() * 40)
+    process = subprocess.Popen([sys.executable, "-m", "histmig", "convert", str(big), "-", "-q", "--jobs", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    assert process.stdout is not None and process.stdout.read(100)
+    process.stdout.close()
+    assert (process.wait(timeout=60), process.stderr.read()) == (1, b"")
