@@ -1,8 +1,10 @@
 """The documented Python API: one function per command (sqlite-utils style: the command line
 is a thin shell over these).
 
-Each takes the input (a path, a directory or glob of Parquet files, a database file, or ``-``
-for stdin), for ``convert`` and the exports the output, and an :class:`~histmig.options.Options`;
+Each takes the input (a path: a file, a directory or a glob, each file in its own format, a
+database file, or ``-`` for stdin; or a list of them), for ``convert`` and the exports the
+output (one rule: :func:`~histmig.sources.output_paths`), and an
+:class:`~histmig.options.Options` (its default ``jobs`` the command line's: every core);
 each returns a :class:`Result`: the :class:`~histmig.report.Report`, what was written, the
 verdict line and the exit code. They raise :class:`~histmig.sources.base.UsageError`,
 :class:`~histmig.sources.base.UnreadableInput` or :class:`~histmig.sources.base.UnwritableOutput`
