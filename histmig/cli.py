@@ -23,7 +23,6 @@ from typing import Annotated, Any, Optional, TextIO
 
 import orjson
 import typer
-import typer._click as click
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
@@ -48,7 +47,7 @@ class _PlainArgument(TyperArgument):
     def _usage_display_name(self) -> str:
         return self.display_name_raw if self.required else f"[{self.display_name_raw}]"
 
-    def display_type_rich(self, ctx: click.Context) -> str | None:
+    def display_type_rich(self, ctx: typer.Context) -> str | None:
         return None
 
 
@@ -62,7 +61,7 @@ class _Command(TyperCommand):
             if type(param) is TyperArgument:
                 param.__class__ = _PlainArgument
 
-    def get_help_option(self, ctx: click.Context) -> Any:
+    def get_help_option(self, ctx: typer.Context) -> Any:
         option = super().get_help_option(ctx)
         if option is not None:
             option.metavar = ""
@@ -74,7 +73,7 @@ class _Group(TyperGroup):
     command line itself (an unknown option, a bad value, a missing argument) is one line on
     stderr, pointing at the command's help, with exit code 2."""
 
-    def get_help_option(self, ctx: click.Context) -> Any:
+    def get_help_option(self, ctx: typer.Context) -> Any:
         option = super().get_help_option(ctx)
         if option is not None:
             option.metavar = ""
@@ -85,13 +84,13 @@ class _Group(TyperGroup):
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         try:
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except click.exceptions.NoArgsIsHelpError as exc:  # the help was shown
-            sys.exit(exc.exit_code)
-        except click.ClickException as exc:
+        except typer.TyperException as exc:  # a command-line error (typer tells "no arguments: the help was shown" by its name too)
+            if type(exc).__name__ == "NoArgsIsHelpError":
+                sys.exit(exc.exit_code)  # type: ignore[attr-defined]
             ctx = getattr(exc, "ctx", None)
             hint = f" (see {ctx.command_path} -h)" if ctx is not None else ""
             stderr.print(f"histmig: {exc.format_message().rstrip('.')}{hint}", markup=False, soft_wrap=True)
-            sys.exit(exc.exit_code)
+            sys.exit(exc.exit_code)  # type: ignore[attr-defined]
         except typer.Abort:
             stderr.print("Aborted!", markup=False)
             sys.exit(1)

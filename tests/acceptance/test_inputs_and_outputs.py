@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
 import pytest
 from typer.testing import CliRunner
 
-from tests.conftest import CORPUS, HISTORIES
+from histmig.cli import app
+from tests.conftest import CORPUS, HISTORIES, ROOT
 
 runner = CliRunner()
 ALL = CORPUS / "all.jsonl"
@@ -20,13 +23,7 @@ LINES = ALL.read_bytes().splitlines()
 
 
 def invoke(*args: str):
-    return runner.invoke(_app(), list(args))
-
-
-def _app():
-    from histmig.cli import app
-
-    return app
+    return runner.invoke(app, list(args))
 
 
 @pytest.fixture
@@ -69,7 +66,7 @@ def test_every_command_reads_a_directory_of_json_and_jsonl_files(exports: Path, 
 
 
 def test_a_quoted_glob_and_stdin_are_inputs_too(exports: Path, tmp_path: Path) -> None:
-    result = runner.invoke(_app(), ["audit", str(exports / "v0.0.*.json"), "-", "-q", "--report", "-", "--report-format", "json"], input=LINES[0] + b"\n")
+    result = runner.invoke(app, ["audit", str(exports / "v0.0.*.json"), "-", "-q", "--report", "-", "--report-format", "json"], input=LINES[0] + b"\n")
     assert result.exit_code == 0, result.output
     sources = {row["source"] for row in orjson.loads(result.stdout)["changes"]}
     assert "-" in sources and all(source == "-" or "/v0.0." in source for source in sources)
@@ -172,11 +169,6 @@ def test_a_write_that_fails_is_one_line_exit_2_and_leaves_no_file(tmp_path: Path
 
 
 def test_a_stdout_closed_early_ends_the_run_silently_with_exit_1(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    from tests.conftest import ROOT
-
     big = tmp_path / "big.jsonl"
     big.write_bytes(ALL.read_bytes() * 40)
     process = subprocess.Popen([sys.executable, "-m", "histmig", "convert", str(big), "-", "-q", "--jobs", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
