@@ -10,12 +10,13 @@ attention (``check``: a record needs a rule, is invalid or has a finding; ``conv
 
 from __future__ import annotations
 
+import errno
 import functools
 import inspect
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import Enum
+from functools import partial
 from io import TextIOWrapper
 from pathlib import Path
 from typing import Annotated, Any, Optional, TextIO
@@ -29,13 +30,72 @@ from rich.table import Table
 
 from histmig import __version__, api
 from histmig.options import Options
-from histmig.sources import format_of, formats
+from histmig.report import DETAIL_ROWS, Rendering
+from histmig.sources import formats, input_paths
 from histmig.sources.atomic import atomic_output
 from histmig.sources.base import UnreadableInput, UnwritableOutput, UsageError
 from histmig.tuning import keep_heap_slack, tune_allocators, use_jemalloc
+from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 EXIT_OK, EXIT_USAGE = 0, 2
 """The exit codes the command line sets itself; the others come from :attr:`histmig.api.Result.exit_code`."""
+
+class _PlainArgument(TyperArgument):
+    """An argument shown by its metavar alone (``INPUT...``, ``[CODE]``): typer 0.29 shows a
+    required one as ``{INPUT}`` in the usage line and adds its Python type (``<str>``)."""
+
+    def _usage_display_name(self) -> str:
+        return self.display_name_raw if self.required else f"[{self.display_name_raw}]"
+
+    def display_type_rich(self, ctx: typer.Context) -> str | None:
+        return None
+
+
+class _Command(TyperCommand):
+    """A command whose help shows plain metavars: its arguments are :class:`_PlainArgument` objects
+    and its help option (``-h``, ``--help``) shows no ``<bool>``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if type(param) is TyperArgument:
+                param.__class__ = _PlainArgument
+
+    def get_help_option(self, ctx: typer.Context) -> Any:
+        option = super().get_help_option(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+
+class _Group(TyperGroup):
+    """The ``histmig`` group: every command is a :class:`_Command`, and an error of the
+    command line itself (an unknown option, a bad value, a missing argument) is one line on
+    stderr, pointing at the command's help, with exit code 2."""
+
+    def get_help_option(self, ctx: typer.Context) -> Any:
+        option = super().get_help_option(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except typer.TyperException as exc:  # a command-line error (typer tells "no arguments: the help was shown" by its name too)
+            if type(exc).__name__ == "NoArgsIsHelpError":
+                sys.exit(exc.exit_code)  # type: ignore[attr-defined]
+            ctx = getattr(exc, "ctx", None)
+            hint = f" (see {ctx.command_path} -h)" if ctx is not None else ""
+            stderr.print(f"histmig: {exc.format_message().rstrip('.')}{hint}", markup=False, soft_wrap=True)
+            sys.exit(exc.exit_code)  # type: ignore[attr-defined]
+        except typer.Abort:
+            stderr.print("Aborted!", markup=False)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else EXIT_OK)
+
 
 app = typer.Typer(
     help="Migrate stored pydantic-ai message histories: legacy retry-prompt parts become the parts they always meant.",
@@ -45,33 +105,38 @@ app = typer.Typer(
         "  histmig audit chats.jsonl                    # dry run, report only\n\n"
         "  histmig check chats.v2.jsonl                 # in CI: 0 = all current\n\n"
         "  histmig rules                                # what each rule does\n\n"
-        "Each command has its own --help."
+        "Each command has its own --help (-h)."
     ),
+    cls=_Group,
     no_args_is_help=True,
     add_completion=False,
     rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+command = partial(app.command, cls=_Command)
+"""``app.command`` making a :class:`_Command`."""
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
-class CauseChoice(str, Enum):
-    inferred = "inferred"
-    framework = "framework"
+def _choice(*values: str) -> Callable[[Any], Any]:
+    """A callback accepting one of ``values``, and refusing anything else in plain words
+    (``choose text, json or markdown, not 'xml'``)."""
+    words = ", ".join(values[:-1]) + f" or {values[-1]}"
+
+    def check(value: Any) -> Any:
+        if value is not None and value not in values:
+            raise typer.BadParameter(f"choose {words}, not {value!r}")
+        return value
+
+    return check
 
 
-class ReportFormat(str, Enum):
-    text = "text"
-    json = "json"
-    markdown = "markdown"
-
-
-InputFormat = Enum("InputFormat", {name: name for name in formats()}, type=str)  # type: ignore[misc]
+CAUSE_MODES = ("inferred", "framework")
+REPORT_FORMATS = ("text", "json", "markdown")
+INPUT_FORMATS = tuple(formats())
 """``--format``: the name of any format of the registry (:func:`histmig.sources.formats`)."""
-
-
-class OtelVersion(str, Enum):
-    v5 = "5"
-    v6 = "6"
+OTEL_VERSIONS = ("5", "6")
+REPORT_DETAILS = ("auto", "full", "summary")
 
 
 @dataclass(frozen=True)
@@ -95,14 +160,22 @@ FIXES = _bundle(
 )
 CAUSES = _bundle(
     causes=(
-        Annotated[CauseChoice, typer.Option("--causes", metavar="MODE", help="inferred: causes from evidence; framework: exactly the retry values pydantic-ai 2.68's loader writes (HM103 off).")],
-        CauseChoice.inferred,
+        Annotated[str, typer.Option("--causes", metavar="MODE", callback=_choice(*CAUSE_MODES), help="inferred: causes from evidence; framework: exactly the retry values pydantic-ai 2.68's loader writes (HM103 off).")],
+        "inferred",
     ),
 )
 RECORDS = _bundle(
     messages_field=(Annotated[Optional[str], typer.Option("--messages-field", metavar="FIELD", help="Envelope field holding the messages (default: auto-detect).")], None),
     input_format=(
-        Annotated[Optional[InputFormat], typer.Option("--format", metavar="FORMAT", help=f"Input format when INPUT does not tell: {', '.join(formats())} (postgres: INPUT may be a connection string or a database name, the rest from the PG* variables).")],
+        Annotated[
+            Optional[str],
+            typer.Option(
+                "--format",
+                metavar="FORMAT",
+                callback=_choice(*INPUT_FORMATS),
+                help=f"Input format when INPUT does not tell: {', '.join(INPUT_FORMATS)} (postgres: INPUT may be a connection string or a database name, the rest from the PG* variables).",
+            ),
+        ],
         None,
     ),
 )
@@ -122,7 +195,7 @@ COLUMNS = _bundle(
 )
 JOBS = _bundle(
     jobs=(
-        Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, metavar="N", help="Worker processes (default: the number of cores); 1 runs in this process. Output and report are the same for any N.")],
+        Annotated[Optional[int], typer.Option("--jobs", "-j", metavar="N", help="Worker processes, 1 or more (default: the number of cores); 1 runs in this process. Output and report are the same for any N.")],
         None,
     ),
 )
@@ -137,34 +210,53 @@ REJECTS = _bundle(
 )
 REPORT = _bundle(
     report=(Annotated[Optional[str], typer.Option("--report", metavar="FILE", help="Write the report to this file (- for stdout) instead of stderr.")], None),
-    report_format=(Annotated[ReportFormat, typer.Option("--report-format", metavar="FORMAT", help="Report format: text, json or markdown.")], ReportFormat.text),
+    report_format=(Annotated[str, typer.Option("--report-format", metavar="FORMAT", callback=_choice(*REPORT_FORMATS), help="Report format: text, json or markdown.")], "text"),
     quiet=(Annotated[bool, typer.Option("--quiet", "-q", metavar="", help="Nothing on stderr: no report, error lines nor summary line (a --report file is still written; the exit code tells).")], False),
+    report_detail=(
+        Annotated[
+            str,
+            typer.Option(
+                "--report-detail",
+                metavar="DETAIL",
+                callback=_choice(*REPORT_DETAILS),
+                help=f"full: a line per change; summary: the counts, errors and warnings only; auto: full up to {DETAIL_ROWS:,} changes, else the summary (the JSON report always lists every change).",
+            ),
+        ],
+        "auto",
+    ),
+    no_timestamp=(Annotated[bool, typer.Option("--no-timestamp", metavar="", help="Leave the start time out of the JSON report, so two runs give the same bytes.")], False),
 )
 
-InputArg = Annotated[
-    str,
-    typer.Argument(
-        metavar="INPUT",
-        help="Archive to read: .json (one history), .jsonl/.ndjson (one record a line, maybe gzipped), "
-        ".parquet (a file, a directory or a glob), .duckdb or .sqlite (with --table), a postgresql:// URL (with --table), or - for stdin.",
-    ),
-]
+INPUT_HELP = (
+    "Archives to read: .json (one history), .jsonl/.ndjson (one record a line, maybe gzipped), .parquet, "
+    ".duckdb or .sqlite (with --table), a postgresql:// URL (with --table), - for stdin, a directory (its .json, .jsonl, .ndjson and "
+    ".parquet files) or a quoted glob; several may be given."
+)
+InputArg = Annotated[list[str], typer.Argument(metavar="INPUT...", help=INPUT_HELP)]
 
 
 @dataclass(frozen=True)
 class Shown:
     """Where the report goes (the :data:`REPORT` bundle): a ``path`` (``-``: stdout; ``None``:
-    stderr), its ``format``, and ``quiet`` (nothing on stderr)."""
+    stderr), its ``format``, ``quiet`` (nothing on stderr), and how it is rendered
+    (:class:`~histmig.report.Rendering`: ``detail``, and the start time unless
+    ``no_timestamp``)."""
 
     path: str | None
-    format: ReportFormat
+    format: str
     quiet: bool
+    detail: str = "auto"
+    no_timestamp: bool = False
+
+    @property
+    def rendering(self) -> Rendering:
+        return Rendering(self.detail, not self.no_timestamp)  # type: ignore[arg-type]
 
 
 _OPTION_NAMES = {"select", "ignore", "unsafe_fixes", "causes", "messages_field", "input_format", "messages_column", "id_column", "table", "jobs", "schema", "key_column", "single_transaction"}
 """Bundle parameters that make the :class:`~histmig.options.Options`."""
 
-_SHOWN_NAMES = {"report": "path", "report_format": "format", "quiet": "quiet"}
+_SHOWN_NAMES = {"report": "path", "report_format": "format", "quiet": "quiet", "report_detail": "detail", "no_timestamp": "no_timestamp"}
 """The :data:`REPORT` bundle's parameters, which make a :class:`Shown`."""
 
 
@@ -200,9 +292,9 @@ def _options(
     select: list[str] | None = None,
     ignore: list[str] | None = None,
     unsafe_fixes: bool = False,
-    causes: CauseChoice = CauseChoice.inferred,
+    causes: str = "inferred",
     messages_field: str | None = None,
-    input_format: InputFormat | None = None,
+    input_format: str | None = None,
     messages_column: str | None = None,
     id_column: str | None = None,
     table: str | None = None,
@@ -215,9 +307,9 @@ def _options(
         tuple(select or ()),
         tuple(ignore or ()),
         unsafe_fixes,
-        causes.value,
+        causes,
         messages_field,
-        input_format and input_format.value,
+        input_format,
         messages_column,
         id_column,
         table,
@@ -231,8 +323,9 @@ def _options(
 
 
 class _usage_errors:
-    """A block whose usage errors, unreadable inputs and unwritable outputs end the command
-    with one line on stderr and exit code 2."""
+    """A block whose usage errors, unreadable inputs, unwritable outputs and any other
+    ``OSError`` (a disk that fills up, a file that vanishes) end the command with one line on
+    stderr, naming the path and the cause, and exit code 2 (``-q`` does not silence it)."""
 
     def __enter__(self) -> None:
         return None
@@ -241,6 +334,10 @@ class _usage_errors:
         if isinstance(exc, (UsageError, UnreadableInput, UnwritableOutput)):
             what = "cannot read " if isinstance(exc, UnreadableInput) else "cannot write " if isinstance(exc, UnwritableOutput) else ""
             stderr.print(f"histmig: {what}{exc}", markup=False)
+            raise typer.Exit(EXIT_USAGE) from exc
+        if isinstance(exc, OSError) and exc.errno != errno.EPIPE:  # a closed stdout ends the run silently, exit 1, as click does
+            where = f"{exc.filename}: " if exc.filename else ""
+            stderr.print(f"histmig: {where}{exc.strerror or exc}", markup=False)
             raise typer.Exit(EXIT_USAGE) from exc
 
 
@@ -270,25 +367,27 @@ class _Bar:
         self.bar.advance(self.task, done)
 
 
-def _run(command: Callable[..., api.Result], input_path: str, *args: Any, options: Options, **kwargs: Any) -> api.Result:
-    """``command(input_path, ...)`` with process tuning (:mod:`histmig.tuning`; Arrow's pool
+def _run(command: Callable[..., api.Result], inputs: list[str], *args: Any, options: Options, **kwargs: Any) -> api.Result:
+    """``command(inputs, ...)`` with process tuning (:mod:`histmig.tuning`; Arrow's pool
     for a columnar input), a progress bar on a terminal, and exit 2 on a usage error."""
     keep_heap_slack()
     with _usage_errors():
-        if format_of(input_path, options.format).columnar:
+        if any(fmt.columnar for _, fmt in input_paths(inputs, options.format)):
             use_jemalloc()
         args = (*args, options)
         if not sys.stderr.isatty():
-            return command(input_path, *args, **kwargs)
+            return command(inputs, *args, **kwargs)
         columns = (*Progress.get_default_columns()[:1], BarColumn(), DownloadColumn(), TimeRemainingColumn())
+        name = Path(inputs[0]).name if len(inputs) == 1 else f"{len(inputs)} inputs"
         with Progress(*columns, console=stderr, transient=True) as bar:
-            return command(input_path, *args, progress=_Bar(bar, Path(input_path).name), **kwargs)
+            return command(inputs, *args, progress=_Bar(bar, name), **kwargs)
 
 
 def _finish(result: api.Result, shown: Shown) -> None:
     """Render the report as ``shown`` says, print the verdict line (unless quiet) and the
     notes, and exit with the result's code."""
-    _emit(result.report, shown.path, shown.format, shown.quiet)
+    with _usage_errors():
+        _emit(result.report, shown)
     if not shown.quiet:
         stderr.print(result.verdict, markup=False)
     for note in result.notes:
@@ -296,29 +395,29 @@ def _finish(result: api.Result, shown: Shown) -> None:
     raise typer.Exit(result.exit_code)
 
 
-def _emit(report: Any, path: str | None, fmt: ReportFormat, quiet: bool) -> None:
-    """Write ``report`` in ``fmt`` to ``path`` (``-`` is stdout), or to stderr unless
-    ``quiet``, streamed rather than held whole in memory. A file is written atomically: an
-    error while writing (raised as is) leaves the previous file, if any, and no other."""
-    render = _renderer(fmt)
-    if path is not None:
-        with atomic_output(path) as out:
+def _emit(report: Any, shown: Shown) -> None:
+    """Write ``report`` as ``shown`` says: to its path (``-`` is stdout), or to stderr unless
+    quiet, streamed rather than held whole in memory. A file is written atomically: an error
+    while writing (raised as is) leaves the previous file, if any, and no other."""
+    render = _renderer(shown.format)
+    if shown.path is not None:
+        with atomic_output(shown.path) as out:
             stream = TextIOWrapper(out, encoding="utf-8", newline="\n")
             try:
-                render(report, stream)
+                render(report, stream, shown.rendering)
             finally:
                 stream.detach()
-    elif not quiet:
-        render(report, sys.stderr)
+    elif not shown.quiet:
+        render(report, sys.stderr, shown.rendering)
 
 
-def _renderer(fmt: ReportFormat) -> Callable[[Any, TextIO], None]:
+def _renderer(fmt: str) -> Callable[[Any, TextIO, Rendering], None]:
     from importlib import import_module
 
-    return import_module(f"histmig.report.{fmt.value}").render
+    return import_module(f"histmig.report.{fmt}").render
 
 
-@app.command(
+@command(
     epilog=(
         "Examples:\n\n"
         "  histmig convert chats.jsonl chats.v2.jsonl\n\n"
@@ -333,29 +432,41 @@ def _renderer(fmt: ReportFormat) -> Callable[[Any, TextIO], None]:
 )
 @shared(SELECT, FIXES, CAUSES, RECORDS, COLUMNS, JOBS, REJECTS, REPORT)
 def convert(
-    input_path: InputArg,
-    output_path: Annotated[Optional[str], typer.Argument(metavar="OUTPUT", help="Where to write the migrated archive (same format), or - for stdout; Parquet/database: a .parquet or .jsonl file.")] = None,
+    paths: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="INPUT... [OUTPUT]",
+            help=INPUT_HELP + " The last is OUTPUT, unless --in-place or --to-table: a file (its name tells the format: the input's own, or "
+            "for Parquet and databases .parquet or .jsonl), - for stdout, or a directory (for several inputs, a directory or a glob: each "
+            "written there under its own name).",
+        ),
+    ],
     in_place: Annotated[
         bool,
         typer.Option(
             "--in-place",
             metavar="",
-            help="Replace INPUT once the migrated archive is complete (DuckDB, SQLite: rewrite --table in one transaction; PostgreSQL: update the changed rows, a transaction a page, never a row another client wrote meanwhile); no OUTPUT.",
+            help="Replace each INPUT once its migrated archive is complete (DuckDB, SQLite: rewrite --table in one transaction; PostgreSQL: "
+            "update the changed rows, a transaction a page, never a row another client wrote meanwhile); no OUTPUT.",
         ),
     ] = False,
     to_table: Annotated[Optional[str], typer.Option("--to-table", metavar="TABLE", help="DuckDB/PostgreSQL/SQLite: write to this new table instead of OUTPUT.")] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", metavar="", help="With --to-table (DuckDB): replace the table if it exists (an output file is always replaced, once the new one is complete).")] = False,
     *,
     options: Options,
     shown: Shown,
     rejects: Optional[str],
 ) -> None:
     """Write the migrated archive. Unchanged records are copied byte for byte."""
+    inputs, output_path = (paths, None) if in_place or to_table is not None or len(paths) == 1 else (paths[:-1], paths[-1])
     with _usage_errors():
         api.check_outputs(("OUTPUT", output_path), ("--rejects", rejects), ("--report", shown.path))
-    _finish(_run(api.convert, input_path, output_path, options=options, rejects=rejects, in_place=in_place, to_table=to_table), shown)
+        if output_path is None and not in_place and to_table is None:
+            raise UsageError("give OUTPUT after INPUT, or --in-place, or --to-table for a database input")
+    _finish(_run(api.convert, inputs, output_path, options=options, rejects=rejects, in_place=in_place, to_table=to_table, overwrite=overwrite), shown)
 
 
-@app.command(
+@command(
     epilog=(
         "Examples:\n\n  histmig audit chats.jsonl\n\n  histmig audit chats.jsonl --report audit.md --report-format markdown\n\n"
         "  histmig audit 'lake/*.parquet' --id-column conversation_id\n\n  histmig audit chats.duckdb --table conversations\n\n"
@@ -373,7 +484,7 @@ def audit(
     _report_only(api.audit, input_path, options, shown)
 
 
-@app.command(
+@command(
     epilog=(
         "Examples:\n\n  histmig check chats.jsonl   # in CI: exit 1 if anything needs migrating\n\n  histmig check history.json --select HM2\n\n"
         "  histmig check chats.parquet\n\n  histmig check chats.duckdb --table conversations --id-column id\n\n"
@@ -383,31 +494,32 @@ def audit(
 @shared(SELECT, RECORDS, COLUMNS, JOBS, REPORT)
 def check(
     input_path: InputArg,
+    strict: Annotated[bool, typer.Option("--strict", metavar="", help="Also fail (exit 1) when a record holds a part of a part_kind pydantic-ai 2.68 does not know (a newer release's, carried unchanged).")] = False,
     *,
     options: Options,
     shown: Shown,
 ) -> None:
-    """Exit 0 when every record is current and valid, 1 when any needs a rule, fails validation or has a finding, 2 when the input is unreadable."""
-    _report_only(api.check, input_path, options, shown)
+    """Exit 0 when every record is current and valid, 1 when any needs a rule, fails validation or has a finding (with --strict: or holds a part of an unknown part_kind), 2 when the input is unreadable."""
+    _report_only(api.check, input_path, options, shown, strict=strict)
 
 
-def _report_only(command: Callable[..., api.Result], input_path: str, options: Options, shown: Shown) -> None:
+def _report_only(command: Callable[..., api.Result], input_path: str, options: Options, shown: Shown, **kwargs: Any) -> None:
     """``audit`` and ``check``: run ``command``, which writes nothing, and show its report."""
     with _usage_errors():
         api.check_outputs(("--report", shown.path))
-    _finish(_run(command, input_path, options=options), shown)
+    _finish(_run(command, input_path, options=options, **kwargs), shown)
 
 
-@app.command()
+@command()
 def rules(code: Annotated[Optional[str], typer.Argument(metavar="CODE", help="Show the rules with this code or prefix in full, with an example (HM103, HM2).")] = None) -> None:
-    """List the rules: code, summary, the framework-facts section each comes from and its fix (safe, unsafe, or none: it only reports)."""
+    """List the rules: code, summary and its fix (safe, unsafe, or none: it only reports); with CODE, a rule in full (what it does, why, where it comes from in pydantic-ai, an example)."""
     console = Console(highlight=False)
     with _usage_errors():
         selected = api.rules(code)
     if code is None:
-        table = Table("code", "summary", "fix", "source")
+        table = Table("code", "summary", "fix")
         for rule in selected:
-            table.add_row(rule.code, rule.summary, rule.applicability if rule.fix else "none", rule.source)
+            table.add_row(rule.code, rule.summary, rule.applicability if rule.fix else "none")
         console.print(table)
         return
     for rule in selected:
@@ -428,7 +540,10 @@ def _indented(text: str) -> str:
     return orjson.dumps(orjson.loads(text), option=orjson.OPT_INDENT_2).decode()
 
 
-OTEL_INPUT_HELP = "Archive to read: .json (one history), .jsonl/.ndjson (one record a line, maybe gzipped), or - for stdin."
+OTEL_INPUT_HELP = (
+    "Archives to read: .json (one history), .jsonl/.ndjson (one record a line, maybe gzipped), - for stdin, or a directory or quoted glob of them; "
+    "the last is OUTPUT: a file, - for stdout, or a directory for several inputs."
+)
 OtelQuietOpt = Annotated[bool, typer.Option("--quiet", "-q", metavar="", help="No summary line on stderr (rejected records are still named).")]
 
 
@@ -440,7 +555,7 @@ def _otel_done(result: api.Result, quiet: bool) -> None:
     raise typer.Exit(result.exit_code)
 
 
-@app.command(
+@command(
     "otel",
     epilog=(
         "Examples:\n\n"
@@ -450,9 +565,8 @@ def _otel_done(result: api.Result, quiet: bool) -> None:
 )
 @shared(CAUSES, RECORDS, REJECTS)
 def otel(
-    input_path: Annotated[str, typer.Argument(metavar="INPUT", help=OTEL_INPUT_HELP)],
-    output_path: Annotated[str, typer.Argument(metavar="OUTPUT", help="Where to write the OTel messages (same format), or - for stdout.")],
-    version: Annotated[OtelVersion, typer.Option("--version", help="pydantic-ai instrumentation version (5, the framework's default, or 6, which puts tool results under role 'tool').")] = OtelVersion.v5,
+    paths: Annotated[list[str], typer.Argument(metavar="INPUT... OUTPUT", help=OTEL_INPUT_HELP)],
+    version: Annotated[str, typer.Option("--version", metavar="N", callback=_choice(*OTEL_VERSIONS), help="pydantic-ai instrumentation version: 5 (the framework's default) or 6 (tool results under role 'tool').")] = "5",
     include_content: Annotated[bool, typer.Option("--include-content/--no-include-content", metavar="", help="Record prompts, completions, arguments and results.")] = True,
     quiet: OtelQuietOpt = False,
     *,
@@ -461,15 +575,15 @@ def otel(
 ) -> None:
     """Export each history (legacy parts migrated first) as the OpenTelemetry GenAI message list pydantic-ai's instrumentation records."""
     with _usage_errors():
-        result = api.otel(input_path, output_path, options, version=int(version.value), include_content=include_content, rejects=rejects)
+        inputs, output_path = _inputs_and_output(paths)
+        result = api.otel(inputs, output_path, options, version=int(version), include_content=include_content, rejects=rejects)
     _otel_done(result, quiet)
 
 
-@app.command("otel-upgrade", epilog="Examples:\n\n  histmig otel-upgrade spans.v5.jsonl spans.v6.jsonl\n\n  cat spans.jsonl | histmig otel-upgrade - - > spans.v6.jsonl")
+@command("otel-upgrade", epilog="Examples:\n\n  histmig otel-upgrade spans.v5.jsonl spans.v6.jsonl\n\n  cat spans.jsonl | histmig otel-upgrade - - > spans.v6.jsonl")
 @shared(RECORDS, REJECTS)
 def otel_upgrade(
-    input_path: Annotated[str, typer.Argument(metavar="INPUT", help=OTEL_INPUT_HELP)],
-    output_path: Annotated[str, typer.Argument(metavar="OUTPUT", help="Where to write the upgraded arrays (same format), or - for stdout.")],
+    paths: Annotated[list[str], typer.Argument(metavar="INPUT... OUTPUT", help=OTEL_INPUT_HELP)],
     quiet: OtelQuietOpt = False,
     *,
     options: Options,
@@ -477,8 +591,16 @@ def otel_upgrade(
 ) -> None:
     """Move OTel message arrays exported with version 5 roles to version 6 roles; records already in version 6 roles are copied byte for byte."""
     with _usage_errors():
-        result = api.otel_upgrade(input_path, output_path, options, rejects=rejects)
+        inputs, output_path = _inputs_and_output(paths)
+        result = api.otel_upgrade(inputs, output_path, options, rejects=rejects)
     _otel_done(result, quiet)
+
+
+def _inputs_and_output(paths: list[str]) -> tuple[list[str], str]:
+    """The INPUTs and the OUTPUT of an export: every argument but the last, and the last."""
+    if len(paths) < 2:
+        raise UsageError("give INPUT and OUTPUT (- for stdout)")
+    return paths[:-1], paths[-1]
 
 
 def main() -> None:

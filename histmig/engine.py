@@ -40,7 +40,7 @@ import msgspec
 import orjson
 
 from histmig import schema
-from histmig.records import ID_FIELDS, NotAHistory, Outcome, Record, envelope_id, locate_messages
+from histmig.records import ID_FIELDS, NotAHistory, Outcome, Problem, Record, dumps, envelope_id, locate_messages
 from histmig.rules import Walk, known_part_kinds, registry
 from histmig.rules.base import CauseMode, Change, Context, Finding, Malformed, Rule
 from histmig.schema import REQUEST_PART_KINDS, RESPONSE_PART_KINDS
@@ -50,16 +50,6 @@ if TYPE_CHECKING:
     from histmig.report import Report
 
 _DECODER = msgspec.json.Decoder()
-_ENCODER = msgspec.json.Encoder()
-
-
-def dumps(obj: Any) -> bytes:
-    """The compact JSON text of ``obj``: orjson's, or for a value holding an integer beyond
-    64 bits, which orjson refuses, msgspec's (the same text, the integer exact)."""
-    try:
-        return orjson.dumps(obj)
-    except orjson.JSONEncodeError:
-        return _ENCODER.encode(obj)
 
 
 @dataclass(frozen=True)
@@ -313,18 +303,20 @@ def process_full(record: Record, plan: Plan = Plan(), *, defer: bool = True) -> 
     except (msgspec.DecodeError, RecursionError):
         return Outcome(record, "rejected", None, errors=[f"invalid JSON: {_json_problem(record.raw)}"])
     try:
-        messages, field_name = locate_messages(obj, plan.messages_field)
+        located = locate_messages(obj, plan.messages_field)
     except NotAHistory as exc:
         return Outcome(_named(record, obj), "rejected", None, errors=[str(exc)])
+    messages = located.messages
     rules, deferred = plan.walk.to_run(messages, defer=defer)
     if not rules and not plan.validate_all:
         return Outcome(record, "unchanged", record.raw)
     record = _named(record, obj)
-    prefix = field_name or "messages"
+    name = located.name
+    prefix = name or "messages"
     try:
         changes, findings, paired = _apply(messages, rules, plan)
     except Malformed as exc:
-        return Outcome(record, "rejected", None, errors=[_under(str(exc), prefix)])
+        return Outcome(record, "rejected", None, errors=[_under(exc.args[0], prefix)])
     except Exception as exc:  # a rule met a shape it did not expect: keep the record, say so
         return Outcome(record, "rejected", None, errors=[f"internal error: {type(exc).__name__}: {exc}"])
     if deferred and not changes:
@@ -336,13 +328,18 @@ def process_full(record: Record, plan: Plan = Plan(), *, defer: bool = True) -> 
         if errors and schema.legacy_errors(messages):
             errors.append("no release 0.0.13-2.68 wrote this shape: no rule can migrate it")
         return Outcome(record, "unchanged", record.raw, errors=errors, warnings=warnings, findings=findings)
-    output = dumps(obj)
+    if located.text:  # the history is JSON text in a string field: checked as a bare history, written back as text
+        checked, field = dumps(messages), None
+        output = dumps(located.put(obj, checked.decode()))
+    else:
+        output = checked = dumps(obj)
+        field = name
     if deferred:
-        verdict = plan.settled(field_name).look(output)
+        verdict = plan.settled(field).look(checked)
         if verdict is None or verdict is False:
             return process_full(record, plan, defer=False)
         return Outcome(record, "changed", output, changes, [], [], findings + list(verdict))
-    if plan.settled(field_name, pairing=not paired)(output):
+    if plan.settled(field, pairing=not paired)(checked):
         return Outcome(record, "changed", output, changes, [], [], findings)
     errors, warnings = _validate(messages, prefix)
     if errors:
@@ -411,7 +408,7 @@ def _validate(messages: list[Any], prefix: str) -> tuple[list[str], list[str]]:
                 if isinstance(part, dict) and isinstance(part.get("part_kind"), str) and part["part_kind"] not in known[kind]
             ]
             for p_index in unknown:
-                warnings.append(f"{prefix}[{m_index}].parts[{p_index}]: unknown part_kind {parts[p_index]['part_kind']!r}, carried unchanged")
+                warnings.append(Problem(f"{prefix}[{m_index}].parts[{p_index}]", f"unknown part_kind {parts[p_index]['part_kind']!r}, carried unchanged"))
             if unknown:
                 message = {**message, "parts": [_PLACEHOLDER[kind] if i in unknown else part for i, part in enumerate(parts)]}
         checked.append(message)
@@ -425,7 +422,7 @@ def _known_part_kinds(rules: tuple[Rule, ...]) -> dict[str, frozenset[str]]:
 
 
 def _under(line: str, prefix: str) -> str:
-    return prefix + line[len("messages") :] if line.startswith("messages") else line
+    return line.under(prefix) if isinstance(line, Problem) else line
 
 
 def _validation_errors(messages: list[Any], prefix: str) -> list[str]:

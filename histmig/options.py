@@ -12,16 +12,12 @@ import os
 from dataclasses import dataclass
 
 from histmig.engine import Plan
+from histmig.records import BadFieldPath, field_path
 from histmig.rules import UnknownRule, select
 from histmig.rules.base import CauseMode, Rule
 from histmig.sources.base import UsageError
 
 CAUSE_MODES: tuple[CauseMode, ...] = ("inferred", "framework")
-
-DATABASE_OPTIONS = {"schema": "--schema", "key_column": "--key-column", "single_transaction": "--single-transaction"}
-"""Options only some database formats take (:attr:`~histmig.sources.base.Format.options`),
-by field name, with their flag."""
-
 
 def default_jobs() -> int:
     """The default number of worker processes: the number of cores (1 when it cannot be told)."""
@@ -41,7 +37,9 @@ class Options:
       ``select`` empty means every rule.
     - ``unsafe_fixes``: apply the fixes of unsafe rules too (``convert``, ``audit``).
     - ``causes``: ``inferred`` (from evidence) or ``framework`` (pydantic-ai 2.68's loader).
-    - ``messages_field``: the envelope field holding the messages (``None``: auto-detect).
+    - ``messages_field``: the envelope field holding the messages (``None``: auto-detect), a
+      path of keys for a nested one (``payload.messages``; ``\\.`` is a dot inside a key,
+      :func:`~histmig.records.field_path`).
     - ``format``: the input's format when its name does not tell (a name of
       :func:`histmig.sources.formats`).
     - ``messages_column``, ``id_column``, ``table``: a columnar input's messages column, the
@@ -52,8 +50,8 @@ class Options:
       primary key; SQLite: else the rowid), and an in-place run as one transaction for the
       whole table instead of one a page (PostgreSQL; SQLite's always is one).
 
-    Raises :class:`~histmig.sources.base.UsageError` for an unknown cause mode or a ``jobs``
-    below 1."""
+    Raises :class:`~histmig.sources.base.UsageError` for an unknown cause mode, a
+    ``messages_field`` that names no key or a ``jobs`` below 1."""
 
     select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
@@ -74,6 +72,11 @@ class Options:
             raise UsageError(f"unknown cause mode {self.causes!r} (one of: {', '.join(CAUSE_MODES)})")
         if self.jobs is not None and self.jobs < 1:
             raise UsageError(f"jobs must be 1 or more, not {self.jobs}")
+        if self.messages_field is not None:
+            try:
+                field_path(self.messages_field)
+            except BadFieldPath as exc:
+                raise UsageError(str(exc)) from exc
 
     @property
     def rules(self) -> tuple[Rule, ...]:

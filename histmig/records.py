@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
+import msgspec
 import orjson
 
 if TYPE_CHECKING:
@@ -50,37 +52,158 @@ class NotAHistory(ValueError):
     messages field (named, or found among :data:`MESSAGE_FIELD_CANDIDATES`)."""
 
 
+class BadFieldPath(ValueError):
+    """A ``--messages-field`` path that names no key (empty, an empty key, a lone ``\\``)."""
+
+
+def field_path(spec: str) -> tuple[str, ...]:
+    """The keys a ``--messages-field`` path names, from the record down: ``payload.messages``
+    is ``("payload", "messages")``; ``\\.`` is a dot inside a key (``chat\\.v1`` is the key
+    ``chat.v1``) and ``\\\\`` a backslash. Raises :class:`BadFieldPath` for an empty path or
+    key, or a ``\\`` before anything but a dot or a backslash."""
+    keys: list[str] = []
+    key: list[str] = []
+    escaped = False
+    for char in spec:
+        if escaped:
+            if char not in ".\\":
+                raise BadFieldPath(f"--messages-field {spec!r}: a backslash escapes a dot or a backslash, not {char!r}")
+            key.append(char)
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char == ".":
+            keys.append("".join(key))
+            key = []
+        else:
+            key.append(char)
+    if escaped:
+        raise BadFieldPath(f"--messages-field {spec!r}: ends with a lone backslash")
+    keys.append("".join(key))
+    if not all(keys):
+        raise BadFieldPath(f"--messages-field {spec!r}: names an empty key (a dot inside a key is written \\.)")
+    return tuple(keys)
+
+
+@lru_cache(maxsize=64)
+def spelled(path: tuple[str, ...]) -> str:
+    """A path written as :func:`field_path` reads it (``("chat.v1",)`` is ``chat\\.v1``)."""
+    return ".".join(key.replace("\\", "\\\\").replace(".", "\\.") for key in path)
+
+
+def dumps(obj: Any) -> bytes:
+    """The compact JSON text of ``obj``: orjson's, or for a value holding an integer beyond
+    64 bits, which orjson refuses, msgspec's (the same text, the integer exact)."""
+    try:
+        return orjson.dumps(obj)
+    except orjson.JSONEncodeError:
+        return _ENCODER.encode(obj)
+
+
+_ENCODER = msgspec.json.Encoder()
+_DECODER = msgspec.json.Decoder()
+
+
+class Located(NamedTuple):
+    """Where a record's history is: the ``messages`` (a list, as parsed), the ``path`` of
+    keys leading to them from the record (``()``: the record is the history), and whether
+    they are held as JSON ``text`` in a string field (``"messages": "[{...}]"``, as database
+    exports write them), which :meth:`put` writes back as JSON text. (A named tuple: one is
+    made for every record that goes the full way.)"""
+
+    messages: list[Any]
+    path: tuple[str, ...] = ()
+    text: bool = False
+
+    @property
+    def name(self) -> str | None:
+        """The path as ``--messages-field`` spells it (``None`` for a bare history): the
+        prefix of every error path inside the record."""
+        return spelled(self.path) if self.path else None
+
+    def put(self, obj: Any, value: Any) -> Any:
+        """``obj`` with ``value`` (a history, or for a text-held one its JSON text, a
+        ``str``; a list is encoded) in the history's place; the value itself for a bare
+        history."""
+        if self.text and not isinstance(value, str):
+            value = dumps(value).decode()
+        if not self.path:
+            return value
+        node = obj
+        for key in self.path[:-1]:
+            node = node[key]
+        node[self.path[-1]] = value
+        return obj
+
+
 def _looks_like_history(value: Any) -> bool:
     return isinstance(value, list) and (
         not value or (isinstance(value[0], dict) and "kind" in value[0] and "parts" in value[0])
     )
 
 
+def _held(value: Any, path: tuple[str, ...], looks_like: Callable[[Any], bool] | None = None) -> Located | None:
+    """``value`` as the history at ``path``: a list (that ``looks_like`` accepts, when
+    given), or a string holding one as JSON text; else ``None``."""
+    if isinstance(value, list):
+        return Located(value, path) if looks_like is None or looks_like(value) else None
+    if isinstance(value, str) and value.lstrip(" \t\r\n")[:1] == "[":
+        try:
+            parsed = _DECODER.decode(value)
+        except (msgspec.DecodeError, RecursionError):
+            return None
+        if isinstance(parsed, list) and (looks_like is None or looks_like(parsed)):
+            return Located(parsed, path, text=True)
+    return None
+
+
+def _held_in(obj: dict[str, Any], path: tuple[str, ...], looks_like: Callable[[Any], bool]) -> list[Located]:
+    """Every non-empty history ``looks_like`` accepts among the fields of ``obj`` (which is at
+    ``path``)."""
+    return [found for key, value in obj.items() if value and (found := _held(value, (*path, key), looks_like)) is not None and found.messages]
+
+
 def locate_messages(
     obj: Any, field: str | None = None, looks_like: Callable[[Any], bool] = _looks_like_history, what: str = "messages"
-) -> tuple[list[Any], str | None]:
+) -> Located:
     """Find the history inside a parsed record.
 
-    Returns ``(messages, field)``: a bare array is its own history (``field`` ``None``); an
-    object's history is ``obj[field]`` when ``field`` is given, else the first candidate
-    field holding a list, else the only non-empty field ``looks_like`` accepts (a list of
-    messages; the OTel export passes its own test and ``what``). Raises
-    :class:`NotAHistory` naming what was found instead.
+    A bare array is its own history; an object's history is at ``field`` (a
+    :func:`field_path`, maybe nested: ``payload.messages``) when it is given, else in the
+    first candidate field (:data:`MESSAGE_FIELD_CANDIDATES`) holding a list, else in the only
+    non-empty field ``looks_like`` accepts (a list of messages; the OTel export passes its own
+    test and ``what``), else in the only such field of an object one level down
+    (``{"payload": {"msgs": [...]}}``). The list may be held as JSON text in a string field. Raises
+    :class:`NotAHistory` naming what was found instead (or :class:`BadFieldPath` for a
+    ``field`` that names no key).
     """
     if isinstance(obj, list):
-        return obj, None
+        return Located(obj)
     if not isinstance(obj, dict):
         raise NotAHistory(f"expected a JSON array or object, got {_json_kind(obj)}")
     if field is not None:
-        if not isinstance(obj.get(field), list):
-            raise NotAHistory(f"field {field!r} is missing or not an array")
-        return obj[field], field
+        path = field_path(field)
+        node: Any = obj
+        for key in path[:-1]:
+            node = node.get(key) if isinstance(node, dict) else None
+        value = node.get(path[-1]) if isinstance(node, dict) else None
+        found = _held(value, path)
+        if found is None:
+            said = "a string that is not a JSON array" if isinstance(value, str) else "missing or not an array"
+            raise NotAHistory(f"field {field!r} is {said}")
+        return found
     for candidate in MESSAGE_FIELD_CANDIDATES:
-        if isinstance(obj.get(candidate), list):
-            return obj[candidate], candidate
-    found = [key for key, value in obj.items() if looks_like(value) and value]
-    if len(found) == 1:
-        return obj[found[0]], found[0]
+        value = obj.get(candidate)
+        if value.__class__ is list:
+            return Located(value, (candidate,))
+        found = _held(value, (candidate,)) if value is not None else None
+        if found is not None:
+            return found
+    held = _held_in(obj, (), looks_like)
+    if not held:  # one level down: an event's {"payload": {"messages": [...]}}
+        held = [found for key, value in obj.items() if isinstance(value, dict) for found in _held_in(value, (key,), looks_like)]
+    if len(held) == 1:
+        return held[0]
     present = next((key for key in MESSAGE_FIELD_CANDIDATES if key in obj), None)
     if present is not None:
         raise NotAHistory(f"field {present!r} is not an array (if the {what} are in another field, name it with --messages-field)")
@@ -107,6 +230,37 @@ def envelope_id(obj: Any) -> str | None:
         if isinstance(value, (str, int)) and not isinstance(value, bool):
             return str(value)
     return None
+
+
+class Problem(str):
+    """One error or warning line about a record: the ``path`` inside the record
+    (``messages[2].parts[0].tool_call_id``; ``None`` when the problem is the whole record, as
+    invalid JSON) and the ``message``, as one ``str`` (``path: message``) for every line a
+    user reads, and apart for the JSON report (README "Report")."""
+
+    path: str | None
+    message: str
+
+    def __new__(cls, path: str | None, message: str) -> Problem:
+        line = super().__new__(cls, f"{path}: {message}" if path else message)
+        line.path, line.message = path, message
+        return line
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Problem, (self.path, self.message))
+
+    def under(self, prefix: str) -> Problem:
+        """This problem with a path that starts at ``messages`` starting at ``prefix`` (the
+        envelope field the history came from) instead."""
+        if self.path is None or not self.path.startswith("messages") or prefix == "messages":
+            return self
+        return Problem(prefix + self.path[len("messages") :], self.message)
+
+
+def parts_of(line: str) -> tuple[str | None, str]:
+    """``(path, message)`` of an error or warning line: a :class:`Problem`'s, or ``None`` and
+    the whole line for any other (a problem of the whole record)."""
+    return (line.path, line.message) if isinstance(line, Problem) else (None, line)
 
 
 Status = Literal["unchanged", "changed", "rejected"]

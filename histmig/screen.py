@@ -33,6 +33,7 @@ from typing import Any, Literal, Union
 
 import msgspec
 
+from histmig.records import field_path
 from histmig.rules import looks
 from histmig.rules.base import FieldLook, Finding, HistoryLook, Look, PartKind, Rule
 from histmig.schema import PLAIN_CURRENT, REQUEST_PART_KINDS, RESPONSE_PART_KINDS, Fields, msgspec_type
@@ -106,12 +107,17 @@ def _skeleton(rules: tuple[Rule, ...], read: list[Any]) -> Any:
     return list[Union[tuple(messages)]]
 
 
-def _decoder(messages: Any, field: str | None) -> msgspec.json.Decoder:
-    """A decoder of a record holding ``messages`` at ``field``, or of a bare array of them
-    (``field`` ``None``)."""
-    if field is None:
-        return msgspec.json.Decoder(messages)
-    return msgspec.json.Decoder(msgspec.defstruct("_Envelope", [(field, messages)], gc=False))
+def _decoder(messages: Any, path: tuple[str, ...]) -> msgspec.json.Decoder:
+    """A decoder of a record holding ``messages`` at ``path`` (keys from the record down, any
+    JSON key: each level a struct whose one field is renamed to the key), or of a bare array
+    of them (``path`` empty)."""
+    for key in reversed(path):
+        messages = msgspec.defstruct(f"_Envelope{next(_names)}", [("value", messages)], rename={"value": key}, gc=False)
+    return msgspec.json.Decoder(messages)
+
+
+def _path(field: str | None) -> tuple[str, ...]:
+    return field_path(field) if field is not None else ()
 
 
 Verdict = Union[tuple[Finding, ...], None]
@@ -157,20 +163,22 @@ class _Families:
 
 class Screen:
     """``screen(raw) -> Verdict``: ``()`` only when ``raw``, the JSON text of a record
-    (bytes), is an object whose ``field`` (default ``messages``, the first candidate
-    :func:`~histmig.records.locate_messages` tries) holds a history none of ``rules`` can
-    change or has anything to say of, and that orjson reads (see the module docstring), or
-    such a history as a bare array (its first byte ``[``, as a Parquet or DuckDB cell holds
-    it); the findings, when ``rules`` would only report them (a rule not in ``fixing``, such
-    as HM407's calls of the last response); ``None`` says nothing: the record must go the
-    full way. Never raises."""
+    (bytes), is an object holding at ``field`` (a :func:`~histmig.records.field_path`, default
+    ``messages``, the first candidate :func:`~histmig.records.locate_messages` tries) a
+    history none of ``rules`` can change or has anything to say of, and that orjson reads
+    (see the module docstring), or such a history as JSON text in a string there (decoded a
+    second time), or such a history as a bare array (its first byte ``[``, as a Parquet or
+    DuckDB cell holds it); the findings, when ``rules`` would only report them (a rule not in
+    ``fixing``, such as HM407's calls of the last response); ``None`` says nothing: the
+    record must go the full way. Never raises."""
 
     def __init__(self, rules: tuple[Rule, ...], field: str | None = None, fixing: frozenset[str] = frozenset()) -> None:
         self._read: list[Any] = []
         skeleton = _skeleton(rules, self._read)
-        self._record = _decoder(skeleton, field or "messages")
-        self._messages = attrgetter(field or "messages")
-        self._array = _decoder(skeleton, None)
+        path = _path(field or "messages")
+        self._held = attrgetter(".".join(["value"] * len(path)))
+        self._record = _decoder(Union[skeleton, str], path)
+        self._array = _decoder(skeleton, ())
         self._families = _Families.of(rules, fixing)
 
     def __call__(self, raw: bytes) -> Verdict:
@@ -181,7 +189,10 @@ class Screen:
         read = self._read
         read.clear()
         try:
-            messages = self._array.decode(raw) if raw[0] == 0x5B else self._messages(self._record.decode(raw))  # 0x5B: "["
+            if raw[0] == 0x5B:  # "["
+                messages = self._array.decode(raw)
+            elif (messages := self._held(self._record.decode(raw))).__class__ is str:
+                messages = self._array.decode(messages)
             if not raw.isascii():
                 raw.decode()
         except (msgspec.DecodeError, UnicodeDecodeError, RecursionError, IndexError):
@@ -235,17 +246,19 @@ def _settled_history(rules: tuple[Rule, ...]) -> Any:
 
 class Settled:
     """``settled(output) -> bool``: ``True`` only when ``output``, the JSON text histmig wrote
-    for a migrated record (bytes), holds at ``field`` (``None``: the record is a bare array)
-    a history pydantic-ai 2.68 loads on which a second pass of ``rules`` changes nothing: it
-    decodes with msgspec into the current schema made stricter where the rules look
-    (:func:`_settled_history`), and no history look finds what a rule of ``fixing`` would
-    fix (``fixing`` ``None``: the history looks are not asked). The current schema itself rules out the part kinds rules rewrite (no release up to
-    2.68 loads them). ``False`` says nothing: the engine then validates with pydantic and
-    runs the second pass."""
+    for a migrated record (bytes), holds at ``field`` (a :func:`~histmig.records.field_path`;
+    ``None``: the record is a bare array) a history pydantic-ai 2.68 loads on which a second
+    pass of ``rules`` changes nothing: it decodes with msgspec into the current schema made
+    stricter where the rules look (:func:`_settled_history`), and no history look finds what
+    a rule of ``fixing`` would fix (``fixing`` ``None``: the history looks are not asked). The
+    current schema itself rules out the part kinds rules rewrite (no release up to 2.68 loads
+    them). ``False`` says nothing: the engine then validates with pydantic and runs the second
+    pass."""
 
     def __init__(self, rules: tuple[Rule, ...], field: str | None = None, fixing: frozenset[str] | None = frozenset()) -> None:
-        self._decoder = _decoder(_mark_kinds(_settled_history(rules)), field)
-        self._messages = (lambda decoded: decoded) if field is None else attrgetter(field)
+        path = _path(field)
+        self._decoder = _decoder(_mark_kinds(_settled_history(rules)), path)
+        self._messages = attrgetter(".".join(["value"] * len(path))) if path else (lambda decoded: decoded)
         self._families = None if fixing is None else _Families.of(rules, fixing)
         self._reads = _read_kinds(rules)
 

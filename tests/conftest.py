@@ -36,6 +36,12 @@ def converted(messages: list[Any], options: Options = Options()) -> tuple[list[A
     return copy, migrate(copy, options)
 
 
+def without_run(report: dict[str, Any]) -> dict[str, Any]:
+    """A JSON report without its ``run`` (which names the run's own output, and when it
+    started), to compare the records of two runs."""
+    return {key: value for key, value in report.items() if key != "run"}
+
+
 def framework_dump(messages: list[Any]) -> list[dict[str, Any]]:
     """What pydantic-ai 2.68.0 makes of a history: loaded, then dumped as JSON data."""
     return ModelMessagesTypeAdapter.dump_python(ModelMessagesTypeAdapter.validate_python(messages), mode="json")

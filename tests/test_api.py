@@ -12,6 +12,8 @@ import pytest
 
 from histmig import api, parallel
 from histmig.options import Options
+from histmig.api import MigrationError
+from histmig.records import NotAHistory
 from histmig.sources.base import UnreadableInput, UnwritableOutput, UsageError
 from tests.conftest import CORPUS
 
@@ -54,9 +56,14 @@ def test_a_rejected_record_fails_convert_and_says_where_it_went(tmp_path: Path) 
         (lambda tmp: api.convert(str(ALL), str(tmp / "o.parquet")), UsageError, "choose an output name that says so"),
         (lambda tmp: api.convert(str(ALL), str(tmp / "none" / "o.jsonl")), UnwritableOutput, "no such directory"),
         (lambda tmp: api.convert(str(ALL), "-", rejects="-"), UsageError, "OUTPUT and --rejects cannot both go to stdout"),
-        (lambda tmp: api.audit(str(tmp / "chats.txt")), UnreadableInput, "cannot tell the format from the name"),
+        (lambda tmp: api.audit(str(tmp / "chats.txt")), UnreadableInput, "chats.txt: no such file or directory"),
         (lambda tmp: api.audit(str(ALL), Options(select=("HM9",))), UsageError, "unknown rule code 'HM9'"),
-        (lambda tmp: api.audit(str(ALL), Options(table="t")), UsageError, "need a Parquet or database input"),
+        (lambda tmp: api.audit(str(ALL), Options(table="t")), UsageError, "--table does not apply to a JSONL input \\(only to a DuckDB, PostgreSQL or SQLite one\\)"),
+        (lambda tmp: api.audit(str(ALL), Options(messages_column="m", id_column="i")), UsageError, "--messages-column and --id-column do not apply to a JSONL input \\(only to a DuckDB, Parquet, PostgreSQL or SQLite one\\)"),
+        (lambda tmp: api.convert(str(ALL), to_table="t", overwrite=True), UsageError, "--to-table and --overwrite do not apply to a JSONL input"),
+        (lambda tmp: api.convert(str(ALL), str(tmp / "o.jsonl"), overwrite=True), UsageError, "--overwrite replaces the table --to-table names"),
+        (lambda tmp: api.convert([str(ALL), str(ALL)], str(tmp / "o.jsonl")), UsageError, "this name is a JSONL file's"),
+        (lambda tmp: api.convert([str(ALL), str(ALL)], str(tmp / "out")), UsageError, "would both be written as all.jsonl"),
         (lambda tmp: api.otel(str(ALL), str(tmp / "o.jsonl"), version=4), UsageError, "--version must be one of 5, 6"),
     ],
 )
@@ -104,7 +111,7 @@ def test_validate_gives_the_findings_of_one_history_and_leaves_it_as_it_is() -> 
 
 
 def test_validate_refuses_what_the_framework_does_not_load() -> None:
-    with pytest.raises(api.InvalidHistory) as raised:
+    with pytest.raises(api.MigrationError) as raised:
         api.validate([{"kind": "nope", "parts": []}])
     assert raised.value.errors[0].startswith("messages[0]: Input tag 'nope' found using 'kind'")
 
@@ -137,3 +144,92 @@ def test_a_progress_is_told_the_total_and_every_byte(tmp_path: Path) -> None:
     api.audit(str(ALL), Options(jobs=1), progress=Recorder())
     assert seen[0] == ("start", ALL.stat().st_size)
     assert sum(n for what, n in seen[1:] if what == "advance") == ALL.stat().st_size
+
+
+FUTURE = b'{"id":"n1","messages":[{"kind":"request","parts":[{"part_kind":"hologram","content":"x"},{"part_kind":"hologram","content":"y"}]}]}'
+CURRENT = b'{"id":"n2","messages":[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"x"}]}]}'
+
+
+def test_check_says_when_records_hold_parts_it_cannot_load_and_strict_fails_on_them(tmp_path: Path) -> None:
+    source = tmp_path / "future.jsonl"
+    source.write_bytes(FUTURE + b"\n" + CURRENT + b"\n")
+    lenient, strict = api.check(str(source)), api.check(str(source), strict=True)
+    said = "histmig check: 2 records need no rule, but 1 record holds 2 parts of a part_kind pydantic-ai 2.68 does not know and cannot load, carried unchanged"
+    assert (lenient.exit_code, lenient.verdict) == (0, said + " (--strict would fail on them)")
+    assert (strict.exit_code, strict.verdict) == (1, said + " (--strict fails on them)")
+    assert lenient.report.counts["warnings"] == 2 and [row["id"] for row in lenient.report.warnings] == ["n1"]
+    source.write_bytes(ALL.read_bytes() + FUTURE + b"\n")
+    mixed = api.check(str(source))
+    assert mixed.exit_code == 1
+    assert mixed.verdict == "histmig check: 138 of 213 records to migrate, 0 invalid, 0 rejected, 6 warnings; 1 record holds 2 parts of a part_kind pydantic-ai 2.68 does not know and cannot load"
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ({"messages": []}, "got an object: pass the list it holds"),
+        (b"[]", "got JSON text"),
+        ("[]", "got JSON text"),
+        (None, "got NoneType"),
+        ([{"kind": "request", "parts": []}, "hi"], r"messages\[1\] is not a message"),
+        ([{"role": "user", "content": "hi"}], r"messages\[0\] is not a message"),
+    ],
+)
+def test_migrate_refuses_what_is_not_a_history(given: object, said: str) -> None:
+    with pytest.raises(NotAHistory, match=said):
+        api.migrate(given)  # type: ignore[arg-type]
+
+
+def test_migrate_json_gives_the_bytes_to_load_and_the_report() -> None:
+    output, report = api.migrate_json(LEGACY)
+    assert (report.counts["changed"], report.counts["records_in"]) == (1, 1)
+    expected = orjson.loads(LEGACY)
+    api.migrate(expected["messages"])
+    assert orjson.loads(output) == expected and b"retry-prompt" not in output
+    assert {row["rule"] for row in report.changes} == {"HM101", "HM201", "HM301"} and report.changes[0]["source"] == "-"
+    again, clean = api.migrate_json(output.decode(), source="chat-7")
+    assert again == output and clean.counts["unchanged"] == 1 and clean.changes == []
+    unknown, warned = api.migrate_json(FUTURE)
+    assert unknown == FUTURE and warned.counts["warnings"] == 2
+
+
+@pytest.mark.parametrize(
+    ("data", "first"),
+    [
+        (b"{oops", "invalid JSON"),
+        (b'{"note": 1}', "no messages field found"),
+        (b'[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":{},"tool_call_id":"c","timestamp":null}],"timestamp":"x"}]', "messages[0].timestamp"),
+    ],
+)
+def test_migrate_json_raises_when_2_68_could_not_load_the_result(data: bytes, first: str) -> None:
+    with pytest.raises(MigrationError) as raised:
+        api.migrate_json(data)
+    assert raised.value.errors[0].startswith(first)
+
+
+def test_the_api_runs_as_many_workers_as_the_cli_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from histmig.cli import app
+
+    jobs: list[int] = []
+    real = api.Workers
+
+    def counted(work, count, **kwargs):
+        jobs.append(count)
+        return real(work, count, **kwargs)
+
+    monkeypatch.setattr(api, "Workers", counted)
+    monkeypatch.setattr("os.cpu_count", lambda: 3)
+    api.audit(str(ALL))
+    CliRunner().invoke(app, ["audit", str(ALL), "-q"])
+    assert jobs == [3, 3]
+
+
+def test_a_json_file_holding_one_record_a_line_gets_a_note(tmp_path: Path) -> None:
+    source = tmp_path / "lines.json"
+    source.write_bytes(LEGACY + b"\n" + LEGACY + b"\n")
+    result = api.audit(str(source))
+    assert result.exit_code == 1
+    assert result.notes == [f"{source} holds more than one JSON document; if it holds one record a line, add --format jsonl"]
+    assert api.audit(str(source), Options(format="jsonl")).report.counts["changed"] == 2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import re
 import shutil
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from typer.testing import CliRunner
 
 from histmig import cli
 from histmig.cli import app
+from histmig.rules import registry
 from tests.conftest import CORPUS, FIXTURES
 from tests.report.conftest import legacy_report, rendered
 
@@ -23,7 +25,7 @@ ALL = CORPUS / "all.jsonl"
 
 
 def invoke(*args: str, stdin: bytes | None = None):
-    return runner.invoke(app, list(args), input=stdin)
+    return runner.invoke(app, list(args), input=stdin, prog_name="histmig")
 
 
 def test_convert_then_check_the_corpus(tmp_path: Path) -> None:
@@ -56,7 +58,7 @@ def test_select_and_ignore(tmp_path: Path) -> None:
     assert data["summary"]["rejected"] == 11
     for row in data["errors"]:
         assert row["id"].startswith("v0.0.20/")
-        assert row["errors"][0].endswith("tool_call_id: Input should be a valid string")
+        assert row["errors"][0]["path"].endswith("tool_call_id") and row["errors"][0]["message"] == "Input should be a valid string"
 
 
 def test_stdin_to_stdout() -> None:
@@ -90,7 +92,7 @@ def test_audit_writes_nothing_and_reports_markdown(tmp_path: Path) -> None:
     assert invoke("audit", str(copy), "--report", str(report), "--report-format", "markdown").exit_code == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["audit.md", "sample.jsonl"]
     text = report.read_text()
-    assert text.startswith("# histmig report")
+    assert text.startswith("# ✅ pass: histmig audit\n")
     assert "| records_in | 8 |" in text
     assert "| HM103 | retry-prompt -> tool-return | unknown_tool |" in text
 
@@ -120,18 +122,50 @@ def test_rules_lists_every_code() -> None:
     result = invoke("rules")
     for code in ("HM101", "HM102", "HM103", "HM201", "HM202", "HM203", "HM204", "HM301", "HM302"):
         assert code in result.stdout
-    assert "framework-facts §1.2" in invoke("rules", "HM103").stdout
+    assert "Source: pydantic-ai 0.0.3-0.0.46 wrote 'Unknown tool name: …' retries" in invoke("rules", "HM103").stdout
 
 
 def test_help_has_examples_and_names_what_each_option_takes() -> None:
     result = invoke("convert", "--help")
     assert result.exit_code == 0
     assert "histmig convert chats.jsonl chats.v2.jsonl" in result.stdout
-    for metavar in ("CODES", "FIELD", "FILE", "COLUMN", "TABLE", "N [x>=1]"):
+    for metavar in ("CODES", "FIELD", "FILE", "COLUMN", "TABLE", "N"):
         assert f" {metavar} " in result.stdout
-    assert "<list[str]>" not in result.stdout and "<int range>" not in result.stdout
     top = invoke("--help")
-    assert "histmig check chats.v2.jsonl" in top.stdout and "Each command has its own --help." in top.stdout
+    assert "histmig check chats.v2.jsonl" in top.stdout and "Each command has its own --help (-h)." in top.stdout
+
+
+@pytest.mark.parametrize("command", ["convert", "audit", "check", "rules", "otel", "otel-upgrade"])
+def test_h_is_help_and_usage_and_options_show_plain_metavars(command: str) -> None:
+    short, long = invoke(command, "-h"), invoke(command, "--help")
+    assert (short.exit_code, short.stdout) == (0, long.stdout)
+    for noise in ("{", "<str>", "<bool>", "<int>", "<list[str]>", "[x>=1]"):
+        assert noise not in short.stdout, (command, noise)
+    usage = {"convert": "INPUT... [OUTPUT]", "audit": "INPUT...", "check": "INPUT...", "rules": "[CODE]", "otel": "INPUT... OUTPUT", "otel-upgrade": "INPUT... OUTPUT"}[command]
+    assert f"Usage: histmig {command} [OPTIONS] {usage}" in " ".join(short.stdout.split())
+    assert invoke("-h").stdout == invoke("--help").stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("check", "x.jsonl", "--report-format", "xml"), "histmig: Invalid value for '--report-format': choose text, json or markdown, not 'xml' (see histmig check -h)"),
+        (("convert", "x.jsonl", "o.jsonl", "--causes", "guessed"), "histmig: Invalid value for '--causes': choose inferred or framework, not 'guessed' (see histmig convert -h)"),
+        (("audit", "x.jsonl", "--format", "yaml"), "histmig: Invalid value for '--format': choose duckdb, json, jsonl, parquet, postgres or sqlite, not 'yaml' (see histmig audit -h)"),
+        (("otel", "x.jsonl", "o.jsonl", "--version", "4"), "histmig: Invalid value for '--version': choose 5 or 6, not '4' (see histmig otel -h)"),
+        (("check",), "histmig: Missing argument 'INPUT...' (see histmig check -h)"),
+        (("check", "x.jsonl", "-j", "0"), "histmig: jobs must be 1 or more, not 0"),
+    ],
+)
+def test_a_bad_option_is_one_line_in_plain_words_and_exit_2(args: tuple[str, ...], said: str) -> None:
+    result = invoke(*args)
+    assert (result.exit_code, result.stderr) == (2, said + "\n")
+
+
+def test_rules_never_point_at_documents_the_package_does_not_ship() -> None:
+    shown = invoke("rules").stdout + invoke("rules", "HM").stdout
+    assert "framework-facts" not in shown and not re.search(r"\bBC\d", shown) and "§" not in shown
+    assert shown.count("Source: pydantic-ai") == len(registry())
 
 
 def test_python_dash_m_runs_the_same_cli() -> None:
@@ -145,7 +179,7 @@ def test_python_dash_m_runs_the_same_cli() -> None:
 @pytest.mark.parametrize("name", ["v0.0.20/c_unknown_tool", "v1.0.18/h_thinking_only_structured", "v2.59.0/j_rich_content"])
 def test_json_report_snapshot(name: str, snapshot, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(CORPUS)
-    result = invoke("audit", f"{name}.json", "--report", "-", "--report-format", "json")
+    result = invoke("audit", f"{name}.json", "--report", "-", "--report-format", "json", "--no-timestamp")
     assert result.exit_code == 0
     assert orjson.loads(result.stdout_bytes) == snapshot
 
@@ -302,9 +336,10 @@ def test_otel_commands_offer_only_json_and_jsonl_inputs(tmp_path: Path) -> None:
     for command in ("otel", "otel-upgrade"):
         help_text = " ".join(runner.invoke(app, [command, "--help"]).stdout.split())
         assert ".jsonl/.ndjson" in help_text and ".parquet" not in help_text and ".duckdb" not in help_text
-        result = runner.invoke(app, [command, "chats.parquet", str(tmp_path / "out.jsonl")])
+        (tmp_path / "chats.parquet").touch()
+        result = runner.invoke(app, [command, str(tmp_path / "chats.parquet"), str(tmp_path / "out.jsonl")])
         assert result.exit_code == 2
-        assert "histmig: chats.parquet: the otel commands read JSON or JSONL, not Parquet or DuckDB" in result.stderr
+        assert f"histmig: {tmp_path}/chats.parquet: the otel commands read JSON or JSONL, not Parquet or DuckDB" in result.stderr
 
 
 def test_a_json_document_is_not_written_under_a_jsonl_name(tmp_path: Path) -> None:
@@ -349,13 +384,33 @@ def test_cli_report_file_is_the_rendered_report(tmp_path: Path, fmt: str) -> Non
 
 
 def test_a_failed_report_leaves_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def half(report: object, stream: io.TextIOBase) -> None:
+    def half(report: object, stream: io.TextIOBase, how: object) -> None:
         stream.write("{\n")
         raise OSError("disk full")
 
     monkeypatch.setattr(cli, "_renderer", lambda fmt: half)
     (tmp_path / "report.json").write_text("previous")
-    result = runner.invoke(app, ["audit", str(CORPUS / "all.jsonl"), "--report", str(tmp_path / "report.json"), "--report-format", "json"])
-    assert isinstance(result.exception, OSError)
+    result = runner.invoke(app, ["audit", str(CORPUS / "all.jsonl"), "--report", str(tmp_path / "report.json"), "--report-format", "json", "-q"])
+    assert (result.exit_code, result.stderr) == (2, "histmig: disk full\n")
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
     assert (tmp_path / "report.json").read_text() == "previous"
+
+
+def test_check_prints_a_warning_line_per_unknown_part_and_strict_exits_1(tmp_path: Path) -> None:
+    source = tmp_path / "future.jsonl"
+    source.write_bytes(b'{"id":"n1","messages":[{"kind":"request","parts":[{"part_kind":"hologram","content":"x"}]}]}\n')
+    lenient = invoke("check", str(source))
+    assert lenient.exit_code == 0
+    assert f"{source}:line 1 [n1]: warning: messages[0].parts[0]: unknown part_kind 'hologram', carried unchanged" in lenient.stderr
+    assert "all 1 records are current" not in lenient.stderr and "1 record holds 1 part of a part_kind" in lenient.stderr
+    assert invoke("check", str(source), "--strict", "-q").exit_code == 1
+
+
+def test_report_detail_summary_gives_the_counts_without_a_line_per_change() -> None:
+    summary = invoke("audit", str(ALL), "--report-detail", "summary")
+    assert summary.exit_code == 0 and " -> " not in summary.stderr
+    assert "histmig summary" in summary.stderr and "would change" in summary.stderr
+    assert summary.stderr.rstrip().endswith("histmig audit: 138 of 212 records would be migrated, 74 need nothing, 0 would be rejected; nothing was written")
+    full = invoke("audit", str(ALL), "--report-detail", "full")
+    assert full.stderr.count(" -> ") == 270  # a line per change row of the corpus
+    assert invoke("audit", str(ALL), "--report-detail", "some").stderr == "histmig: Invalid value for '--report-detail': choose auto, full or summary, not 'some' (see histmig audit -h)\n"

@@ -159,3 +159,37 @@ def test_pairing_left_to_the_settled_check_comes_out_as_if_asked_at_its_phase() 
     assert [(c.rule, c.message) for c in outcome.changes] == [("HM101", 1)]
     assert [(f.code, f.message, f.part, f.severity) for f in outcome.findings] == [("HM407", 2, 0, "warning")]
     assert outcome.record.record_id == "c-9"
+
+
+LEGACY_HISTORY = orjson.loads(LEGACY_LINE)["messages"]
+
+
+def test_a_history_held_as_json_text_is_migrated_and_written_back_as_text() -> None:
+    raw = orjson.dumps({"id": "t-1", "messages": orjson.dumps(LEGACY_HISTORY).decode(), "tail": 1})
+    outcome = process(Record(raw, "t.jsonl", "line 1"))
+    assert outcome.status == "changed" and outcome.record.record_id == "t-1"
+    written = orjson.loads(outcome.output)
+    assert list(written) == ["id", "messages", "tail"] and isinstance(written["messages"], str)
+    expected = orjson.loads(orjson.dumps(LEGACY_HISTORY))
+    engine.migrate(expected)
+    assert orjson.loads(written["messages"]) == expected
+    clean = orjson.dumps({"messages": orjson.dumps(expected).decode()})
+    assert process_full(Record(clean, "t.jsonl", "line 2")).output == clean
+    assert process(Record(outcome.output, "t.jsonl", "line 3")).status == "unchanged"
+
+
+@pytest.mark.parametrize(("key", "field"), [("chat-history", None), ("chat-history", "chat-history"), ("chat history", "chat history"), ("a.b", "a\\.b")])
+def test_a_record_whose_messages_field_is_no_identifier_is_migrated(key: str, field: str | None) -> None:
+    raw = orjson.dumps({"id": "k", key: LEGACY_HISTORY})
+    outcome = process(Record(raw, "t.jsonl", "line 1"), Plan(messages_field=field))
+    assert outcome.status == "changed", outcome.errors
+    assert b"retry-prompt" not in outcome.output and list(orjson.loads(outcome.output)) == ["id", key]
+
+
+def test_a_nested_messages_field_is_migrated_and_named_in_error_paths() -> None:
+    raw = orjson.dumps({"payload": {"messages": LEGACY_HISTORY}})
+    outcome = process(Record(raw, "t.jsonl", "line 1"), Plan(messages_field="payload.messages"))
+    assert outcome.status == "changed" and b"retry-prompt" not in outcome.output
+    bad = orjson.dumps({"payload": {"messages": [{"kind": "request", "parts": "oops"}]}})
+    rejected = process(Record(bad, "t.jsonl", "line 2"), Plan(messages_field="payload.messages", validate_all=True))
+    assert [str(e) for e in rejected.errors][0] == "payload.messages[0].parts: Input should be a valid list"

@@ -20,7 +20,10 @@ def test_the_rules_and_the_plan_follow_the_options() -> None:
     assert Options().workers == default_jobs() and Options(jobs=3).workers == 3
 
 
-@pytest.mark.parametrize(("options", "message"), [({"causes": "guessed"}, "unknown cause mode 'guessed'"), ({"jobs": 0}, "jobs must be 1 or more, not 0")])
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [({"causes": "guessed"}, "unknown cause mode 'guessed'"), ({"jobs": 0}, "jobs must be 1 or more, not 0"), ({"messages_field": "payload..messages"}, "names an empty key")],
+)
 def test_bad_values_are_usage_errors(options: dict, message: str) -> None:
     with pytest.raises(UsageError, match=message):
         Options(**options)

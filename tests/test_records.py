@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from histmig.records import NotAHistory, Record, envelope_id, locate_messages
+from histmig.records import BadFieldPath, Located, NotAHistory, Record, envelope_id, field_path, locate_messages, spelled
 
 HISTORY = [{"kind": "request", "parts": []}]
+TEXT = '[{"kind": "request", "parts": []}]'
 
 
 @pytest.mark.parametrize(
@@ -17,11 +18,55 @@ HISTORY = [{"kind": "request", "parts": []}]
         ({"id": 1, "all_messages": HISTORY}, None, "all_messages"),
         ({"id": 1, "chat": HISTORY}, None, "chat"),
         ({"chat": HISTORY, "messages": "x"}, "chat", "chat"),
+        ({"id": 1, "chat-history": HISTORY}, None, "chat-history"),
+        ({"id": 1, "chat history": HISTORY}, "chat history", "chat history"),
+        ({"payload": {"msgs": HISTORY}}, "payload.msgs", "payload.msgs"),
+        ({"payload.msgs": HISTORY}, "payload\\.msgs", "payload\\.msgs"),
+        ({"payload.msgs": HISTORY}, None, "payload\\.msgs"),
+        ({"id": 1, "payload": {"user": "u", "messages": HISTORY}}, None, "payload.messages"),
+        ({"event": {"chat": HISTORY}, "other": {"x": []}}, None, "event.chat"),
     ],
 )
 def test_the_history_is_the_array_or_the_named_or_found_field(obj: object, field: str | None, found: str | None) -> None:
-    messages, where = locate_messages(obj, field)
-    assert (messages, where) == (HISTORY, found)
+    located = locate_messages(obj, field)
+    assert (located.messages, located.name, located.text) == (HISTORY, found, False)
+
+
+@pytest.mark.parametrize(
+    ("obj", "field", "path"),
+    [
+        ({"messages": TEXT}, None, ("messages",)),
+        ({"id": 3, "chat-history": " " + TEXT}, None, ("chat-history",)),
+        ({"payload": {"messages": TEXT}}, "payload.messages", ("payload", "messages")),
+    ],
+)
+def test_a_history_held_as_json_text_is_found_and_put_back_as_text(obj: dict, field: str | None, path: tuple[str, ...]) -> None:
+    located = locate_messages(obj, field)
+    assert (located.messages, located.path, located.text) == (HISTORY, path, True)
+    put = located.put(obj, [{"kind": "response", "parts": []}])
+    node = put
+    for key in path:
+        node = node[key]
+    assert node == '[{"kind":"response","parts":[]}]'
+
+
+def test_a_bare_history_is_replaced_whole() -> None:
+    assert locate_messages(HISTORY).put(HISTORY, []) == [] and Located([]).name is None
+
+
+@pytest.mark.parametrize(
+    ("spec", "keys"),
+    [("messages", ("messages",)), ("payload.messages", ("payload", "messages")), ("a\\.b.c", ("a.b", "c")), ("a\\\\.b", ("a\\", "b")), ("chat history", ("chat history",))],
+)
+def test_a_field_path_splits_at_dots_and_a_backslash_escapes_one(spec: str, keys: tuple[str, ...]) -> None:
+    assert field_path(spec) == keys
+    assert field_path(spelled(keys)) == keys
+
+
+@pytest.mark.parametrize(("spec", "said"), [("", "names an empty key"), ("a..b", "names an empty key"), ("a\\", "lone backslash"), ("a\\b", "not 'b'")])
+def test_a_field_path_that_names_no_key_is_refused(spec: str, said: str) -> None:
+    with pytest.raises(BadFieldPath, match=said):
+        field_path(spec)
 
 
 @pytest.mark.parametrize(
@@ -31,8 +76,11 @@ def test_the_history_is_the_array_or_the_named_or_found_field(obj: object, field
         (None, None, "expected a JSON array or object, got null"),
         ("x", None, "expected a JSON array or object, got a string"),
         ({"chat": 3}, "chat", "field 'chat' is missing or not an array"),
+        ({"chat": "[oops"}, "chat", "field 'chat' is a string that is not a JSON array"),
+        ({"payload": []}, "payload.messages", "field 'payload.messages' is missing or not an array"),
         ({"messages": {}}, None, "field 'messages' is not an array (if the messages are in another field, name it with --messages-field)"),
         ({"a": HISTORY, "b": HISTORY}, None, "no messages field found (name it with --messages-field)"),
+        ({"a": {"m": HISTORY}, "b": {"m": HISTORY}}, None, "no messages field found (name it with --messages-field)"),
     ],
 )
 def test_what_is_not_a_history_is_said(obj: object, field: str | None, message: str) -> None:

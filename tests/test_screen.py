@@ -129,3 +129,30 @@ def test_two_looks_at_one_field_must_agree_on_its_quiet_type() -> None:
     assert Screen(agreeing)(b'[{"kind":"response","parts":[{"part_kind":"text","content":"x"}]}]') == ()
     with pytest.raises(TypeError, match="two rules look at text.content with different quiet types"):
         Screen((_toy("HM991", str), _toy("HM992", Annotated[str, msgspec.Meta(pattern="^x")])))
+
+
+CLEAN = [{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "x"}]}]
+LEGACY = [{"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": "x"}]}]
+
+
+@pytest.mark.parametrize("key", ["chat-history", "chat history", "payload.msgs", "class", "über"])
+def test_the_screen_and_the_settled_check_take_any_json_key(key: str) -> None:
+    spec = key.replace(".", "\\.")
+    assert Screen(registry(), spec)(orjson.dumps({"id": 1, key: CLEAN})) == ()
+    assert Screen(registry(), spec)(orjson.dumps({"id": 1, key: LEGACY})) is None
+    assert settled_for(registry(), spec)(orjson.dumps({key: CLEAN}))
+
+
+def test_the_screen_follows_a_nested_path() -> None:
+    screen = Screen(registry(), "payload.a\\.b")
+    assert screen(orjson.dumps({"payload": {"x": 1, "a.b": CLEAN}})) == ()
+    assert screen(orjson.dumps({"payload": {"a.b": LEGACY}})) is None
+    assert screen(orjson.dumps({"payload": CLEAN})) is None
+    assert settled_for(registry(), "payload.a\\.b")(orjson.dumps({"payload": {"a.b": CLEAN}}))
+
+
+def test_the_screen_decodes_a_history_held_as_json_text_a_second_time() -> None:
+    assert SCREEN(orjson.dumps({"messages": orjson.dumps(CLEAN).decode()})) == ()
+    assert SCREEN(orjson.dumps({"messages": orjson.dumps(LEGACY).decode()})) is None
+    assert SCREEN(orjson.dumps({"messages": "[{oops"})) is None
+    assert SCREEN(orjson.dumps({"messages": "not a history"})) is None

@@ -17,7 +17,7 @@ import orjson
 
 from histmig.engine import Plan, migrate
 from histmig.otel.export import OtelExportError, to_otel_messages, upgrade_v5_to_v6
-from histmig.records import NotAHistory, Outcome, Record, envelope_id, locate_messages
+from histmig.records import Located, NotAHistory, Outcome, Record, envelope_id, locate_messages
 from histmig.rules.base import CauseMode
 from histmig.schema import current_errors
 
@@ -30,13 +30,15 @@ def export_record(obj: Any, *, version: int, include_content: bool, causes: Caus
     """One parsed record with its history replaced by the OTel message list: the history is
     located (histmig.records), migrated by :func:`histmig.engine.migrate` with ``causes``,
     checked against the current schema and exported by :func:`histmig.otel.export.to_otel_messages`.
-    A bare array becomes the OTel array; an envelope object keeps its other fields. Raises
+    A bare array becomes the OTel array; an envelope object keeps its other fields (a history
+    held as JSON text becomes the OTel array as JSON text). Raises
     :class:`Rejected` when the record holds no history, the migrated history would not load in
     pydantic-ai 2.68, or the export cannot render it."""
     try:
-        messages, field_name = locate_messages(obj, messages_field)
+        located = locate_messages(obj, messages_field)
     except NotAHistory as exc:
         raise Rejected(str(exc)) from exc
+    messages = located.messages
     migrate(messages, Plan(causes=causes))
     errors = current_errors(messages)
     if errors:
@@ -45,17 +47,14 @@ def export_record(obj: Any, *, version: int, include_content: bool, causes: Caus
         exported = to_otel_messages(messages, version=version, include_content=include_content)
     except OtelExportError as exc:
         raise Rejected(str(exc)) from exc
-    if field_name is None:
-        return exported
-    obj[field_name] = exported
-    return obj
+    return located.put(obj, exported)
 
 
 def _looks_like_otel(value: Any) -> bool:
     return isinstance(value, list) and bool(value) and isinstance(value[0], dict) and "role" in value[0] and "parts" in value[0]
 
 
-def locate_otel_messages(obj: Any, messages_field: str | None = None) -> tuple[list[Any], str | None]:
+def locate_otel_messages(obj: Any, messages_field: str | None = None) -> Located:
     """Find the OTel message array in a parsed record, as
     :func:`~histmig.records.locate_messages` finds a history, a field being recognised by its
     ``{"role", "parts"}`` objects. Raises :class:`Rejected` when there is none."""
@@ -70,17 +69,14 @@ def upgrade_record(obj: Any, messages_field: str | None = None) -> Any | None:
     (:func:`histmig.otel.export.upgrade_v5_to_v6`), or ``None`` when nothing moves (the caller
     then keeps the record's bytes). Raises :class:`Rejected` when the record holds no OTel
     array."""
-    otel, field_name = locate_otel_messages(obj, messages_field)
+    located = locate_otel_messages(obj, messages_field)
     try:
-        upgraded = upgrade_v5_to_v6(otel)
+        upgraded = upgrade_v5_to_v6(located.messages)
     except ValueError as exc:
         raise Rejected(str(exc)) from exc
-    if upgraded == otel:
+    if upgraded == located.messages:
         return None
-    if field_name is None:
-        return upgraded
-    obj[field_name] = upgraded
-    return obj
+    return located.put(obj, upgraded)
 
 
 class _Converter:

@@ -5,24 +5,30 @@ finding rows spilled to a temporary file, :mod:`histmig.report.rows`); the rende
 (:mod:`histmig.report.text`, :mod:`~histmig.report.json`, :mod:`~histmig.report.markdown`)
 write it out, a batch of rows at a time, so memory stays flat whatever the archive size.
 
-JSON shape (README "Report"): ``{"summary": {...}, "changes": [...], "findings": [...],
-"errors": [...], "warnings": [...]}``. ``summary`` reconciles ``records_in == changed +
-unchanged + rejected``; ``invalid`` counts records that need no rule yet fail validation
-(``check``); ``findings`` counts what rules found and did not fix (an unsafe fix without
-``--unsafe-fixes``); ``skipped`` counts database rows migrated but not written because
-another client wrote them after histmig read them (each also an ``errors`` entry with status
-``skipped``, naming the row by its key; its change rows stay listed, as what histmig would
-have written); ``read_errors`` counts inputs that ended early or could not be read on.
+JSON shape (README "Report"): ``{"run": {...}, "summary": {...}, "changes": [...],
+"findings": [...], "errors": [...], "warnings": [...]}``. ``run`` is the audit record of
+the run (:class:`RunInfo`); ``summary`` reconciles ``records_in == changed + unchanged +
+rejected + skipped``; ``invalid`` counts records that need no rule yet fail validation
+(``check``); ``findings`` counts what rules found and did not fix (a rule that only reports,
+an unsafe fix without ``--unsafe-fixes``), ``warnings`` the findings of severity
+``warning`` and the unknown parts carried unchanged; ``skipped`` counts database rows
+migrated but not written because another client wrote them after histmig read them (each
+also an ``errors`` entry with status ``skipped``, naming the row by its key; its change rows
+stay listed, as what histmig would have written); ``read_errors`` counts inputs that ended
+early or could not be read on. In the JSON shape a row's place is numbers (:func:`place`)
+and an error or warning line is its ``path`` and ``message`` apart; :attr:`Report.changes`,
+:attr:`Report.errors` and :attr:`Report.warnings` keep them as the text lines say them.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any
+from typing import Any, Literal
 
-from histmig.records import Outcome
+from histmig.records import Outcome, parts_of
 from histmig.report.rows import ChangeRow, FindingRow, Spill
 
 COUNTS = ("records_in", "changed", "unchanged", "rejected", "skipped", "invalid", "warnings", "findings", "read_errors")
@@ -30,6 +36,52 @@ COUNTS = ("records_in", "changed", "unchanged", "rejected", "skipped", "invalid"
 
 SKIPPED = "written by another client after histmig read it; left as that client wrote it (run histmig again to migrate it)"
 """The error line of a skipped row (:meth:`Report.add_skipped`)."""
+
+Detail = Literal["auto", "full", "summary"]
+
+
+@dataclass(frozen=True)
+class Rendering:
+    """How a report is rendered (the CLI's ``--report-detail`` and ``--no-timestamp``):
+    ``detail`` ``full`` (a line a change and finding), ``summary`` (counts, errors and
+    warnings only) or ``auto`` (full up to :data:`DETAIL_ROWS` change and finding rows, else
+    the summary, saying so; the Markdown report is capped at 1 MiB whatever it is); and
+    whether the JSON report gives the run's start time (``timestamp``: the one value that
+    differs between two runs of the same command)."""
+
+    detail: Detail = "auto"
+    timestamp: bool = True
+
+
+DETAIL_ROWS = 1000
+"""Change and finding rows past which ``--report-detail auto`` shows the summary only."""
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What a run was, for the report as an audit record: the ``histmig`` version, the
+    ``command``, its ``options`` as given (plain JSON data, the rules that ran among them),
+    the ``inputs`` read (every file) and the ``output``, when it ``started`` (UTC, ISO 8601,
+    to the second), its ``verdict`` line and ``exit_code``. Made by :mod:`histmig.api`."""
+
+    histmig: str
+    command: str
+    options: dict[str, Any]
+    inputs: list[str]
+    output: str | None
+    started: str
+    verdict: str
+    exit_code: int
+
+    @property
+    def checks(self) -> bool:
+        """Whether the command only says what would change (``audit``, ``check``)."""
+        return self.command in ("audit", "check")
+
+    def to_json(self, timestamp: bool = True) -> dict[str, Any]:
+        """The ``run`` object of the JSON report; ``started`` only with ``timestamp``."""
+        data = {"histmig": self.histmig, "command": self.command, "options": self.options, "inputs": self.inputs, "output": self.output}
+        return {**data, "started": self.started} if timestamp else data
 
 _RULE, _CAUSE, _EVIDENCE, _CERTAINTY = (itemgetter(ChangeRow._fields.index(name)) for name in ("rule", "cause", "evidence", "certainty"))
 
@@ -50,6 +102,7 @@ class Report:
         self._findings = findings or Spill(FindingRow)
         self.errors: list[dict[str, Any]] = []
         self.warnings: list[dict[str, Any]] = []
+        self.run: RunInfo | None = None
 
     @classmethod
     def in_memory(cls) -> Report:
@@ -67,7 +120,7 @@ class Report:
         if outcome.status != "rejected" and changes:
             place = (record.source, record.location, record.record_id)
             ordered = sorted(changes, key=_position) if len(changes) > 1 else changes
-            self._counted(self._changes.add([place + (c.rule, c.message, c.part, c.before, c.after, c.cause, c.evidence, c.certainty, c.removed) for c in ordered]))
+            self._counted(self._changes.add([place + (c.rule, c.message, c.part, c.before, c.after, c.cause, c.evidence, c.certainty, c.tool_call_id, c.removed) for c in ordered]))
         if outcome.findings:
             place = (record.source, record.location, record.record_id)
             warned = sum(finding.severity == "warning" for finding in outcome.findings)
@@ -138,6 +191,11 @@ class Report:
         self.errors.append({"source": source, "location": location, "id": None, "status": "unreadable", "errors": [message]})
 
     @property
+    def finding_rows(self) -> int:
+        """The findings, of either severity: a row each."""
+        return sum(self._findings_by_rule.values())
+
+    @property
     def by_rule(self) -> Counter[str]:
         """Edited parts by rule code."""
         self._flush()
@@ -199,9 +257,67 @@ class Report:
             "findings_by_rule": dict(sorted(self._findings_by_rule.items())),
         }
 
-    def to_json(self) -> dict[str, Any]:
-        """The whole report as plain JSON data."""
-        return {"summary": self.summary(), "changes": self.changes, "findings": self.findings, "errors": self.errors, "warnings": self.warnings}
+    def json_summary(self) -> dict[str, Any]:
+        """:meth:`summary` as the JSON report gives it: ``parts_by_evidence`` a list of
+        ``{"evidence", "certainty", "parts"}`` objects, evidence and certainty apart."""
+        self._flush()
+        by_evidence = [{"evidence": evidence, "certainty": certainty, "parts": count} for (evidence, certainty), count in sorted(self._by_evidence.items())]
+        return {**self.summary(), "parts_by_evidence": by_evidence}
+
+    def json_head(self, timestamp: bool = True) -> dict[str, Any]:
+        """The ``run`` (when known) and ``summary`` of the JSON report."""
+        head = {"run": self.run.to_json(timestamp)} if self.run is not None else {}
+        return {**head, "summary": self.json_summary()}
+
+    def to_json(self, timestamp: bool = False) -> dict[str, Any]:
+        """The whole report as the JSON report gives it (README "Report"), without the start
+        time unless ``timestamp``."""
+        return {
+            **self.json_head(timestamp),
+            "changes": [json_row(row._asdict()) for batch in self.change_batches() for row in batch],
+            "findings": [json_row(row._asdict()) for batch in self.finding_batches() for row in batch],
+            "errors": [json_row(row, "errors") for row in self.errors],
+            "warnings": [json_row(row, "warnings") for row in self.warnings],
+        }
+
+
+def summary_label(report: Report, key: str) -> str:
+    """How the text and Markdown summaries name a count: as :data:`COUNTS` does, but under
+    ``audit`` and ``check``, which write nothing, ``changed`` is ``would change`` and
+    ``rejected`` ``would be rejected``."""
+    if report.run is not None and report.run.checks and key in ("changed", "rejected"):
+        return "would change" if key == "changed" else "would be rejected"
+    return key
+
+
+def place(location: str) -> dict[str, Any]:
+    """Where a record is, as numbers: ``line 12`` is ``{"line": 12}``, ``row 5``
+    ``{"row": 5}``; ``after line 12`` (an input that ended early, read to line 12)
+    ``{"after_line": 12}``; the whole of a document (``file``), a record given alone
+    (``record``) or nothing read yet (``after the start``) no field; any other place (a
+    database key) ``{"key": location}``."""
+    after = location.startswith("after ")
+    kind, _, number = location.removeprefix("after ").partition(" ")
+    if kind in ("line", "row") and number.isdigit():
+        return {f"after_{kind}" if after else kind: int(number)}
+    if location in ("file", "record", "after the start"):
+        return {}
+    return {"key": location}
+
+
+def json_row(row: dict[str, Any], lines: str | None = None) -> dict[str, Any]:
+    """A report row (a change, finding, error or warning, as :class:`Report` keeps it) as the
+    JSON report gives it: its ``location`` as :func:`place` numbers, right after ``source``,
+    and its ``lines`` (``errors``, ``warnings``) as ``{"path", "message"}`` objects."""
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        if key == "location":
+            out.update(place(value))
+        elif key == lines:
+            out[key] = [dict(zip(("path", "message"), parts_of(line))) for line in value]
+        else:
+            out[key] = value
+    return out
 
 
 def _position(change: Any) -> tuple[int, int]:

@@ -1,41 +1,98 @@
-"""The Markdown report: a summary table, a table of changes, then findings, errors and warnings
-as lists."""
+"""The Markdown report, for CI job summaries (a GitHub job summary takes at most 1 MiB): a
+pass/fail line first, the summary table, then errors, warnings, findings and changes, as
+many as fit in :data:`MAX_BYTES`, and how many were left out."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from typing import TextIO
 
 import orjson
 
-from histmig.report import Report, record_name
+from histmig.report import Rendering, Report, record_name, summary_label
 from histmig.report.rows import ChangeRow, FindingRow
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
+MAX_BYTES = 1 << 20
+"""The most bytes (UTF-8) a Markdown report holds: what a GitHub Actions job summary takes."""
 
-def render(report: Report, stream: TextIO) -> None:
-    """Write the report as a Markdown document to ``stream``, the rows a batch at a time (so
-    memory stays flat). Control characters become spaces and ``|`` is escaped."""
-    lines = ["# histmig report", "", "| summary | value |", "| --- | --- |"]
+_ENDING = 1024
+"""Bytes kept back for the notes saying what was left out (five at most, short)."""
+
+
+class _Budget:
+    """Writes lines to ``stream`` while they fit in :data:`MAX_BYTES` less :data:`_ENDING`
+    bytes (UTF-8), the notes of what was left out in the whole of it; counts the lines that
+    did not fit (``left``)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream, self.used, self.left = stream, 0, 0
+
+    def write(self, text: str, note: bool = False) -> bool:
+        """Write ``text`` whole if it fits (a ``note`` in the bytes kept back for notes), and
+        say whether it did."""
+        size = len(text.encode())
+        if self.used + size > (MAX_BYTES if note else MAX_BYTES - _ENDING):
+            return False
+        self.stream.write(text)
+        self.used += size
+        return True
+
+    def section(self, heading: str, lines: Iterable[str], total: int) -> None:
+        """``heading`` and as many of ``lines`` (``total`` of them) as fit; a section none
+        of whose lines fit is left out whole, and counted."""
+        shown = 0
+        for line in lines:
+            if not self.write((heading if shown == 0 else "") + line):
+                break
+            shown += 1
+        self.left += total - shown
+        if 0 < shown < total:
+            self.write(f"\n_{total - shown:,} more not shown here._\n", note=True)
+
+
+def render(report: Report, stream: TextIO, how: Rendering = Rendering()) -> None:
+    """Write the report as a Markdown document to ``stream``: a pass/fail line and the
+    verdict (when the run is known), the summary in full, then the error, warning, finding
+    and change lines (none with ``how.detail`` ``summary``) as long as the document stays
+    within :data:`MAX_BYTES`, then how many lines were left out. The rows are read a batch at
+    a time, so memory stays flat. Control characters become spaces and ``|`` is escaped."""
+    out = _Budget(stream)
+    run = report.run
+    if run is None:
+        out.write("# histmig report\n\n")
+    else:
+        mark = "✅ pass" if run.exit_code == 0 else f"❌ fail (exit {run.exit_code})"
+        out.write(f"# {mark}: histmig {run.command}\n\n{_md(run.verdict)}\n\n")
+    lines = ["| summary | value |", "| --- | --- |"]
     for key, value in report.summary().items():
         if isinstance(value, dict):
             value = ", ".join(f"{k}: {v}" for k, v in value.items()) or "-"
-        lines.append(f"| {key} | {_md(str(value))} |")
-    lines += ["", "| record | message | part | rule | before -> after | cause | evidence |", "| --- | --- | --- | --- | --- | --- | --- |"]
-    stream.write("\n".join(lines) + "\n")
-    for batch in report.change_batches():
-        stream.write("".join(_change_line(row) for row in batch))
-    heading = "\n## Findings\n\n"
-    for batch in report.finding_batches():
-        stream.write(heading + "".join(_finding_line(row) for row in batch))
-        heading = ""
-    if report.errors:
-        stream.write("\n## Errors\n\n")
-        stream.writelines(f"- {_md(record_name(row))} ({row['status']}): {_md(line)}\n" for row in report.errors for line in row["errors"])
-    if report.warnings:
-        stream.write("\n## Warnings\n\n")
-        stream.writelines(f"- {_md(record_name(row))}: {_md(line)}\n" for row in report.warnings for line in row["warnings"])
+        lines.append(f"| {summary_label(report, key)} | {_md(str(value))} |")
+    out.write("\n".join(lines) + "\n")
+    if how.detail != "summary":
+        errors = [f"- {_md(record_name(row))} ({row['status']}): {_md(line)}\n" for row in report.errors for line in row["errors"]]
+        out.section("\n## Errors\n\n", errors, len(errors))
+        warnings = [f"- {_md(record_name(row))}: {_md(line)}\n" for row in report.warnings for line in row["warnings"]]
+        out.section("\n## Warnings\n\n", warnings, len(warnings))
+        out.section("\n## Findings\n\n", _lines(report.finding_batches(), _finding_line), report.finding_rows)
+        changes_heading = "\n## Changes\n\n| record | message | part | rule | before -> after | cause | tool_call_id | evidence |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n"
+        out.section(changes_heading, _lines(report.change_batches(), _change_line), sum(report.by_rule.values()))
+    if out.left:
+        out.write(
+            f"\n_{out.left:,} lines are not in this report: it is kept within {MAX_BYTES // 1024:,} KiB, what a CI job summary takes "
+            "(the text report has them, the JSON report lists them all)._\n",
+            note=True,
+        )
+    elif how.detail == "summary":
+        out.write("\n_Summary only: the text and JSON reports list every change._\n", note=True)
+
+
+def _lines(batches: Iterator[list[ChangeRow]] | Iterator[list[FindingRow]], line) -> Iterator[str]:
+    for batch in batches:
+        yield from map(line, batch)
 
 
 def _change_line(row: ChangeRow) -> str:
@@ -44,7 +101,7 @@ def _change_line(row: ChangeRow) -> str:
     removed = f" (removed: {_md(orjson.dumps(row.removed).decode())})" if row.removed is not None else ""
     return (
         f"| {_md(record_name(row))} | {row.message} | {part} | {row.rule} | {row.before} -> {row.after}{removed} "
-        f"| {row.cause or ''} | {_md(row.evidence)} ({row.certainty}) |\n"
+        f"| {row.cause or ''} | {_md(row.tool_call_id or '')} | {_md(row.evidence)} ({row.certainty}) |\n"
     )
 
 

@@ -28,6 +28,7 @@ class ChangeRow(NamedTuple):
     cause: str | None
     evidence: str
     certainty: str
+    tool_call_id: str | None
     removed: Any
 
 

@@ -1,5 +1,6 @@
-"""The text report (stderr by default): a line per change, finding, error and warning, then the
-summary as a table."""
+"""The text report (stderr by default): a line per change, finding, error and warning (the
+change and finding lines only up to :data:`~histmig.report.DETAIL_ROWS` of them, unless
+asked), then the summary as a table."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from rich.markup import escape
 from rich.style import Style
 from rich.table import Table
 
-from histmig.report import Report, record_name
+from histmig.report import DETAIL_ROWS, Rendering, Report, record_name, summary_label
 from histmig.report.rows import ChangeRow, FindingRow
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -25,22 +26,29 @@ def visible(text: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
-def render(report: Report, stream: TextIO) -> None:
+def render(report: Report, stream: TextIO, how: Rendering = Rendering()) -> None:
     """Write one line per change and finding, then per error and warning line, to ``stream``,
     then the summary as a rich table.
 
-    The lines are plain writes, a batch of rows at a time, so memory stays flat whatever the
-    number of rows; rule codes and statuses are styled only when rich shows colour on
-    ``stream`` (a terminal; ``NO_COLOR`` drops the colours, not the bold). Record names,
-    evidence and messages have their control characters shown as ``\\xNN``; nothing else of
-    theirs is interpreted (no markup, no emoji codes).
+    The change and finding lines are left out with ``how.detail`` ``summary``, and with
+    ``auto`` past :data:`~histmig.report.DETAIL_ROWS` of them (a line says so, and how to see
+    them); error and warning lines are always written. Under ``audit`` and ``check`` the
+    summary says what *would* change. The lines are plain writes, a batch of rows at a time,
+    so memory stays flat whatever the number of rows; rule codes and statuses are styled only
+    when rich shows colour on ``stream`` (a terminal; ``NO_COLOR`` drops the colours, not the
+    bold). Record names, evidence and messages have their control characters shown as
+    ``\\xNN``; nothing else of theirs is interpreted (no markup, no emoji codes).
     """
     console = Console(file=stream, highlight=False, soft_wrap=True)
     paint = _painter(console)
-    for batch in report.change_batches():
-        stream.write("".join(_change_line(row, paint) for row in batch))
-    for batch in report.finding_batches():
-        stream.write("".join(_finding_line(row, paint) for row in batch))
+    rows = sum(report.by_rule.values()) + report.finding_rows
+    if how.detail == "full" or (how.detail == "auto" and rows <= DETAIL_ROWS):
+        for batch in report.change_batches():
+            stream.write("".join(_change_line(row, paint) for row in batch))
+        for batch in report.finding_batches():
+            stream.write("".join(_finding_line(row, paint) for row in batch))
+    elif how.detail == "auto":
+        stream.write(f"({rows:,} change and finding lines not shown, more than {DETAIL_ROWS:,}: --report-detail full shows them, --report-format json lists them)\n")
     warning = paint("warning", "yellow")
     for row in report.errors:
         label = paint(row["status"], "yellow" if row["status"] in ("invalid", "skipped") else "red")
@@ -51,7 +59,7 @@ def render(report: Report, stream: TextIO) -> None:
     for key, value in report.summary().items():
         if isinstance(value, dict):
             value = ", ".join(f"{k}: {v}" for k, v in value.items()) or "-"
-        counts.add_row(key, escape(visible(str(value))))
+        counts.add_row(summary_label(report, key), escape(visible(str(value))))
     console.print(counts)
 
 
@@ -78,8 +86,9 @@ def _where(row: ChangeRow | FindingRow) -> str:
 def _change_line(row: ChangeRow, paint: Callable[[str, str], str]) -> str:
     """One change row as a line, ending in a newline."""
     cause = f" cause={row.cause}" if row.cause else ""
+    assigned = f" tool_call_id={visible(row.tool_call_id)}" if row.tool_call_id else ""
     removed = f" removed={visible(orjson.dumps(row.removed).decode())}" if row.removed is not None else ""
-    return f"{_where(row)} {paint(row.rule, 'bold')} {row.before} -> {row.after}{cause} evidence={visible(row.evidence)} ({row.certainty}){removed}\n"
+    return f"{_where(row)} {paint(row.rule, 'bold')} {row.before} -> {row.after}{cause}{assigned} evidence={visible(row.evidence)} ({row.certainty}){removed}\n"
 
 
 def _finding_line(row: FindingRow, paint: Callable[[str, str], str]) -> str:

@@ -76,8 +76,9 @@ class Change(NamedTuple):
     (``part`` ``None`` for a message-level edit), ``before``/``after`` (the ``part_kind``
     values, or field names for a message-level edit; :data:`ABSENT_PART` for a part added or
     removed), the ``evidence`` that decided it and its ``certainty``, the ``RetryInfo.cause``
-    written, if any, and a part a fix ``removed``, whole, so that nothing is lost (README
-    "Report"). An added part's place is where it now is; a removed part's, where it was."""
+    written, if any, the ``tool_call_id`` a rule assigned (HM201, HM103, HM401), if any, and
+    what a fix ``removed``, whole, so that nothing is lost (README "Report"). An added part's
+    place is where it now is; a removed part's, where it was."""
 
     rule: str
     message: int
@@ -87,6 +88,7 @@ class Change(NamedTuple):
     evidence: str
     certainty: Certainty
     cause: str | None = None
+    tool_call_id: str | None = None
     removed: Any = None
 
     def finding(self, severity: Severity = "error") -> Finding:
@@ -99,9 +101,10 @@ ABSENT_PART = "absent"
 
 
 class Malformed(ValueError):
-    """A part a rule targets has a shape no release wrote, so it cannot be migrated; the
-    message starts with the path inside the record (``messages[2].parts[0].content: …``).
-    The engine rejects the record, unchanged."""
+    """A part a rule targets has a shape no release wrote, so it cannot be migrated; its one
+    argument is the :class:`~histmig.records.Problem` (the path inside the record,
+    ``messages[2].parts[0].content``, and what is wrong). The engine rejects the record,
+    unchanged."""
 
 
 @dataclass(frozen=True)
@@ -314,7 +317,10 @@ class Rule:
     """One rule (see the module docstring).
 
     ``code`` is stable (``HM101``); ``name`` a slug (``tool-bound-retry``); ``summary`` one
-    line; ``source`` the framework-facts section or release it comes from; ``docs`` its
+    line; ``source`` where it comes from in words a user can check (the pydantic-ai
+    releases and the function or model of ``pydantic_ai/messages.py``, as ``histmig rules``
+    shows it); ``facts`` the sections of the team's framework-facts notes (and bug cases)
+    behind it, for developers, never shown by the command line; ``docs`` its
     :class:`Docs`; ``looks`` what it looks at (:class:`Look`); ``fix`` edits a history in
     place and returns the :class:`Change`\\ s (``None``: the rule only reports);
     ``applicability`` says whether the fix is ``safe`` or ``unsafe``; ``find`` returns the
@@ -333,6 +339,7 @@ class Rule:
     phase: int = MIGRATE
     find: Find | None = field(default=None, repr=False)
     severity: Severity = "error"
+    facts: str = ""
 
     def __post_init__(self) -> None:
         if self.fix is None and self.find is None:

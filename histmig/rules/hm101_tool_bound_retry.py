@@ -19,7 +19,8 @@ RULE = Rule(
     code="HM101",
     name="tool-bound-retry",
     summary="tool-bound retry-prompt -> ToolReturnPart with outcome 'retried' and a RetryInfo cause",
-    source="framework-facts §1, §2",
+    source="pydantic-ai 2.68 pydantic_ai/messages.py _translate_legacy_retry_part (a tool-bound retry-prompt loads as the call's ToolReturnPart, outcome retried); the retry texts releases 0.0.x-2.59 wrote",
+    facts="framework-facts §1, §2",
     docs=Docs(
         what=(
             "Rewrites a retry-prompt part that answers a tool call (its tool_name is set, '' included) as that "

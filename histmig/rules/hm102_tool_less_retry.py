@@ -19,12 +19,13 @@ RULE = Rule(
     code="HM102",
     name="tool-less-retry",
     summary="tool-less retry-prompt -> RetryFeedbackPart with a RetryInfo cause",
-    source="framework-facts §1, §2",
+    source="pydantic-ai 2.68 pydantic_ai/messages.py _translate_legacy_retry_part (a tool-less retry-prompt loads as a RetryFeedbackPart); the retry texts releases 0.0.x-2.59 wrote",
+    facts="framework-facts §1, §2",
     docs=Docs(
         what=(
             "Rewrites a retry-prompt part that answers no tool call (tool_name null or absent) as a retry-feedback "
-            "part whose retry cause comes from evidence: the framework's fixed no-output texts (framework-facts "
-            "§1.1, across releases) are no_output, an error list validation_error, any other text model_retry. "
+            "part whose retry cause comes from evidence: the fixed no-output texts the framework wrote across "
+            "releases ('Please return text or call a tool.' and the others) are no_output, an error list validation_error, any other text model_retry. "
             "tool_name and tool_call_id are removed (the part has no tool fields); the content is kept as stored."
         ),
         why=(

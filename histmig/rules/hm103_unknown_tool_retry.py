@@ -30,7 +30,7 @@ def rebind_unknown_tool(messages: Messages, ctx: Context) -> list[Change]:
         used.add(id(call))
         found = Verdict("unknown_tool", "unknown-tool+preceding-call", "template")
         message["parts"][p_index] = to_tool_return(part, found, tool_name=name, tool_call_id=call["tool_call_id"])
-        changes.append(Change("HM103", m_index, p_index, RETRY_PROMPT, "tool-return", found.evidence, found.certainty, "unknown_tool"))
+        changes.append(Change("HM103", m_index, p_index, RETRY_PROMPT, "tool-return", found.evidence, found.certainty, "unknown_tool", call["tool_call_id"]))
     return changes
 
 
@@ -57,7 +57,8 @@ RULE = Rule(
     code="HM103",
     name="unknown-tool-retry",
     summary="tool-less 'Unknown tool name' retry-prompt (releases before 0.0.47) -> the invented call's retried tool-return",
-    source="framework-facts §1.2",
+    source="pydantic-ai 0.0.3-0.0.46 wrote 'Unknown tool name: …' retries without tool_name; 2.60+ records them as the call's ToolReturnPart, cause unknown_tool",
+    facts="framework-facts §1.2",
     docs=Docs(
         what=(
             "Re-binds a tool-less 'Unknown tool name: ...' retry-prompt (written with no tool_name nor tool_call_id "

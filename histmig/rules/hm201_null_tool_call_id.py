@@ -6,16 +6,40 @@ import hashlib
 from collections import defaultdict
 from typing import Any
 
+import msgspec
+
 from histmig.rules.base import REPAIR, Change, Context, Docs, Message, Messages, NullField, Part, PartKind, Rule, iter_parts
 
 _ID_PARTS = ("tool-call", "tool-return")
+_OPENING_PARTS = ("system-prompt", "user-prompt")
+_ENCODER = msgspec.json.Encoder(order="sorted")
 
 
-def derived_tool_call_id(m_index: int, p_index: int, tool_name: Any) -> str:
-    """A deterministic ``tool_call_id`` for the call at ``messages[m_index].parts[p_index]``:
-    ``'pyd_ai_'`` + 32 hex digits of a SHA-256 of the position and tool name, the same shape
-    the framework generates from 0.0.45 (framework-facts §3.3), but reproducible."""
-    digest = hashlib.sha256(f"histmig:{m_index}:{p_index}:{tool_name}".encode()).hexdigest()
+def conversation_key(messages: Messages) -> str:
+    """What tells one conversation from another, from its own stable content: 32 hex digits
+    of a SHA-256 of the ``system-prompt`` and ``user-prompt`` parts of its first message
+    (``part_kind``, ``content`` and ``timestamp``, JSON with sorted keys): what was said first
+    and when. No rule rewrites these (HM202 removes a null timestamp, read as absent either
+    way), so the key is the same whichever rules are selected. A history that opens with no
+    such part has the key of an empty list."""
+    first = messages[0] if messages and isinstance(messages[0], dict) else {}
+    parts = first.get("parts") if isinstance(first.get("parts"), list) else []
+    opening = [
+        (part.get("part_kind"), part.get("content"), part.get("timestamp"))
+        for part in parts
+        if isinstance(part, dict) and part.get("part_kind") in _OPENING_PARTS
+    ]
+    return hashlib.sha256(_ENCODER.encode(opening)).hexdigest()[:32]
+
+
+def derived_tool_call_id(conversation: str, m_index: int, p_index: int, tool_name: Any) -> str:
+    """A deterministic ``tool_call_id`` for the call at ``messages[m_index].parts[p_index]``
+    of the conversation whose :func:`conversation_key` is ``conversation``: ``'pyd_ai_'`` +
+    32 hex digits of a SHA-256 of the key, the position and the tool name, the shape the
+    framework generates from 0.0.45 (framework-facts §3.3), but reproducible, and distinct
+    across conversations (analytics joining tool calls across conversations, and
+    OpenTelemetry call ids, need them distinct)."""
+    digest = hashlib.sha256(f"histmig:{conversation}:{m_index}:{p_index}:{tool_name}".encode()).hexdigest()
     return "pyd_ai_" + digest[:32]
 
 
@@ -33,13 +57,15 @@ def _retry_needs_id(message: Message, part: Part) -> bool:
 
 
 def derive_tool_call_ids(messages: Messages, ctx: Context) -> list[Change]:
-    """Give every ``null``-id ``tool-call`` a derived id (:func:`derived_tool_call_id`), then
-    give each ``null``-id ``tool-return`` and id-less tool-bound ``retry-prompt`` the id of
-    the earliest call of the same ``tool_name`` before it that no result has answered yet
-    (0.0.x answered calls in order). A result with no such call gets an id derived from its
-    own position. 2.68 rejects ``null`` ids and replaces absent ones with random ids, which
-    orphans the result (framework-facts §2)."""
+    """Give every ``null``-id ``tool-call`` a derived id (:func:`derived_tool_call_id`, of
+    the conversation's :func:`conversation_key` and the call's place), then give each
+    ``null``-id ``tool-return`` and id-less tool-bound ``retry-prompt`` the id of the earliest
+    call of the same ``tool_name`` before it that no result has answered yet (0.0.x answered
+    calls in order). A result with no such call gets an id derived from its own place. Each
+    change carries the id it wrote (``Change.tool_call_id``). 2.68 rejects ``null`` ids and
+    replaces absent ones with random ids, which orphans the result (framework-facts §2)."""
     changes: list[Change] = []
+    conversation = conversation_key(messages)
     unanswered: dict[Any, list[str]] = defaultdict(list)
     for m_index, p_index, _, part in iter_parts(messages):
         kind = part.get("part_kind", "")
@@ -51,14 +77,14 @@ def derive_tool_call_ids(messages: Messages, ctx: Context) -> list[Change]:
                 unanswered[name].remove(part["tool_call_id"])
             continue
         if kind == "tool-call":
-            new_id, evidence = derived_tool_call_id(m_index, p_index, name), "position"
+            new_id, evidence = derived_tool_call_id(conversation, m_index, p_index, name), "position"
             unanswered[name].append(new_id)
         elif unanswered[name]:
             new_id, evidence = unanswered[name].pop(0), "paired-call"
         else:
-            new_id, evidence = derived_tool_call_id(m_index, p_index, name), "position:no-call"
+            new_id, evidence = derived_tool_call_id(conversation, m_index, p_index, name), "position:no-call"
         part["tool_call_id"] = new_id
-        changes.append(Change("HM201", m_index, p_index, kind, kind, evidence, "derived"))
+        changes.append(Change("HM201", m_index, p_index, kind, kind, evidence, "derived", tool_call_id=new_id))
     return changes
 
 
@@ -66,11 +92,13 @@ RULE = Rule(
     code="HM201",
     name="null-tool-call-id",
     summary="null tool_call_id on tool-call / tool-return, null or missing on tool-bound retry-prompt -> paired, derived id",
-    source="framework-facts §2 (load failures), §3.3 (ids nullable in 0.0.13–0.0.44)",
+    source="pydantic-ai 0.0.13-0.0.44 wrote tool_call_id: null; 2.68 (ToolCallPart, ToolReturnPart in pydantic_ai/messages.py) refuses it, and gives a missing one a random id at every load",
+    facts="framework-facts §2 (load failures), §3.3 (ids nullable in 0.0.13–0.0.44)",
     docs=Docs(
         what=(
             "Gives every tool-call whose tool_call_id is null a derived id ('pyd_ai_' and 32 hex digits of a "
-            "SHA-256 of its place and tool name), then gives each tool-return with a null id, and each tool-bound "
+            "SHA-256 of the conversation's opening prompts and their timestamps, the call's place and its tool name: "
+            "the same on every run, distinct across conversations), then gives each tool-return with a null id, and each tool-bound "
             "retry-prompt with a null or missing one, the id of the earliest unanswered call of the same tool "
             "before it (0.0.x answered calls in order); a result with no such call gets an id of its own place."
         ),
@@ -85,9 +113,9 @@ RULE = Rule(
         ),
         after=(
             '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":"{\\"city\\": \\"Oslo\\"}",'
-            '"tool_call_id":"pyd_ai_c0498064258ea18c8924a9067d61533b"}]},'
+            '"tool_call_id":"pyd_ai_af1bacd8210a29c8b311700328eed1a9"}]},'
             '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather","content":"12 C",'
-            '"tool_call_id":"pyd_ai_c0498064258ea18c8924a9067d61533b","timestamp":"2024-10-01T10:00:02Z"}]}]'
+            '"tool_call_id":"pyd_ai_af1bacd8210a29c8b311700328eed1a9","timestamp":"2024-10-01T10:00:02Z"}]}]'
         ),
     ),
     looks=(NullField("tool_call_id", parts=_ID_PARTS), PartKind("retry-prompt", test=_retry_needs_id)),

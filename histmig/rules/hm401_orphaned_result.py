@@ -31,7 +31,7 @@ def repair_or_drop(messages: Messages, ctx: Context) -> list[Change]:
             was = dict(part)
             part["tool_call_id"] = messages[call[0]]["parts"][call[1]]["tool_call_id"]
             rebound.add((m_index, p_index))
-            changes.append(Change("HM401", m_index, p_index, part["part_kind"], part["part_kind"], "only-open-call", "derived", removed=was))
+            changes.append(Change("HM401", m_index, p_index, part["part_kind"], part["part_kind"], "only-open-call", "derived", tool_call_id=part["tool_call_id"], removed=was))
     return changes + drop_parts(messages, [place for place in orphans if place not in rebound], "HM401", "orphaned")
 
 
@@ -52,7 +52,8 @@ RULE = Rule(
     code="HM401",
     name="orphaned-result",
     summary="tool result answering no call -> re-paired to the only open call of its tool, else dropped (written whole into the report)",
-    source="pydantic-ai 2.68 _drop_orphaned_tool_results; issue: tool pairing",
+    source='pydantic-ai 2.68 pydantic_ai/messages.py _drop_orphaned_tool_results (a result whose id no earlier call has is dropped before every request)',
+    facts="framework-facts §2 (history cleaning before every request: _clean_message_history)",
     docs=Docs(
         what=(
             "Finds a tool-return (retried or not) whose tool_call_id no call of the history has: context eviction, "

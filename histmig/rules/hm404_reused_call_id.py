@@ -20,7 +20,8 @@ RULE = Rule(
     code="HM404",
     name="reused-call-id",
     summary="a call reusing the id of an earlier response's unanswered call, which it shadows (reported; the shadowed call is HM406's)",
-    source="pydantic-ai 2.68 _open_tool_calls; issue: tool pairing",
+    source="pydantic-ai 2.68 pydantic_ai/messages.py _open_tool_calls (a call reusing an open call's id shadows it)",
+    facts="framework-facts §2 (history cleaning before every request: _clean_message_history)",
     docs=Docs(
         what=(
             "Finds a tool call whose tool_call_id is that of a call of an earlier response still without a result "

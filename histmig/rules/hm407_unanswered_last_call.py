@@ -25,7 +25,8 @@ RULE = Rule(
     code="HM407",
     name="unanswered-last-call",
     summary="a call of the last response without a result (a warning: a resumed run may still answer it) -> closed with an interrupted return",
-    source="pydantic-ai 2.68 repair_messages(repair_last_response=True); issue: tool pairing",
+    source='pydantic-ai 2.68 pydantic_ai/messages.py repair_messages(repair_last_response=True) (the calls of the last response, left alone before a request)',
+    facts="framework-facts §2 (history cleaning before every request: _clean_message_history)",
     docs=Docs(
         what=(
             "Finds a tool call of the history's last response that no result answers: where a run stopped, crashed, "

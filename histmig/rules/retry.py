@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from histmig.records import Problem
 from histmig.rules.base import Change, Context, Malformed, Message, Messages, Part
 from histmig.rules.causes import Verdict, framework_cause, infer_cause
 
@@ -111,7 +112,7 @@ def legacy_parts(messages: Messages, *, tool_bound: bool) -> list[tuple[int, int
             if not isinstance(part, dict) or part.get("part_kind") != RETRY_PROMPT or not binding(message, part):
                 continue
             if not isinstance(part.get("content"), (str, list)):
-                raise Malformed(f"messages[{m_index}].parts[{p_index}].content: a retry-prompt content must be a string or a list of error details")
+                raise Malformed(Problem(f"messages[{m_index}].parts[{p_index}].content", "a retry-prompt content must be a string or a list of error details"))
             found.append((m_index, p_index, message, part))
     return found
 

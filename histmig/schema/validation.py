@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import SchemaValidator, core_schema
 
+from histmig.records import Problem
 from histmig.schema import PLAIN_CURRENT
 from histmig.schema.current import ModelMessage
 from histmig.schema.legacy import LegacyModelMessage
@@ -49,7 +50,7 @@ def _errors(adapter: TypeAdapter[Any], messages: Any) -> list[str]:
     try:
         adapter.validate_python(messages)
     except ValidationError as exc:
-        return [f"{_path(error['loc'], messages)}: {error['msg']}" for error in exc.errors()]
+        return [Problem(_path(error["loc"], messages), error["msg"]) for error in exc.errors()]
     return []
 
 

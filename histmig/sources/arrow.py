@@ -18,7 +18,7 @@ not a record: it is carried as it is and not counted. Every other column is unto
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any, Literal, NamedTuple
@@ -26,7 +26,7 @@ from typing import Any, Literal, NamedTuple
 import orjson
 
 from histmig.engine import run_records
-from histmig.records import MESSAGE_FIELD_CANDIDATES, Outcome, Record
+from histmig.records import ID_FIELDS, MESSAGE_FIELD_CANDIDATES, NotAHistory, Outcome, Record, locate_messages
 from histmig.report import Report
 from histmig.rules import nulls_kept, registry
 from histmig.sources.base import Job, UnreadableInput, lazy
@@ -72,11 +72,14 @@ def column_kind(type_: pa.DataType) -> ColumnKind | None:
     return None
 
 
-def find_messages_column(schema: pa.Schema, name: str | None = None, *, where: str = "") -> str:
+def find_messages_column(schema: pa.Schema, name: str | None = None, *, where: str = "", first: Callable[[str], Any] | None = None) -> str:
     """The messages column of ``schema``: ``name`` when given, else the first of
     :data:`~histmig.records.MESSAGE_FIELD_CANDIDATES` present with a usable type, else the
-    only ``list<struct>`` column whose structs have ``kind`` and ``parts``. Raises
-    :class:`ColumnError` (prefixed with ``where``) when there is none or the type is unusable."""
+    only column that holds histories whatever its name (``chat-history``): a ``list<struct>``
+    column whose structs have ``kind`` and ``parts``, or a text or binary column whose first
+    non-null cell (``first(column)``, when given) is a history or an envelope holding one.
+    Raises :class:`ColumnError` (prefixed with ``where``) when there is none, when several
+    columns hold histories, or when the type is unusable."""
     prefix = f"{where}: " if where else ""
     if name is not None:
         if name not in schema.names:
@@ -87,14 +90,50 @@ def find_messages_column(schema: pa.Schema, name: str | None = None, *, where: s
     for candidate in MESSAGE_FIELD_CANDIDATES:
         if candidate in schema.names and column_kind(schema.field(candidate).type) is not None:
             return candidate
-    nested = [
+    found = [
         f.name
         for f in schema
-        if column_kind(f.type) == "nested" and {"kind", "parts"} <= {c.name for c in _storage(f.type).value_type}
+        if (column_kind(f.type) == "nested" and {"kind", "parts"} <= {c.name for c in _storage(f.type).value_type})
+        or (column_kind(f.type) in ("text", "binary") and first is not None and _holds_history(first(f.name)))
     ]
-    if len(nested) == 1:
-        return nested[0]
-    raise ColumnError(f"{prefix}cannot tell the messages column (name it with --messages-column)")
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise ColumnError(f"{prefix}several columns hold histories ({', '.join(found)}): name one with --messages-column")
+    raise ColumnError(f"{prefix}cannot tell the messages column (name it with --messages-column; columns: {', '.join(schema.names)})")
+
+
+def _holds_history(cell: Any) -> bool:
+    """Whether a text or binary cell is JSON holding a history (bare, or in an envelope)."""
+    if cell is None:
+        return False
+    try:
+        locate_messages(orjson.loads(cell))
+    except (orjson.JSONDecodeError, NotAHistory):
+        return False
+    return True
+
+
+def find_id_column(schema: pa.Schema, name: str | None = None, *, key: str | None = None, where: str = "") -> str | None:
+    """The column whose value names each row in the report: ``name`` (``--id-column``) when
+    given, else the table's one-column primary ``key``, else the first of
+    :data:`~histmig.records.ID_FIELDS` (``id``, ``conversation_id``, ``record_id``) present
+    as a string or integer column, as a JSONL envelope's id is found; ``None`` when there is
+    none (rows are then named by number only). Shared by every columnar format. Raises
+    :class:`ColumnError` (prefixed with ``where``) for a ``name`` the schema lacks."""
+    if name is not None:
+        if name not in schema.names:
+            raise ColumnError(f"{where + ': ' if where else ''}no id column {name!r} (columns: {', '.join(schema.names)})")
+        return name
+    for candidate in (key, *ID_FIELDS):
+        if candidate is not None and candidate in schema.names and _names_a_row(schema.field(candidate).type):
+            return candidate
+    return None
+
+
+def _names_a_row(type_: pa.DataType) -> bool:
+    type_ = _storage(type_)
+    return pa.types.is_integer(type_) or pa.types.is_string(type_) or pa.types.is_large_string(type_) or pa.types.is_string_view(type_)
 
 
 def _merge(struct: Any, additions: Sequence[Any]) -> Any:

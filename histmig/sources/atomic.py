@@ -34,6 +34,21 @@ def check_writable(path: str) -> None:
         raise UnwritableOutput(f"{path}: cannot write in {str(folder)!r}")
 
 
+def check_directory(path: str) -> None:
+    """Raise :class:`UnwritableOutput` unless files can be written in the directory ``path``:
+    it is one and is writable, or it can be created (its parent is a writable directory)."""
+    folder = Path(path)
+    if folder.is_dir():
+        if not os.access(folder, os.W_OK):
+            raise UnwritableOutput(f"{path}: cannot write in this directory")
+        return
+    parent = folder.resolve().parent
+    if not parent.is_dir():
+        raise UnwritableOutput(f"{path}: no such directory {str(parent)!r} to create it in")
+    if not os.access(parent, os.W_OK):
+        raise UnwritableOutput(f"{path}: cannot create this directory in {str(parent)!r}")
+
+
 @contextmanager
 def input_stream(path: str) -> Iterator[BinaryIO]:
     """A binary stream over ``path`` (stdin for ``-``), gunzipped when it starts with the
@@ -65,10 +80,24 @@ def _gunzipped(raw: BinaryIO) -> Iterator[BinaryIO]:
 def temp_beside(target: Path) -> tuple[int, str]:
     """A new temporary file in ``target``'s directory, to be renamed over ``target`` when
     complete: ``(descriptor, name)``, with the permission bits :func:`new_file_mode` gives
-    (``mkstemp`` makes it ``0o600``; renamed as is, it would change them)."""
-    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    (``mkstemp`` makes it ``0o600``; renamed as is, it would change them). Raises
+    :class:`UnwritableOutput` naming ``target`` when the directory takes no new file."""
+    with unwritable(target):
+        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
     os.fchmod(fd, new_file_mode(target))
     return fd, name
+
+
+@contextmanager
+def unwritable(target: str | Path) -> Iterator[None]:
+    """A block whose ``OSError`` (no space left, no permission, an I/O error) is raised as
+    :class:`UnwritableOutput` naming ``target`` and the cause, in one line."""
+    try:
+        yield
+    except UnwritableOutput:
+        raise
+    except OSError as exc:
+        raise UnwritableOutput(f"{target}: {exc.strerror or exc}") from exc
 
 
 def new_file_mode(target: Path) -> int:
@@ -91,10 +120,12 @@ class SyncingFile(io.FileIO):
     :data:`SYNC_EVERY` bytes, a background thread (started at the first of them, so a
     process forked before holds no thread) calls ``fdatasync``, so the ``fsync`` of
     :meth:`sync`, which makes the file durable, has little left to wait for (~0.15 s on a
-    300 MB output otherwise). An error the thread meets is raised by :meth:`sync`."""
+    300 MB output otherwise). An error the thread meets is raised by :meth:`sync`; every
+    error is raised as :class:`UnwritableOutput` naming ``target``."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, target: str | Path = "") -> None:
         super().__init__(fd, "wb")
+        self.target = target
         self._unsynced = 0
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -102,7 +133,8 @@ class SyncingFile(io.FileIO):
         self._error: OSError | None = None
 
     def write(self, data: Any) -> int:
-        written = super().write(data) or 0
+        with unwritable(self.target):
+            written = super().write(data) or 0
         self._unsynced += written
         if self._unsynced >= SYNC_EVERY:
             self._unsynced = 0
@@ -135,9 +167,10 @@ class SyncingFile(io.FileIO):
         """Stop the background thread, then ``fsync``. Raises the ``OSError`` the thread or
         the ``fsync`` met."""
         self._stop()
-        if self._error is not None:
-            raise self._error
-        os.fsync(self.fileno())
+        with unwritable(self.target):
+            if self._error is not None:
+                raise self._error
+            os.fsync(self.fileno())
 
     def close(self) -> None:
         self._stop()
@@ -149,7 +182,7 @@ def atomic_output(path: str, *, keep: bool = False) -> Iterator[BinaryIO]:
     """A binary stream that becomes ``path`` only when the block ends without an exception:
     written to a temporary file in the same directory (a :class:`SyncingFile`), flushed,
     fsynced and renamed over the target, so a crash leaves either the previous file or
-    none. ``-`` is stdout. A target ending in ``.gz`` is gzip-compressed (with a fixed
+    none; a write that fails raises :class:`UnwritableOutput` naming ``path``. ``-`` is stdout. A target ending in ``.gz`` is gzip-compressed (with a fixed
     mtime, so output bytes are reproducible). With ``keep``, the new file starts with the
     target's current bytes, if it exists, so what is written is added after them (a
     rejects file of an earlier run is never replaced; a gzip target gets one more member)."""
@@ -160,7 +193,7 @@ def atomic_output(path: str, *, keep: bool = False) -> Iterator[BinaryIO]:
     target = Path(path)
     fd, tmp_name = temp_beside(target)
     try:
-        raw = SyncingFile(fd)
+        raw = SyncingFile(fd, path)
         with io.BufferedWriter(raw) as tmp:
             if keep:
                 _copy_existing(target, tmp)
@@ -171,7 +204,8 @@ def atomic_output(path: str, *, keep: bool = False) -> Iterator[BinaryIO]:
                 yield tmp
             tmp.flush()
             raw.sync()
-        os.replace(tmp_name, target)
+        with unwritable(target):
+            os.replace(tmp_name, target)
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise

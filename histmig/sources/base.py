@@ -92,16 +92,20 @@ class Task(ABC):
 @dataclass
 class Target:
     """Where a command writes: ``output`` (a path, ``-`` for stdout, or ``None`` for
-    ``audit``/``check``), ``rejects`` (where rejected records go; ``None``: the format's
-    default), ``in_place`` (over the input itself), ``to_table`` (a new table of a database
-    input), and whether rejected records with nowhere else to go (no rejects file: the output
-    is stdout) stay in the output unchanged (``keep_rejected``; an export leaves them out)."""
+    ``audit``/``check``), ``rejects`` (where rejected records go: a path, ``-`` for stdout,
+    or ``None``: nowhere else, they stay in the output unchanged), ``in_place`` (over the
+    input itself), ``to_table`` (a new table of a database input; an existing one is
+    replaced only with ``overwrite``), and whether rejected records with nowhere else to go
+    stay in the output unchanged (``keep_rejected``; an export leaves them out). The run
+    driver (:mod:`histmig.api`) gives each input its own target, its paths decided by the
+    one rule of :func:`histmig.sources.output_paths`."""
 
     output: str | None = None
     rejects: str | None = None
     in_place: bool = False
     to_table: str | None = None
     keep_rejected: bool = True
+    overwrite: bool = False
 
     @property
     def writes(self) -> bool:
@@ -125,14 +129,14 @@ class Written:
     """What an input wrote, for the verdict line: where ``rejected`` records went (a path,
     ``stdout``, ``"in place"``: unchanged among the output's records, ``"rows"``: unchanged in
     their rows, or ``None``: nowhere), whether the output was ``withheld`` (a ``.json``
-    document whose one record was rejected), the ``notes`` to print (an earlier rejects
-    file added to), the rows ``skipped`` (:class:`Skipped`; added to the report) and, for a
-    table written in place, how the verdict names it (``target``: without the password a
-    database URL may hold)."""
+    document whose one record was rejected), whether a record was written to the rejects
+    file (``rejects_used``), the rows ``skipped`` (:class:`Skipped`; added to the report)
+    and, for a table written in place, how the verdict names it (``target``: without the
+    password a database URL may hold)."""
 
     rejected: str | None = None
     withheld: bool = False
-    notes: list[str] = field(default_factory=list)
+    rejects_used: bool = False
     skipped: list[Skipped] = field(default_factory=list)
     target: str | None = None
 
@@ -183,15 +187,31 @@ the command's :class:`~histmig.options.Options` (the format's own options: a tab
 Raises :class:`UnreadableInput`, :class:`UnwritableOutput` or :class:`UsageError`."""
 
 
+FORMAT_OPTIONS = {
+    "in_place": "--in-place",
+    "messages_column": "--messages-column",
+    "id_column": "--id-column",
+    "table": "--table",
+    "to_table": "--to-table",
+    "overwrite": "--overwrite",
+    "schema": "--schema",
+    "key_column": "--key-column",
+    "single_transaction": "--single-transaction",
+}
+"""The options only some formats take (:attr:`Format.takes`), by name, with their flags."""
+
+
 @dataclass(frozen=True)
 class Format:
     """A storage format, as its module declares it: ``name`` (``--format``), the
     ``suffixes`` that tell it from a path's name, ``claims`` (a path that is this format
-    whatever its name: a directory, a glob, a URL, a file's first bytes), the output
-    formats an input of it can be ``written_as`` (the first when an output's name says
-    none), ``open`` (:data:`Opener`), whether it is a ``columnar`` format (a column
-    of histories among other columns, named with ``--messages-column``) and the database
-    ``options`` it takes."""
+    whatever its name: a URL, a file's first bytes), the output formats an input of it can
+    be ``written_as`` (the first when an output's name says none), ``open``
+    (:data:`Opener`), whether it is a ``columnar`` format (a column of histories among
+    other columns, named with ``--messages-column``), which of :data:`FORMAT_OPTIONS` it
+    ``takes`` (any other given is a usage error naming it), and whether the files of a
+    directory given as INPUT are read as this format when their names tell it
+    (``in_directories``: files, not databases that need ``--table``)."""
 
     name: str
     suffixes: tuple[str, ...]
@@ -200,9 +220,8 @@ class Format:
     claims: Callable[[str], bool] | None = None
     columnar: bool = False
     description: str = ""
-    options: tuple[str, ...] = ()
-    """The :data:`~histmig.options.DATABASE_OPTIONS` this format takes (``schema``,
-    ``key_column``, ``single_transaction``); any other given is a usage error."""
+    takes: frozenset[str] = frozenset()
+    in_directories: bool = False
 
     def named(self, path: str) -> bool:
         """Whether ``path``'s name ends in one of the suffixes (any case)."""

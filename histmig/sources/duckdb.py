@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from histmig.report import Report
-from histmig.sources.arrow import Cells, ColumnError, ColumnMigrator, find_messages_column, write_jsonl_rows
+from histmig.sources.arrow import Cells, ColumnError, ColumnMigrator, find_id_column, find_messages_column, write_jsonl_rows
 from histmig.sources.atomic import atomic_output
-from histmig.sources.base import Format, Input, Job, Target, Task, TaskResult, UsageError, Written, lazy, starts_with
+from histmig.sources.base import Format, Input, Job, Target, Task, TaskResult, UnwritableOutput, UsageError, Written, lazy, starts_with
 from histmig.sources.parquet import parquet_sink
 
 duckdb = lazy("duckdb")
@@ -97,12 +97,10 @@ class TableInput(Input):
 
     def __init__(self, path: str, target: Target, options: Any, job: Job) -> None:
         table = options.table
-        if table is None:
-            raise UsageError(f"{path}: a DuckDB input needs --table")
         if sum((target.output is not None, target.to_table is not None, target.in_place)) > 1:
             raise UsageError(f"{path}: give one of OUTPUT, --to-table and --in-place")
-        if not os.path.isfile(path):
-            raise ColumnError(f"{path}: no such file")
+        if target.to_table is not None and target.to_table == table:
+            raise UsageError(f"{path}: --to-table names the table read; use --in-place to rewrite it")
         self.name = f"{path}:{table}"
         self.size = os.path.getsize(path)
         self._table, self._target = table, target
@@ -112,23 +110,42 @@ class TableInput(Input):
         except duckdb.Error as exc:
             raise ColumnError(f"{path}: {exc}") from exc
         try:
+            if table is None:
+                raise UsageError(f"{path}: a DuckDB input needs --table ({self._tables()})")
             if not self._exists(table):
-                raise ColumnError(f"{path}: no table {table!r}")
-            if target.to_table is not None and self._exists(target.to_table):
-                raise ColumnError(f"{path}: table {target.to_table!r} already exists")
-            self._column = find_messages_column(_arrow_schema(self._con, table), options.messages_column, where=self.name)
-            columns = {row[0] for row in self._con.execute(f"DESCRIBE {quote(table)}").fetchall()}
-            if options.id_column is not None and options.id_column not in columns:
-                raise ColumnError(f"{self.name}: no id column {options.id_column!r}")
+                raise ColumnError(f"{path}: no table {table!r} ({self._tables()})")
+            if target.to_table is not None and self._exists(target.to_table) and not target.overwrite:
+                raise UnwritableOutput(f"{path}: table {target.to_table!r} already exists (--overwrite replaces it)")
+            schema = _arrow_schema(self._con, table)
+            self._column = find_messages_column(schema, options.messages_column, where=self.name, first=self._first_cell)
+            keys = self._constraints("PRIMARY KEY")
+            self._id_column = find_id_column(schema, options.id_column, key=keys[0][0] if len(keys) == 1 and len(keys[0]) == 1 else None, where=self.name)
         except BaseException:
             self._stack.close()
             raise
-        self._id_column, self._job = options.id_column, job
+        self._job = job
         self._write: Callable[[BatchResult], None] = lambda result: None
         self._finish: Callable[[], None] = lambda: None
 
     def _exists(self, table: str) -> bool:
         return bool(self._con.execute("SELECT 1 FROM information_schema.tables WHERE table_name = ?", [table]).fetchall())
+
+    def _first_cell(self, column: str) -> Any:
+        """The first non-null cell of ``column`` of the table, or ``None``."""
+        row = self._con.execute(f"SELECT {quote(column)} FROM {quote(self._table)} WHERE {quote(column)} IS NOT NULL LIMIT 1").fetchone()
+        return None if row is None else row[0]
+
+    def _constraints(self, kind: str) -> list[list[str]]:
+        """The columns of each ``kind`` constraint (``PRIMARY KEY``, ``UNIQUE``) of the table."""
+        return [list(row[0]) for row in self._con.execute(
+            "SELECT constraint_column_names FROM duckdb_constraints() WHERE table_name = ? AND database_name = current_database() AND constraint_type = ? ORDER BY constraint_index",
+            [self._table, kind],
+        ).fetchall()]
+
+    def _tables(self) -> str:
+        """The database's tables, in words, for an error line."""
+        names = [row[0] for row in self._con.execute("SELECT table_name FROM information_schema.tables ORDER BY table_name").fetchall()]
+        return f"its tables: {', '.join(names)}" if names else "it has no table"
 
     def __enter__(self) -> TableInput:
         target = self._target
@@ -208,20 +225,43 @@ class TableInput(Input):
         return write, flush
 
     def _inserts(self, to_table: str) -> Callable[[BatchResult], None]:
-        """A writer of each batch into the new table ``to_table`` (created now, its messages
-        column widened on the first batch when the migration widens it)."""
-        self._con.execute(f"CREATE TABLE {quote(to_table)} AS SELECT * FROM {quote(self._table)} LIMIT 0")
-        altered: list[bool] = []
+        """A writer of each batch into the new table ``to_table``, created at the first batch
+        as the table read is (:meth:`_create_like`: its columns, types, defaults, NOT NULL,
+        PRIMARY KEY, UNIQUE and CHECK constraints; the messages column widened when the
+        migration widens it), replacing one of that name with ``--overwrite``."""
+        created: list[bool] = []
 
         def write(result: BatchResult) -> None:
-            migrator = self.migrator
-            if not altered and migrator.output_type != migrator.input_type:
-                new_type = _duckdb_type(self._con, migrator.output_type)
-                self._con.execute(f"ALTER TABLE {quote(to_table)} ALTER {quote(self._column)} SET DATA TYPE {new_type}")
-            altered.append(True)
+            if not created:
+                if self._target.overwrite:
+                    self._con.execute(f"DROP TABLE IF EXISTS {quote(to_table)}")
+                self._con.execute(self._create_like(to_table))
+                created.append(True)
             _insert(self._con, to_table, result.batch)
 
         return write
+
+    def _create_like(self, to_table: str) -> str:
+        """``CREATE TABLE to_table (...)`` with the table's columns and constraints, the
+        messages column of the migrator's output type."""
+        migrator = self.migrator
+        widened = _duckdb_type(self._con, migrator.output_type) if migrator.output_type != migrator.input_type else None
+        columns = []
+        for name, data_type, nullable, default in self._con.execute(
+            "SELECT column_name, data_type, is_nullable, column_default FROM duckdb_columns() WHERE table_name = ? AND database_name = current_database() ORDER BY column_index",
+            [self._table],
+        ).fetchall():
+            column = f"{quote(name)} {widened if widened and name == self._column else data_type}"
+            column += "" if nullable else " NOT NULL"
+            column += f" DEFAULT ({default})" if default is not None else ""
+            columns.append(column)
+        for kind in ("PRIMARY KEY", "UNIQUE"):
+            columns += [f"{kind} ({', '.join(map(quote, names))})" for names in self._constraints(kind)]
+        columns += [row[0] for row in self._con.execute(
+            "SELECT constraint_text FROM duckdb_constraints() WHERE table_name = ? AND database_name = current_database() AND constraint_type = 'CHECK' ORDER BY constraint_index",
+            [self._table],
+        ).fetchall()]
+        return f"CREATE TABLE {quote(to_table)} ({', '.join(columns)})"
 
     def _updates(self) -> tuple[Callable[[BatchResult], None], Callable[[], None]]:
         """A writer of each batch's changed cells into a temporary table, and the UPDATE of
@@ -271,4 +311,5 @@ FORMAT = Format(
     claims=lambda path: starts_with(path, b"DUCK", 8),  # a DuckDB file's header, whatever its name (.db is SQLite's too)
     columnar=True,
     description="DuckDB",
+    takes=frozenset({"messages_column", "id_column", "table", "to_table", "in_place", "overwrite"}),
 )

@@ -2,8 +2,9 @@
 object whose messages field holds it. The whole file is one record, run in this process.
 
 A rejected document goes to the rejects file and no output is written (with stdout as the
-output and no rejects file, it is written there unchanged); a migrated document ends with a
-newline when the input did.
+output and no rejects file, it is written there unchanged); a migrated document keeps the
+file's conventions: a UTF-8 byte-order mark at its start (not part of the record), and the
+line end (``\\n`` or ``\\r\\n``) it ended with, if any.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from histmig.records import Outcome, Record
 from histmig.report import Report
 from histmig.sources.atomic import atomic_output, input_stream
 from histmig.sources.base import Format, Input, InputEnded, Job, Target, Task, TaskResult, Written
-from histmig.sources.jsonl import READ_ERRORS, Rejects, rejects_path
+from histmig.sources.jsonl import BOM, READ_ERRORS, Rejects, written_to
 
 
 @dataclass
@@ -52,7 +53,8 @@ class Document(Task):
             result.outcome = outcome
             return outcome
 
-        run_records([(self.data, None)], job.processor(), result.report, lambda raw, key: Record(raw, self.source, "file"), keep)
+        record = self.data[len(BOM) :] if self.data.startswith(BOM) else self.data
+        run_records([(record, None)], job.processor(), result.report, lambda raw, key: Record(raw, self.source, "file"), keep)
         return result
 
 
@@ -68,8 +70,7 @@ class DocumentInput(Input):
         self._stack = ExitStack()
         self._output = path if target.in_place else target.output
         self._keep_rejected = target.keep_rejected
-        where = rejects_path(target, self._output) if self._output is not None else None
-        self._rejects = Rejects(where, self._stack) if where is not None else None
+        self._rejects = Rejects(target.rejects, self._stack) if self._output is not None and target.rejects is not None else None
         self._withheld = False
 
     def __exit__(self, kind: type[BaseException] | None, *rest: Any) -> None:
@@ -98,14 +99,13 @@ class DocumentInput(Input):
         if outcome is None or outcome.status != "changed" or outcome.output is None:
             output = task.data
         else:
-            output = outcome.output + (b"\n" if task.data.endswith(b"\n") else b"")
+            data = task.data
+            ending = b"\r\n" if data.endswith(b"\r\n") else b"\n" if data.endswith(b"\n") else b""
+            output = (BOM if data.startswith(BOM) else b"") + outcome.output + ending
         self._stack.enter_context(atomic_output(self._output)).write(output)
 
     def written(self) -> Written:
-        if self._output is None:
-            return Written()
-        rejected = ("in place" if self._keep_rejected else None) if self._rejects is None else ("stdout" if self._rejects.path == "-" else self._rejects.path)
-        return Written(rejected, self._withheld, self._rejects.note() if self._rejects else [])
+        return written_to(self._rejects, self._keep_rejected, self._withheld) if self._output is not None else Written()
 
 
 def open_document(path: str, target: Target, options: Any, job: Job) -> list[Input]:
@@ -121,4 +121,6 @@ FORMAT = Format(
     open=open_document,
     written_as=("json",),
     description="JSON",
+    takes=frozenset({"in_place"}),
+    in_directories=True,
 )

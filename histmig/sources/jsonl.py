@@ -2,7 +2,10 @@
 
 A record is a bare history array or an object whose messages field is auto-detected
 (:mod:`histmig.records`). Blank lines are not records: they are carried to the output as they
-are and not counted. A task is a :class:`Chunk`, the bytes of whole input lines (about
+are and not counted. A file keeps its own conventions: a UTF-8 byte-order mark at its start
+is not part of the first record (and stays in the output), and a line's end, ``\r\n`` or
+``\n``, is not part of its record (a migrated record keeps it; a line added at the end of a
+file whose last line had none takes the convention of the line before). A task is a :class:`Chunk`, the bytes of whole input lines (about
 :data:`CHUNK_BYTES`) and the number of its first line; :meth:`Chunk.run` puts its lines
 through the engine's record loop and returns the edits (each migrated or rejected record's
 place in the chunk and its new bytes) and the chunk's report; :func:`write_chunk` writes the
@@ -133,9 +136,14 @@ class Chunk(Task):
         return result
 
 
+BOM = b"\xef\xbb\xbf"
+"""The UTF-8 byte-order mark some Windows tools put at the start of a text file."""
+
+
 class _Lines:
     """The non-blank lines of a chunk's ``data`` as ``(raw, (start, end, number))``, without
-    their line ends; ``last`` is the number of the last one given."""
+    their line ends (``\n`` or ``\r\n``) nor, on the file's first line, a byte-order mark;
+    ``last`` is the number of the last one given."""
 
     def __init__(self, data: bytes, first: int) -> None:
         self.data = data
@@ -144,15 +152,16 @@ class _Lines:
 
     def __iter__(self) -> Iterator[tuple[bytes, tuple[int, int, int]]]:
         data, find, size = self.data, self.data.find, len(self.data)
-        start, number = 0, self.first
+        start, number = 3 if self.first == 1 and data[:3] == BOM else 0, self.first
         while start < size:
             end = find(b"\n", start)
             if end < 0:
                 end = size
-            raw = data[start:end]
+            stop = end - 1 if end > start and data[end - 1] == 0x0D else end
+            raw = data[start:stop]
             if raw and not raw.isspace():
                 self.last = number
-                yield raw, (start, end, number)
+                yield raw, (start, stop, number)
             start = end + 1
             number += 1
 
@@ -305,8 +314,9 @@ def count_lines(data: bytes) -> int:
 
 def write_chunk(data: bytes, edits: list[Edit], out: BinaryIO, rejects: Callable[[], BinaryIO] | None) -> None:
     """Write a chunk's ``data`` with its ``edits`` applied to ``out``, every line ending in
-    ``\\n``: a migrated record replaced, a rejected one moved to ``rejects()`` (opened on
-    first use) or, without it, kept in ``out`` as it is."""
+    a line end: a migrated record replaced (its line end kept), a rejected one moved with its
+    line end to ``rejects()`` (opened on first use) or, without it, kept in ``out`` as it
+    is. A last line without a line end gets the one the line before it has."""
     view = memoryview(data)
     position = 0
     last_moved = False
@@ -317,23 +327,30 @@ def write_chunk(data: bytes, edits: list[Edit], out: BinaryIO, rejects: Callable
             position = end
         elif rejects is not None:
             out.write(view[position:start])
-            rejects().write(data[start:end] + b"\n")
-            position = min(end + 1, len(data))
-            last_moved = end == len(data)
+            line_end = data.find(b"\n", end)
+            position = len(data) if line_end < 0 else line_end + 1
+            rejects().write(data[start:position] if line_end >= 0 else data[start:end] + _line_end(data))
+            last_moved = line_end < 0
     out.write(view[position:])
     if data and not data.endswith(b"\n") and not last_moved:
-        out.write(b"\n")
+        out.write(_line_end(data))
+
+
+def _line_end(data: bytes) -> bytes:
+    """The line end of the last complete line of ``data``: ``\\r\\n`` or ``\\n``
+    (``\\n`` when there is none)."""
+    last = data.rfind(b"\n")
+    return b"\r\n" if last > 0 and data[last - 1] == 0x0D else b"\n"
 
 
 class Rejects:
     """Where rejected records go: ``path`` (``-``: stdout), opened on first use
     (:func:`~histmig.sources.atomic.atomic_output` with ``keep``: a rejects file an earlier
-    run left, maybe the only copy of its records, is added to, never replaced), on ``stack``.
-    ``earlier`` tells whether such a file was there."""
+    run or input left, maybe the only copy of its records, is added to, never replaced), on
+    ``stack``; ``used`` once a record was written."""
 
     def __init__(self, path: str, stack: ExitStack) -> None:
         self.path = path
-        self.earlier = path != "-" and os.path.exists(path)
         self.used = False
         self._stack = stack
         self._out: BinaryIO | None = None
@@ -343,13 +360,6 @@ class Rejects:
             self._out = self._stack.enter_context(atomic_output(self.path, keep=True))
             self.used = True
         return self._out
-
-    def note(self) -> list[str]:
-        """The note for an earlier rejects file added to (or not)."""
-        if not self.earlier:
-            return []
-        added = "this run's rejected records were added after them" if self.used else "this run wrote no rejected record to it"
-        return [f"{self.path} already held rejected records of an earlier run; {added}"]
 
 
 class _Discard(io.RawIOBase):
@@ -364,18 +374,18 @@ def _discarded() -> BinaryIO:
     return _Discard()  # type: ignore[return-value]
 
 
-def rejects_path(target: Target, output: str) -> str | None:
-    """Where a file input's rejected records go: ``--rejects``, else ``OUTPUT.rejects.jsonl``
-    beside a file output; ``None`` for stdout (they then stay in the output, unchanged, in
-    place, so nothing is dropped)."""
-    if target.rejects is not None:
-        return target.rejects
-    return None if output == "-" else f"{output}.rejects.jsonl"
+def written_to(rejects: Rejects | None, keep_rejected: bool, withheld: bool = False) -> Written:
+    """What an input whose rejected records went to ``rejects`` (``None``: nowhere else; they
+    stayed in the output unchanged, unless ``keep_rejected`` is off) wrote."""
+    if rejects is None:
+        return Written("in place" if keep_rejected else None, withheld)
+    return Written("stdout" if rejects.path == "-" else rejects.path, withheld, rejects.used)
 
 
 class LinesInput(Input):
     """A JSONL input (see the module docstring) opened for a run: ``path`` (``-``: stdin)
-    written to ``target`` (the input itself when ``in_place``)."""
+    written to ``target`` (the input itself when ``in_place``), its rejected records to
+    ``target.rejects``."""
 
     window = WINDOW
     slot_bytes = SLOT_BYTES
@@ -388,7 +398,7 @@ class LinesInput(Input):
         self._out: BinaryIO | None = None
         self._rejects: Rejects | None = None
         self._keep_rejected = target.keep_rejected
-        self._rejects_path = rejects_path(target, self._output) if self._output is not None else None
+        self._rejects_path = target.rejects if self._output is not None else None
 
     def __enter__(self) -> LinesInput:
         try:
@@ -418,10 +428,7 @@ class LinesInput(Input):
             write_chunk(task.data, placed(result.edits, slot), self._out, rejects)
 
     def written(self) -> Written:
-        if self._output is None:
-            return Written()
-        rejected = ("in place" if self._keep_rejected else None) if self._rejects is None else ("stdout" if self._rejects.path == "-" else self._rejects.path)
-        return Written(rejected, notes=self._rejects.note() if self._rejects else [])
+        return written_to(self._rejects, self._keep_rejected) if self._output is not None else Written()
 
 
 def open_lines(path: str, target: Target, options: Any, job: Job) -> list[Input]:
@@ -437,4 +444,6 @@ FORMAT = Format(
     open=open_lines,
     written_as=("jsonl",),
     description="JSONL",
+    takes=frozenset({"in_place"}),
+    in_directories=True,
 )

@@ -1,5 +1,5 @@
-"""Parquet (pyarrow): a file, a directory of ``*.parquet`` files, or a glob; streamed by row
-group and record batch.
+"""Parquet (pyarrow): a file (a directory of them, or a glob, is several inputs:
+:func:`histmig.sources.input_paths`); streamed by row group and record batch.
 
 Each row group, or each slice of a row group holding more than :data:`TASK_BYTES` of
 messages, is a task (:class:`RowGroup`): the worker reads its rows from the file itself, batch
@@ -17,7 +17,6 @@ unchanged (a row cannot be dropped without breaking the alignment) and reported.
 
 from __future__ import annotations
 
-import glob
 import io
 import os
 from collections.abc import Callable, Iterator
@@ -27,9 +26,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from histmig.report import Report
-from histmig.sources.arrow import Cells, ColumnError, ColumnMigrator, find_messages_column, write_jsonl_rows
-from histmig.sources.atomic import atomic_output, temp_beside
-from histmig.sources.base import Format, Input, Job, Target, Task, TaskResult, UsageError, Written, lazy
+from histmig.sources.arrow import Cells, ColumnError, ColumnMigrator, find_id_column, find_messages_column, write_jsonl_rows
+from histmig.sources.atomic import atomic_output, temp_beside, unwritable
+from histmig.sources.base import Format, Input, Job, Target, Task, TaskResult, Written, lazy
 
 pa = lazy("pyarrow")
 pq = lazy("pyarrow.parquet")
@@ -54,36 +53,28 @@ one row group."""
 PROBE_BATCH = 16
 """Rows a batch read to size a dictionary-encoded messages column (:func:`_bytes_per_row`)."""
 
-_GLOB_CHARS = frozenset("*?[")
-
-
-def input_files(path: str) -> list[str]:
-    """The Parquet files ``path`` names: itself, a directory's ``*.parquet``/``*.pq``
-    files, or a glob's matches, sorted. Raises :class:`ColumnError` when there are none."""
-    if os.path.isdir(path):
-        files = sorted(str(p) for p in Path(path).iterdir() if p.name.lower().endswith(SUFFIXES) and p.is_file())
-    elif _GLOB_CHARS & set(path):
-        files = sorted(p for p in glob.glob(path) if os.path.isfile(p))
-    else:
-        files = [path] if os.path.isfile(path) else []
-    if not files:
-        kind = "a directory is read as a Parquet dataset, and this one holds no .parquet or .pq file" if os.path.isdir(path) else "no Parquet file found"
-        raise ColumnError(f"{path}: {kind}")
-    return files
-
 
 @contextmanager
 def parquet_sink(path: str, schema: pa.Schema, compression: str = "snappy") -> Iterator[Callable[[pa.Table], None]]:
     """A function that writes one table as one row group of the Parquet file ``path``
     (``schema``, ``compression``); the file is written to a temporary file in the same
-    directory and renamed over ``path`` only when the block ends without an exception."""
+    directory and renamed over ``path`` only when the block ends without an exception. A
+    write that fails raises :class:`~histmig.sources.base.UnwritableOutput` naming ``path``."""
     target = Path(path)
     fd, tmp_name = temp_beside(target)
     os.close(fd)
+
+    def write(table: pa.Table) -> None:
+        with unwritable(path):
+            writer.write_table(table, row_group_size=max(1, table.num_rows))
+
     try:
-        with pq.ParquetWriter(tmp_name, schema, compression=compression) as writer:
-            yield lambda table: writer.write_table(table, row_group_size=max(1, table.num_rows))
-        os.replace(tmp_name, target)
+        with unwritable(path):
+            writer = pq.ParquetWriter(tmp_name, schema, compression=compression)
+        with writer:
+            yield write
+        with unwritable(path):
+            os.replace(tmp_name, target)
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise
@@ -94,16 +85,6 @@ def _compression(metadata: pq.FileMetaData) -> str:
         return "snappy"
     codec = metadata.row_group(0).column(0).compression.lower()
     return "none" if codec == "uncompressed" else codec
-
-
-def _outputs(files: list[str], output_path: str) -> list[str]:
-    if len(files) == 1 and not os.path.isdir(output_path):
-        return [output_path]
-    names = [os.path.basename(f) for f in files]
-    if len(set(names)) != len(names):
-        raise ColumnError(f"{output_path}: two inputs share a file name")
-    os.makedirs(output_path, exist_ok=True)
-    return [os.path.join(output_path, name) for name in names]
 
 
 @dataclass(frozen=True)
@@ -214,6 +195,15 @@ class BatchCursor:
                 yield batch if (start, stop) == (0, batch.num_rows) else batch.slice(start, stop - start)
 
 
+def _first_cell(parquet: pq.ParquetFile, column: str) -> Any:
+    """The first non-null cell of ``column`` among the first :data:`BATCH_ROWS` rows of
+    ``parquet`` (``None`` when there is none): what the column holds, to tell the messages
+    column by its content."""
+    for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=[column], use_threads=False):
+        return next((cell for cell in batch.column(0).to_pylist() if cell is not None), None)
+    return None
+
+
 def open_parquet(path: str) -> pq.ParquetFile:
     """``path`` opened for reading :data:`READ_BUFFER` bytes at a time, with no column
     chunk read (``pre_buffer``) and kept whole. Raises :class:`~histmig.sources.arrow.ColumnError`
@@ -244,8 +234,9 @@ class ParquetInput(Input):
         self.size = os.path.getsize(path)
         self._stack = ExitStack()
         self._parquet = open_parquet(path)
-        column = find_messages_column(self._parquet.schema_arrow, messages_column, where=path)
-        self._migrator = ColumnMigrator(self._parquet.schema_arrow, column, path, job, id_column)
+        schema = self._parquet.schema_arrow
+        column = find_messages_column(schema, messages_column, where=path, first=lambda name: _first_cell(self._parquet, name))
+        self._migrator = ColumnMigrator(schema, column, path, job, find_id_column(schema, id_column, where=path))
         self._output = output
         self._output_format: Literal["parquet", "jsonl"] | None = output_format if output is not None else None  # type: ignore[assignment]
         self._emit: Callable[[RowGroup, GroupResult], None] = lambda task, result: None
@@ -282,20 +273,15 @@ class ParquetInput(Input):
         return Written(rejected="rows") if self._output is not None else Written()
 
 
-def open_files(path: str, target: Target, options: Any, job: Job) -> list[Input]:
-    """The Parquet files ``path`` names (:func:`input_files`), each an input: one file goes
-    to ``target.output`` (``.jsonl``: one JSON object a row; otherwise Parquet); several go to
-    the directory ``target.output`` under their own names. Raises
-    :class:`~histmig.sources.arrow.ColumnError` for a missing or unreadable input or column,
-    and :class:`~histmig.sources.base.UsageError` for options Parquet has no use for."""
+def open_file(path: str, target: Target, options: Any, job: Job) -> list[Input]:
+    """The Parquet file ``path`` for ``target``: written to ``target.output`` (``.jsonl``:
+    one JSON object a row; otherwise Parquet). Raises
+    :class:`~histmig.sources.arrow.ColumnError` for an unreadable file or a missing or
+    unusable column."""
     from histmig.sources import formats, output_format
 
-    if options.table is not None or target.to_table is not None or target.in_place:
-        raise UsageError(f"{path}: --table, --to-table and --in-place need a DuckDB input (.duckdb, .db)")
-    files = input_files(path)
     written_as = output_format(formats()["parquet"], target.output) if target.output is not None else None
-    outputs = _outputs(files, target.output) if target.output is not None else [None] * len(files)
-    return [ParquetInput(file, out, written_as, job, options.messages_column, options.id_column) for file, out in zip(files, outputs)]
+    return [ParquetInput(path, target.output, written_as, job, options.messages_column, options.id_column)]
 
 
 def _slices(parquet: pq.ParquetFile, group: RowGroup) -> list[RowGroup]:
@@ -374,9 +360,10 @@ def _migrated_group(cursor: BatchCursor, task: RowGroup, migrator: ColumnMigrato
 FORMAT = Format(
     name="parquet",
     suffixes=SUFFIXES,
-    open=open_files,
+    open=open_file,
     written_as=("parquet", "jsonl"),
-    claims=os.path.isdir,
     columnar=True,
     description="Parquet",
+    takes=frozenset({"messages_column", "id_column"}),
+    in_directories=True,
 )

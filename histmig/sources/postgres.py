@@ -206,6 +206,6 @@ FORMAT = Format(
     claims=lambda path: path.startswith(SCHEMES),
     columnar=True,
     description="PostgreSQL",
-    options=("schema", "key_column", "single_transaction"),
+    takes=frozenset({"messages_column", "id_column", "table", "to_table", "in_place", "schema", "key_column", "single_transaction"}),
 )
 PostgresTable.FORMAT = FORMAT

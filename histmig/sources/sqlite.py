@@ -199,6 +199,6 @@ FORMAT = Format(
     claims=lambda path: starts_with(path, MAGIC),
     columnar=True,
     description="SQLite",
-    options=("key_column",),
+    takes=frozenset({"messages_column", "id_column", "table", "to_table", "in_place", "key_column"}),
 )
 SqliteTable.FORMAT = FORMAT

@@ -11,7 +11,7 @@ import pytest
 
 from histmig import api
 from histmig.records import Outcome, Record
-from histmig.report import Report, rows
+from histmig.report import Rendering, Report, rows
 from tests.conftest import CORPUS
 
 RETRY = {"part_kind": "retry-prompt", "content": "x", "tool_name": None}
@@ -26,7 +26,11 @@ ORPHAN = orjson.dumps(
     }
 ) + b"\n"
 """A history whose second result answers no call (HM401 drops it with ``--unsafe-fixes``)."""
-CHANGE = "[v0.0.20/c_unknown_tool]: messages[2].parts[0] HM103 retry-prompt -> tool-return cause=unknown_tool evidence=unknown-tool+preceding-call (template)"
+UNKNOWN_TOOL = orjson.loads((CORPUS / "all.jsonl").read_bytes().splitlines()[5])["messages"]
+api.migrate(UNKNOWN_TOOL)
+REBOUND_ID = UNKNOWN_TOOL[2]["parts"][0]["tool_call_id"]
+"""The id HM103 binds line 6's unknown-tool retry to (the call's id HM201 derived)."""
+CHANGE = f"[v0.0.20/c_unknown_tool]: messages[2].parts[0] HM103 retry-prompt -> tool-return cause=unknown_tool tool_call_id={REBOUND_ID} evidence=unknown-tool+preceding-call (template)"
 
 
 def legacy_report(tmp_path: Path) -> tuple[Report, str]:
@@ -37,10 +41,10 @@ def legacy_report(tmp_path: Path) -> tuple[Report, str]:
     return api.audit(str(source)).report, str(source)
 
 
-def rendered(report: Report, renderer: str) -> str:
+def rendered(report: Report, renderer: str, how: Rendering = Rendering()) -> str:
     """``report`` as the renderer ``histmig.report.<renderer>`` writes it."""
     stream = io.StringIO()
-    import_module(f"histmig.report.{renderer}").render(report, stream)
+    import_module(f"histmig.report.{renderer}").render(report, stream, how)
     return stream.getvalue()
 
 

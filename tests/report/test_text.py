@@ -6,19 +6,24 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import orjson
 import pytest
 
 from histmig import api
-from histmig.report import SKIPPED, Report
-from histmig.report.text import render
 from histmig.options import Options
+from histmig.report import SKIPPED, Rendering, Report
+from histmig.report import text as text_report
+from histmig.report.text import render
+from tests.conftest import CORPUS
 from tests.report.conftest import CHANGE, ORPHAN, legacy_report, rendered, skipped_report
 
 
 def test_text_report_lines(tmp_path: Path, batch_size: int) -> None:
     report, source = legacy_report(tmp_path)
     lines = rendered(report, "text").splitlines()
-    assert lines[0] == f"{source}:line 1 [v0.0.20/a_tool_model_retry]: messages[1].parts[0] HM201 tool-call -> tool-call evidence=position (derived)"
+    first = orjson.loads((CORPUS / "all.jsonl").read_bytes().splitlines()[0])["messages"]
+    api.migrate(first)
+    assert lines[0] == f"{source}:line 1 [v0.0.20/a_tool_model_retry]: messages[1].parts[0] HM201 tool-call -> tool-call tool_call_id={first[1]['parts'][0]['tool_call_id']} evidence=position (derived)"
     assert f"{source}:line 6 {CHANGE}" in lines
     assert lines[270] == f"{source}:line 214 [f\\x1b[1m]: messages[0].parts[1] HM102 retry-prompt -> retry-feedback cause=model_retry evidence=free-text (default)"
     assert lines[271] == (
@@ -81,3 +86,29 @@ def test_a_skipped_row_is_a_line_naming_its_key() -> None:
     lines = rendered(skipped_report(), "text").splitlines()
     assert lines[0] == f"db:chats:id=2 [c-2]: skipped: {SKIPPED}"
     assert any(line.startswith("│ skipped ") and "│ 1 " in line for line in lines)
+
+
+def test_past_a_thousand_rows_the_text_report_is_its_summary_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    report, source = legacy_report(tmp_path)
+    def change_lines(lines: list[str]) -> int:
+        return sum(line.startswith(source) and " -> " in line for line in lines)
+
+    assert change_lines(rendered(report, "text").splitlines()) == 271  # 271 <= 1,000: every line
+    monkeypatch.setattr(text_report, "DETAIL_ROWS", 100)
+    lines = rendered(report, "text").splitlines()
+    assert lines[0] == "(277 change and finding lines not shown, more than 100: --report-detail full shows them, --report-format json lists them)"
+    assert lines[1].startswith(f"{source}:line 213: rejected: invalid JSON")
+    assert any(line.startswith("│ would change ") and "│ 139 " in line for line in lines)
+    assert any(line.startswith("│ would be rejected ") and "│ 2 " in line for line in lines)
+    full = rendered(report, "text", Rendering(detail="full")).splitlines()
+    assert change_lines(full) == 271 and " HM407 warning: " in full[271] and full[277].startswith(f"{source}:line 213: rejected")
+    summary = rendered(report, "text", Rendering(detail="summary")).splitlines()
+    assert summary[0].startswith(f"{source}:line 213: rejected") and change_lines(summary) == 0
+
+
+def test_convert_says_changed(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_bytes((CORPUS / "all.jsonl").read_bytes())
+    report = api.convert(str(source), str(tmp_path / "out.jsonl")).report
+    lines = rendered(report, "text").splitlines()
+    assert any(line.startswith("│ changed ") and "│ 138 " in line for line in lines) and not any("would" in line for line in lines)

@@ -19,7 +19,7 @@ def test_hm401_re_pairs_the_only_candidate_and_keeps_its_content() -> None:
     messages = [{"kind": "response", "parts": [call("t", "a"), call("u", "b")]}, {"kind": "request", "parts": [result("tool-return", "u", "b"), dict(orphan)]}]
     changes = migrate(messages, Options(select=("HM401",), unsafe_fixes=True))
     assert [(c.rule, c.message, c.part, c.before, c.after, c.evidence, c.certainty) for c in changes] == [("HM401", 1, 1, "tool-return", "tool-return", "only-open-call", "derived")]
-    assert changes[0].removed == orphan and messages[1]["parts"][1] == orphan | {"tool_call_id": "a"}
+    assert changes[0].removed == orphan and changes[0].tool_call_id == "a" and messages[1]["parts"][1] == orphan | {"tool_call_id": "a"}
 
 
 def test_hm401_drops_what_it_cannot_re_pair() -> None:

@@ -189,7 +189,7 @@ def test_an_unsafe_fix_applies_only_with_unsafe_fixes(toy_rules: Path) -> None:
     runner = CliRunner()
     kept = runner.invoke(app, ["convert", str(source), str(out), "--select", "HM902", "--report", "-", "--report-format", "json"])
     assert kept.exit_code == 0 and out.read_bytes() == source.read_bytes()
-    assert [(row["rule"], row["location"]) for row in orjson.loads(kept.stdout)["findings"]] == [("HM902", "line 1")]
+    assert [(row["rule"], row["line"]) for row in orjson.loads(kept.stdout)["findings"]] == [("HM902", 1)]
     fixed = runner.invoke(app, ["convert", str(source), str(out), "--select", "HM902", "--unsafe-fixes", "-q"])
     assert fixed.exit_code == 0 and orjson.loads(out.read_bytes()) == [{"kind": "response", "parts": [{"part_kind": "thinking", "content": "hi"}]}]
 
@@ -208,3 +208,10 @@ def test_a_rule_module_without_a_rule_and_a_code_defined_twice_are_refused(tmp_p
     finally:
         sys.modules.pop("histmig.rules.hm999_empty", None)
         registry.cache_clear()
+
+
+def test_every_rule_names_its_source_in_pydantic_ai_and_keeps_its_notes_for_developers() -> None:
+    for rule in registry():
+        assert rule.source.startswith("pydantic-ai "), rule.code
+        assert "framework-facts" not in rule.source + rule.docs.what + rule.docs.why, rule.code
+        assert rule.facts.startswith("framework-facts §"), rule.code

@@ -102,7 +102,7 @@ def jsonl_path_output(records: list[dict[str, Any]], tmp: Path, options: Options
 
 
 def without_place(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{k: v for k, v in row.items() if k not in ("source", "location", "id")} for row in rows]
+    return [{k: v for k, v in row.items() if k not in ("source", "line", "row", "key", "id")} for row in rows]
 
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")

@@ -13,7 +13,7 @@ from histmig.records import Record
 from histmig.report import Report
 from histmig.rules import registry
 from histmig.screen import Screen
-from histmig.sources.arrow import Cells, ColumnError, ColumnMigrator, find_messages_column, widened_type
+from histmig.sources.arrow import Cells, ColumnError, ColumnMigrator, find_id_column, find_messages_column, widened_type
 from tests.sources.conftest import corpus_records
 
 
@@ -111,3 +111,27 @@ def test_apply_refuses_cells_of_another_batch() -> None:
     migrator = ColumnMigrator(pa.schema([("messages", pa.string())]), "messages", "t.parquet", Plan())
     with pytest.raises(ValueError, match="6-row batch given for 5 rows"):
         migrator.apply(pa.array(OLD[:5]), Cells([1], pa.array(["x"]), 6))
+
+
+HISTORY = '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"hi"}]}]'
+
+
+def test_a_column_holding_histories_is_found_whatever_its_name() -> None:
+    schema = pa.schema([("id", pa.int64()), ("chat-history", pa.string()), ("note", pa.string()), ("blob", pa.binary())])
+    cells = {"chat-history": HISTORY, "note": "not json", "blob": None}
+    assert find_messages_column(schema, first=cells.get) == "chat-history"
+    cells["blob"] = b'{"id": 1, "history": ' + HISTORY.encode() + b"}"
+    with pytest.raises(ColumnError, match=r"several columns hold histories \(chat-history, blob\): name one with --messages-column"):
+        find_messages_column(schema, first=cells.get)
+    with pytest.raises(ColumnError, match="cannot tell the messages column .*columns: id, chat-history, note, blob"):
+        find_messages_column(schema)
+
+
+def test_an_id_like_column_names_the_rows() -> None:
+    schema = pa.schema([("record_id", pa.string()), ("conversation_id", pa.int32()), ("messages", pa.string()), ("pk", pa.string()), ("id", pa.list_(pa.int8()))])
+    assert find_id_column(schema) == "conversation_id"
+    assert find_id_column(schema, key="pk") == "pk"
+    assert find_id_column(schema, "record_id", key="pk") == "record_id"
+    assert find_id_column(pa.schema([("messages", pa.string()), ("id", pa.float64())])) is None
+    with pytest.raises(ColumnError, match="t.parquet: no id column 'conv'"):
+        find_id_column(schema, "conv", where="t.parquet")

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from histmig.sources import atomic
-from histmig.sources.atomic import atomic_output
+from histmig.sources.atomic import atomic_output, check_directory
+from histmig.sources.base import UnwritableOutput
 
 
 def test_the_data_is_synced_in_the_background_and_kept_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -65,3 +66,32 @@ def test_keep_adds_to_the_file_already_there(tmp_path: Path, name: str) -> None:
         out.write(b"second\n")
     data = target.read_bytes()
     assert (gzip.decompress(data) if name.endswith(".gz") else data) == b"first\nsecond\n"
+
+
+def test_a_file_that_cannot_be_created_or_written_is_unwritable_naming_the_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tempfile
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    target = tmp_path / "out.jsonl"
+    with monkeypatch.context() as patch:
+        patch.setattr(tempfile, "mkstemp", refused)
+        with pytest.raises(UnwritableOutput, match=f"^{target}: Permission denied$"):
+            with atomic_output(str(target)):
+                pass
+    with pytest.raises(UnwritableOutput, match="No space left on device"):
+        with atomic_output(str(target)) as out:
+            monkeypatch.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(28, "No space left on device")))
+            out.write(b"x")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_output_directory_must_be_writable_or_creatable(tmp_path: Path) -> None:
+    check_directory(str(tmp_path))
+    check_directory(str(tmp_path / "new"))
+    with pytest.raises(UnwritableOutput, match="no such directory"):
+        check_directory(str(tmp_path / "a" / "b"))
+    (tmp_path / "file").touch()
+    with pytest.raises(UnwritableOutput, match="no such directory"):
+        check_directory(str(tmp_path / "file" / "sub"))

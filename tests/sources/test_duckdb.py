@@ -173,3 +173,50 @@ def test_usage_errors_exit_2(tmp_path: Path, records, args: tuple[str, ...]) -> 
 def test_missing_database_is_not_created(tmp_path: Path) -> None:
     assert invoke("audit", str(tmp_path / "none.duckdb"), "--table", TABLE).exit_code == 2
     assert not (tmp_path / "none.duckdb").exists()
+
+
+def test_an_existing_table_is_replaced_only_with_overwrite(tmp_path: Path, records) -> None:
+    db = make_db(tmp_path / "chats.duckdb", records[:20], "JSON")
+    assert invoke("convert", str(db), "--table", TABLE, "--to-table", "converted", "-q").exit_code == 0
+    first = read_table(db, "converted")
+    again = invoke("convert", str(db), "--table", TABLE, "--to-table", "converted", "-q")
+    assert (again.exit_code, again.stderr) == (2, f"histmig: cannot write {db}: table 'converted' already exists (--overwrite replaces it)\n")
+    replaced = invoke("convert", str(db), "--table", TABLE, "--to-table", "converted", "--overwrite", "-q")
+    assert replaced.exit_code == 0, replaced.output
+    assert read_table(db, "converted").equals(first)
+    itself = invoke("convert", str(db), "--table", TABLE, "--to-table", TABLE, "--overwrite", "-q")
+    assert (itself.exit_code, itself.stderr) == (2, f"histmig: {db}: --to-table names the table read; use --in-place to rewrite it\n")
+    assert read_table(db).num_rows == 20
+
+
+def test_a_database_without_table_says_which_tables_it_has(tmp_path: Path, records) -> None:
+    db = make_db(tmp_path / "chats.duckdb", records[:2], "JSON")
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE archive (x INTEGER)")
+    result = invoke("audit", str(db), "-q")
+    assert (result.exit_code, result.stderr) == (2, f'histmig: {db}: a DuckDB input needs --table (its tables: archive, {TABLE})\n')
+    missing = invoke("audit", str(db), "--table", "chats", "-q")
+    assert missing.stderr == f'histmig: cannot read {db}: no table \'chats\' (its tables: archive, {TABLE})\n'
+
+
+def test_to_table_keeps_the_keys_and_constraints_and_rows_are_named_by_the_primary_key(tmp_path: Path, records) -> None:
+    db = tmp_path / "chats.duckdb"
+    legacy = [r for r in records if b"retry-prompt" in orjson.dumps(r)][:4]
+    with duckdb.connect(str(db)) as con:
+        con.execute(
+            'CREATE TABLE conv (conv_key VARCHAR PRIMARY KEY, "chat-history" JSON NOT NULL, n INTEGER DEFAULT 3 CHECK (n > 0), u VARCHAR UNIQUE, a INTEGER, b INTEGER, UNIQUE (a, b))'
+        )
+        con.executemany("INSERT INTO conv VALUES (?, ?, ?, ?, ?, ?)", [(f"k-{i}", orjson.dumps(r["messages"]).decode(), i + 1, f"u{i}", i, i) for i, r in enumerate(legacy)])
+    result = invoke("convert", str(db), "--table", "conv", "--to-table", "conv_v2", "--report", "-", "--report-format", "json")
+    assert result.exit_code == 0, result.output
+    assert {row["id"] for row in orjson.loads(result.stdout)["changes"]} == {f"k-{i}" for i in range(4)}
+    with duckdb.connect(str(db)) as con:
+        def shape(table: str) -> list:
+            return sorted(con.execute(
+                "SELECT constraint_type, constraint_text FROM duckdb_constraints() WHERE table_name = ?", [table]
+            ).fetchall()) + con.execute("SELECT column_name, data_type, is_nullable, column_default FROM duckdb_columns() WHERE table_name = ? ORDER BY column_index", [table]).fetchall()
+
+        assert shape("conv_v2") == shape("conv")
+        assert con.execute("SELECT count(*) FROM conv_v2").fetchone() == (4,)
+        with pytest.raises(duckdb.ConstraintException):
+            con.execute("INSERT INTO conv_v2 (conv_key, \"chat-history\") VALUES ('k-0', '[]')")

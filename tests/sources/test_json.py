@@ -8,11 +8,13 @@ import gzip
 from pathlib import Path
 
 import orjson
+import pytest
 from typer.testing import CliRunner
 
 from histmig import api
 from histmig.cli import app
 from histmig.options import Options
+from histmig.sources.jsonl import BOM
 from tests.conftest import CORPUS
 
 RETRY = {"part_kind": "retry-prompt", "content": "x", "tool_name": None}
@@ -63,3 +65,15 @@ def test_a_truncated_document_is_an_unreadable_input_and_nothing_is_written(tmp_
     result = api.convert(str(source), str(out), Options(jobs=1))
     assert result.exit_code == 1 and result.report.counts["read_errors"] == 1 and result.report.counts["records_in"] == 0
     assert result.report.errors[0]["location"] == "after the start" and not out.exists()
+
+
+@pytest.mark.parametrize("ending", [b"", b"\n", b"\r\n"])
+def test_a_byte_order_mark_and_the_line_end_of_a_document_are_kept(tmp_path: Path, ending: bytes) -> None:
+    history = (CORPUS / "v0.0.55" / "a_tool_model_retry.json").read_bytes().strip()
+    source, out, plain = tmp_path / "h.json", tmp_path / "out.json", tmp_path / "plain.json"
+    source.write_bytes(BOM + history + ending)
+    plain_source = tmp_path / "plain_source.json"
+    plain_source.write_bytes(history)
+    assert api.convert(str(source), str(out)).report.counts["changed"] == 1
+    api.convert(str(plain_source), str(plain))
+    assert out.read_bytes() == BOM + plain.read_bytes() + ending

@@ -21,7 +21,7 @@ from histmig.cli import app
 from histmig.engine import Stream
 from histmig.options import Options
 from histmig.sources.arrow import widened_type
-from tests.conftest import CORPUS
+from tests.conftest import CORPUS, without_run
 from tests.sources.conftest import (
     FIELD_METADATA,
     METADATA,
@@ -88,7 +88,7 @@ def test_json_string_column_matches_the_jsonl_path(tmp_path: Path, records) -> N
     assert data["summary"] == jsonl_report["summary"]
     assert without_place(data["changes"]) == without_place(jsonl_report["changes"])
     assert data["changes"][0]["source"] == str(source)
-    assert data["changes"][0]["location"] == "row 0"
+    assert data["changes"][0]["row"] == 0
 
 
 def test_check_and_audit_name_rows_by_id_column(tmp_path: Path, records) -> None:
@@ -102,7 +102,7 @@ def test_check_and_audit_name_rows_by_id_column(tmp_path: Path, records) -> None
     rows = orjson.loads(report.read_bytes())["changes"]
     names = [r["id"] for r in records]
     for row in rows:
-        assert row["id"] == names[int(row["location"].removeprefix("row "))]
+        assert row["id"] == names[row["row"]]
 
 
 def test_a_null_id_column_value_names_no_record_even_when_the_envelope_has_an_id(tmp_path: Path) -> None:
@@ -110,7 +110,7 @@ def test_a_null_id_column_value_names_no_record_even_when_the_envelope_has_an_id
     table = pa.table({"conv": pa.array([None, "c-1"], pa.string()), "messages": pa.array([legacy.decode(), legacy.decode()])})
     source = write_parquet(tmp_path / "t.parquet", table)
     report = api.audit(str(source), Options(id_column="conv")).report
-    assert {(row["location"], row["id"]) for row in report.to_json()["changes"]} == {("row 0", None), ("row 1", "c-1")}
+    assert {(row["row"], row["id"]) for row in report.to_json()["changes"]} == {(0, None), (1, "c-1")}
 
 
 def test_rejected_rows_are_written_unchanged_and_reported(tmp_path: Path, records) -> None:
@@ -224,11 +224,16 @@ def test_a_pq_output_name_gets_parquet(tmp_path: Path, records) -> None:
     assert pq.read_table(out).num_rows == 5
 
 
-def test_a_directory_without_parquet_files_is_named_as_such(tmp_path: Path) -> None:
-    (tmp_path / "a.json").write_text("[]")
-    result = invoke("audit", str(tmp_path))
-    assert result.exit_code == 2
-    assert "a directory is read as a Parquet dataset, and this one holds no .parquet or .pq file" in result.output
+def test_a_directory_of_parquet_and_json_files_reads_each_in_its_own_format(tmp_path: Path, records) -> None:
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    write_parquet(lake / "a.parquet", table_of(records[:100], nested=False))
+    (lake / "b.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records[100:]))
+    (lake / "c.json").write_bytes((CORPUS / "v0.0.55" / "a_tool_model_retry.json").read_bytes())
+    report = api.audit(str(lake), Options(messages_column="messages")).report
+    assert [row["source"] for row in report.errors] == []
+    assert report.counts["records_in"] == len(records) + 1
+    assert {row["source"] for row in report.changes} == {str(lake / name) for name in ("a.parquet", "b.jsonl", "c.json")}
 
 
 def test_table_options_need_a_columnar_input() -> None:
@@ -279,7 +284,7 @@ def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def convert(source: Path, out: Path, jobs: int, options: Options = Options()) -> dict:
-    return api.convert(str(source), str(out), replace(options, jobs=jobs)).report.to_json()
+    return without_run(api.convert(str(source), str(out), replace(options, jobs=jobs)).report.to_json())
 
 
 @pytest.mark.usefixtures("small_batches")
@@ -300,7 +305,7 @@ def test_two_jobs_write_the_same_parquet_table_and_report_as_one(tmp_path: Path,
     assert summary["records_in"] == summary["changed"] + summary["unchanged"] + summary["rejected"]
     inputs, outputs = pq.read_table(source).column("messages").to_pylist(), second.column("messages").to_pylist()
     assert [i for i, cell in enumerate(outputs) if cell is None] == [i for i, cell in enumerate(inputs) if cell is None]
-    rejected = sorted(int(row["location"].removeprefix("row ")) for row in two["errors"] if row["status"] == "rejected")
+    rejected = sorted(row["row"] for row in two["errors"] if row["status"] == "rejected")
     assert rejected == [i for i in range(len(records)) if i % 11 == 5]
     assert all(outputs[i] == NOT_JSON for i in rejected)
     assert sum(a != b for a, b in zip(inputs, outputs)) == summary["changed"]
@@ -345,7 +350,7 @@ def test_two_jobs_over_a_directory_and_without_output(tmp_path: Path, records) -
     assert two == one
     for name in ("a.parquet", "b.parquet"):
         assert pq.read_table(tmp_path / "two" / name).equals(pq.read_table(tmp_path / "one" / name), check_metadata=True)
-    assert api.audit(str(lake), Options(jobs=2)).report.to_json() == api.audit(str(lake), Options(jobs=1)).report.to_json() == two
+    assert without_run(api.audit(str(lake), Options(jobs=2)).report.to_json()) == without_run(api.audit(str(lake), Options(jobs=1)).report.to_json()) == two
     assert two["summary"]["records_in"] == len(records) - sum(1 for i in range(120) if i % 7 == 3 and i % 11 != 5)
 
 
@@ -484,3 +489,13 @@ def test_slices_keep_every_row_however_pyarrow_cuts_the_batches(tmp_path: Path, 
     lines = convert(source, tmp_path / "sliced.jsonl", jobs)
     assert lines == whole
     assert len((tmp_path / "sliced.jsonl").read_bytes().splitlines()) == len(records)
+
+
+def test_rows_are_named_by_an_id_like_column_and_an_odd_messages_column_is_found(tmp_path: Path, records) -> None:
+    legacy = [r for r in records if b"retry-prompt" in orjson.dumps(r)][:3]
+    table = pa.table({"conversation_id": [f"c-{n}" for n in range(3)], "chat-history": [orjson.dumps(r["messages"]).decode() for r in legacy]})
+    source = write_parquet(tmp_path / "t.parquet", table)
+    result = invoke("audit", str(source), "--report", "-", "--report-format", "json")
+    assert result.exit_code == 0, result.output
+    rows = orjson.loads(result.stdout)["changes"]
+    assert {(row["row"], row["id"]) for row in rows} == {(0, "c-0"), (1, "c-1"), (2, "c-2")}

@@ -16,6 +16,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import orjson
 import psycopg
 import pyarrow.parquet as pq
@@ -118,7 +119,7 @@ def test_in_place_matches_the_jsonl_path_and_rewrites_only_changed_rows(postgres
     assert report["summary"] == jsonl_report["summary"]
     assert without_place(report["changes"]) == without_place(jsonl_report["changes"])
     first = report["changes"][0]
-    assert (first["source"], first["location"]) == (f"{postgres_db}:{TABLE}", f"id={1000 + int(jsonl_report['changes'][0]['location'].split()[1]) - 1}")
+    assert (first["source"], first["key"]) == (f"{postgres_db}:{TABLE}", f"id={1000 + jsonl_report['changes'][0]['line'] - 1}")
     assert result.verdict == f"histmig convert: 138 of 212 records migrated, 74 unchanged, 0 rejected; written to {postgres_db}:{TABLE} (in place)"
 
     again = api.convert(postgres_db, None, Options(table=TABLE, jobs=1), in_place=True)
@@ -333,8 +334,10 @@ def test_unreachable_server_and_options_of_other_inputs(postgres_server: Path, t
     assert result.exit_code == 2 and "cannot connect" in result.stderr and "hunter2" not in result.stderr
     source = tmp_path / "a.jsonl"
     source.write_bytes(b"[]\n")
-    assert runner.invoke(app, ["audit", str(source), "--schema", "x"]).stderr.strip() == "histmig: --schema does not apply to a JSONL input"
-    with pytest.raises(UsageError, match="--key-column does not apply to a DuckDB input"):
+    assert runner.invoke(app, ["audit", str(source), "--schema", "x"]).stderr.strip() == f"histmig: {source}: --schema does not apply to a JSONL input (only to a PostgreSQL one)"
+    with duckdb.connect(str(tmp_path / "x.duckdb")) as con:
+        con.execute("CREATE TABLE t (messages VARCHAR)")
+    with pytest.raises(UsageError, match="--key-column does not apply to a DuckDB input \\(only to a PostgreSQL or SQLite one\\)"):
         api.audit(str(tmp_path / "x.duckdb"), Options(table="t", key_column="k"))
 
 

@@ -3,6 +3,7 @@ format added as one module, picked up by every command with no other edit."""
 
 from __future__ import annotations
 
+import re
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -15,26 +16,88 @@ from typer.testing import CliRunner
 import histmig.sources
 from histmig import api
 from histmig.cli import app
-from histmig.sources import format_of, formats, output_format
+from histmig.sources import expands, format_of, formats, input_paths, output_format, output_paths
 from histmig.sources.base import UnreadableInput, UsageError
 from tests.conftest import CORPUS
 
 
 @pytest.mark.parametrize(
     ("path", "name"),
-    [("-", "jsonl"), ("a.jsonl", "jsonl"), ("A.NDJSON.GZ", "jsonl"), ("h.json", "json"), ("h.json.gz", "json"), ("c.parquet", "parquet"), ("c.pq", "parquet"), ("c.duckdb", "duckdb"), ("c.db", "duckdb"), ("c.sqlite", "sqlite"), ("postgresql://u@h:5432/db", "postgres")],
+    [("a.jsonl", "jsonl"), ("A.NDJSON.GZ", "jsonl"), ("h.json", "json"), ("h.json.gz", "json"), ("c.parquet", "parquet"), ("c.pq", "parquet"), ("c.duckdb", "duckdb"), ("c.db", "duckdb"), ("c.sqlite", "sqlite")],
 )
-def test_a_path_names_its_format(path: str, name: str) -> None:
-    assert format_of(path).name == name
+def test_a_path_names_its_format(tmp_path: Path, path: str, name: str) -> None:
+    (tmp_path / path).touch()
+    assert format_of(str(tmp_path / path)).name == name
+    assert format_of("-").name == "jsonl"
 
 
-def test_a_directory_is_parquet_and_an_explicit_format_wins(tmp_path: Path) -> None:
-    assert format_of(str(tmp_path)).name == "parquet"
-    assert format_of("x.txt", "json").name == "json"
+def test_a_missing_path_is_said_missing_and_an_explicit_format_wins(tmp_path: Path) -> None:
+    (tmp_path / "x.txt").touch()
+    assert format_of(str(tmp_path / "x.txt"), "json").name == "json"
     with pytest.raises(UnreadableInput, match="x.txt: cannot tell the format from the name"):
-        format_of("x.txt")
+        format_of(str(tmp_path / "x.txt"))
+    with pytest.raises(UnreadableInput, match="chast.jsonl: no such file or directory"):
+        format_of(str(tmp_path / "chast.jsonl"))
     with pytest.raises(UsageError, match="unknown format 'yaml'"):
         format_of("x.txt", "yaml")
+
+
+def test_a_directory_is_its_input_files_each_in_its_own_format(tmp_path: Path) -> None:
+    for name in ("b.jsonl", "a.json", "c.parquet", "d.txt", ".e.jsonl.tmp", "f.jsonl.rejects.jsonl", "g.duckdb", ".hidden.json"):
+        (tmp_path / name).touch()
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "x.jsonl").touch()
+    found = [(Path(path).name, fmt.name) for path, fmt in input_paths([str(tmp_path)])]
+    assert found == [("a.json", "json"), ("b.jsonl", "jsonl"), ("c.parquet", "parquet")]
+    every = [Path(path).name for path, fmt in input_paths([str(tmp_path)], "jsonl")]
+    assert every == ["a.json", "b.jsonl", "c.parquet", "d.txt", "g.duckdb"]
+    globbed = [(Path(path).name, fmt.name) for path, fmt in input_paths([str(tmp_path / "*.json*"), "-"])]
+    assert globbed == [("a.json", "json"), ("b.jsonl", "jsonl"), ("f.jsonl.rejects.jsonl", "jsonl"), ("-", "jsonl")]
+    assert expands(str(tmp_path)) and expands(str(tmp_path / "*.json")) and not expands(str(tmp_path / "a.json")) and not expands("-")
+
+
+@pytest.mark.parametrize(("name", "said"), [("empty", "no input in this directory (files ending in"), ("none-*.jsonl", "no file matches")])
+def test_a_directory_or_glob_that_names_no_input_is_unreadable(tmp_path: Path, name: str, said: str) -> None:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "notes.txt").touch()
+    with pytest.raises(UnreadableInput, match=re.escape(said)):
+        input_paths([str(tmp_path / name)])
+
+
+def _inputs(tmp_path: Path, *names: str) -> list:
+    for name in names:
+        (tmp_path / name).touch()
+    return [(str(tmp_path / name), format_of(str(tmp_path / name))) for name in names]
+
+
+def test_one_input_is_written_to_the_file_output_names(tmp_path: Path) -> None:
+    one = _inputs(tmp_path, "a.jsonl")
+    assert output_paths(one, "o.jsonl.gz", False) == (["o.jsonl.gz"], None)
+    assert output_paths(one, "-", False) == (["-"], None)
+    (tmp_path / "out").mkdir()
+    assert output_paths(one, str(tmp_path / "out"), False) == ([str(tmp_path / "out" / "a.jsonl")], str(tmp_path / "out"))
+    assert output_paths(one, "new/", False) == (["new/a.jsonl"], "new/")
+    assert output_paths(_inputs(tmp_path, "c.duckdb"), "dir/", False) == (["dir/c.parquet"], "dir/")
+    with pytest.raises(UsageError, match="choose an output name that says so"):
+        output_paths(one, "o.parquet", False)
+
+
+def test_several_inputs_are_written_into_a_directory_under_their_own_names(tmp_path: Path) -> None:
+    several = _inputs(tmp_path, "a.jsonl", "b.json", "c.parquet")
+    assert output_paths(several, "lake2", True) == (["lake2/a.jsonl", "lake2/b.json", "lake2/c.parquet"], "lake2")
+    with pytest.raises(UsageError, match="lake.jsonl: several inputs are written into a directory, each under its own name; this name is a JSONL file's"):
+        output_paths(several, "lake.jsonl", True)
+    (tmp_path / "file").touch()
+    with pytest.raises(UsageError, match="and this is a file"):
+        output_paths(several, str(tmp_path / "file"), True)
+    with pytest.raises(UsageError, match="several inputs go to stdout only when every one is JSONL"):
+        output_paths(several, "-", True)
+    (tmp_path / "sub").mkdir()
+    clash = [*several[:1], *_inputs(tmp_path, "sub/a.jsonl")]
+    with pytest.raises(UsageError, match=r"a.jsonl and .*sub/a.jsonl would both be written as a.jsonl"):
+        output_paths(clash, "out", True)
+    lines = _inputs(tmp_path, "x.jsonl", "y.ndjson")
+    assert output_paths(lines, "-", True) == (["-", "-"], None)
 
 
 @pytest.mark.parametrize(
@@ -146,5 +209,5 @@ def test_a_format_added_as_one_module_serves_every_command(toy_format: Path) -> 
     runner = CliRunner()
     checked = runner.invoke(app, ["check", str(source), "--report", "-", "--report-format", "json"])
     assert checked.exit_code == 1
-    assert orjson.loads(checked.stdout)["changes"][0]["location"] == "toy 1"
+    assert orjson.loads(checked.stdout)["changes"][0]["key"] == "toy 1"
     assert runner.invoke(app, ["convert", str(source), str(toy_format / "x.jsonl")]).exit_code == 2  # a toy input is written as toy

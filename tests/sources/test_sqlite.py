@@ -86,7 +86,7 @@ def test_in_place_matches_the_jsonl_path_and_rewrites_only_changed_rows(tmp_path
     report = result.report.to_json()
     assert report["summary"] == jsonl_report["summary"]
     assert without_place(report["changes"]) == without_place(jsonl_report["changes"])
-    assert report["changes"][0]["source"] == f"{db}:{TABLE}" and report["changes"][0]["location"].startswith("id=10")
+    assert report["changes"][0]["source"] == f"{db}:{TABLE}" and report["changes"][0]["key"].startswith("id=10")
     assert result.verdict == f"histmig convert: 138 of 212 records migrated, 74 unchanged, 0 rejected; written to {db}:{TABLE} (in place)"
     again = api.convert(str(db), None, Options(table=TABLE, jobs=1), in_place=True)
     assert again.report.counts["changed"] == 0 and len(query(db, "SELECT id FROM log")) == 138
@@ -230,7 +230,8 @@ def test_db_files_are_told_apart_by_their_first_bytes(tmp_path: Path) -> None:
     with duckdb.connect(str(tmp_path / "b.db")) as con:
         con.execute("CREATE TABLE t (x INTEGER)")
     (tmp_path / "c.duckdb").write_bytes((tmp_path / "a.db").read_bytes())
-    assert [format_of(str(tmp_path / name)).name for name in ("a.db", "b.db", "c.duckdb", "new.db", "x.sqlite3")] == ["sqlite", "duckdb", "sqlite", "duckdb", "sqlite"]
+    (tmp_path / "x.sqlite3").touch()
+    assert [format_of(str(tmp_path / name)).name for name in ("a.db", "b.db", "c.duckdb", "x.sqlite3")] == ["sqlite", "duckdb", "sqlite", "sqlite"]
 
 
 def test_affinity_follows_sqlites_rules() -> None:
