@@ -70,6 +70,11 @@ class InputFormat(str, Enum):
     jsonl = "jsonl"
 
 
+class Engine(str, Enum):
+    local = "local"
+    spark = "spark"
+
+
 class OtelVersion(str, Enum):
     v5 = "5"
     v6 = "6"
@@ -300,15 +305,25 @@ def _renderer(fmt: ReportFormat) -> Callable[[Any, TextIO], None]:
         "  histmig convert history.json - --report report.json --report-format json\n\n"
         "  zcat logs.jsonl.gz | histmig convert - - --messages-field conversation > out.jsonl\n\n"
         "  histmig convert lake/chats.parquet chats.v2.parquet --messages-column messages\n\n"
-        "  histmig convert chats.duckdb --table conversations --messages-column messages --in-place"
+        "  histmig convert chats.duckdb --table conversations --messages-column messages --in-place\n\n"
+        "  histmig convert 'lake/*.parquet' lake.v2 --engine spark --jobs 8   # a local Spark job\n\n"
+        "  histmig convert /mnt/lake lake.v2 --engine spark --spark-master spark://head:7077"
     )
 )
 @shared(SELECT, FIXES, CAUSES, RECORDS, COLUMNS, JOBS, REJECTS, REPORT)
 def convert(
     input_path: InputArg,
-    output_path: Annotated[Optional[str], typer.Argument(metavar="OUTPUT", help="Where to write the migrated archive (same format), or - for stdout; Parquet/DuckDB: a .parquet or .jsonl file.")] = None,
+    output_path: Annotated[Optional[str], typer.Argument(metavar="OUTPUT", help="Where to write the migrated archive (same format), or - for stdout; Parquet/DuckDB: a .parquet or .jsonl file; --engine spark: a directory of Parquet files.")] = None,
     in_place: Annotated[bool, typer.Option("--in-place", metavar="", help="Replace INPUT once the migrated archive is complete (DuckDB: rewrite --table in one transaction); no OUTPUT.")] = False,
     to_table: Annotated[Optional[str], typer.Option("--to-table", metavar="TABLE", help="DuckDB: write to this new table instead of OUTPUT.")] = None,
+    engine: Annotated[
+        Engine,
+        typer.Option("--engine", metavar="ENGINE", help="local: this machine's worker processes (--jobs); spark: a Spark job, Parquet in, a directory of Parquet files out (pip install 'histmig[spark]', Java 17)."),
+    ] = Engine.local,
+    spark_master: Annotated[
+        Optional[str],
+        typer.Option("--spark-master", metavar="URL", help="--engine spark: the cluster to run on (spark://host:7077, yarn, local[8]); default a local session of --jobs cores."),
+    ] = None,
     *,
     options: Options,
     shown: Shown,
@@ -316,8 +331,20 @@ def convert(
 ) -> None:
     """Write the migrated archive. Unchanged records are copied byte for byte."""
     with _usage_errors():
-        api.check_outputs(("OUTPUT", output_path), ("--rejects", rejects), ("--report", shown.path))
-    _finish(_run(api.convert, input_path, output_path, options=options, rejects=rejects, in_place=in_place, to_table=to_table), shown)
+        api.check_outputs(("--rejects", rejects), ("--report", shown.path), *(() if engine is Engine.spark else (("OUTPUT", output_path),)))
+        if engine is Engine.spark:
+            if output_path is None or in_place or to_table is not None or rejects is not None:
+                raise UsageError("--engine spark writes OUTPUT, a directory of Parquet files (rejected rows stay in their rows): give OUTPUT, without --in-place, --to-table or --rejects")
+            try:
+                from histmig import spark
+            except ImportError as exc:
+                raise UsageError(f"--engine spark needs pyspark: pip install 'histmig[spark]' ({exc})") from exc
+        elif spark_master is not None:
+            raise UsageError("--spark-master needs --engine spark")
+    if engine is Engine.spark:
+        _finish(_run(spark.convert, input_path, output_path, options=options, master=spark_master), shown)
+    else:
+        _finish(_run(api.convert, input_path, output_path, options=options, rejects=rejects, in_place=in_place, to_table=to_table), shown)
 
 
 @app.command(
