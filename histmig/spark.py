@@ -177,7 +177,7 @@ def convert(input: str, output: str, options: Options = Options(), *, master: st
     column = find_messages_column(first, options.messages_column, where=files[0])
     ColumnMigrator(first, column, files[0], options.plan(), options.id_column)  # a missing id column is refused before Spark starts
     sources = {_local(os.path.abspath(f)): f for f in files}
-    spark, log = _session(master, options.workers)
+    spark, log = session(master, options.workers)
     try:
         df = spark.read.parquet(*sources).select("*", F.col("_metadata.file_path").alias(_FILE), F.col("_metadata.row_index").alias(_ROW))
         chunks = spark.sparkContext.accumulator(_Chunks(), _ChunksParam())
@@ -193,7 +193,7 @@ def convert(input: str, output: str, options: Options = Options(), *, master: st
     return Result("convert", input, report, output=output, wrote=[Written(rejected="rows")])
 
 
-def _session(master: str | None, cores: int) -> tuple[SparkSession, str | None]:
+def session(master: str | None = None, cores: int = 1) -> tuple[SparkSession, str | None]:
     """The active Spark session, else a new one: on ``master`` (default: ``local[cores]``
     unless run by ``spark-submit``, which gives its own), UI and console progress off,
     timestamps written as Parquet ``TIMESTAMP_MICROS`` (as pyarrow writes them), Spark's log

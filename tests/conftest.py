@@ -49,16 +49,16 @@ def history_path(request: pytest.FixtureRequest) -> Path:
 @pytest.fixture(scope="session")
 def spark():
     """One local Spark session for every Spark test, made as ``histmig convert --engine
-    spark`` makes its own (:func:`histmig.spark._session`), on ``local[2, 2]``: two cores, and
+    spark`` makes its own (:func:`histmig.spark.session`), on ``local[2, 2]``: two cores, and
     a failed task is tried twice (the retry tests). Two shuffle partitions (``summarize``'s
     one shuffle). Fails, never skips, when Java or pyspark is missing."""
     try:
-        from histmig.spark import _session
+        from histmig.spark import session as start
         from histmig.sources.base import UsageError
     except ImportError as exc:
         pytest.fail(f"the Spark tests need pyspark (the test extras install it: pip install -e '.[test]'): {exc}", pytrace=False)
     try:
-        session, log = _session("local[2, 2]", 2)
+        session, log = start("local[2, 2]", 2)
     except UsageError as exc:
         pytest.fail(f"the Spark tests need a Spark session: {exc}", pytrace=False)
     session.conf.set("spark.sql.shuffle.partitions", "2")

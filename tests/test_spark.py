@@ -339,7 +339,7 @@ def test_without_java_spark_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(UsageError, match="--engine spark needs Java 17 or later"):
-        hs._session(None, 2)
+        hs.session(None, 2)
 
 
 def test_the_command_line_does_not_import_pyspark_unless_asked() -> None:
