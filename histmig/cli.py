@@ -331,7 +331,8 @@ def convert(
 ) -> None:
     """Write the migrated archive. Unchanged records are copied byte for byte."""
     with _usage_errors():
-        api.check_outputs(("--rejects", rejects), ("--report", shown.path), *(() if engine is Engine.spark else (("OUTPUT", output_path),)))
+        # a Spark OUTPUT is a directory (histmig.spark checks it)
+        api.check_outputs(*((("OUTPUT", output_path),) if engine is Engine.local else ()), ("--rejects", rejects), ("--report", shown.path))
         if engine is Engine.spark:
             if output_path is None or in_place or to_table is not None or rejects is not None:
                 raise UsageError("--engine spark writes OUTPUT, a directory of Parquet files (rejected rows stay in their rows): give OUTPUT, without --in-place, --to-table or --rejects")
