@@ -20,6 +20,7 @@ within a partition; a rejected row keeps its original value.
 - :func:`convert`: ``histmig convert IN OUT --engine spark``: Parquet files in, a directory of
   Parquet files out, and the same :class:`~histmig.api.Result` (report, verdict line, exit
   code) as the local engine.
+- :func:`session`: the session :func:`convert` runs on (the active one, else a new one).
 """
 
 from __future__ import annotations

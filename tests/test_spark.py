@@ -131,8 +131,11 @@ def test_a_nested_column_is_widened_as_the_parquet_path_widens_it_and_gives_its_
 
 
 @pytest.mark.parametrize("kind", ["text", "nested"])
-def test_1_2_and_7_partitions_give_the_same_cells_in_the_same_order_within_each(spark: SparkSession, text_parquet: Path, nested_parquet: Path, kind: str) -> None:
+def test_1_2_and_7_partitions_give_the_same_cells_in_the_same_order_within_each(spark: SparkSession, text_parquet: Path, nested_parquet: Path, kind: str, tmp_path: Path) -> None:
     source = text_parquet if kind == "text" else nested_parquet
+    api.convert(str(source), str(tmp_path / "local.parquet"))
+    written = spark.read.parquet(str(tmp_path / "local.parquet")).collect()
+    locally = {row["id"]: row["messages"] if kind == "nested" else row["messages"].encode() for row in written}
     seen = []
     for partitions in (1, 2, 7):
         df = spark.read.parquet(str(source)).repartition(partitions).localCheckpoint()
@@ -144,6 +147,7 @@ def test_1_2_and_7_partitions_give_the_same_cells_in_the_same_order_within_each(
         assert len({row["partition"] for row in rows}) == partitions
         seen.append({row["id"]: (row["messages"] if kind == "nested" else row["messages"].encode(), row[hs.STATUS], row[hs.CHANGES]) for row in rows})
     assert seen[0] == seen[1] == seen[2]
+    assert {key: cell for key, (cell, _, _) in seen[0].items()} == locally
     assert len(seen[0]) == spark.read.parquet(str(source)).count()
 
 
@@ -345,3 +349,29 @@ def test_without_java_spark_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) 
 def test_the_command_line_does_not_import_pyspark_unless_asked() -> None:
     code = "import sys, histmig.cli, histmig.api; print('pyspark' in sys.modules, 'py4j' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, cwd=ROOT).stdout == b"False False\n"
+
+
+class Told:
+    """A :class:`histmig.api.Progress` that keeps what it is told."""
+
+    def __init__(self) -> None:
+        self.total: int | None = None
+        self.done: list[int] = []
+
+    def start(self, total: int | None) -> None:
+        self.total = total
+
+    def advance(self, done: int) -> None:
+        self.done.append(done)
+
+
+def test_progress_is_told_the_input_bytes_as_the_tasks_end(spark: SparkSession, records, tmp_path: Path) -> None:
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    for n in range(3):
+        write_parquet(lake / f"{n}.parquet", table_of(records[n * 70 : n * 70 + 70], nested=False))
+    told = Told()
+    result = hs.convert(str(lake), str(tmp_path / "out"), Options(jobs=2), progress=told)
+    assert result.report.counts["records_in"] == 210
+    assert told.total == sum(path.stat().st_size for path in lake.iterdir())
+    assert sum(told.done) == told.total and all(step > 0 for step in told.done)
