@@ -153,7 +153,8 @@ def convert(input: str, output: str, options: Options = Options(), *, master: st
     """``histmig convert INPUT OUTPUT --engine spark``: the Parquet files ``input`` names (a
     file, a directory, a glob: :func:`~histmig.sources.parquet.input_files`), read as one
     Spark DataFrame, migrated (:func:`migrate`) and written as the directory ``output`` of
-    Parquet files (one a partition, in input order; the input's compression codec). The
+    Parquet files (one a Spark partition, its rows in input order, the partitions as Spark
+    orders the pieces of the files it reads, by size; the input's compression codec). The
     directory is written beside ``output`` and renamed into place once Spark has committed it
     (a previous Spark output there is replaced; anything else there is refused). The report
     is that of the local engine: every record named by its file and row (Spark's
