@@ -456,7 +456,7 @@ def _run(command: Command, input: str | Sequence[str], target: Target, options: 
     connection, a document) runs in this process. The report gets the run's
     :class:`~histmig.report.RunInfo` (its start time is the one value of a run the clock
     gives)."""
-    started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    started = started_now()
     paths = _paths(input)
     planned, directory = _plan(command, paths, target, options)
     inputs: list[Input] = [opened for item in planned for opened in item.format.open(item.path, item.target, options, job)]
@@ -499,8 +499,21 @@ def _run(command: Command, input: str | Sequence[str], target: Target, options: 
         earlier_rejects=earlier,
     )
     given = {"rejects": target.rejects, "in_place": target.in_place, "to_table": target.to_table, "overwrite": target.overwrite, "strict": strict}
-    report.run = RunInfo(__version__, command, {**_described(options, job), **given}, result.inputs, target.output, started, result.verdict, result.exit_code)
+    return recorded(result, options, job, started, {**given, "engine": "local"})
+
+
+def recorded(result: Result, options: Options, job: Job, started: str, given: dict[str, Any]) -> Result:
+    """``result`` with its report's :class:`~histmig.report.RunInfo`: the options as given
+    (and ``given``, what the command took besides them), the rules that ran, the inputs read,
+    the output, the start time (``started``), the verdict and the exit code. Every engine's
+    runs are recorded by it (:mod:`histmig.spark` too)."""
+    result.report.run = RunInfo(__version__, result.command, {**_described(options, job), **given}, result.inputs, result.output, started, result.verdict, result.exit_code)
     return result
+
+
+def started_now() -> str:
+    """The start time of a run as the report records it: UTC, ISO 8601, to the second."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _described(options: Options, job: Job) -> dict[str, Any]:

@@ -137,6 +137,7 @@ INPUT_FORMATS = tuple(formats())
 """``--format``: the name of any format of the registry (:func:`histmig.sources.formats`)."""
 OTEL_VERSIONS = ("5", "6")
 REPORT_DETAILS = ("auto", "full", "summary")
+ENGINES = ("local", "spark")
 
 
 @dataclass(frozen=True)
@@ -427,7 +428,9 @@ def _renderer(fmt: str) -> Callable[[Any, TextIO, Rendering], None]:
         "  histmig convert lake/chats.parquet chats.v2.parquet --messages-column messages\n\n"
         "  histmig convert chats.duckdb --table conversations --messages-column messages --in-place\n\n"
         "  histmig convert postgresql://app@db:5432/app --table conversations --messages-column messages --in-place\n\n"
-        "  histmig convert chats.sqlite --table messages --messages-column message_list --in-place"
+        "  histmig convert chats.sqlite --table messages --messages-column message_list --in-place\n\n"
+        "  histmig convert 'lake/*.parquet' lake.v2 --engine spark --jobs 8   # a local Spark job\n\n"
+        "  histmig convert /mnt/lake lake.v2 --engine spark --spark-master spark://head:7077"
     )
 )
 @shared(SELECT, FIXES, CAUSES, RECORDS, COLUMNS, JOBS, REJECTS, REPORT)
@@ -438,7 +441,7 @@ def convert(
             metavar="INPUT... [OUTPUT]",
             help=INPUT_HELP + " The last is OUTPUT, unless --in-place or --to-table: a file (its name tells the format: the input's own, or "
             "for Parquet and databases .parquet or .jsonl), - for stdout, or a directory (for several inputs, a directory or a glob: each "
-            "written there under its own name).",
+            "written there under its own name; --engine spark: a directory of Parquet files).",
         ),
     ],
     in_place: Annotated[
@@ -452,6 +455,19 @@ def convert(
     ] = False,
     to_table: Annotated[Optional[str], typer.Option("--to-table", metavar="TABLE", help="DuckDB/PostgreSQL/SQLite: write to this new table instead of OUTPUT.")] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", metavar="", help="With --to-table (DuckDB): replace the table if it exists (an output file is always replaced, once the new one is complete).")] = False,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine",
+            metavar="ENGINE",
+            callback=_choice(*ENGINES),
+            help="local: this machine's worker processes (--jobs); spark: a Spark job, Parquet in, a directory of Parquet files out (pip install 'histmig[spark]', Java 17).",
+        ),
+    ] = "local",
+    spark_master: Annotated[
+        Optional[str],
+        typer.Option("--spark-master", metavar="URL", help="--engine spark: the cluster to run on (spark://host:7077, yarn, local[8]); default a local session of --jobs cores."),
+    ] = None,
     *,
     options: Options,
     shown: Shown,
@@ -460,10 +476,24 @@ def convert(
     """Write the migrated archive. Unchanged records are copied byte for byte."""
     inputs, output_path = (paths, None) if in_place or to_table is not None or len(paths) == 1 else (paths[:-1], paths[-1])
     with _usage_errors():
-        api.check_outputs(("OUTPUT", output_path), ("--rejects", rejects), ("--report", shown.path))
-        if output_path is None and not in_place and to_table is None:
-            raise UsageError("give OUTPUT after INPUT, or --in-place, or --to-table for a database input")
-    _finish(_run(api.convert, inputs, output_path, options=options, rejects=rejects, in_place=in_place, to_table=to_table, overwrite=overwrite), shown)
+        if engine == "spark":  # a Spark OUTPUT is a directory (histmig.spark checks it)
+            api.check_outputs(("--rejects", rejects), ("--report", shown.path))
+            if output_path is None or in_place or to_table is not None or rejects is not None or overwrite:
+                raise UsageError("--engine spark writes OUTPUT, a directory of Parquet files (rejected rows stay in their rows): give OUTPUT, without --in-place, --to-table, --overwrite or --rejects")
+            try:
+                from histmig import spark
+            except ImportError as exc:
+                raise UsageError(f"--engine spark needs pyspark: pip install 'histmig[spark]' ({exc})") from exc
+        else:
+            api.check_outputs(("OUTPUT", output_path), ("--rejects", rejects), ("--report", shown.path))
+            if spark_master is not None:
+                raise UsageError("--spark-master needs --engine spark")
+            if output_path is None and not in_place and to_table is None:
+                raise UsageError("give OUTPUT after INPUT, or --in-place, or --to-table for a database input")
+    if engine == "spark":
+        _finish(_run(spark.convert, inputs, output_path, options=options, master=spark_master), shown)
+    else:
+        _finish(_run(api.convert, inputs, output_path, options=options, rejects=rejects, in_place=in_place, to_table=to_table, overwrite=overwrite), shown)
 
 
 @command(

@@ -40,6 +40,14 @@ template before every run; it times ``histmig convert DB --table conversations -
 -q`` against the floor (:func:`floor_table`: read every row and write back, with plain SQL,
 those holding a retry-prompt part, unchanged, as many transactions as histmig's; no
 migration), with histmig's peak RSS.
+
+``--formats spark`` (not in the default) times, on the Parquet archives, ``histmig convert IN
+OUT --engine spark --jobs 2`` (a Spark ``local[2]`` session started by the command) against
+histmig's own ``--jobs 2`` and against the Spark floor, a Spark job of the same session that
+reads and writes the same files with no migration (:func:`spark_floor`); and, to say where
+Spark's overhead goes, a session started and stopped with no job (:func:`spark_start`) and
+the floor with every batch passed through a Python worker and back (``mapInArrow`` of the
+identity, :func:`spark_arrow`): the time of each step is the difference between two of them.
 """
 
 from __future__ import annotations
@@ -398,6 +406,49 @@ def with_postgres(url: str | None, body: Callable[[str | None], None], wanted: b
         subprocess.run([sys.executable, __file__, "--postgres-stop", folder], check=True)
 
 
+def spark_start(src: str, dst: str) -> None:
+    """A Spark ``local[2]`` session made as ``histmig convert --engine spark`` makes it,
+    started and stopped, no job."""
+    from histmig.spark import session
+
+    spark, log = session(None, 2)
+    _stopped(spark, log)
+
+
+def spark_floor(src: str, dst: str) -> None:
+    """The Spark floor: ``src`` read and written to the directory ``dst`` by a Spark job of
+    the same session, with the same compression, no migration (all in the JVM)."""
+    from histmig.sources.parquet import compression, open_parquet
+    from histmig.spark import session
+
+    spark, log = session(None, 2)
+    spark.read.parquet(src).write.mode("overwrite").option("compression", compression(open_parquet(src).metadata)).parquet(dst)
+    _stopped(spark, log)
+
+
+def spark_arrow(src: str, dst: str) -> None:
+    """The Spark floor with every record batch sent to a Python worker and back unchanged
+    (``mapInArrow`` of the identity): what histmig's Spark job costs besides migrating."""
+    from histmig.sources.parquet import compression, open_parquet
+    from histmig.spark import session
+
+    spark, log = session(None, 2)
+    df = spark.read.parquet(src)
+    df.mapInArrow(_identity, df.schema).write.mode("overwrite").option("compression", compression(open_parquet(src).metadata)).parquet(dst)
+    _stopped(spark, log)
+
+
+def _identity(batches):
+    yield from batches
+
+
+def _stopped(spark, log: str | None) -> None:
+    """Stop a session this baseline started (``log`` its file), not one it was given."""
+    if log is not None:
+        spark.stop()
+        os.unlink(log)
+
+
 BASELINES = {
     ("floor", "jsonl"): floor_jsonl,
     ("framework", "jsonl"): framework_jsonl,
@@ -405,6 +456,9 @@ BASELINES = {
     ("floor", "parquet"): floor_parquet,
     ("framework", "parquet"): framework_parquet,
     ("bound", "parquet"): bound_parquet,
+    ("spark-start", "parquet"): spark_start,
+    ("spark-floor", "parquet"): spark_floor,
+    ("spark-arrow", "parquet"): spark_arrow,
 }
 
 
@@ -449,8 +503,12 @@ def best(argvs: list[list[str]], repeat: int) -> list[Timing]:
     ]
 
 
-def histmig_argv(src: Path, dst: Path, jobs: int | None = None) -> list[str]:
-    return [sys.executable, "-m", "histmig", "convert", str(src), str(dst), "-q", *([] if jobs is None else ["--jobs", str(jobs)])]
+def histmig_argv(src: Path, dst: Path, jobs: int | None = None, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "histmig", "convert", str(src), str(dst), "-q", *([] if jobs is None else ["--jobs", str(jobs)]), *extra]
+
+
+def baseline_argv(kind: str, src: Path, dst: Path) -> list[str]:
+    return [sys.executable, __file__, "--baseline", kind, str(src), str(dst)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -460,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a small run: 5000 records")
     parser.add_argument("--repeat", type=int, default=1, help="runs per measurement, the best is kept")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/histmig-bench"))
-    parser.add_argument("--formats", default="jsonl,parquet", help="comma-separated: jsonl, parquet, postgres, sqlite")
+    parser.add_argument("--formats", default="jsonl,parquet", help="comma-separated: jsonl, parquet, postgres, sqlite, spark (Parquet through Spark local[2])")
     parser.add_argument("--postgres", metavar="URL", help="database for the postgres table (default: a throwaway PostgreSQL 15 cluster)")
     args = parser.parse_args(argv)
     count = 5000 if args.quick else args.records
@@ -468,19 +526,19 @@ def main(argv: list[str] | None = None) -> int:
     # (wait4's ru_maxrss) starts from this process's RSS when it is spawned
     subprocess.run([sys.executable, __file__, "--build", str(args.workdir), str(count)], check=True)
     files = archive_paths(args.workdir, count)
-    chosen = [f for f in args.formats.split(",") if f]
-    formats = [f for f in chosen if f in ("jsonl", "parquet")]
-    tables = [f for f in chosen if f in ("postgres", "sqlite")]
+    formats = [f for f in args.formats.split(",") if f]
+    tabled = [f for f in formats if f in ("jsonl", "parquet")]
+    tables = [f for f in formats if f in ("postgres", "sqlite")]
 
     print(f"machine: {os.cpu_count()} cores, {cpu_model()}, Python {platform.python_version()}, {count} records per archive\n")
     header = f"| {'archive':<14} | {'MB':>5} | {'histmig MB/s':>12} | {'rec/s':>8} | {'framework MB/s':>14} | {'rec/s':>7} | {'floor MB/s':>10} | {'rec/s':>8} | {'x framework':>11} | {'x floor':>7} | {'histmig RSS MB':>14} |"
-    if formats:
+    if tabled:
         print(header)
         print("|" + "|".join("-" * (len(cell)) for cell in header.split("|")[1:-1]) + "|")
     out = args.workdir / "out"
     out.mkdir(exist_ok=True)
     bounds: list[tuple[str, int, Timing, Timing, Timing]] = []
-    for fmt in formats:
+    for fmt in tabled:
         for name, _ in SHARES:
             src = files[name][fmt]
             size, label = files[name]["jsonl"].stat().st_size, f"{fmt} {name}"  # MB of JSON, for both formats
@@ -505,6 +563,8 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
     print_bounds(bounds, count)
+    if "spark" in formats:
+        print_spark(files, count, out, args.repeat)
     if "jsonl" in formats:
         src = files["100%"]["jsonl"]
         one, two = best([histmig_argv(src, out / "jobs1.jsonl", jobs=1), histmig_argv(src, out / "jobs2.jsonl", jobs=2)], args.repeat)
@@ -535,6 +595,40 @@ def print_bounds(bounds: list[tuple[str, int, Timing, Timing, Timing]], count: i
         mbs, recs = rate(size, count, bound)
         ratio = lambda other: f"{other.seconds / bound.seconds:.2f}" if bound.ok and other.ok else "n/a"  # noqa: E731
         print(f"| {label:<14} | {mbs:>10} | {recs:>8} | {ratio(theirs):>11} | {ratio(floor):>7} |", flush=True)
+
+
+def print_spark(files: dict[str, dict[str, Path]], count: int, out: Path, repeat: int) -> None:
+    """The Spark table: for each Parquet archive, ``histmig convert --engine spark --jobs 2``
+    (Spark ``local[2]``), histmig's own ``--jobs 2``, the Spark floor and the floor through
+    Python workers, timed as the others (MB of the JSONL archive per second); then where
+    Spark's time goes: starting the session, reading and writing in the JVM (floor less
+    start), the batches to the Python workers and back (arrow less floor), migrating
+    (histmig less arrow)."""
+    print("\nspark: histmig convert --engine spark --jobs 2 (local[2]) against histmig --jobs 2 and the Spark floor (read and write, no migration)\n")
+    header = f"| {'archive':<14} | {'spark MB/s':>10} | {'rec/s':>8} | {'--jobs 2 MB/s':>13} | {'floor MB/s':>10} | {'x --jobs 2':>10} | {'x floor':>7} | {'start s':>7} | {'jvm s':>6} | {'python s':>8} | {'migrate s':>9} |"
+    print(header)
+    print("|" + "|".join("-" * len(cell) for cell in header.split("|")[1:-1]) + "|")
+    for name, _ in SHARES:
+        src, size = files[name]["parquet"], files[name]["jsonl"].stat().st_size
+        ours, local, floor, start, arrow = best(
+            [
+                histmig_argv(src, out / "spark-histmig", 2, "--engine", "spark"),
+                histmig_argv(src, out / "jobs2.parquet", 2),
+                baseline_argv("spark-floor", src, out / "spark-floor"),
+                baseline_argv("spark-start", src, out / "spark-start"),
+                baseline_argv("spark-arrow", src, out / "spark-arrow"),
+            ],
+            repeat,
+        )
+        cells = [rate(size, count, t) for t in (ours, local, floor)]
+        ratio = lambda other: f"{other.seconds / ours.seconds:.2f}" if ours.ok and other.ok else "n/a"  # noqa: E731
+        steps = [start.seconds, floor.seconds - start.seconds, arrow.seconds - floor.seconds, ours.seconds - arrow.seconds]
+        shown = [f"{step:.2f}" if all(t.ok for t in (ours, floor, start, arrow)) else "n/a" for step in steps]
+        print(
+            f"| {'spark ' + name:<14} | {cells[0][0]:>10} | {cells[0][1]:>8} | {cells[1][0]:>13} | {cells[2][0]:>10} | {ratio(local):>10} | {ratio(floor):>7} "
+            f"| {shown[0]:>7} | {shown[1]:>6} | {shown[2]:>8} | {shown[3]:>9} |",
+            flush=True,
+        )
 
 
 def rate(size: int, count: int, timing: Timing) -> tuple[str, str]:

@@ -50,3 +50,25 @@ def framework_dump(messages: list[Any]) -> list[dict[str, Any]]:
 @pytest.fixture(params=HISTORIES, ids=history_id)
 def history_path(request: pytest.FixtureRequest) -> Path:
     return request.param
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark session for every Spark test, made as ``histmig convert --engine
+    spark`` makes its own (:func:`histmig.spark.session`), on ``local[2, 2]``: two cores, and
+    a failed task is tried twice (the retry tests). Two shuffle partitions (``summarize``'s
+    one shuffle). Fails, never skips, when Java or pyspark is missing."""
+    try:
+        from histmig.spark import session as start
+        from histmig.sources.base import UsageError
+    except ImportError as exc:
+        pytest.fail(f"the Spark tests need pyspark (the test extras install it: pip install -e '.[test]'): {exc}", pytrace=False)
+    try:
+        session, log = start("local[2, 2]", 2)
+    except UsageError as exc:
+        pytest.fail(f"the Spark tests need a Spark session: {exc}", pytrace=False)
+    session.conf.set("spark.sql.shuffle.partitions", "2")
+    yield session
+    session.stop()
+    if log is not None:
+        Path(log).unlink()

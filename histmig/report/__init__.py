@@ -23,7 +23,7 @@ and an error or warning line is its ``path`` and ``message`` apart; :attr:`Repor
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, Literal
@@ -110,24 +110,22 @@ class Report:
         return cls(Spill.in_memory(ChangeRow), Spill.in_memory(FindingRow))
 
     def add(self, outcome: Outcome) -> None:
-        """Count ``outcome`` and keep its change and finding rows and its error and warning
-        lines; a record's changes are kept in the order of their places (message, then part;
-        a message-level change first), the changes to one part in the order they were made."""
+        """Count ``outcome`` and keep its change and finding rows (:func:`change_rows`,
+        :func:`finding_rows`) and its error and warning lines."""
         record = outcome.record
         self.counts["records_in"] += 1
         self.counts[outcome.status] += 1
-        changes = outcome.changes
-        if outcome.status != "rejected" and changes:
+        changes = change_rows(outcome)
+        if changes:
             place = (record.source, record.location, record.record_id)
-            ordered = sorted(changes, key=_position) if len(changes) > 1 else changes
-            self._counted(self._changes.add([place + (c.rule, c.message, c.part, c.before, c.after, c.cause, c.evidence, c.certainty, c.tool_call_id, c.removed) for c in ordered]))
+            self._counted(self._changes.add([place + row for row in changes]))
         if outcome.findings:
             place = (record.source, record.location, record.record_id)
             warned = sum(finding.severity == "warning" for finding in outcome.findings)
             self.counts["findings"] += len(outcome.findings) - warned
             self.counts["warnings"] += warned
             self._findings_by_rule.update(finding.code for finding in outcome.findings)
-            self._findings.add([place + tuple(finding) for finding in sorted(outcome.findings, key=_position)])
+            self._findings.add([place + row for row in finding_rows(outcome)])
         if not outcome.errors and not outcome.warnings:
             return
         where = {"source": record.source, "location": record.location, "id": record.record_id}
@@ -211,7 +209,7 @@ class Report:
     def by_evidence(self) -> Counter[str]:
         """Edited parts by ``evidence (certainty)``."""
         self._flush()
-        return Counter({f"{evidence} ({certainty})": count for (evidence, certainty), count in self._by_evidence.items()})
+        return Counter({evidence_label(evidence, certainty): count for (evidence, certainty), count in self._by_evidence.items()})
 
     def change_batches(self) -> Iterator[list[ChangeRow]]:
         """The change rows in the order they were added, a batch at a time."""
@@ -248,14 +246,9 @@ class Report:
 
     def summary(self) -> dict[str, Any]:
         """Counts, then parts by rule, by cause and by evidence, and findings by rule (each
-        sorted by key)."""
-        return {
-            **{key: self.counts[key] for key in COUNTS},
-            "parts_by_rule": dict(sorted(self.by_rule.items())),
-            "parts_by_cause": dict(sorted(self.by_cause.items())),
-            "parts_by_evidence": dict(sorted(self.by_evidence.items())),
-            "findings_by_rule": dict(sorted(self._findings_by_rule.items())),
-        }
+        sorted by key): :func:`summary_of` this report's tallies."""
+        self._flush()
+        return summary_of(self.counts, self._by_rule, self._by_cause, self._by_evidence, self._findings_by_rule)
 
     def json_summary(self) -> dict[str, Any]:
         """:meth:`summary` as the JSON report gives it: ``parts_by_evidence`` a list of
@@ -318,6 +311,55 @@ def json_row(row: dict[str, Any], lines: str | None = None) -> dict[str, Any]:
         else:
             out[key] = value
     return out
+
+
+PLACE_FIELDS = 3
+"""The first fields of a change or finding row say where it is (``source``, ``location``,
+``id``); the others are what the record's own rows hold."""
+
+
+def change_rows(outcome: Outcome) -> list[tuple[Any, ...]]:
+    """The change rows of ``outcome`` without their place (the fields of
+    :class:`~histmig.report.rows.ChangeRow` after :data:`PLACE_FIELDS`), in the order of
+    their places (message, then part; a message-level change first), the changes to one
+    part in the order they were made; none for a rejected record (it is kept unchanged)."""
+    changes = outcome.changes
+    if outcome.status == "rejected" or not changes:
+        return []
+    ordered = sorted(changes, key=_position) if len(changes) > 1 else changes
+    return [(c.rule, c.message, c.part, c.before, c.after, c.cause, c.evidence, c.certainty, c.tool_call_id, c.removed) for c in ordered]
+
+
+def finding_rows(outcome: Outcome) -> list[tuple[Any, ...]]:
+    """The finding rows of ``outcome`` without their place (the fields of
+    :class:`~histmig.report.rows.FindingRow` after :data:`PLACE_FIELDS`), in the order of
+    their places."""
+    return [tuple(finding) for finding in sorted(outcome.findings, key=_position)]
+
+
+def evidence_label(evidence: str, certainty: str) -> str:
+    """How the summary names a kind of evidence: ``error-list (shape)``."""
+    return f"{evidence} ({certainty})"
+
+
+def summary_of(
+    counts: Mapping[str, int],
+    by_rule: Mapping[str, int],
+    by_cause: Mapping[str, int],
+    by_evidence: Mapping[tuple[str, str], int],
+    findings_by_rule: Mapping[str, int],
+) -> dict[str, Any]:
+    """A report's summary (README "Report") from its tallies: ``counts`` (by the names of
+    :data:`COUNTS`, a missing one 0), then edited parts by rule, by cause and by
+    ``(evidence, certainty)`` (named by :func:`evidence_label`), and findings by rule, each
+    sorted by key. :meth:`Report.summary` and :func:`histmig.spark.summarize` both give it."""
+    return {
+        **{key: counts.get(key, 0) for key in COUNTS},
+        "parts_by_rule": dict(sorted(by_rule.items())),
+        "parts_by_cause": dict(sorted(by_cause.items())),
+        "parts_by_evidence": dict(sorted((evidence_label(*key), count) for key, count in by_evidence.items())),
+        "findings_by_rule": dict(sorted(findings_by_rule.items())),
+    }
 
 
 def _position(change: Any) -> tuple[int, int]:

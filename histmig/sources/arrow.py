@@ -198,6 +198,11 @@ def _carry_problem(messages: Any, type_: pa.DataType) -> str | None:
     return None
 
 
+Observer = Callable[[int, Outcome], None]
+"""Told ``(i, outcome)`` for a cell ``i`` of a batch that went the engine's full way
+(:meth:`ColumnMigrator.migrate_cells`)."""
+
+
 class Cells(NamedTuple):
     """New values for some cells of one batch's messages column: ``positions``, ascending
     0-based rows of the batch, and ``values``, one a position, of the column's output type;
@@ -247,12 +252,13 @@ class ColumnMigrator:
         order, field metadata and schema metadata."""
         return self.schema.set(self.index, self.schema.field(self.index).with_type(self.output_type))
 
-    def migrate(self, batch: pa.RecordBatch, rows: Sequence[int], report: Report) -> tuple[pa.RecordBatch, Cells]:
+    def migrate(self, batch: pa.RecordBatch, rows: Sequence[int], report: Report, observe: Observer | None = None) -> tuple[pa.RecordBatch, Cells]:
         """Run every cell of the messages column of ``batch`` (of ``schema``) through the
         engine, into ``report``; ``rows`` holds each row's number (0-based) for its
-        ``location`` (``row N``). Returns the batch with the column migrated
-        (:meth:`migrate_cells`, :meth:`with_cells`) and the cells that changed."""
-        cells = self.migrate_cells(batch, rows, report)
+        ``location`` (``row N``); ``observe`` as for :meth:`migrate_cells`. Returns the batch
+        with the column migrated (:meth:`migrate_cells`, :meth:`with_cells`) and the cells
+        that changed."""
+        cells = self.migrate_cells(batch, rows, report, observe)
         if not cells.positions and self.kind != "nested":
             return batch, cells
         return self.with_cells(batch, cells), cells
@@ -262,13 +268,15 @@ class ColumnMigrator:
         so of :attr:`output_schema`."""
         return batch.set_column(self.index, self.output_schema.field(self.index), self.apply(batch.column(self.index), cells))
 
-    def migrate_cells(self, batch: pa.RecordBatch, rows: Sequence[int], report: Report) -> Cells:
+    def migrate_cells(self, batch: pa.RecordBatch, rows: Sequence[int], report: Report, observe: Observer | None = None) -> Cells:
         """Run every cell of the messages column of ``batch`` through the engine's record loop
         (:func:`~histmig.engine.run_records`), into ``report`` (the columns are found by name:
         ``batch`` may hold only the messages and id columns); ``rows`` holds each row's
-        number for its ``location``. Returns the cells that change (a text or binary column:
-        the changed ones; a nested column: all, widened). A null cell is not a record: it is
-        kept and not counted."""
+        number for its ``location``. ``observe(i, outcome)``, when given, is told the final
+        outcome of each cell ``i`` (0-based in ``batch``) that went the full way (a cell the
+        screen passed is unchanged and has nothing to say, and is not told). Returns the
+        cells that change (a text or binary column: the changed ones; a nested column: all,
+        widened). A null cell is not a record: it is kept and not counted."""
         column = batch.column(self.column)
         ids = batch.column(self.id_column).to_pylist() if self.id_column is not None else None
         nested = self.kind == "nested"
@@ -294,6 +302,8 @@ class ColumnMigrator:
                     positions.append(i)
             if outcome.status == "rejected":
                 rejected.append(i)
+            if observe is not None:
+                observe(i, outcome)
             return outcome
 
         run_records(cells(), self.job.processor(), report, record, accept)

@@ -80,7 +80,9 @@ def parquet_sink(path: str, schema: pa.Schema, compression: str = "snappy") -> I
         raise
 
 
-def _compression(metadata: pq.FileMetaData) -> str:
+def compression(metadata: pq.FileMetaData) -> str:
+    """The compression codec of a Parquet file's first column chunk, as a writer names it
+    (``snappy``, ``zstd``, ``none``, ...): the one its output is written with."""
     if metadata.num_row_groups == 0 or metadata.num_columns == 0:
         return "snappy"
     codec = metadata.row_group(0).column(0).compression.lower()
@@ -246,7 +248,7 @@ class ParquetInput(Input):
             out = self._stack.enter_context(atomic_output(self._output))  # type: ignore[arg-type]
             self._emit = lambda task, result: out.writelines(result.jsonl)
         elif self._output_format == "parquet":
-            write = self._stack.enter_context(parquet_sink(self._output, self._migrator.output_schema, _compression(self._parquet.metadata)))  # type: ignore[arg-type]
+            write = self._stack.enter_context(parquet_sink(self._output, self._migrator.output_schema, compression(self._parquet.metadata)))  # type: ignore[arg-type]
             cursor = BatchCursor(self._parquet)
             self._emit = lambda task, result: write(_migrated_group(cursor, task, self._migrator, result.cells))
         return self

@@ -90,3 +90,37 @@ def test_a_throwaway_postgres_serves_the_bench_and_is_removed() -> None:
     bench.with_postgres(None, lambda url: seen.append(query_pg(url, "SELECT current_setting('server_version_num')")[0][0]) or seen.append(url), wanted=True)
     assert seen[0].startswith("15")
     assert not Path(seen[1].split("host=")[1]).exists()
+
+
+@pytest.mark.parametrize("kind", ["spark-floor", "spark-arrow"])
+def test_the_spark_baselines_write_the_table_back(spark, tmp_path: Path, kind: str) -> None:
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(bench)  # run as a script, it is __main__, which goes by value
+    table = pa.table({"id": list(range(3000)), "messages": [f'[{{"kind":"request","parts":[],"n":{i}}}]' for i in range(3000)]})
+    pq.write_table(table, tmp_path / "in.parquet", row_group_size=1000, compression="zstd")
+    bench.BASELINES[(kind, "parquet")](str(tmp_path / "in.parquet"), str(tmp_path / "out"))
+    written = pq.read_table(tmp_path / "out")
+    assert written.select(["id", "messages"]).sort_by("id").to_pylist() == table.to_pylist()
+    assert {pq.ParquetFile(part).metadata.row_group(0).column(0).compression for part in (tmp_path / "out").glob("*.parquet")} == {"ZSTD"}
+    assert spark.range(2).count() == 2  # the session it was given is still running
+
+
+def test_the_spark_table_times_histmig_on_spark_against_jobs_2_and_the_floors(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    asked: list[list[str]] = []
+
+    def best(commands: list[list[str]], repeat: int) -> list:
+        asked.extend(commands)
+        return [bench.Timing(seconds, 0, True) for seconds in (8.0, 2.0, 6.0, 4.0, 7.0)]
+
+    monkeypatch.setattr(bench, "best", best)
+    files = {name: {"jsonl": CORPUS / "all.jsonl", "parquet": Path(f"/in/{name}.parquet")} for name, _ in bench.SHARES}
+    bench.print_spark(files, 212, Path("/out"), 1)
+    assert asked[0][1:] == ["-m", "histmig", "convert", "/in/1%.parquet", "/out/spark-histmig", "-q", "--jobs", "2", "--engine", "spark"]
+    assert asked[1][-4:] == ["/out/jobs2.parquet", "-q", "--jobs", "2"]
+    assert [argv[3] for argv in asked[2:5]] == ["spark-floor", "spark-start", "spark-arrow"]
+    assert len(asked) == 15
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| spark ")]
+    assert len(rows) == 3
+    # x --jobs 2 = 2/8, x floor = 6/8; start 4 s, JVM read and write 6 - 4, Python workers 7 - 6, migrating 8 - 7
+    assert [cell.strip() for cell in rows[0].split("|")[6:12]] == ["0.25", "0.75", "4.00", "2.00", "1.00", "1.00"]

@@ -1,0 +1,396 @@
+"""Spark (histmig.spark), on a real local Spark session (``local[2, 2]``, tests/conftest.py):
+the corpus as a JSON string column and as a nested column gives the Parquet path's cells,
+record for record and byte for byte, and its report's summary; the same bytes for 1, 2 and 7
+partitions and when every task fails once and is re-run; ``histmig convert --engine spark``
+writes the same cells and prints the same report, verdict line and exit code as the local
+engine."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyspark import TaskContext, cloudpickle
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_type
+from pyspark.sql.types import StringType, StructField, StructType
+from typer.testing import CliRunner
+
+import histmig.spark as hs
+from histmig import api
+from histmig.cli import app
+from histmig.options import Options
+from histmig.sources.arrow import ColumnError, widened_type
+from histmig.sources.base import UsageError
+from tests.conftest import CORPUS, ROOT
+from tests.sources.conftest import corpus_records, nested_records, table_of, without_place, write_parquet
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import the tests: fail_once goes by value
+
+runner = CliRunner()
+REJECTING = Options(select=("HM1",), ignore=("HM103",))
+"""Options under which 11 corpus records are rejected (a retry-prompt part with null ids)."""
+
+
+@pytest.fixture(scope="module")
+def records() -> list[dict[str, Any]]:
+    return corpus_records()
+
+
+@pytest.fixture(scope="module")
+def text_parquet(tmp_path_factory: pytest.TempPathFactory, records) -> Path:
+    return write_parquet(tmp_path_factory.mktemp("text") / "chats.parquet", table_of(records, nested=False))
+
+
+def typed(type_: pa.DataType) -> pa.DataType:
+    """``type_`` with Arrow's null type, which Spark reads from Parquet as an integer, made a
+    string (as a lake Spark wrote has it)."""
+    if pa.types.is_null(type_):
+        return pa.string()
+    if pa.types.is_struct(type_):
+        return pa.struct([field.with_type(typed(field.type)) for field in type_])
+    if pa.types.is_list(type_):
+        return pa.list_(type_.value_field.with_type(typed(type_.value_type)))
+    return type_
+
+
+@pytest.fixture(scope="module")
+def nested_parquet(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The nested corpus table (its messages column typed all through, see :func:`typed`)."""
+    table = table_of(nested_records(), nested=True)
+    schema = pa.schema([field.with_type(typed(field.type)) if field.name == "messages" else field for field in table.schema], metadata=table.schema.metadata)
+    return write_parquet(tmp_path_factory.mktemp("nested") / "nested.parquet", table.cast(schema))
+
+
+def local(source: Path, out: Path, options: Options = Options()) -> tuple[list[Any], dict[str, Any]]:
+    """The local engine's output cells (JSON text as bytes) and JSON report for ``source``."""
+    report = api.convert(str(source), str(out), options).report.to_json()
+    cells = pq.read_table(out).column("messages").to_pylist()
+    return [cell.encode() if isinstance(cell, str) else cell for cell in cells], report
+
+
+def changes_by_row(report: dict[str, Any]) -> dict[int, list[dict[str, Any]]]:
+    by_row: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for row in report["changes"]:
+        by_row[row["row"]].append(without_place([row])[0])
+    return by_row
+
+
+def summary(report: dict[str, Any]) -> dict[str, Any]:
+    """A JSON report's summary as :meth:`~histmig.report.Report.summary` gives it (what
+    :func:`histmig.spark.summarize` gives): evidence named ``evidence (certainty)``."""
+    by_evidence = {f"{row['evidence']} ({row['certainty']})": row["parts"] for row in report["summary"]["parts_by_evidence"]}
+    return {**report["summary"], "parts_by_evidence": by_evidence}
+
+
+def assert_same_report(on_spark: dict[str, Any], local: dict[str, Any]) -> None:
+    """``on_spark`` is the local engine's JSON report but for its run record's engine (and
+    cluster), output and start time."""
+    spark_run, local_run = orjson.loads(orjson.dumps(on_spark.pop("run"))), orjson.loads(orjson.dumps(local.pop("run")))
+    assert (spark_run["options"].pop("engine"), spark_run["options"].pop("spark_master"), local_run["options"].pop("engine")) == ("spark", None, "local")
+    for run in (spark_run, local_run):
+        run.pop("started", None), run.pop("output")
+    assert spark_run == local_run and on_spark == local
+
+
+def entries(rows: list[Any]) -> list[dict[str, Any] | None]:
+    return [None if row[hs.CHANGES] is None else orjson.loads(row[hs.CHANGES]) for row in rows]
+
+
+def test_a_json_text_column_gives_the_parquet_paths_cells_report_rows_and_summary(spark: SparkSession, text_parquet: Path, tmp_path: Path) -> None:
+    expected, report = local(text_parquet, tmp_path / "local.parquet")
+    df = spark.read.parquet(str(text_parquet))
+    out = hs.migrate(df, report=True)
+    assert out.schema == StructType([*df.schema, StructField(hs.STATUS, StringType()), StructField(hs.CHANGES, StringType())])
+    rows = out.collect()
+    inputs = df.collect()
+    assert [row["messages"].encode() for row in rows] == expected
+    assert sum(row["messages"] != before["messages"] for row, before in zip(rows, inputs)) == 138
+    assert [row[: len(df.columns)] for row in rows if row[hs.STATUS] == "unchanged"] == [before for before, row in zip(inputs, rows) if row[hs.STATUS] == "unchanged"]
+    assert [[row[name] for name in df.columns if name != "messages"] for row in rows] == [[row[name] for name in df.columns if name != "messages"] for row in inputs]
+    assert Counter(row[hs.STATUS] for row in rows) == {"changed": 138, "unchanged": 74}
+    by_row = changes_by_row(report)
+    got = entries(rows)
+    assert [entry["changes"] if entry else [] for entry in got] == [by_row.get(i, []) for i in range(len(rows))]
+    assert all(entry is not None for entry, row in zip(got, rows) if row[hs.STATUS] != "unchanged")
+    reported = [entry for entry, row in zip(got, rows) if row[hs.STATUS] == "unchanged" and entry is not None]
+    assert [([f["rule"] for f in entry["findings"]], entry["changes"]) for entry in reported] == [(["HM407"], [])] * 2  # the deferred calls of 2.60 and 2.68
+    assert sum(len(entry["changes"]) for entry in got if entry) == 270
+    assert hs.summarize(out) == summary(report)
+
+
+def test_a_nested_column_is_widened_as_the_parquet_path_widens_it_and_gives_its_values(spark: SparkSession, nested_parquet: Path, tmp_path: Path) -> None:
+    _, report = local(nested_parquet, tmp_path / "local.parquet")
+    df = spark.read.parquet(str(nested_parquet))
+    out = hs.migrate(df, report=True)
+    written = spark.read.parquet(str(tmp_path / "local.parquet"))
+    parquet_type = widened_type(pq.ParquetFile(nested_parquet).schema_arrow.field("messages").type)
+    assert out.schema["messages"].dataType == written.schema["messages"].dataType == from_arrow_type(parquet_type)
+    rows = out.collect()
+    assert [row["messages"] for row in rows] == [row["messages"] for row in written.collect()]
+    statuses = Counter(row[hs.STATUS] for row in rows)
+    assert statuses == {"changed": report["summary"]["changed"], "unchanged": report["summary"]["unchanged"], "rejected": report["summary"]["rejected"]}
+    assert statuses["changed"] > 50 and statuses["rejected"] > 0
+    inputs = df.collect()
+    for row, before, entry in zip(rows, inputs, entries(rows)):
+        if row[hs.STATUS] == "rejected":
+            assert row["messages"] == spark.createDataFrame([before], df.schema).select(F.col("messages").cast(out.schema["messages"].dataType)).first()[0]
+            assert entry["changes"] == [] and "cannot hold the migrated messages" in entry["errors"][0]
+    assert hs.summarize(out) == summary(report)
+
+
+@pytest.mark.parametrize("kind", ["text", "nested"])
+def test_1_2_and_7_partitions_give_the_same_cells_in_the_same_order_within_each(spark: SparkSession, text_parquet: Path, nested_parquet: Path, kind: str, tmp_path: Path) -> None:
+    source = text_parquet if kind == "text" else nested_parquet
+    api.convert(str(source), str(tmp_path / "local.parquet"))
+    written = spark.read.parquet(str(tmp_path / "local.parquet")).collect()
+    locally = {row["id"]: row["messages"] if kind == "nested" else row["messages"].encode() for row in written}
+    seen = []
+    for partitions in (1, 2, 7):
+        df = spark.read.parquet(str(source)).repartition(partitions).localCheckpoint()
+        assert df.rdd.getNumPartitions() == partitions
+        out = hs.migrate(df, report=True).select("*", F.spark_partition_id().alias("partition"))
+        rows = out.collect()
+        before = df.select("id", F.spark_partition_id().alias("partition")).collect()
+        assert [(row["partition"], row["id"]) for row in rows] == [(row["partition"], row["id"]) for row in before]
+        assert len({row["partition"] for row in rows}) == partitions
+        seen.append({row["id"]: (row["messages"] if kind == "nested" else row["messages"].encode(), row[hs.STATUS], row[hs.CHANGES]) for row in rows})
+    assert seen[0] == seen[1] == seen[2]
+    assert {key: cell for key, (cell, _, _) in seen[0].items()} == locally
+    assert len(seen[0]) == spark.read.parquet(str(source)).count()
+
+
+def fail_once(marks: str):
+    """A mapInArrow function passing the batches on, whose first attempt at each task
+    raises once it has passed them all on (a marker file a task says it was tried)."""
+
+    def function(batches):
+        context = TaskContext.get()
+        mark = Path(marks) / f"{context.stageId()}-{context.partitionId()}"
+        first = not mark.exists()
+        mark.write_text(str(context.attemptNumber()))
+        yield from batches
+        if first:
+            raise RuntimeError("the first attempt at every task fails")
+
+    return function
+
+
+def test_tasks_that_fail_once_and_are_run_again_give_the_same_result(spark: SparkSession, text_parquet: Path, tmp_path: Path) -> None:
+    df = spark.read.parquet(str(text_parquet)).repartition(3).localCheckpoint()
+    expected = hs.migrate(df, report=True).collect()
+    failing = df.mapInArrow(fail_once(str(tmp_path)), df.schema)
+    assert hs.migrate(failing, report=True).collect() == expected
+    assert sorted(mark.read_text() for mark in tmp_path.iterdir()) == ["1", "1", "1"]
+
+
+def test_the_cli_report_counts_a_task_run_again_once(spark: SparkSession, text_parquet: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cells, report = local(text_parquet, tmp_path / "local.parquet")
+    real = hs._mapped
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    monkeypatch.setattr(hs, "_mapped", lambda df, *args, **kwargs: real(df.mapInArrow(fail_once(str(marks)), df.schema), *args, **kwargs))
+    result = hs.convert(str(text_parquet), str(tmp_path / "out"), Options(jobs=2))
+    assert [mark.read_text() for mark in marks.iterdir()] == ["1"]
+    assert_same_report(result.report.to_json(), report)
+    assert [cell.encode() for cell in pq.read_table(tmp_path / "out").column("messages").to_pylist()] == cells
+
+
+def invoke(*args: str):
+    return runner.invoke(app, [str(arg) for arg in args])
+
+
+PART = re.compile(r"^part-\d{5}-c000\.zstd\.parquet$")
+
+
+def test_convert_on_spark_prints_the_local_engines_report_and_verdict_and_writes_its_cells(spark: SparkSession, text_parquet: Path, tmp_path: Path) -> None:
+    cells, report = local(text_parquet, tmp_path / "local.parquet")
+    out = tmp_path / "out"
+    result = invoke("convert", text_parquet, out, "--engine", "spark", "--report", tmp_path / "r.json", "--report-format", "json")
+    assert result.exit_code == 0, result.output
+    assert result.stderr == f"histmig convert: 138 of 212 records migrated, 74 unchanged, 0 rejected; written to {out}\n"
+    assert_same_report(orjson.loads((tmp_path / "r.json").read_bytes()), report)
+    assert [cell.encode() for cell in pq.read_table(out).column("messages").to_pylist()] == cells
+    names = sorted(os.listdir(out))
+    assert names[0] == "_SUCCESS" and names[1:] and all(PART.match(name) for name in names[1:])
+    first = {name: (out / name).read_bytes() for name in names}
+    again = invoke("convert", text_parquet, out, "--engine", "spark", "-q")
+    assert again.exit_code == 0 and again.stderr == ""
+    assert {name: (out / name).read_bytes() for name in sorted(os.listdir(out))} == first
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["local.parquet", "out", "r.json"]
+
+
+def test_convert_on_spark_of_a_directory_with_rejected_rows(spark: SparkSession, records, tmp_path: Path) -> None:
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    write_parquet(lake / "a.parquet", table_of(records[:100], nested=False))
+    write_parquet(lake / "b.parquet", table_of(records[100:], nested=False))
+    expected = api.convert(str(lake), str(tmp_path / "local"), Options(select=("HM1",), ignore=("HM103",), id_column="name"))
+    out = tmp_path / "out"
+    result = invoke("convert", lake, out, "--engine", "spark", "--select", "HM1", "--ignore", "HM103", "--id-column", "name", "--report", tmp_path / "r.json", "--report-format", "json")
+    assert result.exit_code == 1 == expected.exit_code
+    assert result.stderr == f"histmig convert: 124 of 212 records migrated, 77 unchanged, 11 rejected; written to {out}, rejected rows unchanged\n"
+    assert_same_report(orjson.loads((tmp_path / "r.json").read_bytes()), expected.report.to_json(True))
+    assert {row["source"] for row in expected.report.changes} == {str(lake / "a.parquet"), str(lake / "b.parquet")}
+    assert {row["id"] for row in expected.report.errors} <= {r["id"] for r in records}
+    assert len(expected.report.errors) == 11
+    locally = [pq.read_table(tmp_path / "local" / name).select(["name", "messages"]).to_pylist() for name in ("a.parquet", "b.parquet")]
+    on_spark = pq.read_table(out).select(["name", "messages"]).to_pylist()
+    assert sorted(on_spark, key=lambda row: row["name"]) == sorted(locally[0] + locally[1], key=lambda row: row["name"])
+    assert len(on_spark) == 212
+
+
+def test_the_command_line_on_spark_in_a_process_of_its_own(text_parquet: Path, tmp_path: Path) -> None:
+    cells, report = local(text_parquet, tmp_path / "local.parquet", REJECTING)
+    out = tmp_path / "out"
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    env = {**{key: value for key, value in os.environ.items() if not key.startswith("PYSPARK")}, "TMPDIR": str(temp)}
+    done = subprocess.run(
+        [sys.executable, "-m", "histmig", "convert", str(text_parquet), str(out), "--engine", "spark", "--jobs", "2", "--select", "HM1", "--ignore", "HM103", "--report", str(tmp_path / "r.json"), "--report-format", "json"],
+        capture_output=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert done.stderr.decode() == f"histmig convert: 124 of 212 records migrated, 77 unchanged, 11 rejected; written to {out}, rejected rows unchanged\n"
+    assert done.returncode == 1
+    assert_same_report(orjson.loads((tmp_path / "r.json").read_bytes()), report)
+    assert [cell.encode() for cell in pq.read_table(out).column("messages").to_pylist()] == cells
+    assert not list(temp.glob("histmig-spark-*.log"))  # Spark's log (the JVM's stderr) is deleted after a run
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("{corpus}/all.jsonl", "{tmp}/out"), "--engine spark reads Parquet"),
+        (("{source}", "{tmp}/out.jsonl"), "--engine spark writes a directory of Parquet files"),
+        (("{source}", "-"), "--engine spark writes a directory of Parquet files"),
+        (("{source}", "--in-place"), "give OUTPUT, without --in-place, --to-table, --overwrite or --rejects"),
+        (("{source}", "{tmp}/out", "--rejects", "{tmp}/r.jsonl"), "give OUTPUT, without --in-place, --to-table, --overwrite or --rejects"),
+        (("{source}", "{tmp}/out", "--messages-column", "nope"), "no column 'nope'"),
+        (("{source}", "{tmp}/out", "--id-column", "nope"), "no id column 'nope'"),
+        (("{source}", "{tmp}/no/out"), "no such directory"),
+        (("{source}", "{tmp}/occupied"), "exists and is not the output of an earlier --engine spark run"),
+    ],
+)
+def test_what_spark_cannot_do_exits_2_before_it_starts(text_parquet: Path, tmp_path: Path, args: tuple[str, ...], message: str) -> None:
+    (tmp_path / "occupied").mkdir()
+    filled = [arg.format(corpus=CORPUS, tmp=tmp_path, source=text_parquet) for arg in args]
+    result = invoke("convert", *filled, "--engine", "spark")
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["occupied"]
+
+
+def test_spark_master_needs_the_spark_engine(text_parquet: Path, tmp_path: Path) -> None:
+    result = invoke("convert", text_parquet, tmp_path / "out.parquet", "--spark-master", "local[2]")
+    assert result.exit_code == 2
+    assert "--spark-master needs --engine spark" in result.stderr
+
+
+def test_an_earlier_spark_output_holding_the_input_is_refused(spark: SparkSession, text_parquet: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert invoke("convert", text_parquet, out, "--engine", "spark", "-q").exit_code == 0
+    result = invoke("convert", out, out, "--engine", "spark")
+    assert result.exit_code == 2
+    assert "holds the input" in result.stderr
+
+
+def test_check_returns_the_failing_rows_as_they_are(spark: SparkSession, text_parquet: Path, tmp_path: Path) -> None:
+    df = spark.read.parquet(str(text_parquet))
+    failing = hs.check(df).collect()
+    inputs = {row["id"]: row for row in df.collect()}
+    assert len(failing) == 138
+    assert {row[hs.STATUS] for row in failing} == {"changed"}
+    assert all(row[: len(df.columns)] == inputs[row["id"]] for row in failing)
+    local_check = api.check(str(text_parquet)).report.summary()
+    summary = hs.summarize(hs.check(df))
+    assert (summary["records_in"], summary["changed"], summary["parts_by_rule"]) == (138, local_check["changed"], local_check["parts_by_rule"])
+    assert hs.check(hs.migrate(df)).count() == 0
+    invalid = b'[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"hi","timestamp":"yesterday"}]}]'
+    rows = hs.check(spark.createDataFrame([(invalid.decode(),), (None,)], "messages string")).collect()
+    assert [(row["messages"], row[hs.STATUS]) for row in rows] == [(invalid.decode(), "invalid")]
+    assert orjson.loads(rows[0][hs.CHANGES])["errors"][0] == "messages[0].parts[0].timestamp: Input should be a valid datetime or date, input is too short"
+    assert hs.summarize(hs.check(spark.createDataFrame([(invalid.decode(),)], "messages string")))["invalid"] == 1
+
+
+def test_options_are_those_of_the_local_engine(spark: SparkSession, text_parquet: Path, tmp_path: Path) -> None:
+    cells, report = local(text_parquet, tmp_path / "local.parquet", REJECTING)
+    out = hs.migrate(spark.read.parquet(str(text_parquet)), "messages", report=True, select="HM1", ignore=["HM103"])
+    rows = out.collect()
+    assert [row["messages"].encode() for row in rows] == cells
+    assert hs.summarize(out) == summary(report)
+    assert Counter(row[hs.STATUS] for row in rows)["rejected"] == 11
+    df = spark.read.parquet(str(text_parquet))
+    with pytest.raises(UsageError, match="unknown option 'jobs'"):
+        hs.migrate(df, jobs=2)
+    with pytest.raises(UsageError, match="HM999"):
+        hs.migrate(df, select="HM999")
+    with pytest.raises(UsageError, match="no column 'chat'"):
+        hs.migrate(df, "chat")
+    with pytest.raises(ColumnError, match="column 'id'"):
+        hs.migrate(df, "id")
+    with pytest.raises(UsageError, match="already has a histmig_status column"):
+        hs.migrate(out.drop(hs.CHANGES), report=True)
+    with pytest.raises(UsageError, match="summarize needs the histmig_status and histmig_changes columns"):
+        hs.summarize(df)
+
+
+def test_null_cells_are_kept_and_not_counted(spark: SparkSession) -> None:
+    legacy = next(line for line in (CORPUS / "all.jsonl").read_bytes().splitlines() if b"retry-prompt" in line)
+    df: DataFrame = spark.createDataFrame([(1, None), (2, legacy.decode()), (3, "[{"), (4, None)], "n long, messages string")
+    out = hs.migrate(df, report=True)
+    rows = out.collect()
+    assert [(row["n"], row[hs.STATUS]) for row in rows] == [(1, None), (2, "changed"), (3, "rejected"), (4, None)]
+    assert [rows[0]["messages"], rows[2]["messages"], rows[3]["messages"]] == [None, "[{", None]
+    assert hs.summarize(out)["records_in"] == 2 and hs.summarize(out)["rejected"] == 1
+
+
+def test_without_java_spark_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(SparkSession, "getActiveSession", staticmethod(lambda: None))
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(UsageError, match="--engine spark needs Java 17 or later"):
+        hs.session(None, 2)
+
+
+def test_the_command_line_does_not_import_pyspark_unless_asked() -> None:
+    code = "import sys, histmig.cli, histmig.api; print('pyspark' in sys.modules, 'py4j' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, cwd=ROOT).stdout == b"False False\n"
+
+
+class Told:
+    """A :class:`histmig.api.Progress` that keeps what it is told."""
+
+    def __init__(self) -> None:
+        self.total: int | None = None
+        self.done: list[int] = []
+
+    def start(self, total: int | None) -> None:
+        self.total = total
+
+    def advance(self, done: int) -> None:
+        self.done.append(done)
+
+
+def test_progress_is_told_the_input_bytes_as_the_tasks_end(spark: SparkSession, records, tmp_path: Path) -> None:
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    for n in range(3):
+        write_parquet(lake / f"{n}.parquet", table_of(records[n * 70 : n * 70 + 70], nested=False))
+    told = Told()
+    result = hs.convert(str(lake), str(tmp_path / "out"), Options(jobs=2), progress=told)
+    assert result.report.counts["records_in"] == 210
+    assert told.total == sum(path.stat().st_size for path in lake.iterdir())
+    assert sum(told.done) == told.total and all(step > 0 for step in told.done)
