@@ -8,8 +8,9 @@ and skips every other value without building a Python object: a few microseconds
 record, against an orjson parse and a walk of its parts. The skeleton is built from what the
 selected rules declare (:class:`~histmig.rules.base.Look`), never restated here:
 
-- a part's ``part_kind`` is one 2.68 loads that no rule rewrites
-  (:class:`~histmig.rules.base.PartKind`: ``retry-prompt``, ``instruction``, a newer
+- a part's ``part_kind`` is one the target release writes (2.68 by default; for an older
+  ``--target``, the catalogue's, :func:`histmig.schema.releases.written_kinds`) that no rule
+  rewrites (:class:`~histmig.rules.base.PartKind`: ``retry-prompt``, ``instruction``, a newer
   release's kind fail to decode);
 - a field some rule looks at decodes as that look's *quiet* type, the values the rule leaves
   alone: a non-null type where a rule repairs nulls, nothing at all where a rule acts on a
@@ -34,7 +35,8 @@ import msgspec
 
 from histmig.rules import looks
 from histmig.rules.base import FieldLook, Look, PartKind, Rule
-from histmig.schema import PLAIN_CURRENT, REQUEST_PART_KINDS, RESPONSE_PART_KINDS, Fields, msgspec_type
+from histmig.schema import PLAIN_CURRENT, Fields, msgspec_type
+from histmig.schema.releases import NEWEST, Release, written_kinds
 
 _names = itertools.count()
 
@@ -66,12 +68,13 @@ def _struct(fields: Fields, tag_field: str, tag: str) -> Any:
     return msgspec.defstruct(f"_Skeleton{next(_names)}", fields, tag_field=tag_field, tag=tag, gc=False)
 
 
-def _skeleton(rules: tuple[Rule, ...]) -> Any:
-    """The skeleton type of a history for ``rules``: a list of request/response structs, each
-    with its ``parts`` (one union tagged by ``part_kind`` of every quiet kind) and the message
-    fields some rule looks at."""
+def _skeleton(rules: tuple[Rule, ...], target: Release) -> Any:
+    """The skeleton type of a history for ``rules`` and the ``target`` release: a list of
+    request/response structs, each with its ``parts`` (one union tagged by ``part_kind`` of
+    every quiet kind: one ``target`` writes and no rule rewrites) and the message fields some
+    rule looks at."""
     rewritten = {kind for _, look in looks(rules) if isinstance(look, PartKind) for kind in look.parts}  # type: ignore[union-attr]
-    quiet = sorted((REQUEST_PART_KINDS | RESPONSE_PART_KINDS) - rewritten)
+    quiet = sorted((written_kinds(target, "request") | written_kinds(target, "response")) - rewritten)
     part = Union[tuple(_struct(_quiet_fields(rules, None, kind), "part_kind", kind) for kind in quiet)]
     messages = [
         _struct([("parts", list[part]), *_quiet_fields(rules, kind, None)], "kind", kind) for kind in ("request", "response")
@@ -91,12 +94,13 @@ class Screen:
     """``screen(raw) -> bool``: ``True`` only when ``raw``, the JSON text of a record (bytes),
     is an object whose ``field`` (default ``messages``, the first candidate
     :func:`~histmig.records.locate_messages` tries) holds a history none of ``rules`` can
-    change and that orjson reads (see the module docstring), or such a history as a bare
-    array (its first byte ``[``, as a Parquet or DuckDB cell holds it). ``False`` says
-    nothing: the record must go the full way. Never raises."""
+    change, in part kinds the ``target`` release writes, and that orjson reads (see the
+    module docstring), or such a history as a bare array (its first byte ``[``, as a Parquet
+    or DuckDB cell holds it). ``False`` says nothing: the record must go the full way. Never
+    raises."""
 
-    def __init__(self, rules: tuple[Rule, ...], field: str | None = None) -> None:
-        skeleton = _skeleton(rules)
+    def __init__(self, rules: tuple[Rule, ...], field: str | None = None, target: Release = NEWEST) -> None:
+        skeleton = _skeleton(rules, target)
         self._record = _decoder(skeleton, field or "messages")
         self._array = _decoder(skeleton, None)
 
@@ -113,10 +117,10 @@ class Screen:
 
 
 @lru_cache(maxsize=16)
-def screen_for(rules: tuple[Rule, ...], field: str | None) -> Screen:
-    """The :class:`Screen` of ``rules`` and ``field``, built once per process (building one
-    takes about a millisecond)."""
-    return Screen(rules, field)
+def screen_for(rules: tuple[Rule, ...], field: str | None, target: Release = NEWEST) -> Screen:
+    """The :class:`Screen` of ``rules``, ``field`` and ``target``, built once per process
+    (building one takes about a millisecond)."""
+    return Screen(rules, field, target)
 
 
 def _settled_history(rules: tuple[Rule, ...]) -> Any:

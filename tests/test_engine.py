@@ -13,7 +13,7 @@ from histmig import engine
 from histmig.engine import Plan, Stream, process, process_full, run_records
 from histmig.records import Outcome, Record
 from histmig.report import Report
-from histmig.rules import registry
+from histmig.rules import select
 from histmig.rules.base import Change, Docs, Rule, ValueField, iter_parts
 from tests.conftest import CORPUS
 
@@ -108,8 +108,8 @@ def test_the_loop_names_only_the_records_that_go_the_full_way_and_counts_the_res
 
 def test_a_plan_fixes_the_safe_rules_and_the_unsafe_ones_only_when_asked() -> None:
     unsafe = Rule("HM988", "u", "unsafe", "tests", Docs("", "", "[]", "[]"), (), lambda m, c: [], applicability="unsafe")
-    rules = (*registry(), unsafe)
-    assert Plan(rules).fixing == {rule.code for rule in registry()}
+    rules = (*select(), unsafe)
+    assert Plan(rules).fixing == {rule.code for rule in select()}
     assert Plan(rules, unsafe_fixes=True).fixing == {rule.code for rule in rules}
 
 

@@ -8,6 +8,11 @@ from, documentation with an example before and after (:class:`Docs`), what it lo
 A fix is ``safe`` when it keeps what the conversation means (what the framework itself does at
 load or request time, stored once), ``unsafe`` when it may not; ``convert`` applies the safe
 fixes of the selected rules, ``--unsafe-fixes`` the others too (ruff's definitions).
+A rule runs for the target releases of its :attr:`Rule.targets` (a :class:`~histmig.schema.releases.Span` of
+releases; ``--target``, default the newest): the migration and repairs run for targets that
+load what they write (HM101 from 2.60.0), the rollback rules (HM5xx) only for older targets,
+so that a run without ``--target`` runs exactly the rules it always ran. The target is in the
+:class:`Context` a fix is given (:func:`histmig.rules.select` picks the rules).
 
 What a rule looks at is declared, never restated: the screen's skeleton types
 (:mod:`histmig.screen`), the settled check, :func:`histmig.rules.pending` and the nulls a
@@ -18,11 +23,14 @@ nested Arrow column carries (:mod:`histmig.sources._arrow`) are all derived from
 from __future__ import annotations
 
 import copy
+import hashlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, NamedTuple, Union, get_args, get_origin
 
 import msgspec
+
+from histmig.schema.releases import EVERY, NEWEST, Release, Span, describe, includes
 
 Certainty = Literal["exact", "template", "shape", "default", "derived"]
 """How sure a finding is (design.md "Rules"): an ``exact`` text match with a framework
@@ -43,11 +51,14 @@ Messages = list[Any]
 Message = dict[str, Any]
 Part = dict[str, Any]
 
-REPAIR, MISREAD, REBIND, MIGRATE = 10, 20, 30, 40
+REPAIR, MISREAD, REBIND, MIGRATE, ROLLBACK = 10, 20, 30, 40, 60
 """Phases, the order rules run in (then by code): load-failure repairs (HM2xx) first, so that
 every call has an id the retry rules pair with; then silent misreads (HM3xx); then HM103
-re-binds a tool-less unknown-tool retry before HM101/HM102 would turn it into feedback. No rule
-writes what a rule of an earlier phase looks for, so one pass settles a history."""
+re-binds a tool-less unknown-tool retry before HM101/HM102 would turn it into feedback; then,
+for an older ``--target``, the rollback (HM5xx). No rule writes what a rule of an earlier
+phase looks for, so one pass settles a history (a rollback rule writes what a migration rule
+looks for only for targets that rule does not run for: HM501 writes ``retry-prompt`` parts
+for targets before 2.60.0, HM101 runs from 2.60.0)."""
 
 
 class Finding(NamedTuple):
@@ -91,9 +102,12 @@ class Malformed(ValueError):
 
 @dataclass(frozen=True)
 class Context:
-    """What a rule may know besides the history: the cause mode the user chose."""
+    """What a rule may know besides the history: the cause mode the user chose, and the
+    ``target`` release whose shapes the history is written in (``--target``; the newest by
+    default)."""
 
     causes: CauseMode = "inferred"
+    target: Release = NEWEST
 
 
 ANY_PART = "*"
@@ -248,12 +262,14 @@ class ValueField(FieldLook):
 class Docs:
     """A rule's documentation, in the shape ruff gives its rules: ``what`` it does, ``why``
     it matters, and an example history ``before`` and ``after`` the fix, as JSON text (a
-    test runs the rule on ``before`` and compares with ``after``)."""
+    test runs the rule on ``before``, for the ``target`` release when given, and compares
+    with ``after``)."""
 
     what: str
     why: str
     before: str
     after: str
+    target: str | None = None
 
 
 Fix = Callable[[Messages, Context], list[Change]]
@@ -269,8 +285,9 @@ class Rule:
     line; ``source`` the framework-facts section or release it comes from; ``docs`` its
     :class:`Docs`; ``looks`` what it looks at (:class:`Look`); ``fix`` edits a history in
     place and returns the :class:`Change`\\ s; ``applicability`` says whether the fix is
-    ``safe`` or ``unsafe``; ``phase`` orders the rules (:data:`REPAIR` ... :data:`MIGRATE`,
-    then by code)."""
+    ``safe`` or ``unsafe``; ``phase`` orders the rules (:data:`REPAIR` ... :data:`ROLLBACK`,
+    then by code); ``targets`` are the target releases it runs for (every release by
+    default)."""
 
     code: str
     name: str
@@ -281,6 +298,16 @@ class Rule:
     fix: Fix = field(repr=False)
     applicability: Applicability = "safe"
     phase: int = MIGRATE
+    targets: Span = EVERY[0]
+
+    def runs_for(self, target: Release) -> bool:
+        """Whether the rule runs when the history is written for ``target``."""
+        return includes((self.targets,), target)
+
+    @property
+    def target_text(self) -> str:
+        """The target releases the rule runs for, in words (``before 2.60.0``)."""
+        return describe((self.targets,))
 
     def check(self, messages: Messages, ctx: Context) -> list[Finding]:
         """What the rule finds in ``messages``, without changing them: the findings of the
@@ -307,3 +334,11 @@ def iter_parts(messages: Messages, kind: str | None = None) -> Iterator[tuple[in
             if isinstance(part, dict):
                 yield m_index, p_index, message, part
 
+
+def derived_tool_call_id(m_index: int, p_index: int, tool_name: Any) -> str:
+    """A deterministic ``tool_call_id`` for the call at ``messages[m_index].parts[p_index]``:
+    ``'pyd_ai_'`` + 32 hex digits of a SHA-256 of the position and tool name, the same shape
+    the framework generates from 0.0.45 (framework-facts §3.3), but reproducible (HM201's
+    calls, HM501's and HM502's tool-less retries)."""
+    digest = hashlib.sha256(f"histmig:{m_index}:{p_index}:{tool_name}".encode()).hexdigest()
+    return "pyd_ai_" + digest[:32]

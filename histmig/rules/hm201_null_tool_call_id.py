@@ -2,34 +2,29 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections import defaultdict
 from typing import Any
 
-from histmig.rules.base import REPAIR, Change, Context, Docs, Message, Messages, NullField, Part, PartKind, Rule, iter_parts
+from histmig.rules.base import REPAIR, Change, Context, Docs, Message, Messages, NullField, Part, PartKind, Rule, derived_tool_call_id, iter_parts
+from histmig.schema.releases import RETRY_PARTS, STRING_TOOL_CALL_ID, Span
 
 _ID_PARTS = ("tool-call", "tool-return")
 
 
-def derived_tool_call_id(m_index: int, p_index: int, tool_name: Any) -> str:
-    """A deterministic ``tool_call_id`` for the call at ``messages[m_index].parts[p_index]``:
-    ``'pyd_ai_'`` + 32 hex digits of a SHA-256 of the position and tool name, the same shape
-    the framework generates from 0.0.45 (framework-facts §3.3), but reproducible."""
-    digest = hashlib.sha256(f"histmig:{m_index}:{p_index}:{tool_name}".encode()).hexdigest()
-    return "pyd_ai_" + digest[:32]
-
-
-def needs_id(part: Part) -> bool:
+def needs_id(part: Part, tool_less: bool = False) -> bool:
     """A ``tool-call`` / ``tool-return`` with ``"tool_call_id": null``, or a tool-bound
-    ``retry-prompt`` whose ``tool_call_id`` is null or missing."""
+    ``retry-prompt`` whose ``tool_call_id`` is null or missing; with ``tool_less``, a
+    tool-less ``retry-prompt`` with ``"tool_call_id": null`` too."""
     kind = part.get("part_kind")
     if kind == "retry-prompt":
-        return part.get("tool_name") is not None and part.get("tool_call_id") is None
+        if part.get("tool_name") is None:
+            return tool_less and "tool_call_id" in part and part["tool_call_id"] is None
+        return part.get("tool_call_id") is None
     return kind in _ID_PARTS and "tool_call_id" in part and part["tool_call_id"] is None
 
 
 def _retry_needs_id(message: Message, part: Part) -> bool:
-    return needs_id(part)
+    return needs_id(part, tool_less=True)
 
 
 def derive_tool_call_ids(messages: Messages, ctx: Context) -> list[Change]:
@@ -38,13 +33,16 @@ def derive_tool_call_ids(messages: Messages, ctx: Context) -> list[Change]:
     the earliest call of the same ``tool_name`` before it that no result has answered yet
     (0.0.x answered calls in order). A result with no such call gets an id derived from its
     own position. 2.68 rejects ``null`` ids and replaces absent ones with random ids, which
-    orphans the result (framework-facts §2)."""
+    orphans the result (framework-facts §2). For a ``--target`` before 2.60.0, where a
+    tool-less ``retry-prompt`` stays one (HM102 does not run), its ``null`` id gets an id
+    derived from its position too: releases from 0.0.45 refuse it."""
     changes: list[Change] = []
     unanswered: dict[Any, list[str]] = defaultdict(list)
+    tool_less = ctx.target < RETRY_PARTS
     for m_index, p_index, _, part in iter_parts(messages):
         kind = part.get("part_kind", "")
         name = part.get("tool_name")
-        if not needs_id(part):
+        if not needs_id(part, tool_less):
             if kind == "tool-call" and isinstance(part.get("tool_call_id"), str):
                 unanswered[name].append(part["tool_call_id"])
             elif kind in ("tool-return", "retry-prompt") and part.get("tool_call_id") in unanswered[name]:
@@ -53,6 +51,8 @@ def derive_tool_call_ids(messages: Messages, ctx: Context) -> list[Change]:
         if kind == "tool-call":
             new_id, evidence = derived_tool_call_id(m_index, p_index, name), "position"
             unanswered[name].append(new_id)
+        elif name is None and kind == "retry-prompt":
+            new_id, evidence = derived_tool_call_id(m_index, p_index, name), "position:tool-less"
         elif unanswered[name]:
             new_id, evidence = unanswered[name].pop(0), "paired-call"
         else:
@@ -93,4 +93,5 @@ RULE = Rule(
     looks=(NullField("tool_call_id", parts=_ID_PARTS), PartKind("retry-prompt", test=_retry_needs_id)),
     fix=derive_tool_call_ids,
     phase=REPAIR,
+    targets=Span(STRING_TOOL_CALL_ID, None),
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from histmig.rules.base import MISREAD, AbsentField, Change, Context, Docs, Message, Messages, Rule
+from histmig.schema.releases import PROVIDER_REQUEST_ID, Span
 
 
 def has_provider_request_id(message: Message, part: None = None) -> bool:
@@ -38,4 +39,5 @@ RULE = Rule(
     looks=(AbsentField("provider_request_id", message="response", test=has_provider_request_id),),
     fix=rename_provider_request_id,
     phase=MISREAD,
+    targets=Span(PROVIDER_REQUEST_ID.before, None),
 )

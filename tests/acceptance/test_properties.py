@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from histmig.api import migrate
-from histmig.rules import registry
+from histmig.rules import select
 from histmig.rules.base import Context
 from histmig.schema import current_errors
 from histmig.screen import Screen, settled_for
@@ -89,8 +89,8 @@ MESSAGE = st.one_of(
 )
 HISTORY = st.lists(MESSAGE, max_size=6)
 
-SCREEN = Screen(registry())
-SETTLED = settled_for(registry(), "messages")
+SCREEN = Screen(select())
+SETTLED = settled_for(select(), "messages")
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -152,7 +152,7 @@ def test_the_pending_rules_change_what_every_rule_would(history: list[dict[str, 
     for kind, at in damages:
         _damage(history, kind, at)
     every_rule = copy.deepcopy(history)
-    changes = [change for rule in registry() for change in rule.fix(every_rule, Context())]
+    changes = [change for rule in select() for change in rule.fix(every_rule, Context())]
     only_pending = copy.deepcopy(history)
     assert migrate(only_pending) == changes
     assert only_pending == every_rule

@@ -39,7 +39,9 @@ TARGETED = {
 
 
 def test_rules_run_in_phase_order_then_by_code() -> None:
-    assert [rule.code for rule in registry()] == ["HM201", "HM202", "HM203", "HM204", "HM301", "HM302", "HM103", "HM101", "HM102"]
+    migration = ["HM201", "HM202", "HM203", "HM204", "HM301", "HM302", "HM103", "HM101", "HM102"]
+    assert [rule.code for rule in registry()] == [*migration, "HM501", "HM502", "HM503", "HM504", "HM505", "HM506", "HM507"]
+    assert [rule.code for rule in select()] == migration
 
 
 def test_select_ignore_prefixes() -> None:
@@ -52,28 +54,29 @@ def test_select_ignore_prefixes() -> None:
 @pytest.mark.parametrize("name", TARGETED)
 def test_every_shape_a_rule_targets_is_pending_and_screened_out(name: str) -> None:
     history, codes = TARGETED[name]
-    assert {rule.code for rule in pending(history, registry())} == codes
-    assert not Screen(registry())(orjson.dumps({"messages": history}))
-    others = tuple(rule for rule in registry() if rule.code not in codes)
+    assert {rule.code for rule in pending(history, select())} == codes
+    assert not Screen(select())(orjson.dumps({"messages": history}))
+    others = tuple(rule for rule in select() if rule.code not in codes)
     assert pending(history, others) == ()
     assert Screen(others)(orjson.dumps({"messages": history})) is (name not in ("tool-bound-retry-prompt", "tool-less-retry-prompt", "instruction"))
 
 
 def test_what_is_derived_from_the_looks() -> None:
     assert nulls_kept(registry()) == {"tool_call_id", "timestamp"}
-    assert known_part_kinds(registry(), "request") == {"retry-prompt", "instruction"}
-    assert known_part_kinds(registry(), "response") == frozenset()
+    assert known_part_kinds(select(), "request") == {"retry-prompt", "instruction"}
+    assert known_part_kinds(select(), "response") == frozenset()
 
 
 @pytest.mark.parametrize("rule", registry(), ids=lambda rule: rule.code)
 def test_each_rules_documented_example_is_what_its_fix_does(rule) -> None:
     before, after = orjson.loads(rule.docs.before), orjson.loads(rule.docs.after)
     assert before != after and rule.docs.what and rule.docs.why
-    changes = migrate(before, Options(select=(rule.code,)))
+    options = Options(select=(rule.code,), target=rule.docs.target, unsafe_fixes=rule.applicability == "unsafe")
+    changes = migrate(before, options)
     assert before == after
     assert {change.rule for change in changes} == {rule.code}
-    assert migrate(before, Options(select=(rule.code,))) == []
-    assert [finding.code for finding in rule.check(orjson.loads(rule.docs.before), Options().plan().context)] == [rule.code] * len(changes)
+    assert migrate(before, options) == []
+    assert [finding.code for finding in rule.check(orjson.loads(rule.docs.before), options.plan().context)] == [rule.code] * len(changes)
 
 
 TOY = '''
@@ -135,9 +138,9 @@ def toy_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
 def test_a_rule_added_as_one_module_is_picked_up_everywhere(toy_rules: Path) -> None:
     history = [{"kind": "response", "parts": [{"part_kind": "text", "content": "TOY:hi"}, {"part_kind": "thinking", "content": "DROP:bye"}]}]
     quiet = [{"kind": "response", "parts": [{"part_kind": "text", "content": "hi"}]}]
-    assert [rule.code for rule in registry()][-2:] == ["HM901", "HM902"]
-    assert {rule.code for rule in pending(history, registry())} == {"HM901", "HM902"}
-    assert not Screen(registry())(orjson.dumps(history)) and Screen(registry())(orjson.dumps(quiet))
+    assert [rule.code for rule in select()][-2:] == ["HM901", "HM902"]
+    assert {rule.code for rule in pending(history, select())} == {"HM901", "HM902"}
+    assert not Screen(select())(orjson.dumps(history)) and Screen(select())(orjson.dumps(quiet))
     source = toy_rules / "in.jsonl"
     source.write_bytes(orjson.dumps({"id": "r1", "messages": history}) + b"\n" + orjson.dumps({"id": "r2", "messages": quiet}) + b"\n")
     runner = CliRunner()
