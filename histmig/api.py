@@ -50,8 +50,10 @@ class Result:
     """What a command did: the ``command``, its ``input`` and ``output`` as given (``-``:
     stdout; ``None``: nothing written, or a table), the new table (``to_table``) or
     ``in_place``, the :class:`~histmig.report.Report`, what each input ``wrote``
-    (:class:`~histmig.sources.base.Written`) and whether the input was read as JSONL from
-    stdin (``stdin_lines``). :attr:`verdict` and :attr:`exit_code` are made from these."""
+    (:class:`~histmig.sources.base.Written`), whether the input was read as JSONL from
+    stdin (``stdin_lines``) and the ``target`` release (``convert``/``audit --target``,
+    ``check --reader``; ``None``: not given). :attr:`verdict` and :attr:`exit_code` are made
+    from these."""
 
     command: Command
     input: str
@@ -61,11 +63,14 @@ class Result:
     in_place: bool = False
     wrote: list[Written] = field(default_factory=list)
     stdin_lines: bool = False
+    target: str | None = None
 
     @property
     def exit_code(self) -> int:
-        """0 done and clean; 1 a record was rejected, an input ended early, or (``check``) a
-        record needs a rule, is invalid or has a finding (README "Exit codes")."""
+        """0 done and clean; 1 a record was rejected, an input ended early, a record the
+        ``--target`` release cannot load was kept as it is, or (``check``) a record needs a
+        rule, is invalid (for ``--reader``: that release cannot load it) or has a finding
+        (README "Exit codes")."""
         if self.command == "check":
             return 1 if self.report.needs_attention else 0
         return 1 if self.report.failed else 0
@@ -77,17 +82,32 @@ class Result:
         cut = "; the input could not be read to its end (see the unreadable error)" if counts["read_errors"] else ""
         of = f"{counts['changed']} of {counts['records_in']} records"
         if self.command == "check":
+            found = f", {counts['findings']} findings" if counts["findings"] else ""
+            if self.target is not None:
+                summary = self.report.summary()
+                if not self.report.needs_attention:
+                    return f"histmig check: {self.target} loads all {counts['records_in']} records as they are"
+                return (
+                    f"histmig check: {self.target} loads {summary.get('reader_loads', 0)} of {counts['records_in']} records as they are; "
+                    f"{counts['changed']} to rewrite for it (convert --target {self.target}), {counts['invalid']} that no rule makes loadable, {counts['rejected']} rejected{found}{cut}"
+                )
             if not self.report.needs_attention:
                 return f"histmig check: all {counts['records_in']} records are current and valid"
-            found = f", {counts['findings']} findings" if counts["findings"] else ""
             return f"histmig check: {of} to migrate, {counts['invalid']} invalid, {counts['rejected']} rejected{found}{cut}"
+        migrated, kept = ("migrated", "") if self.target is None else (f"rewritten for {self.target}", self._kept())
         if self.command == "audit":
-            return f"histmig audit: {of} would be migrated, {counts['unchanged']} need nothing, {counts['rejected']} would be rejected; nothing was written{cut}"
+            return f"histmig audit: {of} would be {migrated}, {counts['unchanged']} need nothing{kept}, {counts['rejected']} would be rejected; nothing was written{cut}"
         if self.command in ("otel", "otel-upgrade"):
             done = counts["records_in"] - counts["rejected"]
             what = "exported" if self.command == "otel" else f"upgraded ({counts['unchanged']} already in version 6 roles)"
             return f"histmig: {done} records {what}, {counts['rejected']} rejected"
-        return f"histmig convert: {of} migrated, {counts['unchanged']} unchanged, {counts['rejected']} rejected; {self._written()}{cut}"
+        return f"histmig convert: {of} {migrated}, {counts['unchanged']} unchanged{kept}, {counts['rejected']} rejected; {self._written()}{cut}"
+
+    def _kept(self) -> str:
+        """`` (N of them TARGET cannot load)`` when the ``--target`` release cannot load records
+        kept as they are."""
+        invalid = self.report.counts["invalid"]
+        return f" ({invalid} of them {self.target} cannot load)" if invalid else ""
 
     def _written(self) -> str:
         where = "stdout" if self.output == "-" else self.output or self.to_table or f"{self.input} (in place)"
@@ -157,8 +177,11 @@ def audit(input: str, options: Options = Options(), *, progress: Progress | None
 
 def check(input: str, options: Options = Options(), *, progress: Progress | None = None) -> Result:
     """``histmig check``: every record of ``input`` parsed and validated; the exit code is 0
-    only when every record is current and valid and no rule finds anything."""
-    return _run("check", input, Target(), options, options.plan(validate_all=True), progress)
+    only when every record is current and valid and no rule finds anything. With
+    ``options.target`` (``--reader``), "current and valid" is for that release: it loads
+    every record and no rule would rewrite one for it; the report then tells, per record,
+    which releases load it (:class:`~histmig.report.rows.ReaderRow`)."""
+    return _run("check", input, Target(), options, options.plan(validate_all=True, readers=options.target is not None), progress)
 
 
 def otel(
@@ -273,4 +296,5 @@ def _run(command: Command, input: str, target: Target, options: Options, job: Jo
         in_place=target.in_place,
         wrote=[i.written() for i in inputs],
         stdin_lines=input == "-" and fmt.name == "jsonl" and options.format is None,
+        target=options.target and str(options.release),
     )

@@ -29,6 +29,7 @@ from rich.table import Table
 
 from histmig import __version__, api
 from histmig.options import Options
+from histmig.schema.releases import NEWEST
 from histmig.sources import format_of
 from histmig.sources.atomic import atomic_output
 from histmig.sources.base import UnreadableInput, UnwritableOutput, UsageError
@@ -109,6 +110,35 @@ COLUMNS = _bundle(
     id_column=(Annotated[Optional[str], typer.Option("--id-column", metavar="COLUMN", help="Parquet/DuckDB: column naming each record in the report (default: the row).")], None),
     table=(Annotated[Optional[str], typer.Option("--table", metavar="TABLE", help="DuckDB: table to read.")], None),
 )
+TARGET = _bundle(
+    target=(
+        Annotated[
+            Optional[str],
+            typer.Option(
+                "--target",
+                metavar="RELEASE",
+                help="Write the shapes this pydantic-ai release (e.g. 2.59.0) writes and loads, for a rollback or an older service: "
+                "retried tool-returns and retry-feedback parts become retry-prompt parts before 2.60.0 (rules HM5xx); what the older "
+                "form cannot hold is reported as lost. Default: the newest, 2.68.0.",
+            ),
+        ],
+        None,
+    ),
+)
+READER = _bundle(
+    reader=(
+        Annotated[
+            Optional[str],
+            typer.Option(
+                "--reader",
+                metavar="RELEASE",
+                help="Exit 0 only if this pydantic-ai release (e.g. 2.0.0) loads every record as it is and no rule would rewrite one "
+                "for it; the report gives, per record, the oldest release that loads it.",
+            ),
+        ],
+        None,
+    ),
+)
 JOBS = _bundle(
     jobs=(
         Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, metavar="N", help="Worker processes (default: the number of cores); 1 runs in this process. Output and report are the same for any N.")],
@@ -150,7 +180,7 @@ class Shown:
     quiet: bool
 
 
-_OPTION_NAMES = {"select", "ignore", "unsafe_fixes", "causes", "messages_field", "input_format", "messages_column", "id_column", "table", "jobs"}
+_OPTION_NAMES = {"select", "ignore", "unsafe_fixes", "causes", "messages_field", "input_format", "messages_column", "id_column", "table", "jobs", "target", "reader"}
 """Bundle parameters that make the :class:`~histmig.options.Options`."""
 
 _SHOWN_NAMES = {"report": "path", "report_format": "format", "quiet": "quiet"}
@@ -196,9 +226,21 @@ def _options(
     id_column: str | None = None,
     table: str | None = None,
     jobs: int | None = None,
+    target: str | None = None,
+    reader: str | None = None,
 ) -> Options:
     options = Options(
-        tuple(select or ()), tuple(ignore or ()), unsafe_fixes, causes.value, messages_field, input_format and input_format.value, messages_column, id_column, table, jobs
+        tuple(select or ()),
+        tuple(ignore or ()),
+        unsafe_fixes,
+        causes.value,
+        messages_field,
+        input_format and input_format.value,
+        messages_column,
+        id_column,
+        table,
+        jobs,
+        target or reader,
     )
     options.rules  # noqa: B018 (an unknown code is a usage error before anything is read)
     return options
@@ -300,10 +342,11 @@ def _renderer(fmt: ReportFormat) -> Callable[[Any, TextIO], None]:
         "  histmig convert history.json - --report report.json --report-format json\n\n"
         "  zcat logs.jsonl.gz | histmig convert - - --messages-field conversation > out.jsonl\n\n"
         "  histmig convert lake/chats.parquet chats.v2.parquet --messages-column messages\n\n"
-        "  histmig convert chats.duckdb --table conversations --messages-column messages --in-place"
+        "  histmig convert chats.duckdb --table conversations --messages-column messages --in-place\n\n"
+        "  histmig convert chats.v2.jsonl chats.v2-59.jsonl --target 2.59.0   # roll back"
     )
 )
-@shared(SELECT, FIXES, CAUSES, RECORDS, COLUMNS, JOBS, REJECTS, REPORT)
+@shared(SELECT, FIXES, CAUSES, TARGET, RECORDS, COLUMNS, JOBS, REJECTS, REPORT)
 def convert(
     input_path: InputArg,
     output_path: Annotated[Optional[str], typer.Argument(metavar="OUTPUT", help="Where to write the migrated archive (same format), or - for stdout; Parquet/DuckDB: a .parquet or .jsonl file.")] = None,
@@ -323,10 +366,11 @@ def convert(
 @app.command(
     epilog=(
         "Examples:\n\n  histmig audit chats.jsonl\n\n  histmig audit chats.jsonl --report audit.md --report-format markdown\n\n"
-        "  histmig audit 'lake/*.parquet' --id-column conversation_id\n\n  histmig audit chats.duckdb --table conversations"
+        "  histmig audit 'lake/*.parquet' --id-column conversation_id\n\n  histmig audit chats.duckdb --table conversations\n\n"
+        "  histmig audit chats.v2.jsonl --target 2.0.0   # what a rollback to 2.0.0 would rewrite and lose"
     )
 )
-@shared(SELECT, FIXES, CAUSES, RECORDS, COLUMNS, JOBS, REPORT)
+@shared(SELECT, FIXES, CAUSES, TARGET, RECORDS, COLUMNS, JOBS, REPORT)
 def audit(
     input_path: InputArg,
     *,
@@ -340,17 +384,18 @@ def audit(
 @app.command(
     epilog=(
         "Examples:\n\n  histmig check chats.jsonl   # in CI: exit 1 if anything needs migrating\n\n  histmig check history.json --select HM2\n\n"
-        "  histmig check chats.parquet\n\n  histmig check chats.duckdb --table conversations --id-column id"
+        "  histmig check chats.parquet\n\n  histmig check chats.duckdb --table conversations --id-column id\n\n"
+        "  histmig check chats.jsonl --reader 2.0.0   # before upgrading: can the oldest service still read everything?"
     )
 )
-@shared(SELECT, RECORDS, COLUMNS, JOBS, REPORT)
+@shared(SELECT, READER, RECORDS, COLUMNS, JOBS, REPORT)
 def check(
     input_path: InputArg,
     *,
     options: Options,
     shown: Shown,
 ) -> None:
-    """Exit 0 when every record is current and valid, 1 when any needs a rule, fails validation or has a finding, 2 when the input is unreadable."""
+    """Exit 0 when every record is current and valid (with --reader: that release loads it and no rule would rewrite it), 1 when any needs a rule, fails validation or has a finding, 2 when the input is unreadable."""
     _report_only(api.check, input_path, options, shown)
 
 
@@ -377,10 +422,12 @@ def rules(code: Annotated[Optional[str], typer.Argument(metavar="CODE", help="Sh
         docs = rule.docs
         before = orjson.dumps(orjson.loads(docs.before), option=orjson.OPT_INDENT_2).decode()
         after = orjson.dumps(orjson.loads(docs.after), option=orjson.OPT_INDENT_2).decode()
+        example = f" (--target {docs.target})" if docs.target else ""
         console.print(
             f"[bold]{rule.code}[/] ({rule.name}): {escape(rule.summary)}\n\n"
             f"What it does\n  {escape(docs.what)}\n\nWhy it matters\n  {escape(docs.why)}\n\n"
-            f"Fix: {rule.applicability}\nSource: {escape(rule.source)}\n\nBefore\n{escape(before)}\n\nAfter\n{escape(after)}\n",
+            f"Fix: {rule.applicability}\nRuns for targets: {rule.target_text} (--target; default {NEWEST})\nSource: {escape(rule.source)}\n\n"
+            f"Before{example}\n{escape(before)}\n\nAfter\n{escape(after)}\n",
             soft_wrap=True,
         )
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import orjson
 
-from histmig.schema.releases import Release, Spans, describe, includes
+from histmig.schema.releases import Release, Spans, includes
 
 if TYPE_CHECKING:
     from histmig.rules.base import Change, Finding
@@ -133,11 +133,6 @@ class Readers(NamedTuple):
     def oldest(self) -> str | None:
         """The oldest release that loads the record (``None``: none does)."""
         return str(self.spans[0].since) if self.spans else None
-
-    @property
-    def words(self) -> str:
-        """The releases that load the record, in words (``from 2.60.0``)."""
-        return describe(self.spans)
 
     def row(self) -> tuple[str, bool, str | None, list[list[str | None]]]:
         """``(reader, loads, oldest, releases)`` as plain data, ``releases`` as ``[since,

@@ -18,6 +18,8 @@ def render(report: Report, stream: TextIO) -> None:
     stream.write(f"{{\n  \"summary\": {_indented(report.summary(), 1)},\n")
     _rows(stream, "changes", report.change_batches())
     _rows(stream, "findings", report.finding_batches())
+    if report.reader is not None:
+        _rows(stream, "readers", report.reader_batches())
     stream.write(f"  \"errors\": {_indented(report.errors, 1)},\n  \"warnings\": {_indented(report.warnings, 1)}\n}}\n")
 
 

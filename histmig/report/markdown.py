@@ -1,5 +1,5 @@
 """The Markdown report: a summary table, a table of changes, then findings, errors and warnings
-as lists."""
+as lists, then (``check --reader``) a table of which releases load each record."""
 
 from __future__ import annotations
 
@@ -34,6 +34,10 @@ def render(report: Report, stream: TextIO) -> None:
     if report.warnings:
         stream.write("\n## Warnings\n\n")
         stream.writelines(f"- {_md(record_name(row))}: {_md(line)}\n" for row in report.warnings for line in row["warnings"])
+    heading = f"\n## Readers\n\n| record | {report.reader} loads it | releases that load it |\n| --- | --- | --- |\n"
+    for batch in report.reader_batches():
+        stream.write(heading + "".join(f"| {_md(record_name(row))} | {'yes' if row.loads else 'no'} | {row.words()} |\n" for row in batch))
+        heading = ""
 
 
 def _change_line(row: ChangeRow) -> str:

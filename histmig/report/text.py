@@ -13,7 +13,7 @@ from rich.style import Style
 from rich.table import Table
 
 from histmig.report import Report, record_name
-from histmig.report.rows import ChangeRow, FindingRow
+from histmig.report.rows import ChangeRow, FindingRow, ReaderRow
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
@@ -25,8 +25,9 @@ def visible(text: str) -> str:
 
 
 def render(report: Report, stream: TextIO) -> None:
-    """Write one line per change and finding, then per error and warning line, to ``stream``,
-    then the summary as a rich table.
+    """Write one line per change and finding, then per error and warning line, then (``check
+    --reader``) one per record the reader release cannot load, with the releases that can,
+    to ``stream``, then the summary as a rich table.
 
     The lines are plain writes, a batch of rows at a time, so memory stays flat whatever the
     number of rows; rule codes and statuses are styled only when rich shows colour on
@@ -46,6 +47,8 @@ def render(report: Report, stream: TextIO) -> None:
         stream.writelines(f"{visible(record_name(row))}: {label}: {visible(line)}\n" for line in row["errors"])
     for row in report.warnings:
         stream.writelines(f"{visible(record_name(row))}: {warning}: {visible(line)}\n" for line in row["warnings"])
+    for batch in report.reader_batches():
+        stream.write("".join(_reader_line(row, paint) for row in batch if not row.loads))
     counts = Table(title="histmig summary", show_header=False)
     for key, value in report.summary().items():
         if isinstance(value, dict):
@@ -83,3 +86,10 @@ def _change_line(row: ChangeRow, paint: Callable[[str, str], str]) -> str:
 def _finding_line(row: FindingRow, paint: Callable[[str, str], str]) -> str:
     """One finding row as a line, ending in a newline."""
     return f"{_where(row)} {paint(row.rule, 'bold')} {paint('found', 'yellow')}: {visible(row.text)} evidence={visible(row.evidence)} ({row.certainty})\n"
+
+
+def _reader_line(row: ReaderRow, paint: Callable[[str, str], str]) -> str:
+    """A record the reader release cannot load, and the releases that can, as a line ending
+    in a newline."""
+    return f"{visible(record_name(row))}: {paint('not loaded', 'yellow')}: {row.reader} cannot load it; {row.words()}\n"
+

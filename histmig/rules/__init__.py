@@ -59,7 +59,8 @@ def select(select: Iterable[str] = (), ignore: Iterable[str] = (), target: Relea
     for code in select:
         named = [rule for rule in rules if rule.code.startswith(code)]
         if not any(rule.runs_for(target) for rule in named):
-            raise UnknownRule(f"{code} runs only for a --target {' or '.join(sorted({rule.target_text for rule in named}))}, not {target}")
+            runs = f"runs only for a --target {named[0].target_text}" if len(named) == 1 else "names no rule that runs for it"
+            raise UnknownRule(f"{code} {runs}, not {target} (see `histmig rules {code}`)")
     return tuple(
         rule
         for rule in rules

@@ -3,8 +3,9 @@ part the releases before 2.60.0 wrote, and the evidence of what a rewrite loses.
 
 A rollback writes the shapes the target release writes (framework-facts §3.2, §3.3, the
 catalogue :mod:`histmig.schema.releases`). What the older shape has no place for is never
-dropped silently: each change's evidence names every value it lost (``lost
-retry.cause='validation_error', retry.attempt=1``) and every id it had to derive.
+dropped silently: each change's evidence names every field whose value it lost (``lost
+retry.cause='validation_error', retry.attempt, retry.max_retries``) and every id it had to
+derive.
 """
 
 from __future__ import annotations
@@ -65,8 +66,15 @@ def lost(part: Part, *keys: str) -> dict[str, Any]:
     return {key: value for key, value in values.items() if value is not None}
 
 
+SHOWN = frozenset({"retry.cause", "outcome", "state"})
+"""Lost fields whose value the evidence gives: each has a handful of values, so the report's
+counts by evidence stay few; for the others (an attempt, an id) it names the field."""
+
+
 def evidence(values: dict[str, Any], *notes: str) -> str:
-    """A rollback change's evidence: the values it lost (``lost retry.cause='model_retry'``),
-    or ``nothing lost``, then ``notes`` (``tool_call_id derived``), joined by ``; ``."""
-    said = "lost " + ", ".join(f"{key}={value!r}" for key, value in values.items()) if values else "nothing lost"
+    """A rollback change's evidence: what it lost (``lost retry.cause='validation_error',
+    retry.attempt, retry.max_retries``: the value for the fields of :data:`SHOWN`, the name
+    for others), or ``nothing lost``, then ``notes`` (``tool_call_id derived``), joined by
+    ``; ``."""
+    said = "lost " + ", ".join(f"{key}={value!r}" if key in SHOWN else key for key, value in values.items()) if values else "nothing lost"
     return "; ".join((said, *notes))

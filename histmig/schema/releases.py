@@ -101,6 +101,12 @@ def but(start: Release, end: Release) -> Spans:
     return (Span(OLDEST, start), Span(end, None))
 
 
+def from_pairs(pairs: Iterable[Iterable[str | None]]) -> Spans:
+    """:data:`Spans` from ``[since, before]`` pairs of release texts (``before`` ``None``: every
+    later release), as a report row holds them."""
+    return tuple(Span(release(since), None if end is None else release(end)) for since, end in pairs)  # type: ignore[misc]
+
+
 def includes(spans: Spans, target: Release) -> bool:
     """Whether ``target`` is one of ``spans``."""
     return any(span.since <= target and (span.before is None or target < span.before) for span in spans)
