@@ -347,3 +347,20 @@ def test_a_failed_report_leaves_no_file(tmp_path: Path, monkeypatch: pytest.Monk
     assert isinstance(result.exception, OSError)
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
     assert (tmp_path / "report.json").read_text() == "previous"
+
+
+def test_target_and_reader_on_the_command_line(tmp_path: Path) -> None:
+    newest, back = tmp_path / "newest.jsonl", tmp_path / "back.jsonl"
+    invoke("convert", str(ALL), str(newest), "-q")
+    checked = invoke("check", str(newest), "--reader", "2.59.0", "--report", "-", "--report-format", "json")
+    assert checked.exit_code == 1
+    assert orjson.loads(checked.stdout)["summary"]["reader_loads"] == 31
+    assert invoke("convert", str(newest), str(back), "--target", "2.59.0", "-q").exit_code == 0
+    assert invoke("check", str(back), "--reader", "2.59.0", "-q").exit_code == 0
+    assert invoke("audit", str(back), "--target", "2.59.0", "-q").exit_code == 0
+    bad = invoke("check", str(back), "--reader", "2.59")
+    assert (bad.exit_code, bad.stderr.strip()) == (2, "histmig: '2.59' is not a release: give major.minor.patch, e.g. 2.59.0")
+    assert invoke("convert", str(back), str(tmp_path / "x.jsonl"), "--select", "HM501").exit_code == 2
+    assert "--reader" not in invoke("convert", "--help").stdout and "--target" not in invoke("check", "--help").stdout
+    assert "RELEASE" in invoke("check", "--help").stdout and "--target 2.59.0" in invoke("convert", "--help").stdout
+    assert "Runs for targets: before 2.60.0 (--target; default 2.68.0)" in invoke("rules", "HM501").stdout

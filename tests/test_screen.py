@@ -119,3 +119,19 @@ def test_two_looks_at_one_field_must_agree_on_its_quiet_type() -> None:
     assert Screen(agreeing)(b'[{"kind":"response","parts":[{"part_kind":"text","content":"x"}]}]')
     with pytest.raises(TypeError, match="two rules look at text.content with different quiet types"):
         Screen((_toy("HM991", str), _toy("HM992", Annotated[str, msgspec.Meta(pattern="^x")])))
+
+
+@pytest.mark.parametrize("target", ["2.59.0", "2.0.0", "0.0.20"])
+def test_for_an_older_target_the_screen_passes_only_what_the_full_way_leaves_quiet(target: str) -> None:
+    from histmig.engine import process_full
+    from histmig.options import Options
+    from histmig.records import Record
+
+    plan = Options(target=target).plan()
+    raws = [orjson.dumps({"messages": load(path)}) for path in HISTORIES]
+    passed = [raw for raw in raws if plan.screen(raw)]
+    assert passed and all(process_full(Record(raw, "corpus", "file"), plan).quiet for raw in passed)
+    native = orjson.dumps({"messages": load(next(path for path in HISTORIES if path.parent.name == "v2.68.0" and path.stem == "l_no_retry"))})
+    feedback = b'{"messages":[{"kind":"request","parts":[{"part_kind":"retry-feedback","content":"x","retry":{"cause":"model_retry"}}]}]}'
+    assert plan.screen(native) is (target != "0.0.20")  # its bare arguments are what 0.0.20 cannot load
+    assert not plan.screen(feedback) and SCREEN(feedback)

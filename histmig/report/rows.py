@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Iterator
 from typing import IO, Any, NamedTuple
 
-from histmig.schema.releases import describe, from_pairs
+from histmig.schema.releases import EVERY, describe, from_pairs
 
 
 class ChangeRow(NamedTuple):
@@ -63,10 +63,11 @@ class ReaderRow(NamedTuple):
 
     def words(self) -> str:
         """The releases that load the record, in words (``oldest 2.60.0, loaded from
-        2.60.0``; ``no release loads it``)."""
-        if self.oldest is None:
-            return "no release loads it"
-        return f"oldest {self.oldest}, loaded {describe(from_pairs(self.releases))}"
+        2.60.0``; ``every release loads it``; ``no release loads it``)."""
+        spans = from_pairs(self.releases)
+        if not spans or spans == EVERY:
+            return f"{describe(spans)} loads it"
+        return f"oldest {self.oldest}, loaded {describe(spans)}"
 
 
 ROWS_PER_BATCH = 4096

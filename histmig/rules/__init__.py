@@ -59,8 +59,8 @@ def select(select: Iterable[str] = (), ignore: Iterable[str] = (), target: Relea
     for code in select:
         named = [rule for rule in rules if rule.code.startswith(code)]
         if not any(rule.runs_for(target) for rule in named):
-            runs = f"runs only for a --target {named[0].target_text}" if len(named) == 1 else "names no rule that runs for it"
-            raise UnknownRule(f"{code} {runs}, not {target} (see `histmig rules {code}`)")
+            said = f"{code} runs only for a --target {named[0].target_text}, not {target}" if len(named) == 1 else f"no {code} rule runs for a --target {target}"
+            raise UnknownRule(f"{said} (see `histmig rules {code}`)")
     return tuple(
         rule
         for rule in rules

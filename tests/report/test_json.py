@@ -9,7 +9,7 @@ import orjson
 
 from histmig import api
 from histmig.report import Report
-from tests.report.conftest import legacy_report, rendered
+from tests.report.conftest import legacy_report, reader_report, rendered
 
 
 def test_streamed_json_is_the_one_dump(tmp_path: Path, batch_size: int) -> None:
@@ -35,3 +35,10 @@ def test_an_empty_and_a_rejects_only_report_render(tmp_path: Path) -> None:
     source.write_bytes(b"{not json\n")
     rejected = api.audit(str(source)).report
     assert rendered(rejected, "json").encode() == orjson.dumps(rejected.to_json(), option=orjson.OPT_INDENT_2) + b"\n"
+
+
+def test_streamed_json_with_readers_is_the_one_dump(tmp_path: Path, batch_size: int) -> None:
+    report, _ = reader_report(tmp_path)
+    streamed = rendered(report, "json").encode()
+    assert streamed == orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2) + b"\n"
+    assert list(orjson.loads(streamed)) == ["summary", "changes", "findings", "readers", "errors", "warnings"]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from histmig import api
 from histmig.report import Report
-from tests.report.conftest import legacy_report, rendered
+from tests.report.conftest import legacy_report, reader_report, rendered
 
 
 def test_markdown_report_lines(tmp_path: Path, batch_size: int) -> None:
@@ -37,3 +37,18 @@ def test_an_empty_and_a_rejects_only_report_render(tmp_path: Path) -> None:
     source.write_bytes(b"{not json\n")
     rejected = api.audit(str(source)).report
     assert rendered(rejected, "markdown").endswith(f"\n\n## Errors\n\n- {source}:line 1 (rejected): invalid JSON: unexpected character, expected a string key at character 2 of the record\n")
+
+
+def test_markdown_report_has_a_table_of_the_releases_that_load_each_record(tmp_path: Path) -> None:
+    report, source = reader_report(tmp_path)
+    lines = rendered(report, "markdown").split("\n")
+    table = lines.index("## Readers")
+    assert lines[table + 2 :] == [
+        "| record | 2.0.0 loads it | releases that load it |",
+        "| --- | --- | --- |",
+        f"| {source}:line 1 [new] | no | oldest 2.60.0, loaded from 2.60.0 |",
+        f"| {source}:line 2 [plain] | yes | every release loads it |",
+        f"| {source}:line 3 | no | no release loads it |",
+        f"| {source}:line 4 [old] | no | oldest 0.0.21, loaded 0.0.21 to before 0.0.45 |",
+        "",
+    ]

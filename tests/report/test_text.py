@@ -11,7 +11,7 @@ import pytest
 from histmig import api
 from histmig.report import Report
 from histmig.report.text import render
-from tests.report.conftest import CHANGE, legacy_report, rendered
+from tests.report.conftest import CHANGE, legacy_report, reader_report, rendered
 
 
 def test_text_report_lines(tmp_path: Path, batch_size: int) -> None:
@@ -59,3 +59,14 @@ def test_an_empty_and_a_rejects_only_report_render(tmp_path: Path) -> None:
     source = tmp_path / "bad.jsonl"
     source.write_bytes(b"{not json\n")
     assert rendered(api.audit(str(source)).report, "text").startswith(f"{source}:line 1: rejected: invalid JSON")
+
+
+def test_text_report_names_each_record_the_reader_cannot_load(tmp_path: Path) -> None:
+    report, source = reader_report(tmp_path)
+    lines = rendered(report, "text").splitlines()
+    assert [line for line in lines if ": not loaded: " in line] == [
+        f"{source}:line 1 [new]: not loaded: 2.0.0 cannot load it; oldest 2.60.0, loaded from 2.60.0",
+        f"{source}:line 3: not loaded: 2.0.0 cannot load it; no release loads it",
+        f"{source}:line 4 [old]: not loaded: 2.0.0 cannot load it; oldest 0.0.21, loaded 0.0.21 to before 0.0.45",
+    ]
+    assert any(line.startswith("│ oldest_releases ") and "0.0.13: 1, 0.0.21: 1, 2.60.0: 1, none: 1" in line for line in lines)

@@ -49,3 +49,10 @@ def test_derived_ids_differ_by_place_and_tool_and_are_the_same_on_every_run() ->
     ids = {derived_tool_call_id(m, p, name) for m in range(3) for p in range(3) for name in ("a", "b")}
     assert len(ids) == 18
     assert derived_tool_call_id(1, 2, "a") == derived_tool_call_id(1, 2, "a") == "pyd_ai_" + hashlib.sha256(b"histmig:1:2:a").hexdigest()[:32]
+
+
+def test_hm201_derives_a_tool_less_retrys_null_id_for_a_target_before_2_60_0() -> None:
+    messages = [{"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": "x", "tool_name": None, "tool_call_id": None}]}]
+    assert run(messages, "HM201", target="2.59.0") == [("HM201", 0, 0, "position:tool-less")]
+    assert messages[0]["parts"][0]["tool_call_id"] == derived_tool_call_id(0, 0, None)
+    assert run([{"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": "x", "tool_name": None, "tool_call_id": None}]}], "HM201", target="2.60.0") == []
