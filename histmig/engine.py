@@ -88,7 +88,7 @@ class Plan:
         """The :class:`~histmig.rules.base.Context` the rules are given (built once)."""
         return Context(causes=self.causes, target=self.target)
 
-    @property
+    @cached_property
     def validates_unchanged(self) -> bool:
         """Whether a record no rule changes is validated too: under ``validate_all``, or for an
         older target."""

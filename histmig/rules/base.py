@@ -342,3 +342,17 @@ def derived_tool_call_id(m_index: int, p_index: int, tool_name: Any) -> str:
     calls, HM501's and HM502's tool-less retries)."""
     digest = hashlib.sha256(f"histmig:{m_index}:{p_index}:{tool_name}".encode()).hexdigest()
     return "pyd_ai_" + digest[:32]
+
+
+def rename_field(messages: Messages, code: str, old: str, new: str, test: Test) -> list[Change]:
+    """Rename each message's field ``old`` to ``new`` in its place (a ``new`` already there is
+    dropped), wherever ``test(message, None)`` holds; one message-level change of rule
+    ``code`` each (``before``/``after`` the field names, evidence ``field-rename``)."""
+    changes: list[Change] = []
+    for m_index, message in enumerate(messages):
+        if not isinstance(message, dict) or not test(message, None):
+            continue
+        message.pop(new, None)
+        messages[m_index] = {(new if key == old else key): value for key, value in message.items()}
+        changes.append(Change(code, m_index, None, old, new, "field-rename", "exact"))
+    return changes

@@ -72,7 +72,8 @@ RULE = Rule(
             "Gives every tool-call whose tool_call_id is null a derived id ('pyd_ai_' and 32 hex digits of a "
             "SHA-256 of its place and tool name), then gives each tool-return with a null id, and each tool-bound "
             "retry-prompt with a null or missing one, the id of the earliest unanswered call of the same tool "
-            "before it (0.0.x answered calls in order); a result with no such call gets an id of its own place."
+            "before it (0.0.x answered calls in order); a result with no such call gets an id of its own place. "
+            "For a --target before 2.60.0, a tool-less retry-prompt's null id gets an id of its own place too."
         ),
         why=(
             "0.0.13-0.0.44 wrote null ids; 2.68 refuses to load a null id, and replaces a missing one with a "

@@ -3,8 +3,7 @@ becomes the ``provider_request_id`` those releases stored."""
 
 from __future__ import annotations
 
-from histmig.rules.base import ROLLBACK, Change, Context, Docs, Message, Messages, Rule, ValueField
-from histmig.rules.rollback import evidence
+from histmig.rules.base import ROLLBACK, Change, Context, Docs, Message, Messages, Rule, ValueField, rename_field
 from histmig.schema.releases import PROVIDER_REQUEST_ID
 
 
@@ -17,14 +16,7 @@ def rename_provider_response_id(messages: Messages, ctx: Context) -> list[Change
     """Rename a response's non-null ``provider_response_id`` to ``provider_request_id``, in
     place (replacing one already there): 0.7.3-0.8.0 stored the id under that name and ignore
     the later one (framework-facts §3.3). The reverse of HM302."""
-    changes: list[Change] = []
-    for m_index, message in enumerate(messages):
-        if not isinstance(message, dict) or not has_provider_response_id(message):
-            continue
-        message.pop("provider_request_id", None)
-        messages[m_index] = {("provider_request_id" if key == "provider_response_id" else key): value for key, value in message.items()}
-        changes.append(Change("HM507", m_index, None, "provider_response_id", "provider_request_id", evidence({}, "field-rename"), "exact"))
-    return changes
+    return rename_field(messages, "HM507", "provider_response_id", "provider_request_id", has_provider_response_id)
 
 
 RULE = Rule(
