@@ -254,15 +254,22 @@ def process_full(record: Record, plan: Plan = Plan()) -> Outcome:
     fix, serialize, settled check, else validate and second pass. Never raises for bad
     input. Under ``plan.readers`` the outcome also tells which releases load the record as it
     was read (:class:`~histmig.records.Readers`)."""
+    outcome = _full_way(record, plan)
+    if plan.readers:
+        outcome.readers = Readers(plan.target, _readers(record.raw, plan.messages_field))
+    return outcome
+
+
+def _full_way(record: Record, plan: Plan) -> Outcome:
+    """:func:`process_full` but the readers."""
     try:
         obj = _DECODER.decode(record.raw)
     except (msgspec.DecodeError, RecursionError):
-        return _told(Outcome(record, "rejected", None, errors=[f"invalid JSON: {_json_problem(record.raw)}"]), plan, None)
+        return Outcome(record, "rejected", None, errors=[f"invalid JSON: {_json_problem(record.raw)}"])
     try:
         messages, field_name = locate_messages(obj, plan.messages_field)
     except NotAHistory as exc:
-        return _told(Outcome(_named(record, obj), "rejected", None, errors=[str(exc)]), plan, None)
-    readers = _readers(messages) if plan.readers else None
+        return Outcome(_named(record, obj), "rejected", None, errors=[str(exc)])
     rules = plan.walk.pending(messages)
     if not rules and not plan.validates_unchanged:
         return Outcome(record, "unchanged", record.raw)
@@ -271,42 +278,39 @@ def process_full(record: Record, plan: Plan = Plan()) -> Outcome:
     try:
         changes, findings = _apply(messages, rules, plan)
     except Malformed as exc:
-        return _told(Outcome(record, "rejected", None, errors=[_under(str(exc), prefix)]), plan, readers)
+        return Outcome(record, "rejected", None, errors=[_under(str(exc), prefix)])
     except Exception as exc:  # a rule met a shape it did not expect: keep the record, say so
-        return _told(Outcome(record, "rejected", None, errors=[f"internal error: {type(exc).__name__}: {exc}"]), plan, readers)
+        return Outcome(record, "rejected", None, errors=[f"internal error: {type(exc).__name__}: {exc}"])
     if not changes:
         if not plan.validates_unchanged:
             return Outcome(record, "unchanged", record.raw, findings=findings)
         errors, warnings = _validate(messages, prefix, plan.target)
         if errors and schema.legacy_errors(messages):
             errors.append("no release 0.0.13-2.68 wrote this shape: no rule can migrate it")
-        return _told(Outcome(record, "unchanged", record.raw, errors=errors, warnings=warnings, findings=findings), plan, readers)
+        return Outcome(record, "unchanged", record.raw, errors=errors, warnings=warnings, findings=findings)
     output = dumps(obj)
     settled = plan.settled(field_name)
     if settled is not None and settled(output):
-        return _told(Outcome(record, "changed", output, changes, [], [], findings), plan, readers)
+        return Outcome(record, "changed", output, changes, [], [], findings)
     errors, warnings = _validate(messages, prefix, plan.target)
     if errors:
-        return _told(Outcome(record, "rejected", None, changes, errors, warnings), plan, readers)
+        return Outcome(record, "rejected", None, changes, errors, warnings)
     second, _ = _apply(messages, plan.walk.pending(messages), plan)
     if second:
         codes = ", ".join(sorted({c.rule for c in second}))
-        return _told(Outcome(record, "rejected", None, changes, [f"internal error: a second pass changed the record again ({codes})"]), plan, readers)
-    return _told(Outcome(record, "changed", output, changes, warnings=warnings, findings=findings), plan, readers)
+        return Outcome(record, "rejected", None, changes, [f"internal error: a second pass changed the record again ({codes})"])
+    return Outcome(record, "changed", output, changes, warnings=warnings, findings=findings)
 
 
-def _readers(messages: list[Any]) -> releases.Spans:
-    """The releases that load ``messages`` as they are: none when no release wrote their shape
-    (:func:`histmig.schema.legacy_errors`), else as the catalogue tells."""
+def _readers(raw: bytes, field: str | None) -> releases.Spans:
+    """The releases that load the history in ``raw`` as it is: none when it is no history or
+    no release wrote its shape (:func:`histmig.schema.legacy_errors`), else as the catalogue
+    tells."""
+    try:
+        messages, _ = locate_messages(_DECODER.decode(raw), field)
+    except (msgspec.DecodeError, RecursionError, NotAHistory):
+        return ()
     return () if schema.legacy_errors(messages) else releases.readers(messages)
-
-
-def _told(outcome: Outcome, plan: Plan, spans: releases.Spans | None) -> Outcome:
-    """``outcome`` with its :class:`~histmig.records.Readers` under ``plan.readers`` (a record
-    that is no history, ``spans`` ``None``: no release loads it)."""
-    if plan.readers:
-        outcome.readers = Readers(plan.target, spans or ())
-    return outcome
 
 
 def _named(record: Record, obj: Any) -> Record:
