@@ -60,8 +60,10 @@ class Result:
     (every file, as named in the report) and what each ``wrote``
     (:class:`~histmig.sources.base.Written`), the rejects files that were there before the
     run (``earlier_rejects``), whether the input was read as JSONL from stdin
-    (``stdin_lines``), and whether ``check`` fails on parts of an unknown ``part_kind``
-    (``strict``). :attr:`verdict` and :attr:`exit_code` are made from these."""
+    (``stdin_lines``), whether ``check`` fails on parts of an unknown ``part_kind``
+    (``strict``), and the ``target`` release (``convert``/``audit --target``, ``check
+    --reader``; ``None``: not given). :attr:`verdict` and :attr:`exit_code` are made from
+    these."""
 
     command: Command
     input: str | Sequence[str]
@@ -74,13 +76,16 @@ class Result:
     strict: bool = False
     inputs: list[str] = field(default_factory=list)
     earlier_rejects: list[str] = field(default_factory=list)
+    target: str | None = None
 
     @property
     def exit_code(self) -> int:
         """0 done and clean; 1 a record was rejected, a row was skipped (written by another
-        client meanwhile), an input ended early, or (``check``) a record needs a rule, is
-        invalid or has a finding (a warning does not count), or, with ``strict``, holds a
-        part of an unknown ``part_kind`` (README "Exit codes")."""
+        client meanwhile), an input ended early, a record the ``--target`` release cannot
+        load was kept as it is, or (``check``) a record needs a rule, is invalid (for
+        ``--reader``: that release cannot load it) or has a finding (a warning does not
+        count), or, with ``strict``, holds a part of an unknown ``part_kind`` (README "Exit
+        codes")."""
         if self.command == "check":
             return 1 if self.report.needs_attention or (self.strict and self._unknown_part_count()) else 0
         return 1 if self.report.failed else 0
@@ -94,23 +99,32 @@ class Result:
         if self.command == "check":
             unknown = self._unknown_parts()
             warned = f"; {self._warning_findings()} warnings (see the report)" if self._warning_findings() else ""
+            found = f", {counts['findings']} findings" if counts["findings"] else ""
+            found += f", {self._warning_findings()} warnings" if self._warning_findings() else ""
+            if self.target is not None:
+                summary = self.report.summary()
+                if not self.report.needs_attention:
+                    return f"histmig check: {self.target} loads all {counts['records_in']} records as they are{warned}"
+                return (
+                    f"histmig check: {self.target} loads {summary.get('reader_loads', 0)} of {counts['records_in']} records as they are; "
+                    f"{counts['changed']} to rewrite for it (convert --target {self.target}), {counts['invalid']} that no rule makes loadable, {counts['rejected']} rejected{found}{cut}"
+                )
             if not self.report.needs_attention:
                 if unknown:
                     fails = "--strict fails on them" if self.strict else "--strict would fail on them"
                     return f"histmig check: {counts['records_in']} records need no rule, but {unknown}, carried unchanged ({fails}){warned}"
                 return f"histmig check: all {counts['records_in']} records are current and valid{warned}"
-            found = f", {counts['findings']} findings" if counts["findings"] else ""
-            found += f", {self._warning_findings()} warnings" if self._warning_findings() else ""
             unknown = f"; {unknown}" if unknown else ""
             return f"histmig check: {of} to migrate, {counts['invalid']} invalid, {counts['rejected']} rejected{found}{unknown}{cut}"
+        migrated, kept = ("migrated", "") if self.target is None else (f"rewritten for {self.target}", self._kept())
         if self.command == "audit":
-            return f"histmig audit: {of} would be migrated, {counts['unchanged']} need nothing, {counts['rejected']} would be rejected; nothing was written{cut}"
+            return f"histmig audit: {of} would be {migrated}, {counts['unchanged']} need nothing{kept}, {counts['rejected']} would be rejected; nothing was written{cut}"
         if self.command in ("otel", "otel-upgrade"):
             done = counts["records_in"] - counts["rejected"]
             what = "exported" if self.command == "otel" else f"upgraded ({counts['unchanged']} already in version 6 roles)"
             return f"histmig: {done} records {what}, {counts['rejected']} rejected"
         skipped = f", {counts['skipped']} skipped (another client wrote them after histmig read them; run again to migrate them)" if counts["skipped"] else ""
-        return f"histmig convert: {of} migrated, {counts['unchanged']} unchanged, {counts['rejected']} rejected{skipped}; {self._written()}{cut}"
+        return f"histmig convert: {of} {migrated}, {counts['unchanged']} unchanged{kept}, {counts['rejected']} rejected{skipped}; {self._written()}{cut}"
 
     def _unknown_part_count(self) -> int:
         """The parts of an unknown ``part_kind`` (a newer release's) carried unchanged: a
@@ -129,6 +143,12 @@ class Result:
             return ""
         holds = "record holds" if records == 1 else "records hold"
         return f"{records} {holds} {_plural(parts, 'part')} of a part_kind pydantic-ai 2.68 does not know and cannot load"
+
+    def _kept(self) -> str:
+        """`` (N of them TARGET cannot load)`` when the ``--target`` release cannot load records
+        kept as they are."""
+        invalid = self.report.counts["invalid"]
+        return f" ({invalid} of them {self.target} cannot load)" if invalid else ""
 
     def _written(self) -> str:
         named = next((w.target for w in self.wrote if w.target is not None), self.inputs[0] if self.inputs else self.input)
@@ -218,11 +238,13 @@ def audit(input: str | Sequence[str], options: Options = Options(), *, progress:
 
 def check(input: str | Sequence[str], options: Options = Options(), *, strict: bool = False, progress: Progress | None = None) -> Result:
     """``histmig check``: every record of ``input`` (one path or several) parsed and
-    validated; the exit code is 0
-    only when every record is current and valid and no rule finds anything, and, with
-    ``strict``, no record holds a part of a ``part_kind`` 2.68 does not know (a newer
-    release's, carried unchanged: a warning otherwise)."""
-    return _run("check", input, Target(), options, options.plan(validate_all=True), progress, strict=strict)
+    validated; the exit code is 0 only when every record is current and valid and no rule
+    finds anything, and, with ``strict``, no record holds a part of a ``part_kind`` 2.68 does
+    not know (a newer release's, carried unchanged: a warning otherwise). With
+    ``options.target`` (``--reader``), "current and valid" is for that release: it loads
+    every record and no rule would rewrite one for it; the report then tells, per record,
+    which releases load it (:class:`~histmig.report.rows.ReaderRow`)."""
+    return _run("check", input, Target(), options, options.plan(validate_all=True, readers=options.target is not None), progress, strict=strict)
 
 
 def otel(
@@ -497,6 +519,7 @@ def _run(command: Command, input: str | Sequence[str], target: Target, options: 
         strict=strict,
         inputs=[i.name for i in inputs],
         earlier_rejects=earlier,
+        target=options.target and str(options.release),
     )
     given = {"rejects": target.rejects, "in_place": target.in_place, "to_table": target.to_table, "overwrite": target.overwrite, "strict": strict}
     return recorded(result, options, job, started, {**given, "engine": "local"})

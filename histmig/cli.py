@@ -31,6 +31,7 @@ from rich.table import Table
 from histmig import __version__, api
 from histmig.options import Options
 from histmig.report import DETAIL_ROWS, Rendering
+from histmig.schema.releases import NEWEST
 from histmig.sources import formats, input_paths
 from histmig.sources.atomic import atomic_output
 from histmig.sources.base import UnreadableInput, UnwritableOutput, UsageError
@@ -194,6 +195,35 @@ COLUMNS = _bundle(
         False,
     ),
 )
+TARGET = _bundle(
+    target=(
+        Annotated[
+            Optional[str],
+            typer.Option(
+                "--target",
+                metavar="RELEASE",
+                help="Write the shapes this pydantic-ai release (e.g. 2.59.0) writes and loads, for a rollback or an older service: "
+                "retried tool-returns and retry-feedback parts become retry-prompt parts before 2.60.0 (rules HM5xx); what the older "
+                "form cannot hold is reported as lost. Default: the newest, 2.68.0.",
+            ),
+        ],
+        None,
+    ),
+)
+READER = _bundle(
+    reader=(
+        Annotated[
+            Optional[str],
+            typer.Option(
+                "--reader",
+                metavar="RELEASE",
+                help="Exit 0 only if this pydantic-ai release (e.g. 2.0.0) loads every record as it is and no rule would rewrite one "
+                "for it; the report gives, per record, the oldest release that loads it.",
+            ),
+        ],
+        None,
+    ),
+)
 JOBS = _bundle(
     jobs=(
         Annotated[Optional[int], typer.Option("--jobs", "-j", metavar="N", help="Worker processes, 1 or more (default: the number of cores); 1 runs in this process. Output and report are the same for any N.")],
@@ -254,7 +284,7 @@ class Shown:
         return Rendering(self.detail, not self.no_timestamp)  # type: ignore[arg-type]
 
 
-_OPTION_NAMES = {"select", "ignore", "unsafe_fixes", "causes", "messages_field", "input_format", "messages_column", "id_column", "table", "jobs", "schema", "key_column", "single_transaction"}
+_OPTION_NAMES = {"select", "ignore", "unsafe_fixes", "causes", "messages_field", "input_format", "messages_column", "id_column", "table", "jobs", "schema", "key_column", "single_transaction", "target", "reader"}
 """Bundle parameters that make the :class:`~histmig.options.Options`."""
 
 _SHOWN_NAMES = {"report": "path", "report_format": "format", "quiet": "quiet", "report_detail": "detail", "no_timestamp": "no_timestamp"}
@@ -303,6 +333,8 @@ def _options(
     schema: str | None = None,
     key_column: str | None = None,
     single_transaction: bool = False,
+    target: str | None = None,
+    reader: str | None = None,
 ) -> Options:
     options = Options(
         tuple(select or ()),
@@ -318,6 +350,7 @@ def _options(
         schema=schema,
         key_column=key_column,
         single_transaction=single_transaction,
+        target=target or reader,
     )
     options.rules  # noqa: B018 (an unknown code is a usage error before anything is read)
     return options
@@ -430,10 +463,11 @@ def _renderer(fmt: str) -> Callable[[Any, TextIO, Rendering], None]:
         "  histmig convert postgresql://app@db:5432/app --table conversations --messages-column messages --in-place\n\n"
         "  histmig convert chats.sqlite --table messages --messages-column message_list --in-place\n\n"
         "  histmig convert 'lake/*.parquet' lake.v2 --engine spark --jobs 8   # a local Spark job\n\n"
-        "  histmig convert /mnt/lake lake.v2 --engine spark --spark-master spark://head:7077"
+        "  histmig convert /mnt/lake lake.v2 --engine spark --spark-master spark://head:7077\n\n"
+        "  histmig convert chats.v2.jsonl chats.v2-59.jsonl --target 2.59.0   # roll back"
     )
 )
-@shared(SELECT, FIXES, CAUSES, RECORDS, COLUMNS, JOBS, REJECTS, REPORT)
+@shared(SELECT, FIXES, CAUSES, TARGET, RECORDS, COLUMNS, JOBS, REJECTS, REPORT)
 def convert(
     paths: Annotated[
         list[str],
@@ -500,10 +534,11 @@ def convert(
     epilog=(
         "Examples:\n\n  histmig audit chats.jsonl\n\n  histmig audit chats.jsonl --report audit.md --report-format markdown\n\n"
         "  histmig audit 'lake/*.parquet' --id-column conversation_id\n\n  histmig audit chats.duckdb --table conversations\n\n"
-        "  histmig audit postgresql://app@db/app --table conversations --schema chat"
+        "  histmig audit postgresql://app@db/app --table conversations --schema chat\n\n"
+        "  histmig audit chats.v2.jsonl --target 2.0.0   # what a rollback to 2.0.0 would rewrite and lose"
     )
 )
-@shared(SELECT, FIXES, CAUSES, RECORDS, COLUMNS, JOBS, REPORT)
+@shared(SELECT, FIXES, CAUSES, TARGET, RECORDS, COLUMNS, JOBS, REPORT)
 def audit(
     input_path: InputArg,
     *,
@@ -518,10 +553,11 @@ def audit(
     epilog=(
         "Examples:\n\n  histmig check chats.jsonl   # in CI: exit 1 if anything needs migrating\n\n  histmig check history.json --select HM2\n\n"
         "  histmig check chats.parquet\n\n  histmig check chats.duckdb --table conversations --id-column id\n\n"
-        "  histmig check chats.sqlite --table messages"
+        "  histmig check chats.sqlite --table messages\n\n"
+        "  histmig check chats.jsonl --reader 2.0.0   # before upgrading: can the oldest service still read everything?"
     )
 )
-@shared(SELECT, RECORDS, COLUMNS, JOBS, REPORT)
+@shared(SELECT, READER, RECORDS, COLUMNS, JOBS, REPORT)
 def check(
     input_path: InputArg,
     strict: Annotated[bool, typer.Option("--strict", metavar="", help="Also fail (exit 1) when a record holds a part of a part_kind pydantic-ai 2.68 does not know (a newer release's, carried unchanged).")] = False,
@@ -529,7 +565,7 @@ def check(
     options: Options,
     shown: Shown,
 ) -> None:
-    """Exit 0 when every record is current and valid, 1 when any needs a rule, fails validation or has a finding (with --strict: or holds a part of an unknown part_kind), 2 when the input is unreadable."""
+    """Exit 0 when every record is current and valid (with --reader: that release loads it and no rule would rewrite it), 1 when any needs a rule, fails validation or has a finding (with --strict: or holds a part of an unknown part_kind), 2 when the input is unreadable."""
     _report_only(api.check, input_path, options, shown, strict=strict)
 
 
@@ -556,11 +592,12 @@ def rules(code: Annotated[Optional[str], typer.Argument(metavar="CODE", help="Sh
         docs = rule.docs
         fix = f"Fix: {rule.applicability}" if rule.fix else "Fix: none (reported only)"
         severity = "Findings: warnings (check does not fail on them)\n" if rule.severity == "warning" else ""
-        example = f"Before\n{escape(_indented(docs.before))}\n\nAfter\n{escape(_indented(docs.after))}" if docs.after else f"Example (what it finds)\n{escape(_indented(docs.before))}"
+        for_target = f" (--target {docs.target})" if docs.target else ""
+        example = f"Before{for_target}\n{escape(_indented(docs.before))}\n\nAfter\n{escape(_indented(docs.after))}" if docs.after else f"Example (what it finds)\n{escape(_indented(docs.before))}"
         console.print(
             f"[bold]{rule.code}[/] ({rule.name}): {escape(rule.summary)}\n\n"
             f"What it does\n  {escape(docs.what)}\n\nWhy it matters\n  {escape(docs.why)}\n\n"
-            f"{fix}\n{severity}Source: {escape(rule.source)}\n\n{example}\n",
+            f"{fix}\n{severity}Runs for targets: {rule.target_text} (--target; default {NEWEST})\nSource: {escape(rule.source)}\n\n{example}\n",
             soft_wrap=True,
         )
 

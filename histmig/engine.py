@@ -40,10 +40,11 @@ import msgspec
 import orjson
 
 from histmig import schema
-from histmig.records import ID_FIELDS, NotAHistory, Outcome, Problem, Record, dumps, envelope_id, locate_messages
-from histmig.rules import Walk, known_part_kinds, registry
+from histmig.records import ID_FIELDS, NotAHistory, Outcome, Problem, Readers, Record, dumps, envelope_id, locate_messages
+from histmig.rules import Walk, known_part_kinds, registry, select
 from histmig.rules.base import CauseMode, Change, Context, Finding, Malformed, Rule
-from histmig.schema import REQUEST_PART_KINDS, RESPONSE_PART_KINDS
+from histmig.schema import REQUEST_PART_KINDS, RESPONSE_PART_KINDS, releases
+from histmig.schema.releases import NEWEST, Release
 from histmig.screen import Screen, Settled, Verdict, screen_for, settled_for
 
 if TYPE_CHECKING:
@@ -56,20 +57,34 @@ _DECODER = msgspec.json.Decoder()
 class Plan:
     """What the engine does to every record: the ``rules`` (in their order), whether the
     fixes of unsafe rules apply too (``unsafe_fixes``), the cause mode, the envelope's
-    messages field (``None``: auto-detect) and whether records that need no rule are still
-    parsed and validated (``validate_all``: ``check`` does, ``convert`` does not). Built by
-    :meth:`histmig.options.Options.plan`."""
+    messages field (``None``: auto-detect), whether records that need no rule are still
+    parsed and validated (``validate_all``: ``check`` does, ``convert`` does not), the
+    ``target`` release the histories are written for (``--target``, ``check --reader``; the
+    newest by default) and whether each record's :class:`~histmig.records.Readers` are told
+    (``readers``: ``check --reader``). Built by :meth:`histmig.options.Options.plan`.
 
-    rules: tuple[Rule, ...] = field(default_factory=registry)
+    For an older ``target``, a record is valid when that release loads it (the legacy schema
+    and the catalogue, :mod:`histmig.schema.releases`), and every record the screen does not
+    pass is validated, so that none it cannot load is copied unsaid."""
+
+    rules: tuple[Rule, ...] = field(default_factory=select)
     unsafe_fixes: bool = False
     causes: CauseMode = "inferred"
     messages_field: str | None = None
     validate_all: bool = False
+    target: Release = NEWEST
+    readers: bool = False
 
     @cached_property
     def context(self) -> Context:
         """The :class:`~histmig.rules.base.Context` the rules are given (built once)."""
-        return Context(causes=self.causes)
+        return Context(causes=self.causes, target=self.target)
+
+    @cached_property
+    def validates_unchanged(self) -> bool:
+        """Whether a record no rule changes is validated too: under ``validate_all``, or for an
+        older target."""
+        return self.validate_all or self.target != NEWEST
 
     @cached_property
     def walk(self) -> Walk:
@@ -80,11 +95,14 @@ class Plan:
     def _settled(self) -> dict[tuple[str | None, bool], Settled]:
         return {}
 
-    def settled(self, field: str | None, pairing: bool = True) -> Settled:
+    def settled(self, field: str | None, pairing: bool = True) -> Settled | None:
         """The :class:`~histmig.screen.Settled` check of these rules for envelope ``field``
         (looked up here, not in a cache keyed by the rules, on every migrated record);
         without ``pairing``, the history looks are not asked (the engine asked them of the
-        migrated history already)."""
+        migrated history already); ``None`` for an older target: it checks against the
+        newest schema."""
+        if self.target != NEWEST:
+            return None
         found = self._settled.get((field, pairing))
         if found is None:
             found = self._settled[field, pairing] = settled_for(self.rules, field, self.fixing if pairing else None)
@@ -100,7 +118,7 @@ class Plan:
     def screen(self) -> Screen | None:
         """The :class:`~histmig.screen.Screen` of these rules and envelope field, or ``None``
         under ``validate_all`` (``check`` parses and validates every record)."""
-        return None if self.validate_all else screen_for(self.rules, self.messages_field, self.fixing)
+        return None if self.validate_all else screen_for(self.rules, self.messages_field, self.fixing, self.target)
 
     def processor(self) -> Stream:
         """A :class:`Stream` of this plan, for one task's records (the plan is the job of a
@@ -280,7 +298,7 @@ def run_records(
         outcome = full(record(raw, key)) if verdict is None else screened_outcome(record(raw, key), verdict)
         if accept is not None:
             outcome = accept(key, outcome)
-        if outcome.status == "unchanged" and not (outcome.errors or outcome.warnings or outcome.findings):  # Outcome.quiet, inline: once a record
+        if outcome.status == "unchanged" and not (outcome.errors or outcome.warnings or outcome.findings or outcome.readers):  # Outcome.quiet, inline: once a record
             unchanged += 1
         else:
             report.add(outcome)
@@ -290,14 +308,23 @@ def run_records(
 def process_full(record: Record, plan: Plan = Plan(), *, defer: bool = True) -> Outcome:
     """Migrate one record the full way, without the screen: parse, find the pending rules,
     fix, serialize, settled check, else validate and second pass. Never raises for bad
-    input.
+    input. Under ``plan.readers`` the outcome also tells which releases load the record as it
+    was read (:class:`~histmig.records.Readers`).
 
     A record some rule acts on at a place goes without its history looks (``defer``,
-    :meth:`~histmig.rules.Walk.to_run`): the settled check asks them of the output instead,
-    from its decoded structs, where they cost a fraction of a walk of the parsed record (no
-    rule writes what they look for: phases); their findings are reported. Only when they
-    find something to fix, or cannot tell, is the record migrated again with them, each
-    family asked when its phase comes."""
+    :meth:`~histmig.rules.Walk.to_run`; for the newest target, whose settled check there is):
+    the settled check asks them of the output instead, from its decoded structs, where they
+    cost a fraction of a walk of the parsed record (no rule writes what they look for:
+    phases); their findings are reported. Only when they find something to fix, or cannot
+    tell, is the record migrated again with them, each family asked when its phase comes."""
+    outcome = _full_way(record, plan, defer and plan.target == NEWEST)
+    if plan.readers:
+        outcome.readers = Readers(plan.target, _readers(record.raw, plan.messages_field))
+    return outcome
+
+
+def _full_way(record: Record, plan: Plan, defer: bool) -> Outcome:
+    """:func:`process_full` but the readers."""
     try:
         obj = _DECODER.decode(record.raw)
     except (msgspec.DecodeError, RecursionError):
@@ -308,7 +335,7 @@ def process_full(record: Record, plan: Plan = Plan(), *, defer: bool = True) -> 
         return Outcome(_named(record, obj), "rejected", None, errors=[str(exc)])
     messages = located.messages
     rules, deferred = plan.walk.to_run(messages, defer=defer)
-    if not rules and not plan.validate_all:
+    if not rules and not plan.validates_unchanged:
         return Outcome(record, "unchanged", record.raw)
     record = _named(record, obj)
     name = located.name
@@ -320,11 +347,11 @@ def process_full(record: Record, plan: Plan = Plan(), *, defer: bool = True) -> 
     except Exception as exc:  # a rule met a shape it did not expect: keep the record, say so
         return Outcome(record, "rejected", None, errors=[f"internal error: {type(exc).__name__}: {exc}"])
     if deferred and not changes:
-        return process_full(record, plan, defer=False)
+        return _full_way(record, plan, defer=False)
     if not changes:
-        if not plan.validate_all:
+        if not plan.validates_unchanged:
             return Outcome(record, "unchanged", record.raw, findings=findings)
-        errors, warnings = _validate(messages, prefix)
+        errors, warnings = _validate(messages, prefix, plan.target)
         if errors and schema.legacy_errors(messages):
             errors.append("no release 0.0.13-2.68 wrote this shape: no rule can migrate it")
         return Outcome(record, "unchanged", record.raw, errors=errors, warnings=warnings, findings=findings)
@@ -335,13 +362,14 @@ def process_full(record: Record, plan: Plan = Plan(), *, defer: bool = True) -> 
         output = checked = dumps(obj)
         field = name
     if deferred:
-        verdict = plan.settled(field).look(checked)
+        verdict = plan.settled(field).look(checked)  # type: ignore[union-attr]
         if verdict is None or verdict is False:
-            return process_full(record, plan, defer=False)
+            return _full_way(record, plan, defer=False)
         return Outcome(record, "changed", output, changes, [], [], findings + list(verdict))
-    if plan.settled(field, pairing=not paired)(checked):
+    settled = plan.settled(field, pairing=not paired)
+    if settled is not None and settled(checked):
         return Outcome(record, "changed", output, changes, [], [], findings)
-    errors, warnings = _validate(messages, prefix)
+    errors, warnings = _validate(messages, prefix, plan.target)
     if errors:
         return Outcome(record, "rejected", None, changes, errors, warnings)
     second = _apply(messages, plan.walk.to_run(messages)[0], plan)[0]
@@ -349,6 +377,17 @@ def process_full(record: Record, plan: Plan = Plan(), *, defer: bool = True) -> 
         codes = ", ".join(sorted({c.rule for c in second}))
         return Outcome(record, "rejected", None, changes, [f"internal error: a second pass changed the record again ({codes})"])
     return Outcome(record, "changed", output, changes, warnings=warnings, findings=findings)
+
+
+def _readers(raw: bytes, field: str | None) -> releases.Spans:
+    """The releases that load the history in ``raw`` as it is: none when it is no history or
+    no release wrote its shape (:func:`histmig.schema.legacy_errors`), else as the catalogue
+    tells."""
+    try:
+        messages = locate_messages(_DECODER.decode(raw), field).messages
+    except (msgspec.DecodeError, RecursionError, NotAHistory):
+        return ()
+    return () if schema.legacy_errors(messages) else releases.readers(messages)
 
 
 def _named(record: Record, obj: Any) -> Record:
@@ -385,15 +424,18 @@ _SCHEMA_PART_KINDS = {"request": REQUEST_PART_KINDS, "response": RESPONSE_PART_K
 _PLACEHOLDER = {"request": {"part_kind": "user-prompt", "content": ""}, "response": {"part_kind": "text", "content": ""}}
 
 
-def _validate(messages: list[Any], prefix: str) -> tuple[list[str], list[str]]:
-    """Validation errors and unknown-part warnings of a history, paths under ``prefix``.
+def _validate(messages: list[Any], prefix: str, target: Release = NEWEST) -> tuple[list[str], list[str]]:
+    """Validation errors and unknown-part warnings of a history, paths under ``prefix``, for
+    the ``target`` release: the newest's schema, or, for an older one, the legacy schema (what
+    some release wrote) and what the catalogue says ``target`` cannot load
+    (:func:`histmig.schema.releases.load_errors`).
 
     A part whose ``part_kind`` neither 2.68 loads nor any rule rewrites (a newer release's) is
     carried unchanged and reported as a warning, never an error: it is validated as an empty
-    placeholder of its message kind, so every other path keeps its index. A history that
-    validates as it is has neither (an unknown ``part_kind`` fails validation): that is
+    placeholder of its message kind, so every other path keeps its index. A history the newest
+    release loads as it is has neither (an unknown ``part_kind`` fails validation): that is
     checked first, and the parts are walked only when it fails."""
-    if schema.is_current(messages):
+    if target == NEWEST and schema.is_current(messages):
         return [], []
     known = _known_part_kinds(registry())
     warnings: list[str] = []
@@ -412,7 +454,9 @@ def _validate(messages: list[Any], prefix: str) -> tuple[list[str], list[str]]:
             if unknown:
                 message = {**message, "parts": [_PLACEHOLDER[kind] if i in unknown else part for i, part in enumerate(parts)]}
         checked.append(message)
-    return _validation_errors(checked, prefix), warnings
+    if target == NEWEST:
+        return _validation_errors(checked, prefix), warnings
+    return [_under(line, prefix) for line in (*schema.legacy_errors(checked), *releases.load_errors(checked, target))], warnings
 
 
 @cache

@@ -15,6 +15,7 @@ from histmig.engine import Plan
 from histmig.records import BadFieldPath, field_path
 from histmig.rules import UnknownRule, select
 from histmig.rules.base import CauseMode, Rule
+from histmig.schema.releases import NEWEST, Release, release
 from histmig.sources.base import UsageError
 
 CAUSE_MODES: tuple[CauseMode, ...] = ("inferred", "framework")
@@ -49,9 +50,15 @@ class Options:
       the search path), the column whose order pages a table and names each row (``None``: the
       primary key; SQLite: else the rowid), and an in-place run as one transaction for the
       whole table instead of one a page (PostgreSQL; SQLite's always is one).
+    - ``target``: the pydantic-ai release (``"2.59.0"``) whose shapes the histories are
+      written in (``convert``/``audit`` ``--target``) or that must load them (``check
+      --reader``); ``None``: the newest (2.68.0), today's migration. An older release runs
+      the rollback rules (HM5xx) and validates against what it loads
+      (:mod:`histmig.schema.releases`).
 
     Raises :class:`~histmig.sources.base.UsageError` for an unknown cause mode, a
-    ``messages_field`` that names no key or a ``jobs`` below 1."""
+    ``messages_field`` that names no key, a ``jobs`` below 1 or a ``target`` that is no
+    release histmig knows (0.0.13 to 2.68.0)."""
 
     select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
@@ -66,6 +73,7 @@ class Options:
     schema: str | None = None
     key_column: str | None = None
     single_transaction: bool = False
+    target: str | None = None
 
     def __post_init__(self) -> None:
         if self.causes not in CAUSE_MODES:
@@ -77,20 +85,34 @@ class Options:
                 field_path(self.messages_field)
             except BadFieldPath as exc:
                 raise UsageError(str(exc)) from exc
+        self.release  # noqa: B018 (a target that is no release is a usage error at once)
+
+    @property
+    def release(self) -> Release:
+        """``target`` as a :class:`~histmig.schema.releases.Release` (the newest when not
+        given). Raises :class:`~histmig.sources.base.UsageError` for one histmig does not know."""
+        if self.target is None:
+            return NEWEST
+        try:
+            return release(self.target)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from exc
 
     @property
     def rules(self) -> tuple[Rule, ...]:
-        """The selected rules, in their order. Raises
-        :class:`~histmig.sources.base.UsageError` for a code or prefix no rule has."""
+        """The selected rules that run for the target, in their order. Raises
+        :class:`~histmig.sources.base.UsageError` for a code or prefix no rule has, or none of
+        whose rules runs for the target."""
         try:
-            return select(codes(self.select), codes(self.ignore))
+            return select(codes(self.select), codes(self.ignore), self.release)
         except UnknownRule as exc:
             raise UsageError(str(exc)) from exc
 
-    def plan(self, *, validate_all: bool = False) -> Plan:
+    def plan(self, *, validate_all: bool = False, readers: bool = False) -> Plan:
         """The engine's :class:`~histmig.engine.Plan` for these options; ``validate_all``
-        parses and validates every record (``check``)."""
-        return Plan(self.rules, self.unsafe_fixes, self.causes, self.messages_field, validate_all)
+        parses and validates every record (``check``), ``readers`` tells which releases load
+        each (``check --reader``)."""
+        return Plan(self.rules, self.unsafe_fixes, self.causes, self.messages_field, validate_all, self.release, readers)
 
     @property
     def workers(self) -> int:

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 import msgspec
 import orjson
 
+from histmig.schema.releases import Release, Spans, includes
+
 if TYPE_CHECKING:
     from histmig.rules.base import Change, Finding
 
@@ -266,6 +268,32 @@ def parts_of(line: str) -> tuple[str | None, str]:
 Status = Literal["unchanged", "changed", "rejected"]
 
 
+class Readers(NamedTuple):
+    """Which releases load a record as it was read (``check --reader``, framework-facts §3):
+    the ``reader`` release asked about, and the ``spans`` of releases that load the record
+    (:mod:`histmig.schema.releases`; none for a record that is no history). A release may load
+    a record that a newer one refuses (a retried ``tool-return``: ignored before 1.67.0,
+    refused from 1.67.0 before 2.60.0)."""
+
+    reader: Release
+    spans: Spans
+
+    @property
+    def loads(self) -> bool:
+        """Whether the ``reader`` release loads the record."""
+        return includes(self.spans, self.reader)
+
+    @property
+    def oldest(self) -> str | None:
+        """The oldest release that loads the record (``None``: none does)."""
+        return str(self.spans[0].since) if self.spans else None
+
+    def row(self) -> tuple[str, bool, str | None, list[list[str | None]]]:
+        """``(reader, loads, oldest, releases)`` as plain data, ``releases`` as ``[since,
+        before]`` pairs (``before`` ``None``: every later release)."""
+        return str(self.reader), self.loads, self.oldest, [[str(span.since), span.before and str(span.before)] for span in self.spans]
+
+
 @dataclass(slots=True)
 class Outcome:
     """What the engine made of one record: ``status``; ``output``, the bytes to write (the
@@ -273,7 +301,7 @@ class Outcome:
     ``findings`` of rules whose fix was not applied; ``errors``, one ``path: message`` line
     per problem (why it was rejected, or, for an unchanged record under ``validate_all``, why
     it is not valid); ``warnings``, parts carried unchanged that no release up to 2.68 wrote
-    (an unknown ``part_kind``)."""
+    (an unknown ``part_kind``); ``readers``, which releases load it (``check --reader``)."""
 
     record: Record
     status: Status
@@ -282,8 +310,9 @@ class Outcome:
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
+    readers: Readers | None = None
 
     @property
     def quiet(self) -> bool:
         """Unchanged, valid, and nothing to say: only counted in a report."""
-        return self.status == "unchanged" and not self.errors and not self.warnings and not self.findings
+        return self.status == "unchanged" and not self.errors and not self.warnings and not self.findings and self.readers is None

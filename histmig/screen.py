@@ -8,8 +8,9 @@ and skips every other value without building a Python object: a few microseconds
 record, against an orjson parse and a walk of its parts. The skeleton is built from what the
 selected rules declare (:class:`~histmig.rules.base.Look`), never restated here:
 
-- a part's ``part_kind`` is one 2.68 loads that no rule rewrites
-  (:class:`~histmig.rules.base.PartKind`: ``retry-prompt``, ``instruction``, a newer
+- a part's ``part_kind`` is one the target release writes (2.68 by default; for an older
+  ``--target``, the catalogue's, :func:`histmig.schema.releases.written_kinds`) that no rule
+  rewrites (:class:`~histmig.rules.base.PartKind`: ``retry-prompt``, ``instruction``, a newer
   release's kind fail to decode);
 - a field some rule looks at decodes as that look's *quiet* type, the values the rule leaves
   alone: a non-null type where a rule repairs nulls, nothing at all where a rule acts on a
@@ -36,7 +37,8 @@ import msgspec
 from histmig.records import field_path
 from histmig.rules import looks
 from histmig.rules.base import FieldLook, Finding, HistoryLook, Look, PartKind, Rule
-from histmig.schema import PLAIN_CURRENT, REQUEST_PART_KINDS, RESPONSE_PART_KINDS, Fields, msgspec_type
+from histmig.schema import PLAIN_CURRENT, Fields, msgspec_type
+from histmig.schema.releases import NEWEST, Release, written_kinds
 
 _names = itertools.count()
 
@@ -93,16 +95,18 @@ def _struct(fields: Fields, tag_field: str, tag: str, collect: Any = None) -> An
     return msgspec.defstruct(f"_Skeleton{next(_names)}", fields, tag_field=tag_field, tag=tag, gc=False, namespace=namespace)
 
 
-def _skeleton(rules: tuple[Rule, ...], read: list[Any]) -> Any:
-    """The skeleton type of a history for ``rules``: a list of request/response structs, each
-    with its ``parts`` (one union tagged by ``part_kind`` of every quiet kind of its message
-    kind) and the message fields some rule looks at; each struct class's kind in ``_kind``; the
+def _skeleton(rules: tuple[Rule, ...], read: list[Any], target: Release) -> Any:
+    """The skeleton type of a history for ``rules`` and the ``target`` release: a list of
+    request/response structs, each with its ``parts`` (one union tagged by ``part_kind`` of
+    every quiet kind of its message kind: one ``target`` writes there and no rule rewrites)
+    and the message fields some rule looks at; each struct class's kind in ``_kind``; the
     parts of a kind a history look reads are appended to ``read`` as they are decoded."""
     rewritten = {kind for _, look in looks(rules) if isinstance(look, PartKind) for kind in look.parts}  # type: ignore[union-attr]
     reads = _read_kinds(rules)
     messages = []
-    for message_kind, kinds in (("request", REQUEST_PART_KINDS), ("response", RESPONSE_PART_KINDS)):
-        part = Union[tuple(_struct(_quiet_fields(rules, None, kind), "part_kind", kind, read.append if kind in reads else None) for kind in sorted(kinds - rewritten))]
+    for message_kind in ("request", "response"):
+        kinds = written_kinds(target, message_kind) - rewritten
+        part = Union[tuple(_struct(_quiet_fields(rules, None, kind), "part_kind", kind, read.append if kind in reads else None) for kind in sorted(kinds))]
         messages.append(_struct([("parts", list[part]), *_quiet_fields(rules, message_kind, None)], "kind", message_kind))
     return list[Union[tuple(messages)]]
 
@@ -165,16 +169,17 @@ class Screen:
     """``screen(raw) -> Verdict``: ``()`` only when ``raw``, the JSON text of a record
     (bytes), is an object holding at ``field`` (a :func:`~histmig.records.field_path`, default
     ``messages``, the first candidate :func:`~histmig.records.locate_messages` tries) a
-    history none of ``rules`` can change or has anything to say of, and that orjson reads
-    (see the module docstring), or such a history as JSON text in a string there (decoded a
-    second time), or such a history as a bare array (its first byte ``[``, as a Parquet or
-    DuckDB cell holds it); the findings, when ``rules`` would only report them (a rule not in
-    ``fixing``, such as HM407's calls of the last response); ``None`` says nothing: the
-    record must go the full way. Never raises."""
+    history none of ``rules`` can change or has anything to say of, in part kinds the
+    ``target`` release writes, and that orjson reads (see the module docstring), or such a
+    history as JSON text in a string there (decoded a second time), or such a history as a
+    bare array (its first byte ``[``, as a Parquet or DuckDB cell holds it); the findings,
+    when ``rules`` would only report them (a rule not in ``fixing``, such as HM407's calls of
+    the last response); ``None`` says nothing: the record must go the full way. Never
+    raises."""
 
-    def __init__(self, rules: tuple[Rule, ...], field: str | None = None, fixing: frozenset[str] = frozenset()) -> None:
+    def __init__(self, rules: tuple[Rule, ...], field: str | None = None, fixing: frozenset[str] = frozenset(), target: Release = NEWEST) -> None:
         self._read: list[Any] = []
-        skeleton = _skeleton(rules, self._read)
+        skeleton = _skeleton(rules, self._read, target)
         path = _path(field or "messages")
         self._held = attrgetter(".".join(["value"] * len(path)))
         self._record = _decoder(Union[skeleton, str], path)
@@ -202,10 +207,10 @@ class Screen:
 
 
 @lru_cache(maxsize=16)
-def screen_for(rules: tuple[Rule, ...], field: str | None, fixing: frozenset[str] = frozenset()) -> Screen:
-    """The :class:`Screen` of ``rules``, ``field`` and ``fixing``, built once per process
-    (building one takes about a millisecond)."""
-    return Screen(rules, field, fixing)
+def screen_for(rules: tuple[Rule, ...], field: str | None, fixing: frozenset[str] = frozenset(), target: Release = NEWEST) -> Screen:
+    """The :class:`Screen` of ``rules``, ``field``, ``fixing`` and ``target``, built once per
+    process (building one takes about a millisecond)."""
+    return Screen(rules, field, fixing, target)
 
 
 def _mark_kinds(type_: Any) -> Any:

@@ -233,3 +233,31 @@ def test_a_json_file_holding_one_record_a_line_gets_a_note(tmp_path: Path) -> No
     assert result.exit_code == 1
     assert result.notes == [f"{source} holds more than one JSON document; if it holds one record a line, add --format jsonl"]
     assert api.audit(str(source), Options(format="jsonl")).report.counts["changed"] == 2
+
+
+def test_the_rollback_runbook_check_the_reader_convert_for_it_check_again(tmp_path: Path) -> None:
+    newest, back = tmp_path / "newest.jsonl", tmp_path / "back.jsonl"
+    api.convert(str(ALL), str(newest))
+    before = api.check(str(newest), Options(target="2.0.0"))
+    assert (before.exit_code, before.target) == (1, "2.0.0")
+    assert before.verdict == "histmig check: 2.0.0 loads 31 of 212 records as they are; 181 to rewrite for it (convert --target 2.0.0), 0 that no rule makes loadable, 0 rejected"
+    audited = api.audit(str(newest), Options(target="2.0.0"))
+    assert audited.verdict == "histmig audit: 181 of 212 records would be rewritten for 2.0.0, 31 need nothing, 0 would be rejected; nothing was written"
+    rolled = api.convert(str(newest), str(back), Options(target="2.0.0"))
+    assert (rolled.exit_code, rolled.verdict) == (0, f"histmig convert: 181 of 212 records rewritten for 2.0.0, 31 unchanged, 0 rejected; written to {back}")
+    assert rolled.report.summary()["parts_by_rule"] == {"HM501": 166, "HM502": 69}
+    after = api.check(str(back), Options(target="2.0.0"))
+    assert (after.exit_code, after.verdict) == (0, "histmig check: 2.0.0 loads all 212 records as they are")
+    assert api.convert(str(back), str(tmp_path / "again.jsonl"), Options(target="2.0.0")).report.counts["changed"] == 0
+
+
+def test_a_record_the_target_cannot_load_is_kept_named_and_fails_convert(tmp_path: Path) -> None:
+    source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    source.write_bytes(orjson.dumps({"id": "s", "messages": [{"kind": "request", "parts": [{"part_kind": "speech", "speaker": "user", "transcript": "hi"}]}]}) + b"\n")
+    result = api.convert(str(source), str(out), Options(target="2.0.0"))
+    assert (result.exit_code, out.read_bytes()) == (1, source.read_bytes())
+    assert result.verdict == f"histmig convert: 0 of 1 records rewritten for 2.0.0, 1 unchanged (1 of them 2.0.0 cannot load), 0 rejected; written to {out}"
+    assert result.report.errors[0]["errors"] == ["messages[0].parts[0].part_kind: 2.0.0 cannot load a 'speech' part (loaded from 2.28.0)"]
+    assert [row["rule"] for row in result.report.findings] == ["HM503"]
+    dropped = api.convert(str(source), str(out), Options(target="2.0.0", unsafe_fixes=True))
+    assert dropped.exit_code == 0 and orjson.loads(out.read_bytes())["messages"][0]["parts"] == []

@@ -414,3 +414,20 @@ def test_report_detail_summary_gives_the_counts_without_a_line_per_change() -> N
     full = invoke("audit", str(ALL), "--report-detail", "full")
     assert full.stderr.count(" -> ") == 270  # a line per change row of the corpus
     assert invoke("audit", str(ALL), "--report-detail", "some").stderr == "histmig: Invalid value for '--report-detail': choose auto, full or summary, not 'some' (see histmig audit -h)\n"
+
+
+def test_target_and_reader_on_the_command_line(tmp_path: Path) -> None:
+    newest, back = tmp_path / "newest.jsonl", tmp_path / "back.jsonl"
+    invoke("convert", str(ALL), str(newest), "-q")
+    checked = invoke("check", str(newest), "--reader", "2.59.0", "--report", "-", "--report-format", "json")
+    assert checked.exit_code == 1
+    assert orjson.loads(checked.stdout)["summary"]["reader_loads"] == 31
+    assert invoke("convert", str(newest), str(back), "--target", "2.59.0", "-q").exit_code == 0
+    assert invoke("check", str(back), "--reader", "2.59.0", "-q").exit_code == 0
+    assert invoke("audit", str(back), "--target", "2.59.0", "-q").exit_code == 0
+    bad = invoke("check", str(back), "--reader", "2.59")
+    assert (bad.exit_code, bad.stderr.strip()) == (2, "histmig: '2.59' is not a release: give major.minor.patch, e.g. 2.59.0")
+    assert invoke("convert", str(back), str(tmp_path / "x.jsonl"), "--select", "HM501").exit_code == 2
+    assert "--reader" not in invoke("convert", "--help").stdout and "--target" not in invoke("check", "--help").stdout
+    assert "RELEASE" in invoke("check", "--help").stdout and "--target 2.59.0" in invoke("convert", "--help").stdout
+    assert "Runs for targets: before 2.60.0 (--target; default 2.68.0)" in invoke("rules", "HM501").stdout

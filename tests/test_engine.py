@@ -13,7 +13,7 @@ from histmig import engine
 from histmig.engine import Plan, Stream, process, process_full, run_records
 from histmig.records import Outcome, Record
 from histmig.report import Report
-from histmig.rules import registry
+from histmig.rules import select
 from histmig.rules.base import Change, Docs, Rule, ValueField, iter_parts
 from tests.conftest import CORPUS
 
@@ -109,9 +109,9 @@ def test_the_loop_names_only_the_records_that_go_the_full_way_and_counts_the_res
 def test_a_plan_fixes_the_safe_rules_and_the_unsafe_ones_only_when_asked() -> None:
     unsafe = Rule("HM988", "u", "unsafe", "tests", Docs("", "", "[]", "[]"), (), lambda m, c: [], applicability="unsafe")
     reports = Rule("HM989", "r", "reports", "tests", Docs("", "", "[]"), (), find=lambda m, c: [])
-    rules = (*registry(), unsafe, reports)
-    safe = {rule.code for rule in registry() if rule.fix is not None and rule.applicability == "safe"}
-    fixable = {rule.code for rule in registry() if rule.fix is not None}
+    rules = (*select(), unsafe, reports)
+    safe = {rule.code for rule in select() if rule.fix is not None and rule.applicability == "safe"}
+    fixable = {rule.code for rule in select() if rule.fix is not None}
     assert {"HM101", "HM406"} <= safe and {"HM401", "HM407"} <= fixable - safe and {"HM403", "HM404", "HM405"}.isdisjoint(fixable)
     assert Plan(rules).fixing == safe
     assert Plan(rules, unsafe_fixes=True).fixing == fixable | {"HM988"}
@@ -193,3 +193,45 @@ def test_a_nested_messages_field_is_migrated_and_named_in_error_paths() -> None:
     bad = orjson.dumps({"payload": {"messages": [{"kind": "request", "parts": "oops"}]}})
     rejected = process(Record(bad, "t.jsonl", "line 2"), Plan(messages_field="payload.messages", validate_all=True))
     assert [str(e) for e in rejected.errors][0] == "payload.messages[0].parts: Input should be a valid list"
+
+
+SPEECH = {"part_kind": "speech", "speaker": "user", "transcript": "hi"}
+FEEDBACK = {"part_kind": "retry-feedback", "content": "Please call a tool.", "retry": {"cause": "no_output", "attempt": 1, "max_retries": 1}}
+
+
+def _target(target: str, **plan: Any) -> Plan:
+    from histmig.options import Options
+
+    return Options(target=target).plan(**plan)
+
+
+def test_for_an_older_target_valid_means_what_it_loads_and_nothing_it_cannot_load_is_copied_unsaid() -> None:
+    kept = process(Record(orjson.dumps([{"kind": "request", "parts": [SPEECH]}]), "t.jsonl", "line 1"), _target("2.0.0"))
+    assert (kept.status, kept.errors) == ("unchanged", ["messages[0].parts[0].part_kind: 2.0.0 cannot load a 'speech' part (loaded from 2.28.0)"])
+    assert [finding.code for finding in kept.findings] == ["HM503"]
+    rejected = process(Record(orjson.dumps([{"kind": "request", "parts": [FEEDBACK, SPEECH]}]), "t.jsonl", "line 2"), _target("2.0.0"))
+    assert (rejected.status, [c.rule for c in rejected.changes], rejected.errors) == ("rejected", ["HM502"], ["messages[0].parts[1].part_kind: 2.0.0 cannot load a 'speech' part (loaded from 2.28.0)"])
+    null_args = process_full(Record(b'[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":null,"tool_call_id":"c"}]}]', "t.jsonl", "line 3"), _target("0.1.0"))
+    assert (null_args.status, null_args.errors) == ("unchanged", ["messages[0].parts[0].args: 0.1.0 cannot load null arguments (loaded from 0.2.7)"])
+
+
+def test_for_an_older_target_a_rolled_back_record_is_validated_without_the_settled_check() -> None:
+    plan = _target("2.59.0")
+    assert plan.settled("messages") is None and Plan().settled("messages") is not None
+    outcome = process(Record(orjson.dumps({"messages": [{"kind": "request", "parts": [FEEDBACK]}]}), "t.jsonl", "line 1"), plan)
+    assert (outcome.status, [c.rule for c in outcome.changes], outcome.errors) == ("changed", ["HM502"], [])
+    assert orjson.loads(outcome.output)["messages"][0]["parts"][0]["part_kind"] == "retry-prompt"
+    assert process(Record(outcome.output, "t.jsonl", "line 1"), plan).status == "unchanged"
+
+
+def test_under_readers_every_outcome_tells_the_releases_that_load_the_record_as_it_was_read() -> None:
+    plan = _target("2.0.0", validate_all=True, readers=True)
+    changed = process(Record(orjson.dumps([{"kind": "request", "parts": [FEEDBACK]}]), "t.jsonl", "line 1"), plan)
+    assert changed.status == "changed" and changed.readers.row() == ("2.0.0", False, "2.60.0", [["2.60.0", None]])
+    broken = process(Record(b"{oops", "t.jsonl", "line 2"), plan)
+    assert broken.status == "rejected" and broken.readers.row() == ("2.0.0", False, None, [])
+    clean = process(Record(CLEAN_LINE, "t.jsonl", "line 3"), plan)
+    assert (clean.status, clean.quiet, clean.readers.loads) == ("unchanged", False, True)
+    report = Report.in_memory()
+    run_records([(CLEAN_LINE, 3)], Stream(plan), report, lambda raw, n: Record(raw, "t.jsonl", f"line {n}"))
+    assert report.readers == [{"source": "t.jsonl", "location": "line 3", "id": "c", "reader": "2.0.0", "loads": True, "oldest": "0.0.13", "releases": [["0.0.13", None]]}]

@@ -33,3 +33,27 @@ def test_an_unknown_rule_code_is_a_usage_error_when_the_rules_are_asked_for() ->
     options = Options(ignore=("HM999",))
     with pytest.raises(UsageError, match="unknown rule code 'HM999'"):
         options.rules
+
+
+def test_a_target_picks_the_rules_that_run_for_it_and_reaches_the_plan() -> None:
+    pairing = ["HM401", "HM402", "HM403", "HM404", "HM405", "HM406", "HM407"]
+    assert [rule.code for rule in Options(target="2.59.0").rules] == ["HM201", "HM202", "HM203", "HM204", "HM301", "HM302", *pairing, "HM501", "HM502", "HM503"]
+    assert [rule.code for rule in Options(target="2.9.0").rules if rule.code.startswith("HM4")] == []  # pairing from 2.10.0
+    assert [rule.code for rule in Options(target="0.0.20").rules] == ["HM202", "HM203", "HM501", "HM502", "HM503", "HM506"]
+    plan = Options(target="v2.0.0").plan(validate_all=True, readers=True)
+    assert (str(plan.target), plan.context.target, plan.readers, plan.validates_unchanged) == ("2.0.0", plan.target, True, True)
+    assert Options(target="2.68.0").rules == Options().rules and Options().plan().validates_unchanged is False
+
+
+@pytest.mark.parametrize(("target", "message"), [("2.59", "'2.59' is not a release"), ("3.0.0", "histmig knows releases 0.0.13 to 2.68.0, not 3.0.0")])
+def test_a_target_that_is_no_release_histmig_knows_is_a_usage_error(target: str, message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        Options(target=target)
+
+
+def test_selecting_rules_that_do_not_run_for_the_target_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match=r"HM501 runs only for a --target before 2.60.0, not 2.68.0 \(see `histmig rules HM501`\)"):
+        Options(select=("HM501",)).rules
+    with pytest.raises(UsageError, match=r"no HM1 rule runs for a --target 2.0.0 \(see `histmig rules HM1`\)"):
+        Options(select=("HM1",), target="2.0.0").rules
+    assert [rule.code for rule in Options(select=("HM5",), target="2.0.0").rules] == ["HM501", "HM502", "HM503", "HM504", "HM505"]

@@ -12,13 +12,13 @@ import pytest
 
 from histmig.engine import findings
 from histmig.options import Options
-from histmig.rules import pending, registry
+from histmig.rules import pending, select
 from histmig.rules.base import Docs, Rule, ValueField
 from histmig.schema import is_current
 from histmig.screen import Screen, settled_for
 from tests.conftest import CORPUS, HISTORIES, NATIVE_RELEASES, converted, history_id, load
 
-SCREEN = Screen(registry())
+SCREEN = Screen(select())
 
 
 @pytest.mark.parametrize(
@@ -47,7 +47,7 @@ def test_the_screen_refuses_what_it_cannot_vouch_for(raw: bytes) -> None:
 
 def test_the_screen_reads_the_named_field_and_bare_histories() -> None:
     raw = b'{"history":[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"x"}]}]}'
-    assert Screen(registry(), "history")(raw) == () and SCREEN(raw) is None
+    assert Screen(select(), "history")(raw) == () and SCREEN(raw) is None
     assert SCREEN(b'[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"x"}]}]') == ()
     assert SCREEN(b'[{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"x"}]}]') is None
 
@@ -55,9 +55,9 @@ def test_the_screen_reads_the_named_field_and_bare_histories() -> None:
 def test_the_screen_asks_only_what_the_selected_rules_look_at() -> None:
     retry = b'[{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"x"}]}]'
     null_id = b'[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":{},"tool_call_id":null}]}]'
-    hm2 = tuple(rule for rule in registry() if rule.code.startswith("HM2"))
+    hm2 = tuple(rule for rule in select() if rule.code.startswith("HM2"))
     assert Screen(hm2)(null_id) is None and Screen(hm2)(retry) is None  # HM201 still looks at retry-prompt parts
-    hm1 = tuple(rule for rule in registry() if rule.code.startswith("HM1"))
+    hm1 = tuple(rule for rule in select() if rule.code.startswith("HM1"))
     assert Screen(hm1)(null_id) == () and Screen(hm1)(retry) is None
 
 
@@ -66,7 +66,7 @@ def test_on_the_corpus_the_screen_passes_exactly_what_no_rule_finds_anything_in(
     passed = [path for path, verdict in verdicts.items() if verdict == ()]
     reported = {history_id(path): [(f.code, f.message, f.part, f.severity) for f in verdict] for path, verdict in verdicts.items() if verdict}
     assert reported == {f"v{release}/m_deferred_tool_model_retry": [("HM407", 3, 0, "warning")] for release in NATIVE_RELEASES}
-    pending_none = [path for path in HISTORIES if not pending(load(path), registry())]
+    pending_none = [path for path in HISTORIES if not pending(load(path), select())]
     quiet = [path for path in HISTORIES if not findings(load(path))]
     assert set(passed) == set(pending_none) == set(quiet)
     unchanged = [path for path in HISTORIES if converted(load(path))[1] == []]
@@ -80,11 +80,11 @@ def test_on_the_corpus_a_settled_output_is_one_the_framework_schema_loads() -> N
     for path in HISTORIES:
         messages, _ = converted(load(path))
         output = orjson.dumps({"messages": messages})
-        verdicts.append((settled(output), is_current(messages), bool(converted(messages)[1]), bool(pending(messages, registry()))))
+        verdicts.append((settled(output), is_current(messages), bool(converted(messages)[1]), bool(pending(messages, select()))))
     assert all(current and not again for ok, current, again, _ in verdicts if ok)
     assert sum(ok for ok, *_ in verdicts) == len(HISTORIES)
     assert sum(found for *_, found in verdicts) == 6  # the deferred calls HM407 finds: reported, never changed
-    assert settled_for(registry(), "messages", frozenset({"HM407"}))(orjson.dumps({"messages": load(CORPUS / "v2.68.0" / "m_deferred_tool_model_retry.json")})) is False
+    assert settled_for(select(), "messages", frozenset({"HM407"}))(orjson.dumps({"messages": load(CORPUS / "v2.68.0" / "m_deferred_tool_model_retry.json")})) is False
 
 
 @pytest.mark.parametrize(
@@ -103,8 +103,8 @@ def test_on_the_corpus_a_settled_output_is_one_the_framework_schema_loads() -> N
     ids=["bad-timestamp", "null-id", "wrong-cause", "args-wrapper", "provider-request-id", "float-tokens", "instruction-part", "null-timestamp-undeclared", "null-response-timestamp"],
 )
 def test_the_settled_check_refuses_what_the_framework_refuses_or_a_rule_changes(messages: list) -> None:
-    assert not settled_for(registry(), "messages")(orjson.dumps({"messages": messages}))
-    assert not settled_for(registry(), None)(orjson.dumps(messages))
+    assert not settled_for(select(), "messages")(orjson.dumps({"messages": messages}))
+    assert not settled_for(select(), None)(orjson.dumps(messages))
 
 
 def test_the_settled_check_takes_what_the_framework_loads_and_no_rule_changes() -> None:
@@ -113,11 +113,11 @@ def test_the_settled_check_takes_what_the_framework_loads_and_no_rule_changes() 
         {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "t", "args": {"args_json": "{}", "x": 1}, "tool_call_id": "c"}], "timestamp": "2026-01-01T00:00:00Z"},
         {"kind": "request", "parts": [{"part_kind": "tool-return", "tool_name": "t", "content": 1, "tool_call_id": "c"}]},
     ]
-    assert is_current(messages) and not pending(messages, registry())
-    assert settled_for(registry(), "messages")(orjson.dumps({"messages": messages})) is False
+    assert is_current(messages) and not pending(messages, select())
+    assert settled_for(select(), "messages")(orjson.dumps({"messages": messages})) is False
     messages[1]["parts"][0]["args"] = {"x": 1}
-    assert settled_for(registry(), "messages")(orjson.dumps({"messages": messages})) is True
-    assert settled_for(registry(), None)(orjson.dumps(messages)) is True
+    assert settled_for(select(), "messages")(orjson.dumps({"messages": messages})) is True
+    assert settled_for(select(), None)(orjson.dumps(messages)) is True
 
 
 def _toy(code: str, quiet: object) -> Rule:
@@ -138,17 +138,17 @@ LEGACY = [{"kind": "request", "parts": [{"part_kind": "retry-prompt", "content":
 @pytest.mark.parametrize("key", ["chat-history", "chat history", "payload.msgs", "class", "über"])
 def test_the_screen_and_the_settled_check_take_any_json_key(key: str) -> None:
     spec = key.replace(".", "\\.")
-    assert Screen(registry(), spec)(orjson.dumps({"id": 1, key: CLEAN})) == ()
-    assert Screen(registry(), spec)(orjson.dumps({"id": 1, key: LEGACY})) is None
-    assert settled_for(registry(), spec)(orjson.dumps({key: CLEAN}))
+    assert Screen(select(), spec)(orjson.dumps({"id": 1, key: CLEAN})) == ()
+    assert Screen(select(), spec)(orjson.dumps({"id": 1, key: LEGACY})) is None
+    assert settled_for(select(), spec)(orjson.dumps({key: CLEAN}))
 
 
 def test_the_screen_follows_a_nested_path() -> None:
-    screen = Screen(registry(), "payload.a\\.b")
+    screen = Screen(select(), "payload.a\\.b")
     assert screen(orjson.dumps({"payload": {"x": 1, "a.b": CLEAN}})) == ()
     assert screen(orjson.dumps({"payload": {"a.b": LEGACY}})) is None
     assert screen(orjson.dumps({"payload": CLEAN})) is None
-    assert settled_for(registry(), "payload.a\\.b")(orjson.dumps({"payload": {"a.b": CLEAN}}))
+    assert settled_for(select(), "payload.a\\.b")(orjson.dumps({"payload": {"a.b": CLEAN}}))
 
 
 def test_the_screen_decodes_a_history_held_as_json_text_a_second_time() -> None:
@@ -156,3 +156,19 @@ def test_the_screen_decodes_a_history_held_as_json_text_a_second_time() -> None:
     assert SCREEN(orjson.dumps({"messages": orjson.dumps(LEGACY).decode()})) is None
     assert SCREEN(orjson.dumps({"messages": "[{oops"})) is None
     assert SCREEN(orjson.dumps({"messages": "not a history"})) is None
+
+
+@pytest.mark.parametrize("target", ["2.59.0", "2.0.0", "0.0.20"])
+def test_for_an_older_target_the_screen_passes_only_what_the_full_way_leaves_quiet(target: str) -> None:
+    from histmig.engine import process_full
+    from histmig.options import Options
+    from histmig.records import Record
+
+    plan = Options(target=target).plan()
+    raws = [orjson.dumps({"messages": load(path)}) for path in HISTORIES]
+    passed = [raw for raw in raws if plan.screen(raw) == ()]
+    assert passed and all(process_full(Record(raw, "corpus", "file"), plan).quiet for raw in passed)
+    native = orjson.dumps({"messages": load(next(path for path in HISTORIES if path.parent.name == "v2.68.0" and path.stem == "l_no_retry"))})
+    feedback = b'{"messages":[{"kind":"request","parts":[{"part_kind":"retry-feedback","content":"x","retry":{"cause":"model_retry"}}]}]}'
+    assert (plan.screen(native) == ()) is (target != "0.0.20")  # its bare arguments are what 0.0.20 cannot load
+    assert plan.screen(feedback) is None and SCREEN(feedback) == ()

@@ -18,6 +18,9 @@ stay listed, as what histmig would have written); ``read_errors`` counts inputs 
 early or could not be read on. In the JSON shape a row's place is numbers (:func:`place`)
 and an error or warning line is its ``path`` and ``message`` apart; :attr:`Report.changes`,
 :attr:`Report.errors` and :attr:`Report.warnings` keep them as the text lines say them.
+Under ``check --reader`` the report also has one ``readers`` row a record (which releases
+load it, :class:`~histmig.report.rows.ReaderRow`) and their counts in the summary
+(``reader``, ``reader_loads``, ``reader_cannot_load``, ``oldest_releases``).
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ from operator import itemgetter
 from typing import Any, Literal
 
 from histmig.records import Outcome, parts_of
-from histmig.report.rows import ChangeRow, FindingRow, Spill
+from histmig.report.rows import ChangeRow, FindingRow, ReaderRow, Spill
+from histmig.schema.releases import release
 
 COUNTS = ("records_in", "changed", "unchanged", "rejected", "skipped", "invalid", "warnings", "findings", "read_errors")
 """The counts of a report's summary, in order."""
@@ -92,7 +96,7 @@ class Report:
     :class:`~histmig.report.rows.Spill`). :meth:`in_memory` makes a report whose rows stay in
     memory, to be sent from a worker and :meth:`merge`-d."""
 
-    def __init__(self, changes: Spill | None = None, findings: Spill | None = None) -> None:
+    def __init__(self, changes: Spill | None = None, findings: Spill | None = None, readers: Spill | None = None) -> None:
         self.counts: Counter[str] = Counter(dict.fromkeys(COUNTS, 0))
         self._by_rule: Counter[str] = Counter()
         self._by_cause: Counter[str] = Counter()
@@ -100,6 +104,10 @@ class Report:
         self._findings_by_rule: Counter[str] = Counter()
         self._changes = changes or Spill(ChangeRow)
         self._findings = findings or Spill(FindingRow)
+        self._readers = readers or Spill(ReaderRow)
+        self._reader: str | None = None
+        self._reader_loads: Counter[bool] = Counter()
+        self._oldest: Counter[str | None] = Counter()
         self.errors: list[dict[str, Any]] = []
         self.warnings: list[dict[str, Any]] = []
         self.run: RunInfo | None = None
@@ -107,7 +115,7 @@ class Report:
     @classmethod
     def in_memory(cls) -> Report:
         """A report whose rows stay in memory, to be sent to another process."""
-        return cls(Spill.in_memory(ChangeRow), Spill.in_memory(FindingRow))
+        return cls(Spill.in_memory(ChangeRow), Spill.in_memory(FindingRow), Spill.in_memory(ReaderRow))
 
     def add(self, outcome: Outcome) -> None:
         """Count ``outcome`` and keep its change and finding rows (:func:`change_rows`,
@@ -126,6 +134,12 @@ class Report:
             self.counts["warnings"] += warned
             self._findings_by_rule.update(finding.code for finding in outcome.findings)
             self._findings.add([place + row for row in finding_rows(outcome)])
+        if outcome.readers is not None:
+            reader, loads, oldest, releases = outcome.readers.row()
+            self._reader = reader
+            self._reader_loads[loads] += 1
+            self._oldest[oldest] += 1
+            self._readers.add([(record.source, record.location, record.record_id, reader, loads, oldest, releases)])
         if not outcome.errors and not outcome.warnings:
             return
         where = {"source": record.source, "location": record.location, "id": record.record_id}
@@ -148,6 +162,7 @@ class Report:
     def _flush(self) -> None:
         self._counted(self._changes.flush())
         self._findings.flush()
+        self._readers.flush()
 
     def __getstate__(self) -> dict[str, Any]:
         self._flush()
@@ -163,8 +178,12 @@ class Report:
         self._by_cause.update(other._by_cause)
         self._by_evidence.update(other._by_evidence)
         self._findings_by_rule.update(other._findings_by_rule)
+        self._reader = self._reader or other._reader
+        self._reader_loads.update(other._reader_loads)
+        self._oldest.update(other._oldest)
         self._changes.absorb(other._changes)
         self._findings.absorb(other._findings)
+        self._readers.absorb(other._readers)
         self.errors.extend(other.errors)
         self.warnings.extend(other.warnings)
 
@@ -221,6 +240,17 @@ class Report:
         self._flush()
         return self._findings.batches()
 
+    def reader_batches(self) -> Iterator[list[ReaderRow]]:
+        """The readers rows (``check --reader``: one a record) in the order they were added, a
+        batch at a time."""
+        self._flush()
+        return self._readers.batches()
+
+    @property
+    def reader(self) -> str | None:
+        """The release asked about with ``check --reader`` (``None``: none was)."""
+        return self._reader
+
     @property
     def changes(self) -> list[dict[str, Any]]:
         """Every change row in the report's ``changes`` shape (README "Report")."""
@@ -232,6 +262,11 @@ class Report:
         return [row._asdict() for batch in self.finding_batches() for row in batch]
 
     @property
+    def readers(self) -> list[dict[str, Any]]:
+        """Every readers row in the report's ``readers`` shape (README "Report")."""
+        return [row._asdict() for batch in self.reader_batches() for row in batch]
+
+    @property
     def needs_attention(self) -> bool:
         """True when any record changed, was rejected, is invalid, has a finding, or an input
         could not be read to its end (``check`` exits 1)."""
@@ -240,15 +275,28 @@ class Report:
 
     @property
     def failed(self) -> bool:
-        """True when a record was rejected, a row skipped, or the input could not be read to
-        its end (``convert``/``audit`` exit 1)."""
-        return bool(self.counts["rejected"] or self.counts["skipped"] or self.counts["read_errors"])
+        """True when a record was rejected, a row skipped, a record the ``--target`` release
+        cannot load was kept as it is (``invalid``: a run without ``--target`` counts none), or
+        the input could not be read to its end (``convert``/``audit`` exit 1)."""
+        return bool(self.counts["rejected"] or self.counts["skipped"] or self.counts["invalid"] or self.counts["read_errors"])
 
     def summary(self) -> dict[str, Any]:
         """Counts, then parts by rule, by cause and by evidence, and findings by rule (each
-        sorted by key): :func:`summary_of` this report's tallies."""
+        sorted by key): :func:`summary_of` this report's tallies; under ``check --reader``,
+        then the ``reader`` release, how many records it loads and cannot load, and how many
+        records each release is the oldest to load (``oldest_releases``, in release order,
+        ``none`` last)."""
         self._flush()
-        return summary_of(self.counts, self._by_rule, self._by_cause, self._by_evidence, self._findings_by_rule)
+        summary = summary_of(self.counts, self._by_rule, self._by_cause, self._by_evidence, self._findings_by_rule)
+        if self._reader is not None:
+            oldest = sorted(self._oldest.items(), key=lambda item: (item[0] is None, release(item[0]) if item[0] else None))
+            summary.update(
+                reader=self._reader,
+                reader_loads=self._reader_loads[True],
+                reader_cannot_load=self._reader_loads[False],
+                oldest_releases={str(name or "none"): count for name, count in oldest},
+            )
+        return summary
 
     def json_summary(self) -> dict[str, Any]:
         """:meth:`summary` as the JSON report gives it: ``parts_by_evidence`` a list of
@@ -269,9 +317,19 @@ class Report:
             **self.json_head(timestamp),
             "changes": [json_row(row._asdict()) for batch in self.change_batches() for row in batch],
             "findings": [json_row(row._asdict()) for batch in self.finding_batches() for row in batch],
+            **({"readers": [json_row(row._asdict()) for batch in self.reader_batches() for row in batch]} if self._reader is not None else {}),
             "errors": [json_row(row, "errors") for row in self.errors],
             "warnings": [json_row(row, "warnings") for row in self.warnings],
         }
+        if self._reader is not None:
+            oldest = sorted(self._oldest.items(), key=lambda item: (item[0] is None, release(item[0]) if item[0] else None))
+            summary.update(
+                reader=self._reader,
+                reader_loads=self._reader_loads[True],
+                reader_cannot_load=self._reader_loads[False],
+                oldest_releases={str(name or "none"): count for name, count in oldest},
+            )
+        return summary
 
 
 def summary_label(report: Report, key: str) -> str:

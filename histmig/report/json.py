@@ -21,6 +21,8 @@ def render(report: Report, stream: TextIO, how: Rendering = Rendering()) -> None
         stream.write(f"  \"{key}\": {_indented(value, 1)},\n")
     _rows(stream, "changes", report.change_batches())
     _rows(stream, "findings", report.finding_batches())
+    if report.reader is not None:
+        _rows(stream, "readers", report.reader_batches())
     errors = [json_row(row, "errors") for row in report.errors]
     warnings = [json_row(row, "warnings") for row in report.warnings]
     stream.write(f"  \"errors\": {_indented(errors, 1)},\n  \"warnings\": {_indented(warnings, 1)}\n}}\n")

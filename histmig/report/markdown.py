@@ -1,6 +1,7 @@
 """The Markdown report, for CI job summaries (a GitHub job summary takes at most 1 MiB): a
-pass/fail line first, the summary table, then errors, warnings, findings and changes, as
-many as fit in :data:`MAX_BYTES`, and how many were left out."""
+pass/fail line first, the summary table, then errors, warnings, findings and changes, then
+(``check --reader``) which releases load each record, as many as fit in :data:`MAX_BYTES`,
+and how many were left out."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import TextIO
 import orjson
 
 from histmig.report import Rendering, Report, record_name, summary_label
-from histmig.report.rows import ChangeRow, FindingRow
+from histmig.report.rows import ChangeRow, FindingRow, ReaderRow
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
@@ -80,6 +81,9 @@ def render(report: Report, stream: TextIO, how: Rendering = Rendering()) -> None
         out.section("\n## Findings\n\n", _lines(report.finding_batches(), _finding_line), report.finding_rows)
         changes_heading = "\n## Changes\n\n| record | message | part | rule | before -> after | cause | tool_call_id | evidence |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n"
         out.section(changes_heading, _lines(report.change_batches(), _change_line), sum(report.by_rule.values()))
+        if report.reader is not None:
+            readers_heading = f"\n## Readers\n\n| record | {report.reader} loads it | releases that load it |\n| --- | --- | --- |\n"
+            out.section(readers_heading, _lines(report.reader_batches(), _reader_line), report.summary()["reader_loads"] + report.summary()["reader_cannot_load"])
     if out.left:
         out.write(
             f"\n_{out.left:,} lines are not in this report: it is kept within {MAX_BYTES // 1024:,} KiB, what a CI job summary takes "
@@ -90,7 +94,7 @@ def render(report: Report, stream: TextIO, how: Rendering = Rendering()) -> None
         out.write("\n_Summary only: the text and JSON reports list every change._\n", note=True)
 
 
-def _lines(batches: Iterator[list[ChangeRow]] | Iterator[list[FindingRow]], line) -> Iterator[str]:
+def _lines(batches: Iterator[list[ChangeRow]] | Iterator[list[FindingRow]] | Iterator[list[ReaderRow]], line) -> Iterator[str]:
     for batch in batches:
         yield from map(line, batch)
 
@@ -110,6 +114,11 @@ def _finding_line(row: FindingRow) -> str:
     part = "" if row.part is None else f".parts[{row.part}]"
     warning = " (warning)" if row.severity == "warning" else ""
     return f"- {_md(record_name(row))} messages[{row.message}]{part} {row.rule}{warning}: {_md(row.text)} ({_md(row.evidence)}, {row.certainty})\n"
+
+
+def _reader_line(row: ReaderRow) -> str:
+    """One readers row as a line of the readers table, ending in a newline."""
+    return f"| {_md(record_name(row))} | {'yes' if row.loads else 'no'} | {row.words()} |\n"
 
 
 def _md(text: str) -> str:

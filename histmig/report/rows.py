@@ -13,6 +13,8 @@ import tempfile
 from collections.abc import Iterator
 from typing import IO, Any, NamedTuple
 
+from histmig.schema.releases import EVERY, describe, from_pairs
+
 
 class ChangeRow(NamedTuple):
     """One change, where it was made (README "Report", ``changes[]``)."""
@@ -46,6 +48,29 @@ class FindingRow(NamedTuple):
     evidence: str
     certainty: str
     severity: str
+
+
+class ReaderRow(NamedTuple):
+    """Which releases load one record as it was read (README "Report", ``readers[]``, ``check
+    --reader``): whether the ``reader`` release ``loads`` it, the ``oldest`` release that does
+    (``None``: none) and all that do as ``releases``, ``[since, before]`` pairs (``before``
+    ``None``: every later release)."""
+
+    source: str
+    location: str
+    id: str | None
+    reader: str
+    loads: bool
+    oldest: str | None
+    releases: list[list[str | None]]
+
+    def words(self) -> str:
+        """The releases that load the record, in words (``oldest 2.60.0, loaded from
+        2.60.0``; ``every release loads it``; ``no release loads it``)."""
+        spans = from_pairs(self.releases)
+        if not spans or spans == EVERY:
+            return f"{describe(spans)} loads it"
+        return f"oldest {self.oldest}, loaded {describe(spans)}"
 
 
 ROWS_PER_BATCH = 4096

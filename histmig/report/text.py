@@ -15,7 +15,7 @@ from rich.style import Style
 from rich.table import Table
 
 from histmig.report import DETAIL_ROWS, Rendering, Report, record_name, summary_label
-from histmig.report.rows import ChangeRow, FindingRow
+from histmig.report.rows import ChangeRow, FindingRow, ReaderRow
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
@@ -27,8 +27,9 @@ def visible(text: str) -> str:
 
 
 def render(report: Report, stream: TextIO, how: Rendering = Rendering()) -> None:
-    """Write one line per change and finding, then per error and warning line, to ``stream``,
-    then the summary as a rich table.
+    """Write one line per change and finding, then per error and warning line, then (``check
+    --reader``) one per record the reader release cannot load, with the releases that can,
+    to ``stream``, then the summary as a rich table.
 
     The change and finding lines are left out with ``how.detail`` ``summary``, and with
     ``auto`` past :data:`~histmig.report.DETAIL_ROWS` of them (a line says so, and how to see
@@ -55,6 +56,8 @@ def render(report: Report, stream: TextIO, how: Rendering = Rendering()) -> None
         stream.writelines(f"{visible(record_name(row))}: {label}: {visible(line)}\n" for line in row["errors"])
     for row in report.warnings:
         stream.writelines(f"{visible(record_name(row))}: {warning}: {visible(line)}\n" for line in row["warnings"])
+    for batch in report.reader_batches():
+        stream.write("".join(_reader_line(row, paint) for row in batch if not row.loads))
     counts = Table(title="histmig summary", show_header=False)
     for key, value in report.summary().items():
         if isinstance(value, dict):
@@ -96,3 +99,10 @@ def _finding_line(row: FindingRow, paint: Callable[[str, str], str]) -> str:
     a warning."""
     label = "warning" if row.severity == "warning" else "found"
     return f"{_where(row)} {paint(row.rule, 'bold')} {paint(label, 'yellow')}: {visible(row.text)} evidence={visible(row.evidence)} ({row.certainty})\n"
+
+
+def _reader_line(row: ReaderRow, paint: Callable[[str, str], str]) -> str:
+    """A record the reader release cannot load, and the releases that can, as a line ending
+    in a newline."""
+    return f"{visible(record_name(row))}: {paint('not loaded', 'yellow')}: {row.reader} cannot load it; {row.words()}\n"
+

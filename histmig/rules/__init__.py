@@ -18,6 +18,7 @@ from functools import cache
 from typing import Any
 
 from histmig.rules.base import ANY_PART, FieldLook, HistoryLook, Look, Messages, NullField, PartKind, Rule, always
+from histmig.schema.releases import NEWEST, Release
 
 RULE_MODULE = re.compile(r"hm\d{3}_\w+\Z")
 """The name of a rule's module: ``hm`` and its code's three digits, ``_`` and its name."""
@@ -43,19 +44,29 @@ def registry() -> tuple[Rule, ...]:
     return tuple(sorted(rules.values(), key=lambda rule: rule.order))
 
 
-def select(select: Iterable[str] = (), ignore: Iterable[str] = ()) -> tuple[Rule, ...]:
-    """The rules (in their order) whose code starts with one of ``select`` (all when empty)
-    and with none of ``ignore``; prefixes work like ruff's (``HM1`` selects HM101–HM103),
-    case does not matter. Raises :class:`UnknownRule` for a code or prefix no rule has."""
+def select(select: Iterable[str] = (), ignore: Iterable[str] = (), target: Release = NEWEST) -> tuple[Rule, ...]:
+    """The rules (in their order) that run for ``target`` (:meth:`Rule.runs_for
+    <histmig.rules.base.Rule.runs_for>`; the newest release by default) whose code starts
+    with one of ``select`` (all when empty) and with none of ``ignore``; prefixes work like
+    ruff's (``HM1`` selects HM101–HM103), case does not matter. Raises :class:`UnknownRule`
+    for a code or prefix no rule has, or whose rules none run for ``target`` (``--select
+    HM501`` without ``--target``)."""
     rules = registry()
     select, ignore = [s.upper() for s in select], [s.upper() for s in ignore]
     for code in (*select, *ignore):
         if not any(rule.code.startswith(code) for rule in rules):
             raise UnknownRule(f"unknown rule code {code!r} (see `histmig rules`)")
+    for code in select:
+        named = [rule for rule in rules if rule.code.startswith(code)]
+        if not any(rule.runs_for(target) for rule in named):
+            said = f"{code} runs only for a --target {named[0].target_text}, not {target}" if len(named) == 1 else f"no {code} rule runs for a --target {target}"
+            raise UnknownRule(f"{said} (see `histmig rules {code}`)")
     return tuple(
         rule
         for rule in rules
-        if (not select or any(rule.code.startswith(s) for s in select)) and not any(rule.code.startswith(i) for i in ignore)
+        if rule.runs_for(target)
+        and (not select or any(rule.code.startswith(s) for s in select))
+        and not any(rule.code.startswith(i) for i in ignore)
     )
 
 

@@ -8,6 +8,11 @@ from, documentation with an example before and after (:class:`Docs`), what it lo
 A fix is ``safe`` when it keeps what the conversation means (what the framework itself does at
 load or request time, stored once), ``unsafe`` when it may not; ``convert`` applies the safe
 fixes of the selected rules, ``--unsafe-fixes`` the others too (ruff's definitions).
+A rule runs for the target releases of its :attr:`Rule.targets` (a :class:`~histmig.schema.releases.Span` of
+releases; ``--target``, default the newest): the migration and repairs run for targets that
+load what they write (HM101 from 2.60.0), the rollback rules (HM5xx) only for older targets,
+so that a run without ``--target`` runs exactly the rules it always ran. The target is in the
+:class:`Context` a fix is given (:func:`histmig.rules.select` picks the rules).
 
 What a rule looks at is declared, never restated: the screen's skeleton types
 (:mod:`histmig.screen`), the settled check, :func:`histmig.rules.pending` and the nulls a
@@ -18,11 +23,14 @@ nested Arrow column carries (:mod:`histmig.sources._arrow`) are all derived from
 from __future__ import annotations
 
 import copy
+import hashlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, NamedTuple, Union, get_args, get_origin
 
 import msgspec
+
+from histmig.schema.releases import EVERY, NEWEST, Release, Span, describe, includes
 
 Certainty = Literal["exact", "template", "shape", "default", "derived"]
 """How sure a finding is (design.md "Rules"): an ``exact`` text match with a framework
@@ -43,13 +51,15 @@ Messages = list[Any]
 Message = dict[str, Any]
 Part = dict[str, Any]
 
-REPAIR, MISREAD, REBIND, MIGRATE, PAIR = 10, 20, 30, 40, 50
+REPAIR, MISREAD, REBIND, MIGRATE, PAIR, ROLLBACK = 10, 20, 30, 40, 50, 60
 """Phases, the order rules run in (then by code): load-failure repairs (HM2xx) first, so that
 every call has an id the retry rules pair with; then silent misreads (HM3xx); then HM103
 re-binds a tool-less unknown-tool retry before HM101/HM102 would turn it into feedback; then
 tool pairing (HM4xx), on results the migration made (orphans first, then dangling calls, as
-2.68 repairs them). No rule writes what a rule of an earlier phase looks for, so one pass
-settles a history."""
+2.68 repairs them); then, for an older ``--target``, the rollback (HM5xx). No rule writes what
+a rule of an earlier phase looks for, so one pass settles a history (a rollback rule writes
+what a migration rule looks for only for targets that rule does not run for: HM501 writes
+``retry-prompt`` parts for targets before 2.60.0, HM101 runs from 2.60.0)."""
 
 Severity = Literal["error", "warning"]
 """How a finding counts: an ``error`` fails ``check``; a ``warning`` is reported and does not
@@ -109,9 +119,12 @@ class Malformed(ValueError):
 
 @dataclass(frozen=True)
 class Context:
-    """What a rule may know besides the history: the cause mode the user chose."""
+    """What a rule may know besides the history: the cause mode the user chose, and the
+    ``target`` release whose shapes the history is written in (``--target``; the newest by
+    default)."""
 
     causes: CauseMode = "inferred"
+    target: Release = NEWEST
 
 
 ANY_PART = "*"
@@ -295,13 +308,15 @@ class HistoryLook(Look):
 class Docs:
     """A rule's documentation, in the shape ruff gives its rules: ``what`` it does, ``why``
     it matters, and an example history ``before`` and ``after`` the fix, as JSON text (a
-    test runs the rule on ``before`` and compares with ``after``; ``None`` for a rule that only
-    reports, whose example is what it finds)."""
+    test runs the rule on ``before``, for the ``target`` release when given, and compares
+    with ``after``; ``after`` ``None`` for a rule that only reports, whose example is what it
+    finds)."""
 
     what: str
     why: str
     before: str
     after: str | None = None
+    target: str | None = None
 
 
 Fix = Callable[[Messages, Context], list[Change]]
@@ -325,8 +340,8 @@ class Rule:
     place and returns the :class:`Change`\\ s (``None``: the rule only reports);
     ``applicability`` says whether the fix is ``safe`` or ``unsafe``; ``find`` returns the
     findings without changing the history (``None``: those the fix would make); ``severity``
-    of its findings; ``phase`` orders the rules (:data:`REPAIR` ... :data:`PAIR`, then by
-    code)."""
+    of its findings; ``phase`` orders the rules (:data:`REPAIR` ... :data:`ROLLBACK`, then by
+    code); ``targets`` are the target releases it runs for (every release by default)."""
 
     code: str
     name: str
@@ -340,10 +355,20 @@ class Rule:
     find: Find | None = field(default=None, repr=False)
     severity: Severity = "error"
     facts: str = ""
+    targets: Span = EVERY[0]
 
     def __post_init__(self) -> None:
         if self.fix is None and self.find is None:
             raise TypeError(f"rule {self.code} needs a fix or a find")
+
+    def runs_for(self, target: Release) -> bool:
+        """Whether the rule runs when the history is written for ``target``."""
+        return includes((self.targets,), target)
+
+    @property
+    def target_text(self) -> str:
+        """The target releases the rule runs for, in words (``before 2.60.0``)."""
+        return describe((self.targets,))
 
     def check(self, messages: Messages, ctx: Context) -> list[Finding]:
         """What the rule finds in ``messages``, without changing them: ``find``'s findings,
@@ -373,3 +398,49 @@ def iter_parts(messages: Messages, kind: str | None = None) -> Iterator[tuple[in
             if isinstance(part, dict):
                 yield m_index, p_index, message, part
 
+
+_OPENING_PARTS = ("system-prompt", "user-prompt")
+_SORTED = msgspec.json.Encoder(order="sorted")
+
+
+def conversation_key(messages: Messages) -> str:
+    """What tells one conversation from another, from its own stable content: 32 hex digits
+    of a SHA-256 of the ``system-prompt`` and ``user-prompt`` parts of its first message
+    (``part_kind``, ``content`` and ``timestamp``, JSON with sorted keys): what was said first
+    and when. No rule rewrites these (HM202 removes a null timestamp, read as absent either
+    way), so the key is the same whichever rules are selected. A history that opens with no
+    such part has the key of an empty list."""
+    first = messages[0] if messages and isinstance(messages[0], dict) else {}
+    parts = first.get("parts") if isinstance(first.get("parts"), list) else []
+    opening = [
+        (part.get("part_kind"), part.get("content"), part.get("timestamp"))
+        for part in parts
+        if isinstance(part, dict) and part.get("part_kind") in _OPENING_PARTS
+    ]
+    return hashlib.sha256(_SORTED.encode(opening)).hexdigest()[:32]
+
+
+def derived_tool_call_id(conversation: str, m_index: int, p_index: int, tool_name: Any) -> str:
+    """A deterministic ``tool_call_id`` for the part at ``messages[m_index].parts[p_index]``
+    of the conversation whose :func:`conversation_key` is ``conversation``: ``'pyd_ai_'`` +
+    32 hex digits of a SHA-256 of the key, the position and the tool name, the shape the
+    framework generates from 0.0.45 (framework-facts §3.3), but reproducible, and distinct
+    across conversations (analytics joining tool calls across conversations, and
+    OpenTelemetry call ids, need them distinct): HM201's calls, HM501's and HM502's tool-less
+    retries."""
+    digest = hashlib.sha256(f"histmig:{conversation}:{m_index}:{p_index}:{tool_name}".encode()).hexdigest()
+    return "pyd_ai_" + digest[:32]
+
+
+def rename_field(messages: Messages, code: str, old: str, new: str, test: Test) -> list[Change]:
+    """Rename each message's field ``old`` to ``new`` in its place (a ``new`` already there is
+    dropped), wherever ``test(message, None)`` holds; one message-level change of rule
+    ``code`` each (``before``/``after`` the field names, evidence ``field-rename``)."""
+    changes: list[Change] = []
+    for m_index, message in enumerate(messages):
+        if not isinstance(message, dict) or not test(message, None):
+            continue
+        message.pop(new, None)
+        messages[m_index] = {(new if key == old else key): value for key, value in message.items()}
+        changes.append(Change(code, m_index, None, old, new, "field-rename", "exact"))
+    return changes

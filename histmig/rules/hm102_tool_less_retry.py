@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from histmig.rules.base import MIGRATE, Change, Context, Docs, Messages, PartKind, Rule
 from histmig.rules.retry import RETRY_PROMPT, is_tool_less_retry, rewrite_legacy
+from histmig.schema.releases import RETRY_PARTS, Span
 
 
 def migrate_tool_less(messages: Messages, ctx: Context) -> list[Change]:
@@ -44,4 +45,5 @@ RULE = Rule(
     looks=(PartKind(RETRY_PROMPT, message="request", test=is_tool_less_retry),),
     fix=migrate_tool_less,
     phase=MIGRATE,
+    targets=Span(RETRY_PARTS, None),
 )

@@ -7,6 +7,7 @@ from typing import Any
 from histmig.rules.base import REBIND, Change, Context, Docs, Messages, PartKind, Rule
 from histmig.rules.causes import Verdict, unknown_tool_name
 from histmig.rules.retry import RETRY_PROMPT, is_tool_less_retry, legacy_parts, to_tool_return
+from histmig.schema.releases import RETRY_PARTS, Span
 
 
 def rebind_unknown_tool(messages: Messages, ctx: Context) -> list[Change]:
@@ -85,4 +86,5 @@ RULE = Rule(
     looks=(PartKind(RETRY_PROMPT, message="request", test=is_tool_less_retry),),
     fix=rebind_unknown_tool,
     phase=REBIND,
+    targets=Span(RETRY_PARTS, None),
 )

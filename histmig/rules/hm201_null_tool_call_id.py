@@ -2,58 +2,29 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections import defaultdict
 from typing import Any
 
-import msgspec
-
-from histmig.rules.base import REPAIR, Change, Context, Docs, Message, Messages, NullField, Part, PartKind, Rule, iter_parts
+from histmig.rules.base import REPAIR, Change, Context, Docs, Message, Messages, NullField, Part, PartKind, Rule, conversation_key, derived_tool_call_id, iter_parts
+from histmig.schema.releases import RETRY_PARTS, STRING_TOOL_CALL_ID, Span
 
 _ID_PARTS = ("tool-call", "tool-return")
-_OPENING_PARTS = ("system-prompt", "user-prompt")
-_ENCODER = msgspec.json.Encoder(order="sorted")
 
 
-def conversation_key(messages: Messages) -> str:
-    """What tells one conversation from another, from its own stable content: 32 hex digits
-    of a SHA-256 of the ``system-prompt`` and ``user-prompt`` parts of its first message
-    (``part_kind``, ``content`` and ``timestamp``, JSON with sorted keys): what was said first
-    and when. No rule rewrites these (HM202 removes a null timestamp, read as absent either
-    way), so the key is the same whichever rules are selected. A history that opens with no
-    such part has the key of an empty list."""
-    first = messages[0] if messages and isinstance(messages[0], dict) else {}
-    parts = first.get("parts") if isinstance(first.get("parts"), list) else []
-    opening = [
-        (part.get("part_kind"), part.get("content"), part.get("timestamp"))
-        for part in parts
-        if isinstance(part, dict) and part.get("part_kind") in _OPENING_PARTS
-    ]
-    return hashlib.sha256(_ENCODER.encode(opening)).hexdigest()[:32]
-
-
-def derived_tool_call_id(conversation: str, m_index: int, p_index: int, tool_name: Any) -> str:
-    """A deterministic ``tool_call_id`` for the call at ``messages[m_index].parts[p_index]``
-    of the conversation whose :func:`conversation_key` is ``conversation``: ``'pyd_ai_'`` +
-    32 hex digits of a SHA-256 of the key, the position and the tool name, the shape the
-    framework generates from 0.0.45 (framework-facts §3.3), but reproducible, and distinct
-    across conversations (analytics joining tool calls across conversations, and
-    OpenTelemetry call ids, need them distinct)."""
-    digest = hashlib.sha256(f"histmig:{conversation}:{m_index}:{p_index}:{tool_name}".encode()).hexdigest()
-    return "pyd_ai_" + digest[:32]
-
-
-def needs_id(part: Part) -> bool:
+def needs_id(part: Part, tool_less: bool = False) -> bool:
     """A ``tool-call`` / ``tool-return`` with ``"tool_call_id": null``, or a tool-bound
-    ``retry-prompt`` whose ``tool_call_id`` is null or missing."""
+    ``retry-prompt`` whose ``tool_call_id`` is null or missing; with ``tool_less``, a
+    tool-less ``retry-prompt`` with ``"tool_call_id": null`` too."""
     kind = part.get("part_kind")
     if kind == "retry-prompt":
-        return part.get("tool_name") is not None and part.get("tool_call_id") is None
+        if part.get("tool_name") is None:
+            return tool_less and "tool_call_id" in part and part["tool_call_id"] is None
+        return part.get("tool_call_id") is None
     return kind in _ID_PARTS and "tool_call_id" in part and part["tool_call_id"] is None
 
 
 def _retry_needs_id(message: Message, part: Part) -> bool:
-    return needs_id(part)
+    return needs_id(part, tool_less=True)
 
 
 def derive_tool_call_ids(messages: Messages, ctx: Context) -> list[Change]:
@@ -63,14 +34,18 @@ def derive_tool_call_ids(messages: Messages, ctx: Context) -> list[Change]:
     call of the same ``tool_name`` before it that no result has answered yet (0.0.x answered
     calls in order). A result with no such call gets an id derived from its own place. Each
     change carries the id it wrote (``Change.tool_call_id``). 2.68 rejects ``null`` ids and
-    replaces absent ones with random ids, which orphans the result (framework-facts §2)."""
+    replaces absent ones with random ids, which orphans the result (framework-facts §2). For a
+    ``--target`` before 2.60.0, where a tool-less ``retry-prompt`` stays one (HM102 does not
+    run), its ``null`` id gets an id derived from its place too: releases from 0.0.45 refuse
+    it."""
     changes: list[Change] = []
     conversation = conversation_key(messages)
     unanswered: dict[Any, list[str]] = defaultdict(list)
+    tool_less = ctx.target < RETRY_PARTS
     for m_index, p_index, _, part in iter_parts(messages):
         kind = part.get("part_kind", "")
         name = part.get("tool_name")
-        if not needs_id(part):
+        if not needs_id(part, tool_less):
             if kind == "tool-call" and isinstance(part.get("tool_call_id"), str):
                 unanswered[name].append(part["tool_call_id"])
             elif kind in ("tool-return", "retry-prompt") and part.get("tool_call_id") in unanswered[name]:
@@ -79,6 +54,8 @@ def derive_tool_call_ids(messages: Messages, ctx: Context) -> list[Change]:
         if kind == "tool-call":
             new_id, evidence = derived_tool_call_id(conversation, m_index, p_index, name), "position"
             unanswered[name].append(new_id)
+        elif name is None and kind == "retry-prompt":
+            new_id, evidence = derived_tool_call_id(conversation, m_index, p_index, name), "position:tool-less"
         elif unanswered[name]:
             new_id, evidence = unanswered[name].pop(0), "paired-call"
         else:
@@ -100,7 +77,8 @@ RULE = Rule(
             "SHA-256 of the conversation's opening prompts and their timestamps, the call's place and its tool name: "
             "the same on every run, distinct across conversations), then gives each tool-return with a null id, and each tool-bound "
             "retry-prompt with a null or missing one, the id of the earliest unanswered call of the same tool "
-            "before it (0.0.x answered calls in order); a result with no such call gets an id of its own place."
+            "before it (0.0.x answered calls in order); a result with no such call gets an id of its own place. "
+            "For a --target before 2.60.0, a tool-less retry-prompt's null id gets an id of its own place too."
         ),
         why=(
             "0.0.13-0.0.44 wrote null ids; 2.68 refuses to load a null id, and replaces a missing one with a "
@@ -121,4 +99,5 @@ RULE = Rule(
     looks=(NullField("tool_call_id", parts=_ID_PARTS), PartKind("retry-prompt", test=_retry_needs_id)),
     fix=derive_tool_call_ids,
     phase=REPAIR,
+    targets=Span(STRING_TOOL_CALL_ID, None),
 )

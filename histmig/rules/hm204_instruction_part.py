@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from histmig.rules.base import REPAIR, Change, Context, Docs, Messages, PartKind, Rule
+from histmig.schema.releases import INSTRUCTIONS_FIELD, Span
 
 _INSTRUCTION_KEYS = {"part_kind", "content"}
 _INSTRUCTION_DEFAULTS = {"dynamic": False, "on_change": "rewrite", "name": None, "id": None}
@@ -72,4 +73,5 @@ RULE = Rule(
     looks=(PartKind("instruction", message="request", test=_movable),),
     fix=move_instruction_parts,
     phase=REPAIR,
+    targets=Span(INSTRUCTIONS_FIELD, None),
 )

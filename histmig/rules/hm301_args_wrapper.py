@@ -7,6 +7,7 @@ from typing import Any, Union
 import msgspec
 
 from histmig.rules.base import ABSENT, MISREAD, Change, Context, Docs, Message, Messages, Rule, ValueField, iter_parts
+from histmig.schema.releases import BARE_ARGS, Span
 
 _ARGS_WRAPPERS = {"args_json": str, "args_dict": dict}
 
@@ -60,4 +61,5 @@ RULE = Rule(
     looks=(ValueField("args", parts="tool-call", quiet=Union[str, None, _Unwrapped], test=is_args_wrapper, settles=True),),
     fix=unwrap_tool_call_args,
     phase=MISREAD,
+    targets=Span(BARE_ARGS, None),
 )

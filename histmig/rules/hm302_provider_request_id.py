@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from histmig.rules.base import MISREAD, AbsentField, Change, Context, Docs, Message, Messages, Rule
+from histmig.rules.base import MISREAD, AbsentField, Change, Context, Docs, Message, Messages, Rule, rename_field
+from histmig.schema.releases import PROVIDER_REQUEST_ID, Span
 
 
 def has_provider_request_id(message: Message, part: None = None) -> bool:
@@ -14,14 +15,7 @@ def rename_provider_request_id(messages: Messages, ctx: Context) -> list[Change]
     """Rename a response's ``provider_request_id`` to ``provider_response_id`` in place, when
     the latter is absent or ``null``. 0.8.1 renamed the field without a load alias, so 2.68
     drops the value (framework-facts §3.3)."""
-    changes: list[Change] = []
-    for m_index, message in enumerate(messages):
-        if not isinstance(message, dict) or not has_provider_request_id(message):
-            continue
-        message.pop("provider_response_id", None)
-        messages[m_index] = {("provider_response_id" if key == "provider_request_id" else key): value for key, value in message.items()}
-        changes.append(Change("HM302", m_index, None, "provider_request_id", "provider_response_id", "field-rename", "exact"))
-    return changes
+    return rename_field(messages, "HM302", "provider_request_id", "provider_response_id", has_provider_request_id)
 
 
 RULE = Rule(
@@ -39,4 +33,5 @@ RULE = Rule(
     looks=(AbsentField("provider_request_id", message="response", test=has_provider_request_id),),
     fix=rename_provider_request_id,
     phase=MISREAD,
+    targets=Span(PROVIDER_REQUEST_ID.before, None),
 )

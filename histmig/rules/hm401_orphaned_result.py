@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from histmig.rules.base import PAIR, Change, Context, Docs, Finding, Messages, Rule
-from histmig.rules.pairing import LOOK, analyse, describe, drop_parts, is_call
+from histmig.rules.pairing import LOOK, TARGETS, analyse, describe, drop_parts, is_call
 
 
 def find_orphans(messages: Messages, ctx: Context) -> list[Finding]:
@@ -76,6 +76,7 @@ RULE = Rule(
         ),
     ),
     looks=(LOOK,),
+    targets=TARGETS,
     fix=repair_or_drop,
     applicability="unsafe",
     phase=PAIR,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from histmig.rules.base import PAIR, Change, Context, Docs, Finding, Messages, Rule
-from histmig.rules.pairing import LOOK, analyse, describe, drop_parts
+from histmig.rules.pairing import LOOK, TARGETS, analyse, describe, drop_parts
 
 
 def find_early_results(messages: Messages, ctx: Context) -> list[Finding]:
@@ -44,6 +44,7 @@ RULE = Rule(
         ),
     ),
     looks=(LOOK,),
+    targets=TARGETS,
     fix=drop_early_results,
     applicability="unsafe",
     phase=PAIR,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from histmig.rules.base import PAIR, Context, Docs, Finding, Messages, Rule
-from histmig.rules.pairing import LOOK, analyse, describe
+from histmig.rules.pairing import LOOK, TARGETS, analyse, describe
 
 
 def find_duplicates(messages: Messages, ctx: Context) -> list[Finding]:
@@ -36,6 +36,7 @@ RULE = Rule(
         ),
     ),
     looks=(LOOK,),
+    targets=TARGETS,
     phase=PAIR,
     find=find_duplicates,
 )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from histmig.rules.base import ABSENT_PART, PAIR, Change, Context, Docs, Finding, Messages, Rule
-from histmig.rules.pairing import LOOK, analyse, close_calls, describe
+from histmig.rules.pairing import LOOK, TARGETS, analyse, close_calls, describe
 
 
 def find_dangling(messages: Messages, ctx: Context) -> list[Finding]:
@@ -52,6 +52,7 @@ RULE = Rule(
         ),
     ),
     looks=(LOOK,),
+    targets=TARGETS,
     fix=answer_dangling,
     phase=PAIR,
     find=find_dangling,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from histmig.rules.base import ABSENT_PART, PAIR, Change, Context, Docs, Finding, Messages, Rule
-from histmig.rules.pairing import LOOK, analyse, close_calls, frontier_finding
+from histmig.rules.pairing import LOOK, TARGETS, analyse, close_calls, frontier_finding
 
 
 def find_frontier(messages: Messages, ctx: Context) -> list[Finding]:
@@ -51,6 +51,7 @@ RULE = Rule(
         ),
     ),
     looks=(LOOK,),
+    targets=TARGETS,
     fix=close_frontier,
     applicability="unsafe",
     phase=PAIR,

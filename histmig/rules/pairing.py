@@ -28,6 +28,7 @@ from typing import Any
 import orjson
 
 from histmig.rules.base import ABSENT_PART, Change, Finding, HistoryLook, Message, Messages, Part
+from histmig.schema.releases import TOOL_PAIRING, Span
 
 INTERRUPTED_CONTENT = "The tool call was interrupted before a result was produced."
 """2.68's ``INTERRUPTED_TOOL_RETURN_CONTENT``: the content of a synthesized return."""
@@ -339,6 +340,9 @@ def close_calls(messages: Messages, calls: list[Place]) -> list[Place]:
             added += [(at, n) for n in range(len(returns))]
     return added
 
+
+TARGETS = Span(TOOL_PAIRING, None)
+"""The targets every pairing rule runs for (:data:`~histmig.schema.releases.TOOL_PAIRING`)."""
 
 LOOK = HistoryLook(
     found,

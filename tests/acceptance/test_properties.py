@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from histmig.api import migrate
 from histmig.options import Options
-from histmig.rules import registry
+from histmig.rules import select
 from histmig.rules.base import Context
 from histmig.schema import current_errors
 from histmig.screen import Screen, settled_for
@@ -90,8 +90,8 @@ MESSAGE = st.one_of(
 )
 HISTORY = st.lists(MESSAGE, max_size=6)
 
-SCREEN = Screen(registry(), fixing=Options().plan().fixing)
-SETTLED = settled_for(registry(), "messages", Options().plan().fixing)
+SCREEN = Screen(select(), fixing=Options().plan().fixing)
+SETTLED = settled_for(select(), "messages", Options().plan().fixing)
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -165,13 +165,13 @@ def test_the_pending_rules_change_what_every_rule_would(history: list[dict[str, 
         _damage(history, kind, at)
     every_rule = copy.deepcopy(history)
     fixing = EVERYTHING.plan().fixing
-    changes = [change for rule in registry() if rule.code in fixing for change in rule.fix(every_rule, Context())]  # type: ignore[misc]
+    changes = [change for rule in select() if rule.code in fixing for change in rule.fix(every_rule, Context())]  # type: ignore[misc]
     only_pending = copy.deepcopy(history)
     assert migrate(only_pending, EVERYTHING) == changes
     assert only_pending == every_rule
     verdict = SCREEN(json.dumps({"messages": history}, ensure_ascii=False).encode())
     if verdict is not None:
         assert migrate(copy.deepcopy(history)) == []
-        assert list(verdict) == [f for rule in registry() for f in rule.check(history, Context())]
+        assert list(verdict) == [f for rule in select() for f in rule.check(history, Context())]
     if SETTLED(json.dumps({"messages": history}, ensure_ascii=False, separators=(",", ":")).encode()):
         assert migrate(copy.deepcopy(history)) == [] and current_errors(history) == []

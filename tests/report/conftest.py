@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from histmig import api
+from histmig.options import Options
 from histmig.records import Outcome, Record
 from histmig.report import Rendering, Report, rows
 from tests.conftest import CORPUS
@@ -63,3 +64,20 @@ def skipped_report() -> Report:
         report.add(Outcome(Record(b"[]", "db:chats", key), "changed", b"[]"))
     report.add_skipped("db:chats", "id=2", "c-2")
     return report
+
+
+FEEDBACK = {"part_kind": "retry-feedback", "content": "Please call a tool.", "retry": {"cause": "no_output", "attempt": 1, "max_retries": 1}}
+READER_LINES = [
+    orjson.dumps({"id": "new", "messages": [{"kind": "request", "parts": [FEEDBACK]}]}),
+    orjson.dumps({"id": "plain", "messages": [{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "hi"}]}]}),
+    b"{not json",
+    orjson.dumps({"id": "old", "messages": [{"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "t", "args": {}, "tool_call_id": None}]}]}),
+]
+
+
+def reader_report(tmp_path: Path, jobs: int = 1) -> tuple[Report, str]:
+    """The report of ``check --reader 2.0.0`` over four lines: a 2.60+ history, one every
+    release loads, one that is not JSON, one with a null id (0.0.20's), and the input's path."""
+    source = tmp_path / "readers.jsonl"
+    source.write_bytes(b"\n".join(READER_LINES) + b"\n")
+    return api.check(str(source), Options(target="2.0.0", jobs=jobs)).report, str(source)

@@ -16,7 +16,7 @@ from histmig.cli import app
 from histmig.options import Options
 from histmig.report import SKIPPED, Rendering, Report, place
 from tests.conftest import CORPUS
-from tests.report.conftest import ORPHAN, legacy_report, rendered, skipped_report
+from tests.report.conftest import ORPHAN, legacy_report, reader_report, rendered, skipped_report
 
 
 def test_streamed_json_is_the_one_dump(tmp_path: Path, batch_size: int) -> None:
@@ -74,7 +74,7 @@ def test_the_run_is_recorded_with_its_options_inputs_and_start_time(tmp_path: Pa
         "command": "check",
         "options": {
             "select": ["HM1,HM2"], "ignore": ["HM103"], "unsafe_fixes": False, "causes": "inferred", "messages_field": None, "format": None,
-            "messages_column": None, "id_column": None, "table": None, "schema": None, "key_column": None, "single_transaction": False,
+            "messages_column": None, "id_column": None, "table": None, "schema": None, "key_column": None, "single_transaction": False, "target": None,
             "rules": ["HM201", "HM202", "HM203", "HM204", "HM101", "HM102"],
             "rejects": None, "in_place": False, "to_table": None, "overwrite": False, "strict": False, "engine": "local",
         },
@@ -109,3 +109,10 @@ def test_a_skipped_row_is_counted_and_an_error_entry() -> None:
     data = orjson.loads(rendered(skipped_report(), "json"))
     assert (data["summary"]["skipped"], data["summary"]["changed"]) == (1, 1)
     assert data["errors"] == [{"source": "db:chats", "key": "id=2", "id": "c-2", "status": "skipped", "errors": [{"path": None, "message": SKIPPED}]}]
+
+
+def test_streamed_json_with_readers_is_the_one_dump(tmp_path: Path, batch_size: int) -> None:
+    report, _ = reader_report(tmp_path)
+    streamed = rendered(report, "json").encode()
+    assert streamed == orjson.dumps(report.to_json(True), option=orjson.OPT_INDENT_2) + b"\n"
+    assert list(orjson.loads(streamed)) == ["run", "summary", "changes", "findings", "readers", "errors", "warnings"]

@@ -12,7 +12,7 @@ from histmig.options import Options
 from histmig.records import Outcome, Record
 from histmig.report import SKIPPED, Rendering, Report, markdown
 from histmig.rules.base import Change
-from tests.report.conftest import ORPHAN, REBOUND_ID, legacy_report, rendered, skipped_report
+from tests.report.conftest import ORPHAN, REBOUND_ID, legacy_report, reader_report, rendered, skipped_report
 
 
 def test_markdown_report_lines(tmp_path: Path, batch_size: int) -> None:
@@ -113,3 +113,18 @@ def test_audit_and_check_say_would_change(tmp_path: Path, command: str) -> None:
     assert "| would change | 139 |" in rendered(report, "markdown")
     report.run = report.run.__class__(**{**report.run.__dict__, "command": "convert"})
     assert "| changed | 139 |" in rendered(report, "markdown")
+
+
+def test_markdown_report_has_a_table_of_the_releases_that_load_each_record(tmp_path: Path) -> None:
+    report, source = reader_report(tmp_path)
+    lines = rendered(report, "markdown").split("\n")
+    table = lines.index("## Readers")
+    assert lines[table + 2 :] == [
+        "| record | 2.0.0 loads it | releases that load it |",
+        "| --- | --- | --- |",
+        f"| {source}:line 1 [new] | no | oldest 2.60.0, loaded from 2.60.0 |",
+        f"| {source}:line 2 [plain] | yes | every release loads it |",
+        f"| {source}:line 3 | no | no release loads it |",
+        f"| {source}:line 4 [old] | no | oldest 0.0.21, loaded 0.0.21 to before 0.0.45 |",
+        "",
+    ]

@@ -14,7 +14,7 @@ from histmig.records import Record
 from histmig.report import SKIPPED, Report, record_name, rows
 from histmig.rules.base import Change, Finding
 from tests.conftest import CORPUS
-from tests.report.conftest import skipped_report
+from tests.report.conftest import reader_report, skipped_report
 
 
 def test_change_rows_come_back_in_order_whatever_the_batch_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -68,3 +68,19 @@ def test_a_skipped_row_moves_from_changed_to_skipped_and_fails_the_run() -> None
     assert {key: report.counts[key] for key in ("records_in", "changed", "unchanged", "rejected", "skipped")} == {"records_in": 2, "changed": 1, "unchanged": 0, "rejected": 0, "skipped": 1}
     assert report.errors == [{"source": "db:chats", "location": "id=2", "id": "c-2", "status": "skipped", "errors": [SKIPPED]}]
     assert report.failed and list(report.summary())[:5] == ["records_in", "changed", "unchanged", "rejected", "skipped"]
+
+
+def test_readers_rows_one_a_record_and_their_counts(tmp_path: Path) -> None:
+    report, source = reader_report(tmp_path)
+    assert [(row["location"], row["loads"], row["oldest"], row["releases"]) for row in report.readers] == [
+        ("line 1", False, "2.60.0", [["2.60.0", None]]),
+        ("line 2", True, "0.0.13", [["0.0.13", None]]),
+        ("line 3", False, None, []),
+        ("line 4", False, "0.0.21", [["0.0.21", "0.0.45"]]),
+    ]
+    summary = report.summary()
+    assert {key: summary[key] for key in ("reader", "reader_loads", "reader_cannot_load", "oldest_releases")} == {
+        "reader": "2.0.0", "reader_loads": 1, "reader_cannot_load": 3, "oldest_releases": {"0.0.13": 1, "0.0.21": 1, "2.60.0": 1, "none": 1},
+    }
+    assert reader_report(tmp_path, jobs=2)[0].to_json() == report.to_json()
+    assert "reader" not in api.check(source).report.summary() and "readers" not in api.check(source).report.to_json()

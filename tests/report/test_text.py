@@ -15,7 +15,7 @@ from histmig.report import SKIPPED, Rendering, Report
 from histmig.report import text as text_report
 from histmig.report.text import render
 from tests.conftest import CORPUS
-from tests.report.conftest import CHANGE, ORPHAN, legacy_report, rendered, skipped_report
+from tests.report.conftest import CHANGE, ORPHAN, legacy_report, reader_report, rendered, skipped_report
 
 
 def test_text_report_lines(tmp_path: Path, batch_size: int) -> None:
@@ -112,3 +112,14 @@ def test_convert_says_changed(tmp_path: Path) -> None:
     report = api.convert(str(source), str(tmp_path / "out.jsonl")).report
     lines = rendered(report, "text").splitlines()
     assert any(line.startswith("│ changed ") and "│ 138 " in line for line in lines) and not any("would" in line for line in lines)
+
+
+def test_text_report_names_each_record_the_reader_cannot_load(tmp_path: Path) -> None:
+    report, source = reader_report(tmp_path)
+    lines = rendered(report, "text").splitlines()
+    assert [line for line in lines if ": not loaded: " in line] == [
+        f"{source}:line 1 [new]: not loaded: 2.0.0 cannot load it; oldest 2.60.0, loaded from 2.60.0",
+        f"{source}:line 3: not loaded: 2.0.0 cannot load it; no release loads it",
+        f"{source}:line 4 [old]: not loaded: 2.0.0 cannot load it; oldest 0.0.21, loaded 0.0.21 to before 0.0.45",
+    ]
+    assert any(line.startswith("│ oldest_releases ") and "0.0.13: 1, 0.0.21: 1, 2.60.0: 1, none: 1" in line for line in lines)

@@ -116,3 +116,10 @@ def test_the_ids_are_the_same_whichever_rules_run_with_it() -> None:
     api.migrate(every)
     ids = [[p.get("tool_call_id") for m in history for p in m["parts"] if p.get("part_kind") == "tool-call"] for history in (alone, every)]
     assert ids[0] == ids[1] and all(ids[0])
+
+
+def test_hm201_derives_a_tool_less_retrys_null_id_for_a_target_before_2_60_0() -> None:
+    messages = [{"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": "x", "tool_name": None, "tool_call_id": None}]}]
+    assert run(messages, "HM201", target="2.59.0") == [("HM201", 0, 0, "position:tool-less")]
+    assert messages[0]["parts"][0]["tool_call_id"] == derived_tool_call_id(conversation_key(messages), 0, 0, None)
+    assert run([{"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": "x", "tool_name": None, "tool_call_id": None}]}], "HM201", target="2.60.0") == []

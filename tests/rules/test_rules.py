@@ -51,9 +51,9 @@ TARGETED = {
 
 
 def test_rules_run_in_phase_order_then_by_code() -> None:
-    assert [rule.code for rule in registry()] == [
-        "HM201", "HM202", "HM203", "HM204", "HM301", "HM302", "HM103", "HM101", "HM102", "HM401", "HM402", "HM403", "HM404", "HM405", "HM406", "HM407",
-    ]
+    migration = ["HM201", "HM202", "HM203", "HM204", "HM301", "HM302", "HM103", "HM101", "HM102", "HM401", "HM402", "HM403", "HM404", "HM405", "HM406", "HM407"]
+    assert [rule.code for rule in registry()] == [*migration, "HM501", "HM502", "HM503", "HM504", "HM505", "HM506", "HM507"]
+    assert [rule.code for rule in select()] == migration
 
 
 def test_select_ignore_prefixes() -> None:
@@ -66,9 +66,9 @@ def test_select_ignore_prefixes() -> None:
 @pytest.mark.parametrize("name", TARGETED)
 def test_every_shape_a_rule_targets_is_pending_and_screened_out(name: str) -> None:
     history, codes = TARGETED[name]
-    assert {rule.code for rule in pending(history, registry())} == codes
-    assert Screen(registry())(orjson.dumps({"messages": history})) != ()
-    others = tuple(rule for rule in registry() if rule.code not in codes)
+    assert {rule.code for rule in pending(history, select())} == codes
+    assert Screen(select())(orjson.dumps({"messages": history})) != ()
+    others = tuple(rule for rule in select() if rule.code not in codes)
     assert pending(history, others) == ()
     rewritten_kind = name in ("tool-bound-retry-prompt", "tool-less-retry-prompt", "instruction")
     # the skeleton cannot tell the pairing rules apart, but for the calls of the last response
@@ -78,19 +78,20 @@ def test_every_shape_a_rule_targets_is_pending_and_screened_out(name: str) -> No
 
 def test_what_is_derived_from_the_looks() -> None:
     assert nulls_kept(registry()) == {"tool_call_id", "timestamp"}
-    assert known_part_kinds(registry(), "request") == {"retry-prompt", "instruction"}
-    assert known_part_kinds(registry(), "response") == frozenset()
+    assert known_part_kinds(select(), "request") == {"retry-prompt", "instruction"}
+    assert known_part_kinds(select(), "response") == frozenset()
 
 
 @pytest.mark.parametrize("rule", [rule for rule in registry() if rule.fix is not None], ids=lambda rule: rule.code)
 def test_each_rules_documented_example_is_what_its_fix_does(rule) -> None:
     before, after = orjson.loads(rule.docs.before), orjson.loads(rule.docs.after)
     assert before != after and rule.docs.what and rule.docs.why
-    changes = migrate(before, Options(select=(rule.code,), unsafe_fixes=True))
+    options = Options(select=(rule.code,), target=rule.docs.target, unsafe_fixes=True)
+    changes = migrate(before, options)
     assert before == after
     assert {change.rule for change in changes} == {rule.code}
-    assert migrate(before, Options(select=(rule.code,), unsafe_fixes=True)) == []
-    findings = rule.check(orjson.loads(rule.docs.before), Options().plan().context)
+    assert migrate(before, options) == []
+    findings = rule.check(orjson.loads(rule.docs.before), options.plan().context)
     assert [finding.code for finding in findings] == [rule.code] * len(changes) and {f.severity for f in findings} == {rule.severity}
 
 
@@ -162,9 +163,9 @@ def toy_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
 def test_a_rule_added_as_one_module_is_picked_up_everywhere(toy_rules: Path) -> None:
     history = [{"kind": "response", "parts": [{"part_kind": "text", "content": "TOY:hi"}, {"part_kind": "thinking", "content": "DROP:bye"}]}]
     quiet = [{"kind": "response", "parts": [{"part_kind": "text", "content": "hi"}]}]
-    assert [rule.code for rule in registry() if rule.code.startswith("HM9")] == ["HM901", "HM902"]
-    assert {rule.code for rule in pending(history, registry())} == {"HM901", "HM902"}
-    assert Screen(registry())(orjson.dumps(history)) is None and Screen(registry())(orjson.dumps(quiet)) == ()
+    assert [rule.code for rule in select() if rule.code.startswith("HM9")] == ["HM901", "HM902"]
+    assert {rule.code for rule in pending(history, select())} == {"HM901", "HM902"}
+    assert Screen(select())(orjson.dumps(history)) is None and Screen(select())(orjson.dumps(quiet)) == ()
     source = toy_rules / "in.jsonl"
     source.write_bytes(orjson.dumps({"id": "r1", "messages": history}) + b"\n" + orjson.dumps({"id": "r2", "messages": quiet}) + b"\n")
     runner = CliRunner()

@@ -11,7 +11,7 @@ import pytest
 from histmig.engine import Plan, process
 from histmig.records import Record
 from histmig.report import Report
-from histmig.rules import registry
+from histmig.rules import select
 from histmig.screen import Screen
 from histmig.sources.arrow import Cells, ColumnError, ColumnMigrator, find_id_column, find_messages_column, widened_type
 from tests.sources.conftest import corpus_records
@@ -24,7 +24,7 @@ def records():
 
 def test_a_batch_reports_every_cell_as_record_by_record_and_lists_what_changed(records) -> None:
     legacy = next(r for r in records if b"retry-prompt" in orjson.dumps(r))
-    clean = next(r for r in records if Screen(registry())(orjson.dumps(r["messages"])) == ())
+    clean = next(r for r in records if Screen(select())(orjson.dumps(r["messages"])) == ())
     cells = [orjson.dumps(clean["messages"]), orjson.dumps(legacy["messages"]), None, b"[{", orjson.dumps(clean["messages"]), b'{"messages": 1}']
     batch = pa.record_batch({"messages": pa.array(cells, pa.binary())})
     migrator = ColumnMigrator(batch.schema, "messages", "t.parquet", Plan())

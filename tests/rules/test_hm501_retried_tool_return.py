@@ -1,0 +1,68 @@
+"""HM501 (framework-facts §1.2, §2, §3.3)."""
+
+from __future__ import annotations
+
+import pytest
+
+from histmig.api import migrate
+from histmig.options import Options
+from histmig.rules.base import Malformed, conversation_key, derived_tool_call_id
+
+RETRIED = {
+    "tool_name": "add",
+    "content": [{"type": "int_parsing", "loc": ["a"], "msg": "Input should be a valid integer", "input": "one"}],
+    "tool_call_id": "c1",
+    "tool_kind": None,
+    "metadata": None,
+    "timestamp": "2026-11-29T22:10:59Z",
+    "outcome": "retried",
+    "retry": {"cause": "validation_error", "attempt": 1, "max_retries": 3},
+    "part_kind": "tool-return",
+    "content_file_digests": [],
+}
+
+
+def _rolled(part: dict, target: str) -> tuple[dict, list[tuple[str, str, str]]]:
+    messages = [{"kind": "request", "parts": [part]}]
+    changes = migrate(messages, Options(select=("HM501",), target=target))
+    return messages[0]["parts"][0], [(c.rule, c.evidence, c.certainty) for c in changes]
+
+
+def test_hm501_writes_the_retry_prompt_of_the_target_and_reports_the_retry_lost() -> None:
+    part, changes = _rolled(RETRIED, "2.59.0")
+    assert list(part.items()) == [
+        ("content", RETRIED["content"]),
+        ("tool_name", "add"),
+        ("tool_call_id", "c1"),
+        ("timestamp", "2026-11-29T22:10:59Z"),
+        ("part_kind", "retry-prompt"),
+    ]
+    assert changes == [("HM501", "lost retry.cause='validation_error', retry.attempt, retry.max_retries", "exact")]
+
+
+def test_hm501_names_a_tool_kind_or_metadata_it_cannot_keep_and_keeps_unknown_keys() -> None:
+    part, changes = _rolled({**RETRIED, "retry": None, "metadata": {"trace": 1}, "note": "mine"}, "1.107.10")
+    assert list(part) == ["content", "tool_name", "tool_call_id", "timestamp", "part_kind", "note"]
+    assert changes == [("HM501", "lost metadata", "exact")]
+    assert _rolled({**RETRIED, "retry": None}, "2.0.0")[1] == [("HM501", "nothing lost", "exact")]
+
+
+@pytest.mark.parametrize(("target", "tool_call_id"), [("0.0.20", None), ("0.0.46", derived_tool_call_id(conversation_key([]), 0, 0, None))])  # a history opening with no prompt
+def test_hm501_an_unknown_tool_retry_is_tool_less_before_0_0_47(target: str, tool_call_id: str | None) -> None:
+    unknown = {**RETRIED, "tool_name": "get_wether", "content": "Unknown tool name: 'get_wether'. No tools available.", "retry": {"cause": "unknown_tool", "attempt": None, "max_retries": None}}
+    part, changes = _rolled(unknown, target)
+    assert (part["tool_name"], part["tool_call_id"]) == (None, tool_call_id)
+    notes = "tool-less before 0.0.47" if tool_call_id is None else "tool-less before 0.0.47; tool_call_id derived"
+    assert changes == [("HM501", f"lost retry.cause='unknown_tool', tool_name, tool_call_id; {notes}", "exact" if tool_call_id is None else "derived")]
+    assert _rolled(unknown, "0.0.47")[0]["tool_name"] == "get_wether"
+
+
+def test_hm501_leaves_other_outcomes_and_refuses_a_content_a_retry_prompt_cannot_hold() -> None:
+    assert _rolled({**RETRIED, "outcome": "failed"}, "2.59.0") == ({**RETRIED, "outcome": "failed"}, [])
+    with pytest.raises(Malformed, match=r"messages\[0\]\.parts\[0\]\.content: a retry-prompt holds text"):
+        _rolled({**RETRIED, "content": {"rows": 3}}, "2.59.0")
+
+
+def test_hm501_runs_only_for_a_target_before_2_60_0() -> None:
+    messages = [{"kind": "request", "parts": [dict(RETRIED)]}]
+    assert migrate(messages) == [] and migrate(messages, Options(target="2.60.0")) == []
