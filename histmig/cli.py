@@ -100,6 +100,30 @@ CAUSES = _bundle(
         CauseChoice.inferred,
     ),
 )
+ATTEMPTS = _bundle(
+    attempts=(
+        Annotated[bool, typer.Option("--attempts", metavar="", help="Fill retry.attempt of every retry part that has none by replaying the framework's retry counters (rule HM104).")],
+        False,
+    ),
+    counting=(
+        Annotated[
+            str,
+            typer.Option(
+                "--counting",
+                metavar="RULES",
+                help="With --attempts: current (today's counting rules), writer (those of the releases that wrote each run, told from its fields) or a release such as 1.0.18.",
+            ),
+        ],
+        "current",
+    ),
+    max_retries=(
+        Annotated[
+            Optional[str],
+            typer.Option("--max-retries", metavar="BUDGETS", help="With --attempts: the agent's retry budgets, tools=N,output=M,tool:NAME=K; they fill retry.max_retries (default: left null)."),
+        ],
+        None,
+    ),
+)
 RECORDS = _bundle(
     messages_field=(Annotated[Optional[str], typer.Option("--messages-field", metavar="FIELD", help="Envelope field holding the messages (default: auto-detect).")], None),
     input_format=(Annotated[Optional[InputFormat], typer.Option("--format", metavar="FORMAT", help="Input format, json or jsonl, when the file name does not tell.")], None),
@@ -150,7 +174,7 @@ class Shown:
     quiet: bool
 
 
-_OPTION_NAMES = {"select", "ignore", "unsafe_fixes", "causes", "messages_field", "input_format", "messages_column", "id_column", "table", "jobs"}
+_OPTION_NAMES = {"select", "ignore", "unsafe_fixes", "causes", "messages_field", "input_format", "messages_column", "id_column", "table", "jobs", "attempts", "counting", "max_retries"}
 """Bundle parameters that make the :class:`~histmig.options.Options`."""
 
 _SHOWN_NAMES = {"report": "path", "report_format": "format", "quiet": "quiet"}
@@ -196,9 +220,24 @@ def _options(
     id_column: str | None = None,
     table: str | None = None,
     jobs: int | None = None,
+    attempts: bool = False,
+    counting: str = "current",
+    max_retries: str | None = None,
 ) -> Options:
     options = Options(
-        tuple(select or ()), tuple(ignore or ()), unsafe_fixes, causes.value, messages_field, input_format and input_format.value, messages_column, id_column, table, jobs
+        tuple(select or ()),
+        tuple(ignore or ()),
+        unsafe_fixes,
+        causes.value,
+        messages_field,
+        input_format and input_format.value,
+        messages_column,
+        id_column,
+        table,
+        jobs,
+        attempts,
+        counting,
+        max_retries,
     )
     options.rules  # noqa: B018 (an unknown code is a usage error before anything is read)
     return options
@@ -300,10 +339,11 @@ def _renderer(fmt: ReportFormat) -> Callable[[Any, TextIO], None]:
         "  histmig convert history.json - --report report.json --report-format json\n\n"
         "  zcat logs.jsonl.gz | histmig convert - - --messages-field conversation > out.jsonl\n\n"
         "  histmig convert lake/chats.parquet chats.v2.parquet --messages-column messages\n\n"
-        "  histmig convert chats.duckdb --table conversations --messages-column messages --in-place"
+        "  histmig convert chats.duckdb --table conversations --messages-column messages --in-place\n\n"
+        "  histmig convert chats.jsonl chats.v2.jsonl --attempts --max-retries tools=3,output=1"
     )
 )
-@shared(SELECT, FIXES, CAUSES, RECORDS, COLUMNS, JOBS, REJECTS, REPORT)
+@shared(SELECT, FIXES, CAUSES, ATTEMPTS, RECORDS, COLUMNS, JOBS, REJECTS, REPORT)
 def convert(
     input_path: InputArg,
     output_path: Annotated[Optional[str], typer.Argument(metavar="OUTPUT", help="Where to write the migrated archive (same format), or - for stdout; Parquet/DuckDB: a .parquet or .jsonl file.")] = None,
@@ -323,10 +363,11 @@ def convert(
 @app.command(
     epilog=(
         "Examples:\n\n  histmig audit chats.jsonl\n\n  histmig audit chats.jsonl --report audit.md --report-format markdown\n\n"
-        "  histmig audit 'lake/*.parquet' --id-column conversation_id\n\n  histmig audit chats.duckdb --table conversations"
+        "  histmig audit 'lake/*.parquet' --id-column conversation_id\n\n  histmig audit chats.duckdb --table conversations\n\n"
+        "  histmig audit chats.jsonl --attempts --counting writer"
     )
 )
-@shared(SELECT, FIXES, CAUSES, RECORDS, COLUMNS, JOBS, REPORT)
+@shared(SELECT, FIXES, CAUSES, ATTEMPTS, RECORDS, COLUMNS, JOBS, REPORT)
 def audit(
     input_path: InputArg,
     *,

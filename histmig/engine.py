@@ -39,8 +39,8 @@ import orjson
 
 from histmig import schema
 from histmig.records import NotAHistory, Outcome, Record, envelope_id, locate_messages
-from histmig.rules import Walk, known_part_kinds, registry
-from histmig.rules.base import CauseMode, Change, Context, Finding, Malformed, Rule
+from histmig.rules import Walk, known_part_kinds, registry, select
+from histmig.rules.base import Budgets, CauseMode, Change, Context, Finding, Malformed, Rule
 from histmig.schema import REQUEST_PART_KINDS, RESPONSE_PART_KINDS
 from histmig.screen import Screen, Settled, screen_for, settled_for
 
@@ -62,22 +62,25 @@ def dumps(obj: Any) -> bytes:
 
 @dataclass(frozen=True)
 class Plan:
-    """What the engine does to every record: the ``rules`` (in their order), whether the
-    fixes of unsafe rules apply too (``unsafe_fixes``), the cause mode, the envelope's
-    messages field (``None``: auto-detect) and whether records that need no rule are still
-    parsed and validated (``validate_all``: ``check`` does, ``convert`` does not). Built by
+    """What the engine does to every record: the ``rules`` (in their order; by default every
+    rule that is not opt-in), whether the fixes of unsafe rules apply too (``unsafe_fixes``),
+    the cause mode, the envelope's messages field (``None``: auto-detect), whether records
+    that need no rule are still parsed and validated (``validate_all``: ``check`` does,
+    ``convert`` does not), and HM104's ``counting`` rules and retry ``budgets``. Built by
     :meth:`histmig.options.Options.plan`."""
 
-    rules: tuple[Rule, ...] = field(default_factory=registry)
+    rules: tuple[Rule, ...] = field(default_factory=select)
     unsafe_fixes: bool = False
     causes: CauseMode = "inferred"
     messages_field: str | None = None
     validate_all: bool = False
+    counting: str = "current"
+    budgets: Budgets = Budgets()
 
     @cached_property
     def context(self) -> Context:
         """The :class:`~histmig.rules.base.Context` the rules are given (built once)."""
-        return Context(causes=self.causes)
+        return Context(self.causes, self.counting, self.budgets)
 
     @cached_property
     def walk(self) -> Walk:
@@ -124,13 +127,14 @@ def migrate(messages: list[Any], plan: Plan = Plan()) -> list[Change]:
 
 def _apply(messages: list[Any], rules: tuple[Rule, ...], plan: Plan) -> tuple[list[Change], list[Finding]]:
     """The changes the fixing rules of ``rules`` made to ``messages``, and the findings of
-    the others."""
+    the others and those the fixing rules left as they are."""
     ctx = plan.context
     changes: list[Change] = []
     findings: list[Finding] = []
     for rule in rules:
         if rule.code in plan.fixing:
-            changes.extend(rule.fix(messages, ctx))
+            for done in rule.fix(messages, ctx):
+                (changes if isinstance(done, Change) else findings).append(done)
         else:
             findings.extend(rule.check(messages, ctx))
     return changes, findings

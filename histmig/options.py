@@ -12,8 +12,9 @@ import os
 from dataclasses import dataclass
 
 from histmig.engine import Plan
-from histmig.rules import UnknownRule, select
-from histmig.rules.base import CauseMode, Rule
+from histmig.rules import UnknownRule, opt_ins, select
+from histmig.rules.base import Budgets, CauseMode, Rule
+from histmig.rules.counting import counting_rules
 from histmig.sources.base import UsageError
 
 CAUSE_MODES: tuple[CauseMode, ...] = ("inferred", "framework")
@@ -43,9 +44,14 @@ class Options:
     - ``messages_column``, ``id_column``, ``table``: a columnar input's messages column, the
       column naming each record in the report, and a database's table.
     - ``jobs``: worker processes (``None``: the number of cores; 1: this process).
+    - ``attempts``: run HM104, which fills ``retry.attempt`` (``convert``, ``audit``);
+      ``counting``: the counting rules it replays (``current``, ``writer`` or a release such
+      as ``"1.0.18"``); ``max_retries``: the agent's budgets, ``"tools=N,output=M,tool:NAME=K"``,
+      which fill ``retry.max_retries`` (README "Attempts").
 
-    Raises :class:`~histmig.sources.base.UsageError` for an unknown cause mode or a ``jobs``
-    below 1."""
+    Raises :class:`~histmig.sources.base.UsageError` for an unknown cause mode, a ``jobs``
+    below 1, a ``counting`` or ``max_retries`` that does not parse, or either without
+    ``attempts``."""
 
     select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
@@ -57,26 +63,43 @@ class Options:
     id_column: str | None = None
     table: str | None = None
     jobs: int | None = None
+    attempts: bool = False
+    counting: str = "current"
+    max_retries: str | None = None
 
     def __post_init__(self) -> None:
         if self.causes not in CAUSE_MODES:
             raise UsageError(f"unknown cause mode {self.causes!r} (one of: {', '.join(CAUSE_MODES)})")
         if self.jobs is not None and self.jobs < 1:
             raise UsageError(f"jobs must be 1 or more, not {self.jobs}")
+        if not self.attempts and (self.counting != "current" or self.max_retries is not None):
+            raise UsageError("--counting and --max-retries need --attempts")
+        try:
+            counting_rules(self.counting)
+            self.budgets  # noqa: B018 (a budget that does not parse is a usage error before anything is read)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from exc
+
+    @property
+    def budgets(self) -> Budgets:
+        """The budgets of ``max_retries`` (none given: :class:`~histmig.rules.base.Budgets`
+        all ``None``). Raises ``ValueError`` when it does not parse."""
+        return Budgets() if self.max_retries is None else Budgets.parse(self.max_retries)
 
     @property
     def rules(self) -> tuple[Rule, ...]:
         """The selected rules, in their order. Raises
         :class:`~histmig.sources.base.UsageError` for a code or prefix no rule has."""
+        enabled = [name for name in opt_ins() if getattr(self, name)]
         try:
-            return select(codes(self.select), codes(self.ignore))
+            return select(codes(self.select), codes(self.ignore), enabled)
         except UnknownRule as exc:
             raise UsageError(str(exc)) from exc
 
     def plan(self, *, validate_all: bool = False) -> Plan:
         """The engine's :class:`~histmig.engine.Plan` for these options; ``validate_all``
         parses and validates every record (``check``)."""
-        return Plan(self.rules, self.unsafe_fixes, self.causes, self.messages_field, validate_all)
+        return Plan(self.rules, self.unsafe_fixes, self.causes, self.messages_field, validate_all, self.counting, self.budgets)
 
     @property
     def workers(self) -> int:

@@ -8,6 +8,11 @@ from, documentation with an example before and after (:class:`Docs`), what it lo
 A fix is ``safe`` when it keeps what the conversation means (what the framework itself does at
 load or request time, stored once), ``unsafe`` when it may not; ``convert`` applies the safe
 fixes of the selected rules, ``--unsafe-fixes`` the others too (ruff's definitions).
+A rule is ``opt_in`` when a user must ask for it (HM104 reconstructs ``retry.attempt``, which
+the framework's own loader leaves ``null``, only with ``--attempts``): it is selected only when
+the :class:`~histmig.options.Options` field it names is given, then like any other rule
+(:func:`histmig.rules.select`). A fix may also return :class:`Finding`\\ s: places it acts on
+but leaves as they are, and why (an attempt that cannot be known).
 
 What a rule looks at is declared, never restated: the screen's skeleton types
 (:mod:`histmig.screen`), the settled check, :func:`histmig.rules.pending` and the nulls a
@@ -43,11 +48,13 @@ Messages = list[Any]
 Message = dict[str, Any]
 Part = dict[str, Any]
 
-REPAIR, MISREAD, REBIND, MIGRATE = 10, 20, 30, 40
+REPAIR, MISREAD, REBIND, MIGRATE, RECOUNT = 10, 20, 30, 40, 50
 """Phases, the order rules run in (then by code): load-failure repairs (HM2xx) first, so that
 every call has an id the retry rules pair with; then silent misreads (HM3xx); then HM103
-re-binds a tool-less unknown-tool retry before HM101/HM102 would turn it into feedback. No rule
-writes what a rule of an earlier phase looks for, so one pass settles a history."""
+re-binds a tool-less unknown-tool retry before HM101/HM102 would turn it into feedback; then
+HM104 counts the retries the migration made. No rule writes what a rule of an earlier phase
+looks for, so one pass settles a history (HM104 looks at the parts of HM101-HM103 through
+the ``retry-prompt`` parts they rewrite)."""
 
 
 class Finding(NamedTuple):
@@ -90,10 +97,52 @@ class Malformed(ValueError):
 
 
 @dataclass(frozen=True)
+class Budgets:
+    """The retry budgets an agent was configured with (``--max-retries``), which a history
+    does not hold: ``tools`` (the agent's ``retries``: every tool without its own, and the
+    budget of an unknown tool name), ``output`` (the output retries: tool-less feedback and
+    output tools without their own) and ``by_tool``, ``(name, budget)`` pairs for tools
+    configured with their own (framework-facts §4). ``None``: not given."""
+
+    tools: int | None = None
+    output: int | None = None
+    by_tool: tuple[tuple[str, int], ...] = ()
+
+    @classmethod
+    def parse(cls, spec: str) -> Budgets:
+        """The budgets of ``tools=N,output=M,tool:NAME=K`` (any of them, comma-separated; a
+        later one replaces an earlier one). Raises ``ValueError`` naming the item that is not
+        ``KEY=N`` with a known key and a count of 0 or more."""
+        values: dict[str, int] = {}
+        by_tool: dict[str, int] = {}
+        for item in (item.strip() for item in spec.split(",")):
+            key, equals, count = item.rpartition("=")
+            key = key.strip()
+            if not equals or not count.strip().isdigit() or not (key in ("tools", "output") or (key.startswith("tool:") and key[5:])):
+                raise ValueError(f"--max-retries: {item!r} is not tools=N, output=N or tool:NAME=N")
+            if key.startswith("tool:"):
+                by_tool[key[5:]] = int(count)
+            else:
+                values[key] = int(count)
+        return cls(values.get("tools"), values.get("output"), tuple(sorted(by_tool.items())))
+
+    def __bool__(self) -> bool:
+        return self.tools is not None or self.output is not None or bool(self.by_tool)
+
+    def of_tool(self, name: str, default: int | None) -> int | None:
+        """The budget of tool ``name``: its own, else ``default``."""
+        return dict(self.by_tool).get(name, default)
+
+
+@dataclass(frozen=True)
 class Context:
-    """What a rule may know besides the history: the cause mode the user chose."""
+    """What a rule may know besides the history: the cause mode the user chose, and for HM104
+    the ``counting`` rules (``current``, ``writer`` or a release, README "Attempts") and the
+    agent's retry :class:`Budgets`."""
 
     causes: CauseMode = "inferred"
+    counting: str = "current"
+    budgets: Budgets = Budgets()
 
 
 ANY_PART = "*"
@@ -256,9 +305,10 @@ class Docs:
     after: str
 
 
-Fix = Callable[[Messages, Context], list[Change]]
-"""A rule's fix: edits a history in place, returns the changes it made, in order. Raises
-:class:`Malformed` for a targeted part no release wrote."""
+Fix = Callable[[Messages, Context], "list[Change | Finding]"]
+"""A rule's fix: edits a history in place, returns the changes it made, in order, and the
+findings it leaves as they are (a :class:`Finding` says why). Raises :class:`Malformed` for a
+targeted part no release wrote."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -269,8 +319,9 @@ class Rule:
     line; ``source`` the framework-facts section or release it comes from; ``docs`` its
     :class:`Docs`; ``looks`` what it looks at (:class:`Look`); ``fix`` edits a history in
     place and returns the :class:`Change`\\ s; ``applicability`` says whether the fix is
-    ``safe`` or ``unsafe``; ``phase`` orders the rules (:data:`REPAIR` ... :data:`MIGRATE`,
-    then by code)."""
+    ``safe`` or ``unsafe``; ``phase`` orders the rules (:data:`REPAIR` ... :data:`RECOUNT`,
+    then by code); ``opt_in`` names the :class:`~histmig.options.Options` field that turns
+    the rule on (``None``: on unless ``--ignore``-d)."""
 
     code: str
     name: str
@@ -281,11 +332,12 @@ class Rule:
     fix: Fix = field(repr=False)
     applicability: Applicability = "safe"
     phase: int = MIGRATE
+    opt_in: str | None = None
 
     def check(self, messages: Messages, ctx: Context) -> list[Finding]:
         """What the rule finds in ``messages``, without changing them: the findings of the
-        fix run on a copy."""
-        return [change.finding() for change in self.fix(copy.deepcopy(messages), ctx)]
+        fix run on a copy (a change as the finding it fixes)."""
+        return [done.finding() if isinstance(done, Change) else done for done in self.fix(copy.deepcopy(messages), ctx)]
 
     @property
     def order(self) -> tuple[int, str]:

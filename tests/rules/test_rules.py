@@ -17,18 +17,22 @@ import histmig.rules
 from histmig.api import migrate
 from histmig.cli import app
 from histmig.options import Options
-from histmig.rules import UnknownRule, known_part_kinds, nulls_kept, pending, registry, select
+from histmig.rules import UnknownRule, known_part_kinds, nulls_kept, opt_ins, pending, registry, select
 from histmig.screen import Screen
 
 CALL = {"part_kind": "tool-call", "tool_name": "t", "args": {}, "tool_call_id": "c"}
 
 TARGETED = {
-    "tool-bound-retry-prompt": ([{"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": "x", "tool_name": "t", "tool_call_id": "c"}]}], {"HM101"}),
-    "tool-less-retry-prompt": ([{"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": "x"}]}], {"HM102", "HM103"}),
+    "tool-bound-retry-prompt": ([{"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": "x", "tool_name": "t", "tool_call_id": "c"}]}], {"HM101", "HM104"}),
+    "tool-less-retry-prompt": ([{"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": "x"}]}], {"HM102", "HM103", "HM104"}),
     "instruction": ([{"kind": "request", "parts": [{"part_kind": "instruction", "content": "x"}]}], {"HM204"}),
     "feedback-without-input": (
         [{"kind": "request", "parts": [{"part_kind": "retry-feedback", "content": [{"type": "t", "loc": [], "msg": "m"}], "retry": {"cause": "validation_error"}}]}],
-        {"HM203"},
+        {"HM203", "HM104"},
+    ),
+    "retried-return-without-attempt": (
+        [{"kind": "request", "parts": [{"part_kind": "tool-return", "tool_name": "t", "content": "x", "outcome": "retried", "retry": {"cause": "model_retry", "attempt": None}}]}],
+        {"HM104"},
     ),
     "null-id": ([{"kind": "response", "parts": [{**CALL, "tool_call_id": None}]}], {"HM201"}),
     "null-part-timestamp": ([{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "x", "timestamp": None}]}], {"HM202"}),
@@ -39,7 +43,7 @@ TARGETED = {
 
 
 def test_rules_run_in_phase_order_then_by_code() -> None:
-    assert [rule.code for rule in registry()] == ["HM201", "HM202", "HM203", "HM204", "HM301", "HM302", "HM103", "HM101", "HM102"]
+    assert [rule.code for rule in registry()] == ["HM201", "HM202", "HM203", "HM204", "HM301", "HM302", "HM103", "HM101", "HM102", "HM104"]
 
 
 def test_select_ignore_prefixes() -> None:
@@ -47,6 +51,15 @@ def test_select_ignore_prefixes() -> None:
     assert [r.code for r in select(["hm10"])] == ["HM103", "HM101", "HM102"]
     with pytest.raises(UnknownRule, match="unknown rule code 'HM9'"):
         select(["HM9"])
+
+
+def test_an_opt_in_rule_is_selected_only_with_its_option() -> None:
+    assert opt_ins() == {"attempts"}
+    assert "HM104" not in [r.code for r in select()]
+    assert [r.code for r in select(["hm10"], enabled=["attempts"])] == ["HM103", "HM101", "HM102", "HM104"]
+    assert [r.code for r in select(["HM1"], ["HM104"], enabled=["attempts"])] == ["HM103", "HM101", "HM102"]
+    with pytest.raises(UnknownRule, match="rule HM104 runs only with --attempts"):
+        select(["HM104"])
 
 
 @pytest.mark.parametrize("name", TARGETED)
@@ -69,10 +82,11 @@ def test_what_is_derived_from_the_looks() -> None:
 def test_each_rules_documented_example_is_what_its_fix_does(rule) -> None:
     before, after = orjson.loads(rule.docs.before), orjson.loads(rule.docs.after)
     assert before != after and rule.docs.what and rule.docs.why
-    changes = migrate(before, Options(select=(rule.code,)))
+    options = Options(select=(rule.code,), **({rule.opt_in: True} if rule.opt_in else {}))
+    changes = migrate(before, options)
     assert before == after
     assert {change.rule for change in changes} == {rule.code}
-    assert migrate(before, Options(select=(rule.code,))) == []
+    assert migrate(before, options) == []
     assert [finding.code for finding in rule.check(orjson.loads(rule.docs.before), Options().plan().context)] == [rule.code] * len(changes)
 
 
@@ -135,7 +149,7 @@ def toy_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
 def test_a_rule_added_as_one_module_is_picked_up_everywhere(toy_rules: Path) -> None:
     history = [{"kind": "response", "parts": [{"part_kind": "text", "content": "TOY:hi"}, {"part_kind": "thinking", "content": "DROP:bye"}]}]
     quiet = [{"kind": "response", "parts": [{"part_kind": "text", "content": "hi"}]}]
-    assert [rule.code for rule in registry()][-2:] == ["HM901", "HM902"]
+    assert [rule.code for rule in select()][-2:] == ["HM901", "HM902"]
     assert {rule.code for rule in pending(history, registry())} == {"HM901", "HM902"}
     assert not Screen(registry())(orjson.dumps(history)) and Screen(registry())(orjson.dumps(quiet))
     source = toy_rules / "in.jsonl"
