@@ -316,8 +316,10 @@ def _succeeded(part: Any) -> bool:
 
 class History:
     """What the replay needs from a history (plain JSON data), read once: its :attr:`runs`,
-    its :attr:`steps` (``(message index, run index, [(part index, part)])`` for every request)
-    and its :attr:`retries` in order (:class:`Retry`)."""
+    its :attr:`steps` (``(message index, run index, [(part index, part)])`` for every request;
+    an empty request that answers a response, an empty response re-sent, holds a ``None``
+    part: framework-facts §1.1, it was charged to the output budget) and its :attr:`retries`
+    in order (:class:`Retry`)."""
 
     def __init__(self, messages: Messages) -> None:
         self.runs = _runs(messages)
@@ -326,7 +328,7 @@ class History:
             run_of[run.start : run.end] = [n] * (run.end - run.start)
         calls: dict[Any, int] = {}
         outputs = _output_tools(messages)
-        self.steps: list[tuple[int, int, list[tuple[int, Part]]]] = []
+        self.steps: list[tuple[int, int, list[tuple[int, Part | None]]]] = []
         self.retries: list[Retry] = []
         for m_index, message in enumerate(messages):
             if not isinstance(message, dict) or not isinstance(message.get("parts"), list):
@@ -335,7 +337,8 @@ class History:
             if message.get("kind") == "response":
                 calls.update((part.get("tool_call_id"), m_index) for _, part in parts if part.get("part_kind") == "tool-call")
             elif message.get("kind") == "request":
-                self.steps.append((m_index, run_of[m_index], parts))
+                resent = not parts and m_index > 0 and isinstance(messages[m_index - 1], dict) and messages[m_index - 1].get("kind") == "response"
+                self.steps.append((m_index, run_of[m_index], [(-1, None)] if resent else parts))
                 for p_index, part in parts:
                     if is_retry(part):
                         called = calls.get(part.get("tool_call_id")) if part.get("tool_name") is not None else None
@@ -371,13 +374,16 @@ class _Counters:
     def tool(self, name: str) -> int | None:
         return self.tools.get(name, self.default)
 
-    def step(self, counting: Counting, parts: list[tuple[Part, Retry | None]], counted: dict[tuple[int, int], Counted]) -> None:
-        """Count the retries of one request (a step's results), then move the counters at the
-        step's end as ``counting`` says."""
+    def step(self, counting: Counting, parts: list[tuple[Part | None, Retry | None]], counted: dict[tuple[int, int], Counted]) -> None:
+        """Count the retries of one request (a step's results; ``None`` for an empty response
+        re-sent), then move the counters at the step's end as ``counting`` says."""
         failed: dict[str, int | None] = {}
         succeeded: set[str] = set()
         unknown_in_step = False
         for part, retry in parts:
+            if part is None:
+                self.output = _plus(self.output)
+                continue
             if retry is None:
                 if _succeeded(part) and isinstance(part.get("tool_name"), str):
                     succeeded.add(part["tool_name"])
