@@ -335,16 +335,18 @@ class History:
                 continue
             parts = [(p_index, part) for p_index, part in enumerate(message["parts"]) if isinstance(part, dict)]
             if message.get("kind") == "response":
-                calls.update((part.get("tool_call_id"), m_index) for _, part in parts if part.get("part_kind") == "tool-call")
+                calls.update((part["tool_call_id"], m_index) for _, part in parts if part.get("part_kind") == "tool-call" and isinstance(part.get("tool_call_id"), str))
             elif message.get("kind") == "request":
                 resent = not parts and m_index > 0 and isinstance(messages[m_index - 1], dict) and messages[m_index - 1].get("kind") == "response"
                 self.steps.append((m_index, run_of[m_index], [(-1, None)] if resent else parts))
                 for p_index, part in parts:
                     if is_retry(part):
-                        called = calls.get(part.get("tool_call_id")) if part.get("tool_name") is not None else None
+                        name, call_id = part.get("tool_name"), part.get("tool_call_id")
+                        called = calls.get(call_id) if name is not None and isinstance(call_id, str) else None
                         deferred = called is not None and run_of[called] != run_of[m_index]
                         stored = (_retry_of(part) or {}).get("attempt")
-                        self.retries.append(Retry(m_index, p_index, run_of[m_index], part.get("tool_name"), _kind(part, outputs), stored if isinstance(stored, int) else None, deferred))
+                        name = name if name is None or isinstance(name, str) else repr(name)  # validation names a tool_name no release wrote
+                        self.retries.append(Retry(m_index, p_index, run_of[m_index], name, _kind(part, outputs), stored if isinstance(stored, int) else None, deferred))
 
     def replay(self, counting: Counting) -> dict[tuple[int, int], Counted]:
         """Each retry part's :class:`Counted` under ``counting``, by ``(message, part)``."""

@@ -14,6 +14,7 @@ from typing import Any
 
 import duckdb
 import orjson
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given
 
@@ -22,6 +23,7 @@ from histmig.options import Options
 from histmig.schema import current_errors
 from tests.acceptance.test_properties import HISTORY, SETTINGS
 from tests.conftest import CORPUS, LEGACY_RELEASES, NATIVE_RELEASES, ROOT, framework_dump, load
+from tests.sources.conftest import jsonl_path_output, nested_records, table_of, write_parquet
 
 BUDGETS = {"d_parallel_same_tool_fail": 2, "d_tool_two_retries": 2, "j_rich_content": 2, "i_multi_run": 3}
 """The corpus's known budgets: the scenarios' ``Agent(retries=N)`` (tools and output alike), as
@@ -175,3 +177,16 @@ def test_the_readme_audit_counts_retries_that_reached_their_budget(tmp_path: Pat
     query = _readme_block("<!-- audit: retries at their budget -->").replace("chats.v2.jsonl", str(out))
     rows = duckdb.sql(query).fetchall()
     assert rows == [("(output)", 67), ("final_result", 25), ("fetch_page", 9), ("get_weather", 6), ("add", 4), ("get_wether", 2)]
+
+
+def test_a_nested_parquet_column_gets_the_attempts_the_jsonl_path_writes(tmp_path: Path) -> None:
+    records = nested_records()
+    options = Options(attempts=True, max_retries="tools=2,output=1", jobs=1)
+    source, out = write_parquet(tmp_path / "nested.parquet", table_of(records, nested=True)), tmp_path / "nested.v2.parquet"
+    report = convert(str(source), str(out), options).report
+    expected, _ = jsonl_path_output(records, tmp_path, options)
+    rejected = {int(row["location"].removeprefix("row ")) for row in report.errors}
+    cells = pq.read_table(out).column("messages").to_pylist()
+    filled = [retry_parts(orjson.loads(expected[row])) for row in range(len(records)) if row not in rejected]
+    assert [retry_parts(cell) for row, cell in enumerate(cells) if row not in rejected] == filled
+    assert (len(records), len(rejected), report.by_rule["HM104"], report.counts["findings"]) == (149, 1, 112, 5)

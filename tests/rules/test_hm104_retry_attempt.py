@@ -14,10 +14,8 @@ from histmig.api import migrate
 from histmig.engine import _apply
 from histmig.options import Options
 from histmig.rules import pending, select
-from histmig.rules.base import Budgets
 from histmig.rules.hm104_retry_attempt import RULE
 from histmig.screen import Screen, settled_for
-from histmig.sources.base import UsageError
 from tests.conftest import HISTORIES, converted, load
 from tests.rules.test_counting import TEXT, answers, calls, feedback, prompt
 
@@ -179,20 +177,12 @@ def test_a_second_pass_changes_nothing_and_every_run_is_the_same() -> None:
     assert orjson.dumps(converted(legacy_two_retries(), Options(attempts=True, max_retries="tools=3"))[0]) == once
 
 
-def test_only_with_attempts_and_its_options_only_with_it() -> None:
-    assert "HM104" not in [rule.code for rule in Options().rules] and "HM104" in [rule.code for rule in Options(attempts=True).rules]
-    assert RULE.opt_in == "attempts" and Options(attempts=True).plan().context.budgets == Budgets()
-    assert Options(attempts=True, max_retries="tools=2, tool:a=b=4").budgets == Budgets(2, None, (("a=b", 4),))
-    for bad, message in (
-        ({"counting": "writer"}, "--counting and --max-retries need --attempts"),
-        ({"max_retries": "tools=1"}, "--counting and --max-retries need --attempts"),
-        ({"attempts": True, "counting": "latest"}, "--counting must be current, writer or a release"),
-        ({"attempts": True, "max_retries": "tools=x"}, "--max-retries: 'tools=x' is not tools=N, output=N or tool:NAME=N"),
-        ({"attempts": True, "max_retries": "retries=1"}, "'retries=1' is not"),
-        ({"select": ("HM104",)}, "rule HM104 runs only with --attempts"),
-    ):
-        with pytest.raises(UsageError, match=message):
-            Options(**bad).rules
+def test_it_runs_only_with_attempts() -> None:
+    assert RULE.opt_in == "attempts" and RULE.phase > max(rule.phase for rule in select())
+    assert "HM104" not in [rule.code for rule in Options().rules] and [rule.code for rule in Options(attempts=True).rules][-1] == "HM104"
+    messages = legacy_two_retries()
+    migrate(messages)
+    assert retries(messages) == [(None, None)] * 3
 
 
 def test_the_screen_passes_what_has_nothing_to_fill_and_the_settled_check_wants_every_attempt() -> None:
