@@ -13,8 +13,8 @@ where the messages carry it, else a start inferred from the shape: a request of 
 answers no call), its steps (a request and the results it holds) and its retry parts; then
 :meth:`History.replay` counts them under one :class:`Counting`. Where the counters cannot be
 known, a :class:`Counted` says why: a retry handed back through ``DeferredToolResults`` (its
-call made by an earlier run: the framework charges no budget for it), or a history that begins
-after its run began (the counts it carried in are not stored).
+call made by an earlier run: the framework charges no budget for it), or a history that does
+not begin with its run's start (the counts carried in are not stored).
 
 The release that wrote a run is told, where ``--counting writer`` asks for it, from the fields
 its messages hold (:data:`FIELDS`, framework-facts §3.3): every release from the first that

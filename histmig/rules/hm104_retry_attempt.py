@@ -56,7 +56,10 @@ _WHY = {
         "deferred-retry",
         "a retry handed back through DeferredToolResults (its call was made by an earlier run): the framework charges no budget for it, attempt stays null",
     ),
-    "cut": ("history-cut", "the history begins after this run began: the count it carried in is not stored, attempt stays null"),
+    "cut": (
+        "history-cut",
+        "the history does not begin with its run's start (it opens on results of calls it does not hold: cut short, or resumed with deferred tool results): the count is not known, attempt stays null",
+    ),
 }
 """Why an attempt is not known: the evidence and the text of the finding."""
 

@@ -171,9 +171,11 @@ def _readme_block(marker: str) -> str:
 
 
 def test_the_readme_audit_counts_retries_that_reached_their_budget(tmp_path: Path) -> None:
-    out = tmp_path / "chats.v2.jsonl"
+    out, again = tmp_path / "chats.v2.jsonl", tmp_path / "again.jsonl"
     result = convert(str(CORPUS / "all.jsonl"), str(out), Options(attempts=True, max_retries="tools=2,output=1", jobs=1))
-    assert result.exit_code == 0
+    other = convert(str(CORPUS / "all.jsonl"), str(again), Options(attempts=True, max_retries="tools=2,output=1", jobs=2))
+    assert (result.exit_code, out.read_bytes(), result.report.to_json()["changes"]) == (0, again.read_bytes(), other.report.to_json()["changes"])
+    assert (result.report.by_rule["HM104"], result.report.counts["findings"]) == (174, 5)  # 177 legacy retries, 3 handed back through deferred results (+2 native ones)
     query = _readme_block("<!-- audit: retries at their budget -->").replace("chats.v2.jsonl", str(out))
     rows = duckdb.sql(query).fetchall()
     assert rows == [("(output)", 67), ("final_result", 25), ("fetch_page", 9), ("get_weather", 6), ("add", 4), ("get_wether", 2)]

@@ -118,7 +118,7 @@ def test_what_cannot_be_known_stays_null_and_the_report_says_why() -> None:
     cut = [answers(("t", "retry")), calls("t", step=1), answers(("t", "retry"), step=1)]
     refused = [prompt(), calls("s"), answers(("s", "retry"), cause="unavailable_tool")]
     assert fill(deferred) == ([], [(2, 0, "deferred-retry", "a retry handed back through DeferredToolResults (its call was made by an earlier run): the framework charges no budget for it, attempt stays null")])
-    text = "the history begins after this run began: the count it carried in is not stored, attempt stays null"
+    text = "the history does not begin with its run's start (it opens on results of calls it does not hold: cut short, or resumed with deferred tool results): the count is not known, attempt stays null"
     assert fill(cut) == ([], [(0, 0, "history-cut", text), (2, 0, "history-cut", text)])
     assert fill(refused) == ([], [])  # the framework does not charge a first refusal: null, as it records it
     assert retries(deferred) + retries(cut) + retries(refused) == [(None, None)] * 4
