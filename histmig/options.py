@@ -88,8 +88,9 @@ class Options:
 
     @property
     def rules(self) -> tuple[Rule, ...]:
-        """The selected rules, in their order. Raises
-        :class:`~histmig.sources.base.UsageError` for a code or prefix no rule has."""
+        """The selected rules, in their order; an opt-in rule only when the field it names is
+        given (``attempts``). Raises :class:`~histmig.sources.base.UsageError` for a code or
+        prefix no rule has, or the code of an opt-in rule whose field is not given."""
         enabled = [name for name in opt_ins() if getattr(self, name)]
         try:
             return select(codes(self.select), codes(self.ignore), enabled)
