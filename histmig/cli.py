@@ -166,6 +166,30 @@ CAUSES = _bundle(
         "inferred",
     ),
 )
+ATTEMPTS = _bundle(
+    attempts=(
+        Annotated[bool, typer.Option("--attempts", metavar="", help="Fill retry.attempt of every retry part that has none by replaying the framework's retry counters (rule HM104).")],
+        False,
+    ),
+    counting=(
+        Annotated[
+            str,
+            typer.Option(
+                "--counting",
+                metavar="RULES",
+                help="With --attempts: current (today's counting rules), writer (those of the releases that wrote each run, told from its fields) or a release such as 1.0.18.",
+            ),
+        ],
+        "current",
+    ),
+    max_retries=(
+        Annotated[
+            Optional[str],
+            typer.Option("--max-retries", metavar="BUDGETS", help="With --attempts: the agent's retry budgets, tools=N,output=M,tool:NAME=K; they fill retry.max_retries (default: left null)."),
+        ],
+        None,
+    ),
+)
 RECORDS = _bundle(
     messages_field=(Annotated[Optional[str], typer.Option("--messages-field", metavar="FIELD", help="Envelope field holding the messages (default: auto-detect).")], None),
     input_format=(
@@ -284,7 +308,7 @@ class Shown:
         return Rendering(self.detail, not self.no_timestamp)  # type: ignore[arg-type]
 
 
-_OPTION_NAMES = {"select", "ignore", "unsafe_fixes", "causes", "messages_field", "input_format", "messages_column", "id_column", "table", "jobs", "schema", "key_column", "single_transaction", "target", "reader"}
+_OPTION_NAMES = {"select", "ignore", "unsafe_fixes", "causes", "messages_field", "input_format", "messages_column", "id_column", "table", "jobs", "schema", "key_column", "single_transaction", "target", "reader", "attempts", "counting", "max_retries"}
 """Bundle parameters that make the :class:`~histmig.options.Options`."""
 
 _SHOWN_NAMES = {"report": "path", "report_format": "format", "quiet": "quiet", "report_detail": "detail", "no_timestamp": "no_timestamp"}
@@ -335,6 +359,9 @@ def _options(
     single_transaction: bool = False,
     target: str | None = None,
     reader: str | None = None,
+    attempts: bool = False,
+    counting: str = "current",
+    max_retries: str | None = None,
 ) -> Options:
     options = Options(
         tuple(select or ()),
@@ -351,6 +378,9 @@ def _options(
         key_column=key_column,
         single_transaction=single_transaction,
         target=target or reader,
+        attempts=attempts,
+        counting=counting,
+        max_retries=max_retries,
     )
     options.rules  # noqa: B018 (an unknown code is a usage error before anything is read)
     return options
@@ -464,10 +494,11 @@ def _renderer(fmt: str) -> Callable[[Any, TextIO, Rendering], None]:
         "  histmig convert chats.sqlite --table messages --messages-column message_list --in-place\n\n"
         "  histmig convert 'lake/*.parquet' lake.v2 --engine spark --jobs 8   # a local Spark job\n\n"
         "  histmig convert /mnt/lake lake.v2 --engine spark --spark-master spark://head:7077\n\n"
-        "  histmig convert chats.v2.jsonl chats.v2-59.jsonl --target 2.59.0   # roll back"
+        "  histmig convert chats.v2.jsonl chats.v2-59.jsonl --target 2.59.0   # roll back\n\n"
+        "  histmig convert chats.jsonl chats.v2.jsonl --attempts --max-retries tools=3,output=1"
     )
 )
-@shared(SELECT, FIXES, CAUSES, TARGET, RECORDS, COLUMNS, JOBS, REJECTS, REPORT)
+@shared(SELECT, FIXES, CAUSES, TARGET, ATTEMPTS, RECORDS, COLUMNS, JOBS, REJECTS, REPORT)
 def convert(
     paths: Annotated[
         list[str],
@@ -535,10 +566,11 @@ def convert(
         "Examples:\n\n  histmig audit chats.jsonl\n\n  histmig audit chats.jsonl --report audit.md --report-format markdown\n\n"
         "  histmig audit 'lake/*.parquet' --id-column conversation_id\n\n  histmig audit chats.duckdb --table conversations\n\n"
         "  histmig audit postgresql://app@db/app --table conversations --schema chat\n\n"
-        "  histmig audit chats.v2.jsonl --target 2.0.0   # what a rollback to 2.0.0 would rewrite and lose"
+        "  histmig audit chats.v2.jsonl --target 2.0.0   # what a rollback to 2.0.0 would rewrite and lose\n\n"
+        "  histmig audit chats.jsonl --attempts --counting writer"
     )
 )
-@shared(SELECT, FIXES, CAUSES, TARGET, RECORDS, COLUMNS, JOBS, REPORT)
+@shared(SELECT, FIXES, CAUSES, TARGET, ATTEMPTS, RECORDS, COLUMNS, JOBS, REPORT)
 def audit(
     input_path: InputArg,
     *,

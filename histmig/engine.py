@@ -42,7 +42,7 @@ import orjson
 from histmig import schema
 from histmig.records import ID_FIELDS, NotAHistory, Outcome, Problem, Readers, Record, dumps, envelope_id, locate_messages
 from histmig.rules import Walk, known_part_kinds, registry, select
-from histmig.rules.base import CauseMode, Change, Context, Finding, Malformed, Rule
+from histmig.rules.base import Budgets, CauseMode, Change, Context, Finding, Malformed, Rule
 from histmig.schema import REQUEST_PART_KINDS, RESPONSE_PART_KINDS, releases
 from histmig.schema.releases import NEWEST, Release
 from histmig.screen import Screen, Settled, Verdict, screen_for, settled_for
@@ -55,13 +55,15 @@ _DECODER = msgspec.json.Decoder()
 
 @dataclass(frozen=True)
 class Plan:
-    """What the engine does to every record: the ``rules`` (in their order), whether the
+    """What the engine does to every record: the ``rules`` (in their order; by default every
+    rule that runs for the newest release and is not opt-in), whether the
     fixes of unsafe rules apply too (``unsafe_fixes``), the cause mode, the envelope's
     messages field (``None``: auto-detect), whether records that need no rule are still
     parsed and validated (``validate_all``: ``check`` does, ``convert`` does not), the
     ``target`` release the histories are written for (``--target``, ``check --reader``; the
-    newest by default) and whether each record's :class:`~histmig.records.Readers` are told
-    (``readers``: ``check --reader``). Built by :meth:`histmig.options.Options.plan`.
+    newest by default), whether each record's :class:`~histmig.records.Readers` are told
+    (``readers``: ``check --reader``), and HM104's ``counting`` rules and retry ``budgets``.
+    Built by :meth:`histmig.options.Options.plan`.
 
     For an older ``target``, a record is valid when that release loads it (the legacy schema
     and the catalogue, :mod:`histmig.schema.releases`), and every record the screen does not
@@ -74,11 +76,13 @@ class Plan:
     validate_all: bool = False
     target: Release = NEWEST
     readers: bool = False
+    counting: str = "current"
+    budgets: Budgets = Budgets()
 
     @cached_property
     def context(self) -> Context:
         """The :class:`~histmig.rules.base.Context` the rules are given (built once)."""
-        return Context(causes=self.causes, target=self.target)
+        return Context(self.causes, self.target, self.counting, self.budgets)
 
     @cached_property
     def validates_unchanged(self) -> bool:
@@ -159,7 +163,7 @@ def findings(messages: list[Any], plan: Plan = Plan()) -> list[Finding]:
 
 def _apply(messages: list[Any], rules: tuple[Rule, ...], plan: Plan) -> tuple[list[Change], list[Finding], bool]:
     """The changes the fixing rules of ``rules`` made to ``messages``, the findings of the
-    others, and whether the history looks were asked of the history the earlier fixes made
+    others and those the fixing rules left as they are, and whether the history looks were asked of the history the earlier fixes made
     and no fix of theirs changed it (then its pairing needs no second look: no later phase
     writes what they look for). The rules of a history look run only if its ``found``,
     asked when the first of them comes, finds them (:meth:`~histmig.rules.Walk.to_run`)."""
@@ -181,7 +185,8 @@ def _apply(messages: list[Any], rules: tuple[Rule, ...], plan: Plan) -> tuple[li
                 changes.extend(made)
                 continue
         if rule.code in plan.fixing:
-            changes.extend(rule.fix(messages, ctx))  # type: ignore[misc]
+            for done in rule.fix(messages, ctx):  # type: ignore[misc]
+                (changes if type(done) is Change else findings).append(done)  # type: ignore[arg-type]
         else:
             findings.extend(rule.check(messages, ctx))
     return changes, findings, asked is not None and not looked_fixed

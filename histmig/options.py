@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 from histmig.engine import Plan
 from histmig.records import BadFieldPath, field_path
-from histmig.rules import UnknownRule, select
-from histmig.rules.base import CauseMode, Rule
+from histmig.rules import UnknownRule, opt_ins, select
+from histmig.rules.base import Budgets, CauseMode, Rule
+from histmig.rules.counting import counting_rules
 from histmig.schema.releases import NEWEST, Release, release
 from histmig.sources.base import UsageError
 
@@ -56,9 +57,15 @@ class Options:
       the rollback rules (HM5xx) and validates against what it loads
       (:mod:`histmig.schema.releases`).
 
+    - ``attempts``: run HM104, which fills ``retry.attempt`` (``convert``, ``audit``);
+      ``counting``: the counting rules it replays (``current``, ``writer`` or a release such
+      as ``"1.0.18"``); ``max_retries``: the agent's budgets, ``"tools=N,output=M,tool:NAME=K"``,
+      which fill ``retry.max_retries`` (README "Attempts").
+
     Raises :class:`~histmig.sources.base.UsageError` for an unknown cause mode, a
-    ``messages_field`` that names no key, a ``jobs`` below 1 or a ``target`` that is no
-    release histmig knows (0.0.13 to 2.68.0)."""
+    ``messages_field`` that names no key, a ``jobs`` below 1, a ``target`` that is no
+    release histmig knows (0.0.13 to 2.68.0), a ``counting`` or ``max_retries`` that does not
+    parse, or either without ``attempts``."""
 
     select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
@@ -74,6 +81,9 @@ class Options:
     key_column: str | None = None
     single_transaction: bool = False
     target: str | None = None
+    attempts: bool = False
+    counting: str = "current"
+    max_retries: str | None = None
 
     def __post_init__(self) -> None:
         if self.causes not in CAUSE_MODES:
@@ -86,6 +96,19 @@ class Options:
             except BadFieldPath as exc:
                 raise UsageError(str(exc)) from exc
         self.release  # noqa: B018 (a target that is no release is a usage error at once)
+        if not self.attempts and (self.counting != "current" or self.max_retries is not None):
+            raise UsageError("--counting and --max-retries need --attempts")
+        try:
+            counting_rules(self.counting)
+            self.budgets  # noqa: B018 (a budget that does not parse is a usage error before anything is read)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from exc
+
+    @property
+    def budgets(self) -> Budgets:
+        """The budgets of ``max_retries`` (none given: :class:`~histmig.rules.base.Budgets`
+        all ``None``). Raises ``ValueError`` when it does not parse."""
+        return Budgets() if self.max_retries is None else Budgets.parse(self.max_retries)
 
     @property
     def release(self) -> Release:
@@ -100,11 +123,14 @@ class Options:
 
     @property
     def rules(self) -> tuple[Rule, ...]:
-        """The selected rules that run for the target, in their order. Raises
-        :class:`~histmig.sources.base.UsageError` for a code or prefix no rule has, or none of
-        whose rules runs for the target."""
+        """The selected rules that run for the target, in their order; an opt-in rule only when
+        the field it names is given (``attempts``). Raises
+        :class:`~histmig.sources.base.UsageError` for a code or prefix no rule has, none of
+        whose rules runs for the target, or the code of an opt-in rule whose field is not
+        given."""
+        enabled = [name for name in opt_ins() if getattr(self, name)]
         try:
-            return select(codes(self.select), codes(self.ignore), self.release)
+            return select(codes(self.select), codes(self.ignore), self.release, enabled)
         except UnknownRule as exc:
             raise UsageError(str(exc)) from exc
 
@@ -112,7 +138,7 @@ class Options:
         """The engine's :class:`~histmig.engine.Plan` for these options; ``validate_all``
         parses and validates every record (``check``), ``readers`` tells which releases load
         each (``check --reader``)."""
-        return Plan(self.rules, self.unsafe_fixes, self.causes, self.messages_field, validate_all, self.release, readers)
+        return Plan(self.rules, self.unsafe_fixes, self.causes, self.messages_field, validate_all, self.release, readers, self.counting, self.budgets)
 
     @property
     def workers(self) -> int:

@@ -217,7 +217,7 @@ def bound_jsonl(src: str, dst: str) -> None:
     between two forked processes as ``--jobs 2`` does; no rule, no report."""
     import msgspec
 
-    from histmig.rules import registry
+    from histmig.rules import select
     from histmig.screen import settled_for
 
     size = os.path.getsize(src)
@@ -227,7 +227,7 @@ def bound_jsonl(src: str, dst: str) -> None:
         if pid == 0:
             status = 1
             try:
-                decode, dumps, settled = msgspec.json.Decoder().decode, orjson.dumps, settled_for(registry(), "messages")
+                decode, dumps, settled = msgspec.json.Decoder().decode, orjson.dumps, settled_for(select(), "messages")
                 start, end = half * size // 2, (half + 1) * size // 2
                 with open(src, "rb") as inp, open(f"{dst}.{half}", "wb") as out:
                     inp.seek(start)

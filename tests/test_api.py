@@ -74,7 +74,7 @@ def test_usage_errors_are_raised_before_anything_is_written(tmp_path: Path, call
 
 
 def test_rules_and_migrate() -> None:
-    assert [rule.code for rule in api.rules("hm1")] == ["HM101", "HM102", "HM103"]
+    assert [rule.code for rule in api.rules("hm1")] == ["HM101", "HM102", "HM103", "HM104"]
     with pytest.raises(UsageError, match="unknown rule code 'HM7'"):
         api.rules("HM7")
     history = orjson.loads(LEGACY)["messages"]

@@ -431,3 +431,23 @@ def test_target_and_reader_on_the_command_line(tmp_path: Path) -> None:
     assert "--reader" not in invoke("convert", "--help").stdout and "--target" not in invoke("check", "--help").stdout
     assert "RELEASE" in invoke("check", "--help").stdout and "--target 2.59.0" in invoke("convert", "--help").stdout
     assert "Runs for targets: before 2.60.0 (--target; default 2.68.0)" in invoke("rules", "HM501").stdout
+
+
+def test_attempts_on_convert_and_audit_only_and_their_options_need_it(tmp_path: Path) -> None:
+    source, out, report = CORPUS / "v2.59.0" / "d_tool_two_retries.json", tmp_path / "out.json", tmp_path / "r.json"
+    assert invoke("convert", str(source), str(out), "--attempts", "--max-retries", "tools=2", "-q").exit_code == 0
+    parts = [part for message in orjson.loads(out.read_bytes()) for part in message["parts"] if part.get("outcome") == "retried"]
+    assert [part["retry"] for part in parts] == [{"cause": "model_retry", "attempt": n, "max_retries": 2} for n in (1, 2)]
+    audited = invoke("audit", str(source), "--attempts", "--counting", "writer", "--report", str(report), "--report-format", "json")
+    assert audited.exit_code == 0
+    rows = [(row["rule"], row["before"], row["after"]) for row in orjson.loads(report.read_bytes())["changes"] if row["rule"] == "HM104"]
+    assert rows == [("HM104", "attempt=null", "attempt=1"), ("HM104", "attempt=null", "attempt=2")]
+    for args, said in (
+        (("audit", str(source), "--max-retries", "tools=2"), "--counting and --max-retries need --attempts"),
+        (("audit", str(source), "--attempts", "--counting", "soon"), "--counting must be current, writer or a release"),
+        (("audit", str(source), "--select", "HM104"), "rule HM104 runs only with --attempts"),
+    ):
+        failed = invoke(*args)
+        assert (failed.exit_code, said in failed.stderr) == (2, True), args
+    assert invoke("check", str(source), "--attempts").exit_code == 2
+    assert "--max-retries" in invoke("convert", "--help").stdout and "--counting" in invoke("audit", "--help").stdout

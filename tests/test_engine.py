@@ -14,7 +14,7 @@ from histmig.engine import Plan, Stream, process, process_full, run_records
 from histmig.records import Outcome, Record
 from histmig.report import Report
 from histmig.rules import select
-from histmig.rules.base import Change, Docs, Rule, ValueField, iter_parts
+from histmig.rules.base import Change, Docs, Finding, Rule, ValueField, iter_parts
 from tests.conftest import CORPUS
 
 LEGACY_LINE = next(line for line in (CORPUS / "all.jsonl").read_bytes().splitlines() if b"retry-prompt" in line)
@@ -235,3 +235,18 @@ def test_under_readers_every_outcome_tells_the_releases_that_load_the_record_as_
     report = Report.in_memory()
     run_records([(CLEAN_LINE, 3)], Stream(plan), report, lambda raw, n: Record(raw, "t.jsonl", f"line {n}"))
     assert report.readers == [{"source": "t.jsonl", "location": "line 3", "id": "c", "reader": "2.0.0", "loads": True, "oldest": "0.0.13", "releases": [["0.0.13", None]]}]
+
+
+def test_what_a_fixing_rule_leaves_as_it_is_is_reported_as_a_finding() -> None:
+    said = Finding("HM986", 0, 0, "cannot be known", "why", "derived")
+    rule = Rule(
+        "HM986", "says", "leaves text as it is, and says so", "tests", Docs("", "", "[]", "[]"),
+        (ValueField("content", parts="text", quiet=Annotated[str, msgspec.Meta(pattern="^$")], test=lambda m, p: True),),
+        lambda messages, ctx: [said],
+    )
+    raw = b'[{"kind":"response","parts":[{"part_kind":"text","content":"hi"}]}]'
+    outcome = process(Record(raw, "t", "file"), Plan(rules=(rule,)))
+    assert (outcome.status, outcome.output, outcome.changes, outcome.findings) == ("unchanged", raw, [], [said])
+    both = Rule("HM985", "both", "changes and says", "tests", Docs("", "", "[]", "[]"), rule.looks, lambda messages, ctx: [*_exclaim("HM985")(messages, ctx), said])
+    changed = process(Record(raw, "t", "file"), Plan(rules=(both,)))
+    assert (changed.status, [c.rule for c in changed.changes], changed.findings) == ("changed", ["HM985"], [said])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from histmig.options import Options, codes, default_jobs
+from histmig.rules.base import Budgets
 from histmig.sources.base import UsageError
 
 
@@ -57,3 +58,30 @@ def test_selecting_rules_that_do_not_run_for_the_target_is_a_usage_error() -> No
     with pytest.raises(UsageError, match=r"no HM1 rule runs for a --target 2.0.0 \(see `histmig rules HM1`\)"):
         Options(select=("HM1",), target="2.0.0").rules
     assert [rule.code for rule in Options(select=("HM5",), target="2.0.0").rules] == ["HM501", "HM502", "HM503", "HM504", "HM505"]
+
+
+def test_attempts_counting_and_budgets_reach_the_rules_context() -> None:
+    context = Options(attempts=True, counting="1.0.18", max_retries="tools=2, output=1, tool:a=b=4").plan().context
+    assert (context.counting, context.budgets) == ("1.0.18", Budgets(2, 1, (("a=b", 4),)))
+    assert Options(attempts=True).plan().context.budgets == Budgets() and not Budgets()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"counting": "writer"}, "--counting and --max-retries need --attempts"),
+        ({"max_retries": "tools=1"}, "--counting and --max-retries need --attempts"),
+        ({"attempts": True, "counting": "latest"}, "--counting must be current, writer or a release such as 1.0.18, not 'latest'"),
+        ({"attempts": True, "max_retries": "tools=x"}, "--max-retries: 'tools=x' is not tools=N, output=N or tool:NAME=N"),
+        ({"attempts": True, "max_retries": "retries=1"}, "--max-retries: 'retries=1' is not"),
+        ({"attempts": True, "max_retries": "tool:=1"}, "--max-retries: 'tool:=1' is not"),
+    ],
+)
+def test_bad_attempt_options_are_usage_errors(options: dict, message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        Options(**options)
+
+
+def test_an_opt_in_rule_selected_without_its_option_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="rule HM104 runs only with --attempts"):
+        Options(select=("HM104",)).rules

@@ -44,15 +44,17 @@ def registry() -> tuple[Rule, ...]:
     return tuple(sorted(rules.values(), key=lambda rule: rule.order))
 
 
-def select(select: Iterable[str] = (), ignore: Iterable[str] = (), target: Release = NEWEST) -> tuple[Rule, ...]:
+def select(select: Iterable[str] = (), ignore: Iterable[str] = (), target: Release = NEWEST, enabled: Iterable[str] = ()) -> tuple[Rule, ...]:
     """The rules (in their order) that run for ``target`` (:meth:`Rule.runs_for
     <histmig.rules.base.Rule.runs_for>`; the newest release by default) whose code starts
     with one of ``select`` (all when empty) and with none of ``ignore``; prefixes work like
-    ruff's (``HM1`` selects HM101–HM103), case does not matter. Raises :class:`UnknownRule`
-    for a code or prefix no rule has, or whose rules none run for ``target`` (``--select
-    HM501`` without ``--target``)."""
+    ruff's (``HM1`` selects HM101–HM103), case does not matter. An opt-in rule
+    (:attr:`~histmig.rules.base.Rule.opt_in`) is among them only when its option is in
+    ``enabled``. Raises :class:`UnknownRule` for a code or prefix no rule has, or whose rules
+    none run for ``target`` (``--select HM501`` without ``--target``), and for the full code
+    of an opt-in rule whose option is not given."""
     rules = registry()
-    select, ignore = [s.upper() for s in select], [s.upper() for s in ignore]
+    select, ignore, enabled = [s.upper() for s in select], [s.upper() for s in ignore], set(enabled)
     for code in (*select, *ignore):
         if not any(rule.code.startswith(code) for rule in rules):
             raise UnknownRule(f"unknown rule code {code!r} (see `histmig rules`)")
@@ -61,13 +63,22 @@ def select(select: Iterable[str] = (), ignore: Iterable[str] = (), target: Relea
         if not any(rule.runs_for(target) for rule in named):
             said = f"{code} runs only for a --target {named[0].target_text}, not {target}" if len(named) == 1 else f"no {code} rule runs for a --target {target}"
             raise UnknownRule(f"{said} (see `histmig rules {code}`)")
+    for rule in rules:
+        if rule.opt_in is not None and rule.opt_in not in enabled and rule.code in select:
+            raise UnknownRule(f"rule {rule.code} runs only with --{rule.opt_in.replace('_', '-')}")
     return tuple(
         rule
         for rule in rules
         if rule.runs_for(target)
+        and (rule.opt_in is None or rule.opt_in in enabled)
         and (not select or any(rule.code.startswith(s) for s in select))
         and not any(rule.code.startswith(i) for i in ignore)
     )
+
+
+def opt_ins() -> frozenset[str]:
+    """The options that turn opt-in rules on (each rule's :attr:`~histmig.rules.base.Rule.opt_in`)."""
+    return frozenset(rule.opt_in for rule in registry() if rule.opt_in is not None)
 
 
 def looks(rules: Iterable[Rule]) -> list[tuple[Rule, Look]]:

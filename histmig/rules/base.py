@@ -14,6 +14,12 @@ load what they write (HM101 from 2.60.0), the rollback rules (HM5xx) only for ol
 so that a run without ``--target`` runs exactly the rules it always ran. The target is in the
 :class:`Context` a fix is given (:func:`histmig.rules.select` picks the rules).
 
+A rule is ``opt_in`` when a user must ask for it (HM104 reconstructs ``retry.attempt``, which
+the framework's own loader leaves ``null``, only with ``--attempts``): it is selected only when
+the :class:`~histmig.options.Options` field it names is given, then like any other rule
+(:func:`histmig.rules.select`). A fix may also return :class:`Finding`\\ s: places it acts on
+but leaves as they are, and why (an attempt that cannot be known).
+
 What a rule looks at is declared, never restated: the screen's skeleton types
 (:mod:`histmig.screen`), the settled check, :func:`histmig.rules.pending` and the nulls a
 nested Arrow column carries (:mod:`histmig.sources._arrow`) are all derived from the
@@ -51,15 +57,18 @@ Messages = list[Any]
 Message = dict[str, Any]
 Part = dict[str, Any]
 
-REPAIR, MISREAD, REBIND, MIGRATE, PAIR, ROLLBACK = 10, 20, 30, 40, 50, 60
+REPAIR, MISREAD, REBIND, MIGRATE, RECOUNT, PAIR, ROLLBACK = 10, 20, 30, 40, 45, 50, 60
 """Phases, the order rules run in (then by code): load-failure repairs (HM2xx) first, so that
 every call has an id the retry rules pair with; then silent misreads (HM3xx); then HM103
 re-binds a tool-less unknown-tool retry before HM101/HM102 would turn it into feedback; then
-tool pairing (HM4xx), on results the migration made (orphans first, then dangling calls, as
-2.68 repairs them); then, for an older ``--target``, the rollback (HM5xx). No rule writes what
-a rule of an earlier phase looks for, so one pass settles a history (a rollback rule writes
-what a migration rule looks for only for targets that rule does not run for: HM501 writes
-``retry-prompt`` parts for targets before 2.60.0, HM101 runs from 2.60.0)."""
+HM104 counts the retries the migration made (as the framework counted them when it wrote
+them, before any pairing repair); then tool pairing (HM4xx), on results the migration made
+(orphans first, then dangling calls, as 2.68 repairs them); then, for an older ``--target``,
+the rollback (HM5xx). No rule writes what a rule of an earlier phase looks for, so one pass
+settles a history (HM104 looks at the parts of HM101-HM103 through the ``retry-prompt`` parts
+they rewrite; a rollback rule writes what a migration rule looks for only for targets that
+rule does not run for: HM501 writes ``retry-prompt`` parts for targets before 2.60.0, HM101
+runs from 2.60.0)."""
 
 Severity = Literal["error", "warning"]
 """How a finding counts: an ``error`` fails ``check``; a ``warning`` is reported and does not
@@ -118,13 +127,54 @@ class Malformed(ValueError):
 
 
 @dataclass(frozen=True)
+class Budgets:
+    """The retry budgets an agent was configured with (``--max-retries``), which a history
+    does not hold: ``tools`` (the agent's ``retries``: every tool without its own, and the
+    budget of an unknown tool name), ``output`` (the output retries: tool-less feedback and
+    output tools without their own) and ``by_tool``, ``(name, budget)`` pairs for tools
+    configured with their own (framework-facts §4). ``None``: not given."""
+
+    tools: int | None = None
+    output: int | None = None
+    by_tool: tuple[tuple[str, int], ...] = ()
+
+    @classmethod
+    def parse(cls, spec: str) -> Budgets:
+        """The budgets of ``tools=N,output=M,tool:NAME=K`` (any of them, comma-separated; a
+        later one replaces an earlier one). Raises ``ValueError`` naming the item that is not
+        ``KEY=N`` with a known key and a count of 0 or more."""
+        values: dict[str, int] = {}
+        by_tool: dict[str, int] = {}
+        for item in (item.strip() for item in spec.split(",")):
+            key, equals, count = item.rpartition("=")
+            key = key.strip()
+            if not equals or not count.strip().isdigit() or not (key in ("tools", "output") or (key.startswith("tool:") and key[5:])):
+                raise ValueError(f"--max-retries: {item!r} is not tools=N, output=N or tool:NAME=N")
+            if key.startswith("tool:"):
+                by_tool[key[5:]] = int(count)
+            else:
+                values[key] = int(count)
+        return cls(values.get("tools"), values.get("output"), tuple(sorted(by_tool.items())))
+
+    def __bool__(self) -> bool:
+        return self.tools is not None or self.output is not None or bool(self.by_tool)
+
+    def of_tool(self, name: str, default: int | None) -> int | None:
+        """The budget of tool ``name``: its own, else ``default``."""
+        return dict(self.by_tool).get(name, default)
+
+
+@dataclass(frozen=True)
 class Context:
-    """What a rule may know besides the history: the cause mode the user chose, and the
+    """What a rule may know besides the history: the cause mode the user chose, the
     ``target`` release whose shapes the history is written in (``--target``; the newest by
-    default)."""
+    default), and for HM104 the ``counting`` rules (``current``, ``writer`` or a release,
+    README "Attempts") and the agent's retry :class:`Budgets`."""
 
     causes: CauseMode = "inferred"
     target: Release = NEWEST
+    counting: str = "current"
+    budgets: Budgets = Budgets()
 
 
 ANY_PART = "*"
@@ -319,9 +369,10 @@ class Docs:
     target: str | None = None
 
 
-Fix = Callable[[Messages, Context], list[Change]]
-"""A rule's fix: edits a history in place, returns the changes it made, in order. Raises
-:class:`Malformed` for a targeted part no release wrote."""
+Fix = Callable[[Messages, Context], "list[Change | Finding]"]
+"""A rule's fix: edits a history in place, returns the changes it made, in order, and the
+findings it leaves as they are (a :class:`Finding` says why). Raises :class:`Malformed` for a
+targeted part no release wrote."""
 
 Find = Callable[[Messages, Context], list[Finding]]
 """A rule's check: the findings in a history, which it leaves as it is."""
@@ -337,11 +388,14 @@ class Rule:
     shows it); ``facts`` the sections of the team's framework-facts notes (and bug cases)
     behind it, for developers, never shown by the command line; ``docs`` its
     :class:`Docs`; ``looks`` what it looks at (:class:`Look`); ``fix`` edits a history in
-    place and returns the :class:`Change`\\ s (``None``: the rule only reports);
-    ``applicability`` says whether the fix is ``safe`` or ``unsafe``; ``find`` returns the
-    findings without changing the history (``None``: those the fix would make); ``severity``
-    of its findings; ``phase`` orders the rules (:data:`REPAIR` ... :data:`ROLLBACK`, then by
-    code); ``targets`` are the target releases it runs for (every release by default)."""
+    place and returns the :class:`Change`\\ s, and :class:`Finding`\\ s for places it leaves
+    as they are (``None``: the rule only reports); ``applicability`` says whether the fix is
+    ``safe`` or ``unsafe``; ``find`` returns the findings without changing the history
+    (``None``: those the fix would make); ``severity`` of its findings; ``phase`` orders the
+    rules (:data:`REPAIR` ... :data:`ROLLBACK`, then by code); ``targets`` are the target
+    releases it runs for (every release by default); ``opt_in`` names the
+    :class:`~histmig.options.Options` field that turns the rule on (``None``: on unless
+    ``--ignore``-d)."""
 
     code: str
     name: str
@@ -356,6 +410,7 @@ class Rule:
     severity: Severity = "error"
     facts: str = ""
     targets: Span = EVERY[0]
+    opt_in: str | None = None
 
     def __post_init__(self) -> None:
         if self.fix is None and self.find is None:
@@ -372,11 +427,11 @@ class Rule:
 
     def check(self, messages: Messages, ctx: Context) -> list[Finding]:
         """What the rule finds in ``messages``, without changing them: ``find``'s findings,
-        else those of the fix run on a copy."""
+        else those of the fix run on a copy (a change as the finding it fixes)."""
         if self.find is not None:
             return [finding._replace(severity=self.severity) for finding in self.find(messages, ctx)]
         assert self.fix is not None  # __post_init__: a fix or a find
-        return [change.finding(self.severity) for change in self.fix(copy.deepcopy(messages), ctx)]
+        return [done.finding(self.severity) if isinstance(done, Change) else done for done in self.fix(copy.deepcopy(messages), ctx)]
 
     @property
     def order(self) -> tuple[int, str]:

@@ -75,6 +75,7 @@ def test_the_run_is_recorded_with_its_options_inputs_and_start_time(tmp_path: Pa
         "options": {
             "select": ["HM1,HM2"], "ignore": ["HM103"], "unsafe_fixes": False, "causes": "inferred", "messages_field": None, "format": None,
             "messages_column": None, "id_column": None, "table": None, "schema": None, "key_column": None, "single_transaction": False, "target": None,
+            "attempts": False, "counting": "current", "max_retries": None,
             "rules": ["HM201", "HM202", "HM203", "HM204", "HM101", "HM102"],
             "rejects": None, "in_place": False, "to_table": None, "overwrite": False, "strict": False, "engine": "local",
         },

@@ -8,7 +8,7 @@ from typing import Optional, Union
 import msgspec
 import pytest
 
-from histmig.rules.base import ABSENT, ANY_PART, NOT_NULL, AbsentField, Change, Context, Docs, Finding, NullField, PartKind, Rule, ValueField, always
+from histmig.rules.base import ABSENT, ANY_PART, NOT_NULL, AbsentField, Budgets, Change, Context, Docs, Finding, NullField, PartKind, Rule, ValueField, always
 
 
 @pytest.mark.parametrize(
@@ -58,3 +58,23 @@ def test_a_rule_that_only_reports_finds_with_its_severity() -> None:
     assert [(f.code, f.severity) for f in rule.check([], Context())] == [("HM998", "warning")]
     with pytest.raises(TypeError, match="rule HM997 needs a fix or a find"):
         Rule("HM997", "t", "s", "tests", Docs("", "", "[]"), ())
+
+
+def test_a_fix_may_say_what_it_leaves_as_it_is_and_check_keeps_it() -> None:
+    left = Finding("HM999", 0, 0, "cannot be known", "why", "derived")
+
+    def fix(messages: list, ctx: Context) -> list:
+        return [Change("HM999", 1, None, "x", "y", "e", "exact"), left]
+
+    rule = Rule("HM999", "t", "s", "tests", Docs("", "", "[]", "[]"), (), fix)
+    assert rule.check([], Context()) == [Finding("HM999", 1, None, "x -> y", "e", "exact"), left]
+    assert rule.opt_in is None
+
+
+def test_budgets_parse_from_the_command_line_form() -> None:
+    assert Budgets.parse("tools=3,output=1,tool:search=5,tool:fetch=0") == Budgets(3, 1, (("fetch", 0), ("search", 5)))
+    assert Budgets.parse("tools=1,tools=2") == Budgets(2) and Budgets.parse("output=0").output == 0 and bool(Budgets.parse("output=0"))
+    assert Budgets(3, by_tool=(("a", 1),)).of_tool("a", 3) == 1 and Budgets(3).of_tool("b", 3) == 3
+    for bad in ("", "tools", "tools=-1", "tools=1.5", "tool:=2", "retries=1", "tools=1,,output=2"):
+        with pytest.raises(ValueError, match="--max-retries: .* is not tools=N, output=N or tool:NAME=N"):
+            Budgets.parse(bad)

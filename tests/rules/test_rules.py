@@ -17,7 +17,7 @@ import histmig.rules
 from histmig.api import migrate
 from histmig.cli import app
 from histmig.options import Options
-from histmig.rules import UnknownRule, known_part_kinds, nulls_kept, pending, registry, select
+from histmig.rules import UnknownRule, known_part_kinds, nulls_kept, opt_ins, pending, registry, select
 from histmig.screen import Screen
 
 CALL = {"part_kind": "tool-call", "tool_name": "t", "args": {}, "tool_call_id": "c"}
@@ -27,13 +27,17 @@ PAIRING = {"HM401", "HM402", "HM403", "HM404", "HM405", "HM406", "HM407"}
 TARGETED = {
     "tool-bound-retry-prompt": (
         [{"kind": "response", "parts": [CALL]}, {"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": "x", "tool_name": "t", "tool_call_id": "c"}]}],
-        {"HM101"},
+        {"HM101", "HM104"},
     ),
-    "tool-less-retry-prompt": ([{"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": "x"}]}], {"HM102", "HM103"}),
+    "tool-less-retry-prompt": ([{"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": "x"}]}], {"HM102", "HM103", "HM104"}),
     "instruction": ([{"kind": "request", "parts": [{"part_kind": "instruction", "content": "x"}]}], {"HM204"}),
     "feedback-without-input": (
         [{"kind": "request", "parts": [{"part_kind": "retry-feedback", "content": [{"type": "t", "loc": [], "msg": "m"}], "retry": {"cause": "validation_error"}}]}],
-        {"HM203"},
+        {"HM203", "HM104"},
+    ),
+    "retried-return-without-attempt": (
+        [{"kind": "response", "parts": [CALL]}, {"kind": "request", "parts": [{**RETURN, "outcome": "retried", "retry": {"cause": "model_retry", "attempt": None}}]}],
+        {"HM104"},
     ),
     "null-id": ([{"kind": "response", "parts": [{**CALL, "tool_call_id": None}]}, {"kind": "request", "parts": [{**RETURN, "tool_call_id": None}]}], {"HM201", *PAIRING}),
     "null-part-timestamp": ([{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "x", "timestamp": None}]}], {"HM202"}),
@@ -52,7 +56,7 @@ TARGETED = {
 
 def test_rules_run_in_phase_order_then_by_code() -> None:
     migration = ["HM201", "HM202", "HM203", "HM204", "HM301", "HM302", "HM103", "HM101", "HM102", "HM401", "HM402", "HM403", "HM404", "HM405", "HM406", "HM407"]
-    assert [rule.code for rule in registry()] == [*migration, "HM501", "HM502", "HM503", "HM504", "HM505", "HM506", "HM507"]
+    assert [rule.code for rule in registry()] == [*migration[:9], "HM104", *migration[9:], "HM501", "HM502", "HM503", "HM504", "HM505", "HM506", "HM507"]
     assert [rule.code for rule in select()] == migration
 
 
@@ -63,12 +67,21 @@ def test_select_ignore_prefixes() -> None:
         select(["HM9"])
 
 
+def test_an_opt_in_rule_is_selected_only_with_its_option() -> None:
+    assert opt_ins() == {"attempts"}
+    assert "HM104" not in [r.code for r in select()]
+    assert [r.code for r in select(["hm10"], enabled=["attempts"])] == ["HM103", "HM101", "HM102", "HM104"]
+    assert [r.code for r in select(["HM1"], ["HM104"], enabled=["attempts"])] == ["HM103", "HM101", "HM102"]
+    with pytest.raises(UnknownRule, match="rule HM104 runs only with --attempts"):
+        select(["HM104"])
+
+
 @pytest.mark.parametrize("name", TARGETED)
 def test_every_shape_a_rule_targets_is_pending_and_screened_out(name: str) -> None:
     history, codes = TARGETED[name]
-    assert {rule.code for rule in pending(history, select())} == codes
-    assert Screen(select())(orjson.dumps({"messages": history})) != ()
-    others = tuple(rule for rule in select() if rule.code not in codes)
+    assert {rule.code for rule in pending(history, select(enabled=opt_ins()))} == codes
+    assert Screen(select(enabled=opt_ins()))(orjson.dumps({"messages": history})) != ()
+    others = tuple(rule for rule in select(enabled=opt_ins()) if rule.code not in codes)
     assert pending(history, others) == ()
     rewritten_kind = name in ("tool-bound-retry-prompt", "tool-less-retry-prompt", "instruction")
     # the skeleton cannot tell the pairing rules apart, but for the calls of the last response
@@ -86,7 +99,7 @@ def test_what_is_derived_from_the_looks() -> None:
 def test_each_rules_documented_example_is_what_its_fix_does(rule) -> None:
     before, after = orjson.loads(rule.docs.before), orjson.loads(rule.docs.after)
     assert before != after and rule.docs.what and rule.docs.why
-    options = Options(select=(rule.code,), target=rule.docs.target, unsafe_fixes=True)
+    options = Options(select=(rule.code,), target=rule.docs.target, unsafe_fixes=True, **({rule.opt_in: True} if rule.opt_in else {}))
     changes = migrate(before, options)
     assert before == after
     assert {change.rule for change in changes} == {rule.code}
