@@ -91,7 +91,7 @@ def _struct(fields: Fields, tag_field: str, tag: str, collect: Any = None) -> An
     it decodes, so the parts come in history order, without a walk of the others)."""
     namespace: dict[str, Any] = {"_kind": tag}
     if collect is not None:
-        namespace["__post_init__"] = lambda self: collect(self)
+        namespace["__post_init__"] = collect  # a builtin (list.append): no Python frame a part
     return msgspec.defstruct(f"_Skeleton{next(_names)}", fields, tag_field=tag_field, tag=tag, gc=False, namespace=namespace)
 
 
@@ -149,10 +149,8 @@ class _Families:
         found: list[Finding] = []
         for skeleton in self.asked:
             verdict = skeleton(messages, parts)
-            if not verdict:
-                if verdict is None:
-                    return None
-                continue
+            if verdict is None:
+                return None
             found += verdict
         if not found:
             return ()
@@ -184,7 +182,8 @@ class Screen:
         self._held = attrgetter(".".join(["value"] * len(path)))
         self._record = _decoder(Union[skeleton, str], path)
         self._array = _decoder(skeleton, ())
-        self._families = _Families.of(rules, fixing)
+        families = _Families.of(rules, fixing)
+        self._families = None if families is None else families.__call__  # a bound method: called per record
 
     def __call__(self, raw: bytes) -> Verdict:
         """What ``raw`` needs (see the class docstring). One decode, no search of the bytes
@@ -213,24 +212,19 @@ def screen_for(rules: tuple[Rule, ...], field: str | None, fixing: frozenset[str
     return Screen(rules, field, fixing, target)
 
 
-def _mark_kinds(type_: Any) -> Any:
-    """``type_`` with the tag of every tagged struct class within it set as the class's
-    ``_kind`` (what a :class:`~histmig.rules.base.HistoryLook` reads of a decoded struct)."""
-    if isinstance(type_, type) and issubclass(type_, msgspec.Struct):
-        if "_kind" in type_.__dict__:
-            return type_
-        type_._kind = type_.__struct_config__.tag  # type: ignore[attr-defined]
-        for field in msgspec.structs.fields(type_):
-            _mark_kinds(field.type)
-    for member in getattr(type_, "__args__", ()) or ():
-        _mark_kinds(member)
-    return type_
-
-
-def _settled_history(rules: tuple[Rule, ...]) -> Any:
+def _settled_history(rules: tuple[Rule, ...], read: list[Any] | None) -> Any:
     """The current schema's msgspec type (:data:`~histmig.schema.PLAIN_CURRENT`), each part
     and message struct made stricter by what ``rules`` look at there
-    (:meth:`~histmig.rules.base.FieldLook.settled_type`)."""
+    (:meth:`~histmig.rules.base.FieldLook.settled_type`), each struct class's tag in
+    ``_kind``; with ``read``, the parts of a kind a history look reads are appended to it as
+    they are decoded (as in the screen's skeleton, :func:`_struct`)."""
+    reads = _read_kinds(rules) if read is not None else frozenset()
+
+    def namespace(tag: tuple[str, str] | None) -> dict[str, Any]:
+        attributes: dict[str, Any] = {"_kind": tag and tag[1]}
+        if tag is not None and tag[0] == "part_kind" and tag[1] in reads:
+            attributes["__post_init__"] = read.append  # type: ignore[union-attr]
+        return attributes
 
     def refine(tag: tuple[str, str] | None, fields: Fields) -> Fields:
         if tag is None or tag[0] not in ("part_kind", "kind"):
@@ -246,7 +240,7 @@ def _settled_history(rules: tuple[Rule, ...]) -> Any:
                 refined[index] = (name, look.settled_type(declared), *default)
         return refined
 
-    return msgspec_type(PLAIN_CURRENT, refine=refine)
+    return msgspec_type(PLAIN_CURRENT, refine=refine, namespace=namespace)
 
 
 class Settled:
@@ -262,10 +256,11 @@ class Settled:
 
     def __init__(self, rules: tuple[Rule, ...], field: str | None = None, fixing: frozenset[str] | None = frozenset()) -> None:
         path = _path(field)
-        self._decoder = _decoder(_mark_kinds(_settled_history(rules)), path)
+        families = None if fixing is None else _Families.of(rules, fixing)
+        self._read: list[Any] = []
+        self._decoder = _decoder(_settled_history(rules, self._read if families is not None else None), path)
         self._messages = attrgetter(".".join(["value"] * len(path))) if path else (lambda decoded: decoded)
-        self._families = None if fixing is None else _Families.of(rules, fixing)
-        self._reads = _read_kinds(rules)
+        self._families = None if families is None else families.__call__
 
     def __call__(self, output: bytes) -> bool:
         return self.look(output) not in (False, None)
@@ -273,16 +268,16 @@ class Settled:
     def look(self, output: bytes) -> Verdict | Literal[False]:
         """``False`` when ``output`` does not decode as settled; else what the history looks
         say of it (:data:`Verdict`: ``None`` when they cannot tell, or a rule of ``fixing``
-        would fix what they find; else what they find, to report), ``()`` without them."""
+        would fix what they find; else what they find, to report), ``()`` without them. A
+        check serves one thread (the parts are gathered by the decode)."""
+        read = self._read
+        read.clear()
         try:
             decoded = self._decoder.decode(output)
         except (msgspec.DecodeError, RecursionError):
             return False
         families = self._families
-        if families is None:
-            return ()
-        messages, reads = self._messages(decoded), self._reads
-        return families(messages, [part for message in messages for part in message.parts if part._kind in reads])
+        return () if families is None else families(self._messages(decoded), read)
 
 
 @lru_cache(maxsize=16)

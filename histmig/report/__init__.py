@@ -321,15 +321,6 @@ class Report:
             "errors": [json_row(row, "errors") for row in self.errors],
             "warnings": [json_row(row, "warnings") for row in self.warnings],
         }
-        if self._reader is not None:
-            oldest = sorted(self._oldest.items(), key=lambda item: (item[0] is None, release(item[0]) if item[0] else None))
-            summary.update(
-                reader=self._reader,
-                reader_loads=self._reader_loads[True],
-                reader_cannot_load=self._reader_loads[False],
-                oldest_releases={str(name or "none"): count for name, count in oldest},
-            )
-        return summary
 
 
 def summary_label(report: Report, key: str) -> str:

@@ -86,11 +86,6 @@ ERAS: tuple[Counting, ...] = (
 output-tool row from the tool manager of 0.4.4). The 1.x line up to 1.107.10 counts as
 1.80.0-2.15.0. The last is today's: what ``--counting current`` replays."""
 
-COUNTING_MODES = ("current", "writer")
-"""``--counting`` besides a release: ``current``, today's rules (the default); ``writer``, the
-rules of the releases that may have written each run, told from its fields."""
-
-
 def counting_rules(mode: str) -> tuple[Counting, ...]:
     """The :class:`Counting`\\ s ``mode`` may replay: ``current`` today's, ``writer`` every
     one (each run then uses those of the releases that may have written it), a release the one

@@ -243,8 +243,20 @@ def skeleton(messages: list[Any], tools: list[Any]) -> list[Finding] | None:
     answered by the run of results right after it, one result a call (then 2.68's walk finds
     nothing: no call is left open, no result is without its call); HM407's findings when the
     one thing missing is the results of the last response's calls; else ``None``, the record
-    going the full way. The screen's hot path."""
-    if not tools:
+    going the full way. The screen's hot path: most histories are calls each answered by the
+    one result right after it, which the first loop passes without building a run."""
+    at, count = 0, len(tools)
+    while at < count:
+        call = tools[at]
+        if at + 1 == count or call._kind != "tool-call":
+            break
+        result = tools[at + 1]
+        if result._kind == "tool-call" or result.tool_call_id != call.tool_call_id or (at + 2 < count and tools[at + 2]._kind != "tool-call"):
+            break
+        if call.args.__class__ is str and result.outcome != "retried" and _cut_struct(call.args):
+            break
+        at += 2
+    else:
         return []
     start = 0
     calls = 0

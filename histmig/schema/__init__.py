@@ -50,7 +50,12 @@ Fields = list[tuple[Any, ...]]
 ``(name, type, default)``."""
 
 
-def msgspec_type(schema: Any, tag: tuple[str, str] | None = None, refine: Callable[[tuple[str, str] | None, Fields], Fields] | None = None) -> Any:
+def msgspec_type(
+    schema: Any,
+    tag: tuple[str, str] | None = None,
+    refine: Callable[[tuple[str, str] | None, Fields], Fields] | None = None,
+    namespace: Callable[[tuple[str, str] | None], dict[str, Any]] | None = None,
+) -> Any:
     """The msgspec type of a :func:`plain_schema` node: a typed dict becomes a struct
     (unknown fields ignored, every field of a validation alias declared apart, so the struct
     is stricter than the alias; untracked by the garbage collector, as decoded JSON holds no
@@ -60,37 +65,43 @@ def msgspec_type(schema: Any, tag: tuple[str, str] | None = None, refine: Callab
     (no ``5.0`` for an int), so a JSON text msgspec decodes into it is one pydantic
     accepts; the tests check it on the corpus and on generated histories. ``refine``, when
     given, is called with each struct's tag and fields and returns the fields to declare
-    (to make a struct stricter still). Raises ``TypeError`` for a node kind the current
-    schema does not use."""
-    kind = schema["type"]
-    if kind in _MSGSPEC_SCALARS:
-        return _MSGSPEC_SCALARS[kind]
-    if kind == "list":
-        return list[msgspec_type(schema["items_schema"], refine=refine)]  # type: ignore[misc]
-    if kind == "dict":
-        return dict[msgspec_type(schema["keys_schema"], refine=refine), msgspec_type(schema["values_schema"], refine=refine)]  # type: ignore[misc]
-    if kind == "literal":
-        return Literal[tuple(schema["expected"])]
-    if kind == "nullable":
-        return Optional[msgspec_type(schema["schema"], refine=refine)]
-    if kind == "union":
-        return Union[tuple(msgspec_type(choice, refine=refine) for choice in schema["choices"])]
-    if kind == "tagged-union":
-        return Union[tuple(msgspec_type(choice, (schema["discriminator"], value), refine) for value, choice in schema["choices"].items())]
-    if kind == "typed-dict":
-        fields: Fields = []
-        for name, spec in schema["fields"].items():
-            if tag is not None and name == tag[0]:
-                continue
-            alias = spec.get("validation_alias")
-            names = [alias] if isinstance(alias, str) else [path[0] for path in alias] if isinstance(alias, list) else [name]
-            value_type = msgspec_type(spec["schema"], refine=refine)
-            fields += [(key, value_type) if spec["required"] and key == names[0] else (key, value_type, None) for key in names]
-        if refine is not None:
-            fields = refine(tag, fields)
-        tagging = {"tag_field": tag[0], "tag": tag[1]} if tag is not None else {}
-        return msgspec.defstruct(f"_Current{next(_struct_names)}", fields, kw_only=True, gc=False, **tagging)
-    raise TypeError(f"no msgspec type for a {kind!r} schema")
+    (to make a struct stricter still); ``namespace``, with each struct's tag, and returns
+    the attributes of its class (as :func:`msgspec.defstruct` takes them). Raises
+    ``TypeError`` for a node kind the current schema does not use."""
+
+    def build(node: Any, tag: tuple[str, str] | None = None) -> Any:
+        kind = node["type"]
+        if kind in _MSGSPEC_SCALARS:
+            return _MSGSPEC_SCALARS[kind]
+        if kind == "list":
+            return list[build(node["items_schema"])]  # type: ignore[misc]
+        if kind == "dict":
+            return dict[build(node["keys_schema"]), build(node["values_schema"])]  # type: ignore[misc]
+        if kind == "literal":
+            return Literal[tuple(node["expected"])]
+        if kind == "nullable":
+            return Optional[build(node["schema"])]
+        if kind == "union":
+            return Union[tuple(build(choice) for choice in node["choices"])]
+        if kind == "tagged-union":
+            return Union[tuple(build(choice, (node["discriminator"], value)) for value, choice in node["choices"].items())]
+        if kind == "typed-dict":
+            fields: Fields = []
+            for name, spec in node["fields"].items():
+                if tag is not None and name == tag[0]:
+                    continue
+                alias = spec.get("validation_alias")
+                names = [alias] if isinstance(alias, str) else [path[0] for path in alias] if isinstance(alias, list) else [name]
+                value_type = build(spec["schema"])
+                fields += [(key, value_type) if spec["required"] and key == names[0] else (key, value_type, None) for key in names]
+            if refine is not None:
+                fields = refine(tag, fields)
+            tagging = {"tag_field": tag[0], "tag": tag[1]} if tag is not None else {}
+            attributes = namespace(tag) if namespace is not None else None
+            return msgspec.defstruct(f"_Current{next(_struct_names)}", fields, kw_only=True, gc=False, namespace=attributes, **tagging)
+        raise TypeError(f"no msgspec type for a {kind!r} schema")
+
+    return build(schema, tag)
 
 
 def _part_kinds(plain: Any, message_kind: str) -> frozenset[str]:
