@@ -55,7 +55,7 @@ from histmig.options import Options
 from histmig.records import Outcome
 from histmig.report import PLACE_FIELDS, Report, change_rows, finding_rows, summary_of
 from histmig.report.rows import ChangeRow, FindingRow
-from histmig.sources import formats, input_paths, output_format
+from histmig.sources import formats, input_paths, named_format
 from histmig.sources.arrow import ColumnMigrator, find_id_column, find_messages_column
 from histmig.sources.base import UnwritableOutput, UsageError, Written
 from histmig.sources.parquet import BATCH_ROWS, compression, open_parquet
@@ -177,7 +177,7 @@ def convert(input: str | Sequence[str], output: str, options: Options = Options(
         raise UsageError(f"{', '.join(named)}: --engine spark reads Parquet (files, directories or globs of them)")
     if options.table is not None:
         raise UsageError(f"{input}: --table needs a DuckDB input, which --engine spark does not read")
-    if output == "-" or output_format(parquet, output) != "parquet":
+    if output == "-" or named_format(output) not in (None, parquet):  # a directory: any name but another format's (lake.v2 included)
         raise UsageError(f"{output}: --engine spark writes a directory of Parquet files; name one (no .jsonl)")
     files = [path for path, _ in found]
     _check_output(output, files)

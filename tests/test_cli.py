@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from histmig import cli
 from histmig.cli import app
+from histmig.report import Rendering
 from histmig.rules import registry
 from tests.conftest import CORPUS, FIXTURES
 from tests.report.conftest import legacy_report, rendered
@@ -378,9 +379,9 @@ def test_the_verdict_says_when_the_input_was_cut_short(tmp_path: Path) -> None:
 def test_cli_report_file_is_the_rendered_report(tmp_path: Path, fmt: str) -> None:
     report, source = legacy_report(tmp_path)
     path = tmp_path / "report.gz"
-    result = runner.invoke(app, ["audit", source, "--report", str(path), "--report-format", fmt])
+    result = runner.invoke(app, ["audit", source, "--report", str(path), "--report-format", fmt, "--no-timestamp"])
     assert result.exit_code == 1
-    assert gzip.decompress(path.read_bytes()).decode() == rendered(report, fmt)
+    assert gzip.decompress(path.read_bytes()).decode() == rendered(report, fmt, Rendering(timestamp=False))
 
 
 def test_a_failed_report_leaves_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -215,7 +215,7 @@ PART = re.compile(r"^part-\d{5}-c000\.zstd\.parquet$")
 
 def test_convert_on_spark_prints_the_local_engines_report_and_verdict_and_writes_its_cells(spark: SparkSession, text_parquet: Path, tmp_path: Path) -> None:
     cells, report = local(text_parquet, tmp_path / "local.parquet")
-    out = tmp_path / "out"
+    out = tmp_path / "out.v2"  # a directory's name may hold a dot
     result = invoke("convert", text_parquet, out, "--engine", "spark", "--report", tmp_path / "r.json", "--report-format", "json")
     assert result.exit_code == 0, result.output
     assert result.stderr == f"histmig convert: 138 of 212 records migrated, 74 unchanged, 0 rejected; written to {out}\n"
@@ -227,7 +227,9 @@ def test_convert_on_spark_prints_the_local_engines_report_and_verdict_and_writes
     again = invoke("convert", text_parquet, out, "--engine", "spark", "-q")
     assert again.exit_code == 0 and again.stderr == ""
     assert {name: (out / name).read_bytes() for name in sorted(os.listdir(out))} == first
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["local.parquet", "out", "r.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["local.parquet", "out.v2", "r.json"]
+    jsonl = invoke("convert", text_parquet, tmp_path / "out.jsonl", "--engine", "spark")
+    assert (jsonl.exit_code, jsonl.stderr) == (2, f"histmig: {tmp_path / 'out.jsonl'}: --engine spark writes a directory of Parquet files; name one (no .jsonl)\n")
 
 
 def test_convert_on_spark_of_a_directory_with_rejected_rows(spark: SparkSession, records, tmp_path: Path) -> None:
