@@ -31,7 +31,7 @@ from histmig.engine import Plan, process_full
 from histmig.engine import findings as _findings
 from histmig.engine import migrate as _migrate
 from histmig.parallel import Workers
-from histmig.records import NotAHistory, Record, dumps
+from histmig.records import NotAHistory, Record, check_messages, dumps
 from histmig.report import Report, RunInfo
 from histmig.rules import registry
 from histmig.rules.base import Change, Finding, Rule
@@ -307,9 +307,7 @@ def _check_history(messages: Any) -> None:
         raise NotAHistory("expected a history (a list of messages), got an object: pass the list it holds (record['messages']), or use migrate_json")
     if not isinstance(messages, list):
         raise NotAHistory(f"expected a history (a list of messages), got {type(messages).__name__}")
-    for index, message in enumerate(messages):
-        if not isinstance(message, dict) or "kind" not in message or not isinstance(message.get("parts"), list):
-            raise NotAHistory(f"messages[{index}] is not a message (an object with 'kind' and a 'parts' list)")
+    check_messages(messages)
 
 
 class MigrationError(ValueError):

@@ -40,7 +40,7 @@ import msgspec
 import orjson
 
 from histmig import schema
-from histmig.records import ID_FIELDS, NotAHistory, Outcome, Problem, Readers, Record, dumps, envelope_id, locate_messages
+from histmig.records import ID_FIELDS, NotAHistory, Outcome, Problem, Readers, Record, check_messages, dumps, envelope_id, locate_messages
 from histmig.rules import Walk, known_part_kinds, registry, select
 from histmig.rules.base import Budgets, CauseMode, Change, Context, Finding, Malformed, Rule
 from histmig.schema import REQUEST_PART_KINDS, RESPONSE_PART_KINDS, releases
@@ -336,6 +336,7 @@ def _full_way(record: Record, plan: Plan, defer: bool) -> Outcome:
         return Outcome(record, "rejected", None, errors=[f"invalid JSON: {_json_problem(record.raw)}"])
     try:
         located = locate_messages(obj, plan.messages_field)
+        check_messages(located.messages, located.name or "messages")
     except NotAHistory as exc:
         return Outcome(_named(record, obj), "rejected", None, errors=[str(exc)])
     messages = located.messages

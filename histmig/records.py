@@ -212,6 +212,19 @@ def locate_messages(
     raise NotAHistory(f"no {what} field found (name it with --messages-field)")
 
 
+def check_messages(messages: list[Any], prefix: str = "messages") -> None:
+    """Raise :class:`NotAHistory` unless each item of ``messages`` is a message: an object
+    holding ``kind`` and a ``parts`` list (every release's ``ModelRequest``/``ModelResponse``,
+    framework-facts §3); the error names the first item that is not, under ``prefix``. A
+    list of histories or of scalars is not a history: it is rejected, not copied as
+    unchanged."""
+    for index, message in enumerate(messages):
+        if message.__class__ is not dict or "kind" not in message:
+            raise NotAHistory(f"{prefix}[{index}] is not a message (an object with 'kind' and a 'parts' list)")
+        if message.get("parts").__class__ is not list:
+            raise NotAHistory(f"{prefix}[{index}].parts is not a list")
+
+
 def _json_kind(value: Any) -> str:
     """What ``value``, parsed from JSON, is in JSON's words: a string, a number, true, false or null."""
     if value is None or isinstance(value, bool):

@@ -191,8 +191,26 @@ def test_a_nested_messages_field_is_migrated_and_named_in_error_paths() -> None:
     outcome = process(Record(raw, "t.jsonl", "line 1"), Plan(messages_field="payload.messages"))
     assert outcome.status == "changed" and b"retry-prompt" not in outcome.output
     bad = orjson.dumps({"payload": {"messages": [{"kind": "request", "parts": "oops"}]}})
-    rejected = process(Record(bad, "t.jsonl", "line 2"), Plan(messages_field="payload.messages", validate_all=True))
-    assert [str(e) for e in rejected.errors][0] == "payload.messages[0].parts: Input should be a valid list"
+    rejected = process(Record(bad, "t.jsonl", "line 2"), Plan(messages_field="payload.messages"))
+    assert (rejected.status, rejected.errors) == ("rejected", ["payload.messages[0].parts is not a list"])
+    invalid = orjson.dumps({"payload": {"messages": [{"kind": "request", "parts": [{"part_kind": "user-prompt"}]}]}})
+    checked = process(Record(invalid, "t.jsonl", "line 3"), Plan(messages_field="payload.messages", validate_all=True))
+    assert checked.errors[0] == "payload.messages[0].parts[0].content: Field required"
+
+
+@pytest.mark.parametrize(
+    ("raw", "error"),
+    [
+        (b"[1,2]", "messages[0] is not a message (an object with 'kind' and a 'parts' list)"),
+        (b'{"messages":[{"kind":"request","parts":[]},"hi"]}', "messages[1] is not a message (an object with 'kind' and a 'parts' list)"),
+        (b'[[{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"x","tool_name":null}]}]]', "messages[0] is not a message (an object with 'kind' and a 'parts' list)"),
+        (b'{"messages":[{"kind":"request","parts":"oops"}]}', "messages[0].parts is not a list"),
+    ],
+    ids=["scalars", "a-scalar-among-messages", "a-list-of-histories", "parts-not-a-list"],
+)
+def test_an_array_of_other_things_than_messages_is_rejected_not_copied(raw: bytes, error: str) -> None:
+    outcome = process(Record(raw, "t.jsonl", "line 1"))
+    assert (outcome.status, outcome.output, outcome.errors) == ("rejected", None, [error])
 
 
 SPEECH = {"part_kind": "speech", "speaker": "user", "transcript": "hi"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from histmig.records import BadFieldPath, Located, NotAHistory, Record, envelope_id, field_path, locate_messages, spelled
+from histmig.records import BadFieldPath, Located, NotAHistory, Record, check_messages, envelope_id, field_path, locate_messages, spelled
 
 HISTORY = [{"kind": "request", "parts": []}]
 TEXT = '[{"kind": "request", "parts": []}]'
@@ -94,3 +94,11 @@ def test_a_record_is_named_by_file_place_and_id() -> None:
     assert envelope_id({"record_id": "r"}) == "r" and envelope_id(HISTORY) is None
     assert Record(b"[]", "in.jsonl", "line 3", "c-1").name == "in.jsonl:line 3 [c-1]"
     assert Record(b"[]", "in.jsonl", "line 3").name == "in.jsonl:line 3"
+
+
+def test_check_messages_names_the_first_item_that_is_not_a_message_under_its_prefix() -> None:
+    check_messages([{"kind": "request", "parts": []}, {"kind": "response", "parts": [], "extra": 1}])
+    with pytest.raises(NotAHistory, match=r"^payload\.msgs\[1\] is not a message \(an object with 'kind' and a 'parts' list\)$"):
+        check_messages([{"kind": "request", "parts": []}, {"role": "user"}, "hi"], "payload.msgs")
+    with pytest.raises(NotAHistory, match=r"^messages\[0\]\.parts is not a list$"):
+        check_messages([{"kind": "request", "parts": None}])
