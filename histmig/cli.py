@@ -519,7 +519,7 @@ def convert(
         ),
     ] = False,
     to_table: Annotated[Optional[str], typer.Option("--to-table", metavar="TABLE", help="DuckDB/PostgreSQL/SQLite: write to this new table instead of OUTPUT.")] = None,
-    overwrite: Annotated[bool, typer.Option("--overwrite", metavar="", help="With --to-table (DuckDB): replace the table if it exists (an output file is always replaced, once the new one is complete).")] = False,
+    overwrite: Annotated[bool, typer.Option("--overwrite", metavar="", help="With --to-table (DuckDB, PostgreSQL, SQLite): replace the table if it exists, in the transaction that writes the new one (an output file is always replaced, once the new one is complete).")] = False,
     engine: Annotated[
         str,
         typer.Option(

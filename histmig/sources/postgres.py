@@ -186,6 +186,8 @@ class PostgresTable(TableInput):
             self._write = lambda page, result: self.apply(self._relation(), self.changes(page, result))
         elif target.to_table is not None:
             new = self._qualified(target.to_table)
+            if target.overwrite:  # in the run's one transaction: the old table stays if the run fails
+                self._query(f"DROP TABLE IF EXISTS {new}")
             self._query(f"CREATE TABLE {new} (LIKE {self._relation()} INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES)")
             self._query(f"INSERT INTO {new} SELECT * FROM {self._relation()}")
             self._write = lambda page, result: self.apply(new, self.changes(page, result))
@@ -206,6 +208,6 @@ FORMAT = Format(
     claims=lambda path: path.startswith(SCHEMES),
     columnar=True,
     description="PostgreSQL",
-    takes=frozenset({"messages_column", "id_column", "table", "to_table", "in_place", "schema", "key_column", "single_transaction"}),
+    takes=frozenset({"messages_column", "id_column", "table", "to_table", "in_place", "overwrite", "schema", "key_column", "single_transaction"}),
 )
 PostgresTable.FORMAT = FORMAT

@@ -186,6 +186,8 @@ class SqliteTable(TableInput):
         key = [quote(name) for name, _, _, pk in sorted(info, key=lambda row: row[3]) if pk]
         columns += [f"PRIMARY KEY ({', '.join(key)})"] if key else []
         new, names = quote(to_table), ", ".join(quote(row[0]) for row in info)
+        if self._target.overwrite:  # in the run's one transaction: the old table stays if the run fails
+            self._con.execute(f"DROP TABLE IF EXISTS {new}")
         self._con.execute(f"CREATE TABLE {new} ({', '.join(columns)})")
         self._con.execute(f"INSERT INTO {new} ({names}) SELECT {names} FROM {self._relation()}")
         return new
@@ -199,6 +201,6 @@ FORMAT = Format(
     claims=lambda path: starts_with(path, MAGIC),
     columnar=True,
     description="SQLite",
-    takes=frozenset({"messages_column", "id_column", "table", "to_table", "in_place", "key_column"}),
+    takes=frozenset({"messages_column", "id_column", "table", "to_table", "in_place", "overwrite", "key_column"}),
 )
 SqliteTable.FORMAT = FORMAT

@@ -38,7 +38,7 @@ from histmig.records import MESSAGE_FIELD_CANDIDATES, Outcome, Record
 from histmig.report import Report
 from histmig.sources.arrow import ColumnError, jsonl_line
 from histmig.sources.atomic import atomic_output
-from histmig.sources.base import Format, Input, Job, Skipped, Target, Task, TaskResult, UsageError, Written, lazy
+from histmig.sources.base import Format, Input, Job, Skipped, Target, Task, TaskResult, UnwritableOutput, UsageError, Written, lazy
 
 pa = lazy("pyarrow")
 
@@ -158,6 +158,8 @@ class TableInput(Input):
             raise UsageError(f"{self.display(location)}: a {what} input needs --table")
         if sum((target.output is not None, target.to_table is not None, target.in_place)) > 1:
             raise UsageError(f"{self.display(location)}: give one of OUTPUT, --to-table and --in-place")
+        if target.to_table is not None and target.to_table == options.table:
+            raise UsageError(f"{self.display(location)}: --to-table names the table read; use --in-place to rewrite it")
         self.location, self._target, self._job, self._options = location, target, job, options
         self.table = options.table
         self.name = f"{self.display(location)}:{self.table}"
@@ -280,8 +282,8 @@ class TableInput(Input):
         for column, what in [*((k, "key column") for k in key), (options.id_column, "id column")]:
             if column is not None and column not in by_name and column not in self._hidden_columns():
                 raise ColumnError(f"{self.name}: no {what} {column!r}")
-        if self._target.to_table is not None and self._exists(self._target.to_table):
-            raise ColumnError(f"{self.name}: table {self._target.to_table!r} already exists")
+        if self._target.to_table is not None and not self._target.overwrite and self._exists(self._target.to_table):
+            raise UnwritableOutput(f"{self.display(self.location)}: table {self._target.to_table!r} already exists (--overwrite replaces it)")
         self.columns, self.column, self.kind, self.key = columns, name, kind, key
         self.stored = self._stored(name)
 

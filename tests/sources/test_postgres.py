@@ -139,7 +139,13 @@ def test_to_table_and_files_match_the_jsonl_path(postgres_db: str, records, tmp_
     assert others(postgres_db, "converted") == before
     assert column_types(postgres_db, "converted") == column_types(postgres_db)
     assert query(postgres_db, "SELECT indexdef LIKE '%%PRIMARY%%' OR indexdef LIKE '%%UNIQUE%%' FROM pg_indexes WHERE tablename = 'converted'") == [(True,)]
-    assert invoke("convert", "--to-table", "converted").exit_code == 2  # it exists now
+    refused = invoke("convert", "--to-table", "converted")  # it exists now
+    assert (refused.exit_code, refused.stderr.endswith(": table 'converted' already exists (--overwrite replaces it)\n")) == (2, True)
+    query(postgres_db, "UPDATE converted SET messages = '[]'")
+    assert invoke("convert", "--to-table", "converted", "--overwrite").exit_code == 0
+    assert messages(postgres_db, "converted") == expected
+    same = invoke("convert", "--to-table", TABLE, "--overwrite")
+    assert (same.exit_code, same.stderr.endswith(": --to-table names the table read; use --in-place to rewrite it\n")) == (2, True)
 
     assert invoke("convert", str(tmp_path / "out.jsonl")).exit_code == 0
     rows = [orjson.loads(line) for line in (tmp_path / "out.jsonl").read_bytes().splitlines()]

@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +104,14 @@ def test_to_table_and_files_match_the_jsonl_path(tmp_path: Path, records) -> Non
     assert stored(db, "converted") == expected
     assert query(db, f"SELECT {OTHER} FROM converted ORDER BY id") == before
     assert [row[1:] for row in query(db, "SELECT * FROM pragma_table_info('converted')")] == [row[1:] for row in query(db, f"SELECT * FROM pragma_table_info('{TABLE}')")]
-    assert invoke("convert", "--to-table", "converted").exit_code == 2
+    refused = invoke("convert", "--to-table", "converted")
+    assert (refused.exit_code, refused.stderr) == (2, f"histmig: cannot write {db}: table 'converted' already exists (--overwrite replaces it)\n")
+    with closing(sqlite3.connect(db)) as con, con:
+        con.execute("UPDATE converted SET messages = '[]'")
+    assert invoke("convert", "--to-table", "converted", "--overwrite").exit_code == 0
+    assert stored(db, "converted") == expected
+    same = invoke("convert", "--to-table", TABLE, "--overwrite")
+    assert (same.exit_code, same.stderr) == (2, f"histmig: {db}: --to-table names the table read; use --in-place to rewrite it\n")
 
     assert invoke("convert", str(tmp_path / "out.jsonl")).exit_code == 0
     rows = [orjson.loads(line) for line in (tmp_path / "out.jsonl").read_bytes().splitlines()]
