@@ -526,7 +526,7 @@ def convert(
             "--engine",
             metavar="ENGINE",
             callback=_choice(*ENGINES),
-            help="local: this machine's worker processes (--jobs); spark: a Spark job, Parquet in, a directory of Parquet files out (pip install 'histmig[spark]', Java 17).",
+            help="local: this machine's worker processes (--jobs); spark: a Spark job, Parquet in, a directory of Parquet files out (pip install 'histmig\\[spark]', Java 17).",
         ),
     ] = "local",
     spark_master: Annotated[

@@ -132,6 +132,7 @@ def test_help_has_examples_and_names_what_each_option_takes() -> None:
     assert "histmig convert chats.jsonl chats.v2.jsonl" in result.stdout
     for metavar in ("CODES", "FIELD", "FILE", "COLUMN", "TABLE", "N"):
         assert f" {metavar} " in result.stdout
+    assert "pip install 'histmig[spark]'" in " ".join(result.stdout.replace("│", " ").split())  # not eaten as rich markup
     top = invoke("--help")
     assert "histmig check chats.v2.jsonl" in top.stdout and "Each command has its own --help (-h)." in top.stdout
 
