@@ -98,9 +98,10 @@ class Result:
         of = f"{counts['changed']} of {counts['records_in']} records"
         if self.command == "check":
             unknown = self._unknown_parts()
-            warned = f"; {self._warning_findings()} warnings (see the report)" if self._warning_findings() else ""
-            found = f", {counts['findings']} findings" if counts["findings"] else ""
-            found += f", {self._warning_findings()} warnings" if self._warning_findings() else ""
+            warnings = _counted(self._warning_findings(), "warning")
+            warned = f"; {warnings} (see the report)" if warnings else ""
+            found = f", {_counted(counts['findings'], 'finding')}" if counts["findings"] else ""
+            found += f", {warnings}" if warnings else ""
             if self.target is not None:
                 summary = self.report.summary()
                 if not self.report.needs_attention:
@@ -308,6 +309,11 @@ def _check_history(messages: Any) -> None:
     if not isinstance(messages, list):
         raise NotAHistory(f"expected a history (a list of messages), got {type(messages).__name__}")
     check_messages(messages)
+
+
+def _counted(count: int, noun: str) -> str:
+    """``count`` ``noun``s in words (``1 warning``, ``6 warnings``), ``""`` for none."""
+    return f"{count} {noun}{'' if count == 1 else 's'}" if count else ""
 
 
 class MigrationError(ValueError):

@@ -274,7 +274,7 @@ REPORT = _bundle(
                 "--report-detail",
                 metavar="DETAIL",
                 callback=_choice(*REPORT_DETAILS),
-                help=f"full: a line per change; summary: the counts, errors and warnings only; auto: full up to {DETAIL_ROWS:,} changes, else the summary (the JSON report always lists every change).",
+                help=f"full: a line per change; summary: the counts (findings by rule) and the error and unknown-part warning lines only; auto: full up to {DETAIL_ROWS:,} changes, else the summary (the JSON report always lists every change).",
             ),
         ],
         "auto",
@@ -397,12 +397,18 @@ class _usage_errors:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, *_: object) -> None:
         if isinstance(exc, (UsageError, UnreadableInput, UnwritableOutput)):
             what = "cannot read " if isinstance(exc, UnreadableInput) else "cannot write " if isinstance(exc, UnwritableOutput) else ""
-            stderr.print(f"histmig: {what}{exc}", markup=False)
+            stderr.print(_one_line(f"histmig: {what}{exc}"), markup=False, soft_wrap=True)
             raise typer.Exit(EXIT_USAGE) from exc
         if isinstance(exc, OSError) and exc.errno != errno.EPIPE:  # a closed stdout ends the run silently, exit 1, as click does
             where = f"{exc.filename}: " if exc.filename else ""
-            stderr.print(f"histmig: {where}{exc.strerror or exc}", markup=False)
+            stderr.print(_one_line(f"histmig: {where}{exc.strerror or exc}"), markup=False, soft_wrap=True)
             raise typer.Exit(EXIT_USAGE) from exc
+
+
+def _one_line(text: str) -> str:
+    """``text`` on one line: a driver's message of several (libpq's "Is the server running
+    ...?") joined by ``; ``."""
+    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
 def _show_version(value: bool) -> None:

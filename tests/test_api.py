@@ -34,6 +34,16 @@ def test_convert_audit_and_check_report_the_same_counts(tmp_path: Path) -> None:
     assert clean.report.summary()["findings_by_rule"] == {"HM407": 6}
 
 
+def test_a_verdict_counts_one_warning_in_the_singular(tmp_path: Path) -> None:
+    waiting = tmp_path / "waiting.jsonl"  # a last response's call, awaiting its result: HM407, a warning
+    waiting.write_bytes(
+        b'[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"hi","timestamp":"2025-01-01T00:00:00Z"}]},'
+        b'{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":{},"tool_call_id":"c1"}],"timestamp":"2025-01-01T00:00:01Z"}]\n'
+    )
+    checked = api.check(str(waiting))
+    assert (checked.exit_code, checked.verdict) == (0, "histmig check: all 1 records are current and valid; 1 warning (see the report)")
+
+
 def test_a_rejected_record_fails_convert_and_says_where_it_went(tmp_path: Path) -> None:
     source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     source.write_bytes(LEGACY + b"\n{oops\n")

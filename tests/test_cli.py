@@ -453,3 +453,11 @@ def test_attempts_on_convert_and_audit_only_and_their_options_need_it(tmp_path: 
         assert (failed.exit_code, said in failed.stderr) == (2, True), args
     assert invoke("check", str(source), "--attempts").exit_code == 2
     assert "--max-retries" in invoke("convert", "--help").stdout and "--counting" in invoke("audit", "--help").stdout
+
+
+def test_a_driver_error_of_several_lines_is_said_in_one() -> None:
+    result = invoke("check", "postgresql://nobody@127.0.0.1:1/x", "--table", "t")
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1
+    assert result.stderr.startswith("histmig: cannot read postgresql://nobody@127.0.0.1:1/x: cannot connect: connection failed: ")
+    assert "Connection refused; Is the server running" in result.stderr
