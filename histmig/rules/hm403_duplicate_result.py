@@ -11,7 +11,7 @@ def find_duplicates(messages: Messages, ctx: Context) -> list[Finding]:
     it and sends two results for one call. No fix: which of the two the model should have seen
     is not in the history."""
     return [
-        Finding("HM403", m, p, f"{describe(messages, m, p)} answers a call already answered at messages[{first[0]}].parts[{first[1]}]", "duplicate", "exact")
+        Finding("HM403", m, p, f"{describe(messages, m, p)} answers the call at messages[{first[0]}].parts[{first[1]}], which an earlier result answered", "duplicate", "exact")
         for (m, p), first in analyse(messages).duplicate
     ]
 
