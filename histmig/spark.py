@@ -88,7 +88,7 @@ def migrate(df: DataFrame, messages_column: str = "messages", *, report: bool = 
     path's widened type. Same rows, same order within each partition, every other column as
     it is; a rejected row keeps its original value. ``options`` are those of
     :class:`~histmig.options.Options` about records (``select``, ``ignore``, ``unsafe_fixes``,
-    ``causes``, ``messages_field``); with ``report=True`` the result has two more columns,
+    ``causes``, ``messages_field``, ``target``, ``attempts``, ``counting``, ``max_retries``); with ``report=True`` the result has two more columns,
     :data:`STATUS` and :data:`CHANGES`. Lazy, like any transformation. Raises
     :class:`~histmig.sources.base.UsageError` for an unknown option or rule code, and
     :class:`~histmig.sources.arrow.ColumnError` for a messages column that is missing or of

@@ -327,6 +327,18 @@ def test_check_returns_the_failing_rows_as_they_are(spark: SparkSession, text_pa
     assert hs.summarize(hs.check(spark.createDataFrame([(invalid.decode(),)], "messages string")))["invalid"] == 1
 
 
+@pytest.mark.parametrize(
+    "options",
+    [{"target": "2.0.0"}, {"attempts": True, "max_retries": "tools=2,output=1"}, {"unsafe_fixes": True, "causes": "framework"}],
+    ids=["rollback", "attempts", "unsafe-fixes-framework-causes"],
+)
+def test_the_rollback_and_attempt_options_give_the_parquet_paths_cells(spark: SparkSession, text_parquet: Path, tmp_path: Path, options: dict[str, Any]) -> None:
+    cells, report = local(text_parquet, tmp_path / "local.parquet", Options(**options))
+    migrated = hs.migrate(spark.read.parquet(str(text_parquet)), "messages", report=True, **options).persist()
+    assert [row["messages"].encode() for row in migrated.collect()] == cells
+    assert hs.summarize(migrated) == summary(report)
+
+
 def test_options_are_those_of_the_local_engine(spark: SparkSession, text_parquet: Path, tmp_path: Path) -> None:
     cells, report = local(text_parquet, tmp_path / "local.parquet", REJECTING)
     out = hs.migrate(spark.read.parquet(str(text_parquet)), "messages", report=True, select="HM1", ignore=["HM103"])
