@@ -18,9 +18,11 @@ not a record: it is carried as it is and not counted. Every other column is unto
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
+from itertools import accumulate
 from typing import Any, Literal, NamedTuple
 
 import orjson
@@ -332,10 +334,10 @@ class ColumnMigrator:
         writes UTF-8 only)."""
         type_ = self.input_type
         storage = _storage(type_)
-        array = pa.array(outputs, type=_binary_layout(storage))
-        if array.type != storage:
-            array = array.view(storage)
-        return pa.ExtensionArray.from_storage(type_, array) if isinstance(type_, pa.BaseExtensionType) else array
+        built = bytes_array(outputs, _binary_layout(storage))
+        if built.type != storage:
+            built = built.view(storage)
+        return pa.ExtensionArray.from_storage(type_, built) if isinstance(type_, pa.BaseExtensionType) else built
 
     def apply(self, column: pa.Array, cells: Cells) -> pa.Array:
         """``column`` (the messages column of a batch of ``cells.length`` rows) with
@@ -368,6 +370,33 @@ class ColumnMigrator:
                 kept, first = positions[k] + 1, k + 1
         pieces.append(column.slice(kept))
         return pieces
+
+
+_OFFSETS = {"binary": ("i", 2**31 - 1), "large_binary": ("q", 2**63 - 1)}
+"""The offsets' ``array`` typecode and the largest offset of each binary layout."""
+
+
+def bytes_array(values: Sequence[bytes], type_: pa.DataType) -> pa.Array:
+    """An array of the binary layout ``type_`` holding ``values`` (bytes, none null), built
+    from its offsets and data buffers. ``pa.array`` of a Python list first asks pyarrow's
+    pandas shim whether the list is a pandas object, which imports pandas wherever it is
+    installed: 0.9 s of start-up in each process that converts a Parquet file (pyarrow 26,
+    ``python -X importtime``). A layout without offsets (``binary_view``), or data past
+    the offsets' range, is left to ``pa.array``."""
+    offsets = _OFFSETS.get(str(type_))
+    size = sum(map(len, values))
+    if offsets is None or size > offsets[1]:
+        return pa.array(values, type=type_)
+    ends = array(offsets[0], [0])
+    ends.extend(accumulate(map(len, values)))
+    return pa.Array.from_buffers(type_, len(values), [None, pa.py_buffer(ends), pa.py_buffer(b"".join(values))])
+
+
+def indices(values: Sequence[int]) -> pa.Array:
+    """``values`` (row positions) as an ``int64`` array for ``take``, built from its buffer:
+    a Python list given to a compute function goes through ``pa.array`` (see
+    :func:`bytes_array`)."""
+    return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(array("q", values))])
 
 
 def _binary_layout(type_: pa.DataType) -> pa.DataType:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from histmig.report import Report
-from histmig.sources.arrow import Cells, ColumnError, ColumnMigrator, find_id_column, find_messages_column, write_jsonl_rows
+from histmig.sources.arrow import Cells, ColumnError, ColumnMigrator, find_id_column, find_messages_column, indices, write_jsonl_rows
 from histmig.sources.atomic import atomic_output
 from histmig.sources.base import Format, Input, Job, Target, Task, TaskResult, UnwritableOutput, UsageError, Written, lazy, starts_with
 from histmig.sources.parquet import parquet_sink
@@ -43,7 +43,7 @@ def quote(name: str) -> str:
 
 def _duckdb_type(con: Any, type_: Any) -> str:
     """The DuckDB column type DuckDB gives an Arrow column of ``type_``."""
-    con.register(_BATCH, pa.table({"v": pa.array([], type=type_)}))
+    con.register(_BATCH, pa.table({"v": pa.nulls(0, type_)}))  # not pa.array: see arrow.bytes_array
     try:
         return con.execute(f"DESCRIBE SELECT v FROM {quote(_BATCH)}").fetchall()[0][1]
     finally:
@@ -272,7 +272,8 @@ class TableInput(Input):
             changed = result.cells.changed  # type: ignore[union-attr]
             if not changed:
                 return
-            rows = pa.table({"rid": result.batch.column(_ROWID).take(changed), "value": result.batch.column(self._column).take(changed)})
+            taken = indices(changed)
+            rows = pa.table({"rid": result.batch.column(_ROWID).take(taken), "value": result.batch.column(self._column).take(taken)})
             if not created:
                 self._con.register(_BATCH, rows)
                 self._con.execute(f"CREATE TEMP TABLE {quote(_UPDATES)} AS SELECT * FROM {quote(_BATCH)} LIMIT 0")

@@ -4,6 +4,10 @@ batch's report is the one record by record."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import orjson
 import pyarrow as pa
 import pytest
@@ -13,7 +17,7 @@ from histmig.records import Record
 from histmig.report import Report
 from histmig.rules import select
 from histmig.screen import Screen
-from histmig.sources.arrow import Cells, ColumnError, ColumnMigrator, find_id_column, find_messages_column, widened_type
+from histmig.sources.arrow import Cells, ColumnError, ColumnMigrator, bytes_array, find_id_column, find_messages_column, indices, widened_type
 from tests.sources.conftest import corpus_records
 
 
@@ -135,3 +139,39 @@ def test_an_id_like_column_names_the_rows() -> None:
     assert find_id_column(pa.schema([("messages", pa.string()), ("id", pa.float64())])) is None
     with pytest.raises(ColumnError, match="t.parquet: no id column 'conv'"):
         find_id_column(schema, "conv", where="t.parquet")
+
+
+@pytest.mark.parametrize("type_", [pa.binary(), pa.large_binary(), pa.binary_view()], ids=str)
+@pytest.mark.parametrize("values", [[], [b""], [b'[{"kind":"request"}]', b"", "\u00e9t\u00e9".encode()]], ids=["none", "empty", "three"])
+def test_bytes_array_is_pa_array(values: list[bytes], type_: pa.DataType) -> None:
+    built = bytes_array(values, type_)
+    assert (built.type, built.to_pylist()) == (type_, values)
+    built.validate(full=True)
+
+
+def test_indices_are_int64_positions() -> None:
+    taken = pa.array([b"a", b"b", b"c", b"d"]).take(indices([3, 0, 2]))
+    assert taken.to_pylist() == [b"d", b"a", b"c"]
+
+
+def test_converting_parquet_and_duckdb_never_imports_pandas(tmp_path: Path) -> None:
+    """pandas is installed here (pyspark needs it) and ``pa.array`` of a list would import it:
+    0.9 s in each process (see :func:`histmig.sources.arrow.bytes_array`)."""
+    import duckdb
+    import pyarrow.parquet as pq
+
+    from tests.conftest import CORPUS
+
+    records = [orjson.loads(line) for line in (CORPUS / "all.jsonl").read_bytes().splitlines()]
+    pq.write_table(pa.table({"messages": [orjson.dumps(r["messages"]).decode() for r in records]}), tmp_path / "in.parquet")
+    with duckdb.connect(str(tmp_path / "in.duckdb")) as con:
+        con.execute(f"CREATE TABLE chats AS SELECT * FROM read_json('{CORPUS / 'all.jsonl'}', columns={{'id': 'VARCHAR', 'messages': 'JSON'}})")
+    script = (
+        "import runpy, sys\n"
+        "sys.argv = ['histmig', *sys.argv[1:]]\n"
+        "try:\n    runpy.run_module('histmig', run_name='__main__')\n"
+        "except SystemExit as exit:\n    print(exit.code, 'pandas' in sys.modules)\n"
+    )
+    for args in (["in.parquet", "out.parquet"], ["in.duckdb", "--table", "chats", "--in-place"]):
+        done = subprocess.run([sys.executable, "-c", script, "convert", *args, "-q", "--jobs", "1"], cwd=tmp_path, capture_output=True, text=True, check=True)
+        assert done.stdout == "0 False\n", (args, done.stderr)
