@@ -40,7 +40,8 @@ import msgspec
 import orjson
 
 from histmig import schema
-from histmig.records import ID_FIELDS, NotAHistory, Outcome, Problem, Readers, Record, check_messages, dumps, envelope_id, locate_messages
+from histmig.problems import Problem
+from histmig.records import ID_FIELDS, NotAHistory, Outcome, Readers, Record, check_messages, dumps, envelope_id, locate_messages
 from histmig.rules import Walk, known_part_kinds, registry, select
 from histmig.rules.base import Budgets, CauseMode, Change, Context, Finding, Malformed, Rule
 from histmig.schema import REQUEST_PART_KINDS, RESPONSE_PART_KINDS, releases

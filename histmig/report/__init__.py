@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, Literal
 
-from histmig.records import Outcome, parts_of
+from histmig.problems import parts_of
+from histmig.records import Outcome
 from histmig.report.rows import ChangeRow, FindingRow, ReaderRow, Spill
 from histmig.schema.releases import release
 

@@ -121,7 +121,7 @@ ABSENT_PART = "absent"
 
 class Malformed(ValueError):
     """A part a rule targets has a shape no release wrote, so it cannot be migrated; its one
-    argument is the :class:`~histmig.records.Problem` (the path inside the record,
+    argument is the :class:`~histmig.problems.Problem` (the path inside the record,
     ``messages[2].parts[0].content``, and what is wrong). The engine rejects the record,
     unchanged."""
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from histmig.records import Problem
+from histmig.problems import Problem
 from histmig.rules.base import Change, Context, Malformed, Message, Messages, Part
 from histmig.rules.causes import Verdict, framework_cause, infer_cause
 

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import SchemaValidator, core_schema
 
-from histmig.records import Problem
+from histmig.problems import Problem
 from histmig.schema import PLAIN_CURRENT
 from histmig.schema.current import ModelMessage
 from histmig.schema.legacy import LegacyModelMessage

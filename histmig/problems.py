@@ -1,0 +1,38 @@
+"""Problem: one error or warning line about a record, its path inside the record and its
+message apart. At the ground floor: the schema's validation, the rules, the engine and the
+report all make or read them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class Problem(str):
+    """One error or warning line about a record: the ``path`` inside the record
+    (``messages[2].parts[0].tool_call_id``; ``None`` when the problem is the whole record, as
+    invalid JSON) and the ``message``, as one ``str`` (``path: message``) for every line a
+    user reads, and apart for the JSON report (README "Report")."""
+
+    path: str | None
+    message: str
+
+    def __new__(cls, path: str | None, message: str) -> Problem:
+        line = super().__new__(cls, f"{path}: {message}" if path else message)
+        line.path, line.message = path, message
+        return line
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Problem, (self.path, self.message))
+
+    def under(self, prefix: str) -> Problem:
+        """This problem with a path that starts at ``messages`` starting at ``prefix`` (the
+        envelope field the history came from) instead."""
+        if self.path is None or not self.path.startswith("messages") or prefix == "messages":
+            return self
+        return Problem(prefix + self.path[len("messages") :], self.message)
+
+
+def parts_of(line: str) -> tuple[str | None, str]:
+    """``(path, message)`` of an error or warning line: a :class:`Problem`'s, or ``None`` and
+    the whole line for any other (a problem of the whole record)."""
+    return (line.path, line.message) if isinstance(line, Problem) else (None, line)
