@@ -99,7 +99,7 @@ class TableInput(Input):
         table = options.table
         if sum((target.output is not None, target.to_table is not None, target.in_place)) > 1:
             raise UsageError(f"{path}: give one of OUTPUT, --to-table and --in-place")
-        if target.to_table is not None and target.to_table == table:
+        if target.to_table is not None and target.to_table.lower() == table.lower():  # DuckDB's names ignore case
             raise UsageError(f"{path}: --to-table names the table read; use --in-place to rewrite it")
         self.name = f"{path}:{table}"
         self.size = os.path.getsize(path)
@@ -128,7 +128,7 @@ class TableInput(Input):
         self._finish: Callable[[], None] = lambda: None
 
     def _exists(self, table: str) -> bool:
-        return bool(self._con.execute("SELECT 1 FROM information_schema.tables WHERE table_name = ?", [table]).fetchall())
+        return bool(self._con.execute("SELECT 1 FROM information_schema.tables WHERE lower(table_name) = lower(?)", [table]).fetchall())
 
     def _first_cell(self, column: str) -> Any:
         """The first non-null cell of ``column`` of the table, or ``None``."""

@@ -92,8 +92,12 @@ class SqliteTable(TableInput):
     def _relation(self) -> str:
         return quote(self.table)
 
+    @staticmethod
+    def same_name(one: str, other: str) -> bool:
+        return one.encode().lower() == other.encode().lower()  # SQLite folds ASCII letters only, quoted or not
+
     def _exists(self, table: str) -> bool:
-        return bool(self._query("SELECT 1 FROM sqlite_master WHERE type IN ('table', 'view') AND name = ?", [table]))
+        return bool(self._query("SELECT 1 FROM sqlite_master WHERE type IN ('table', 'view') AND name = ? COLLATE NOCASE", [table]))
 
     def _columns(self) -> list[Column]:
         rows = self._query("SELECT name, type FROM pragma_table_info(?) ORDER BY cid", [self.table])

@@ -152,13 +152,19 @@ class TableInput(Input):
     """The driver's parameter placeholder."""
     FORMAT: Format
 
+    @staticmethod
+    def same_name(one: str, other: str) -> bool:
+        """Whether two table names (each one quoted identifier) name the same table: the
+        same text (PostgreSQL); SQLite overrides it, its names ignoring ASCII case."""
+        return one == other
+
     def __init__(self, location: str, target: Target, options: Any, job: Job) -> None:
         what = self.FORMAT.description
         if options.table is None:
             raise UsageError(f"{self.display(location)}: a {what} input needs --table")
         if sum((target.output is not None, target.to_table is not None, target.in_place)) > 1:
             raise UsageError(f"{self.display(location)}: give one of OUTPUT, --to-table and --in-place")
-        if target.to_table is not None and target.to_table == options.table:
+        if target.to_table is not None and self.same_name(target.to_table, options.table):
             raise UsageError(f"{self.display(location)}: --to-table names the table read; use --in-place to rewrite it")
         self.location, self._target, self._job, self._options = location, target, job, options
         self.table = options.table

@@ -184,9 +184,12 @@ def test_an_existing_table_is_replaced_only_with_overwrite(tmp_path: Path, recor
     replaced = invoke("convert", str(db), "--table", TABLE, "--to-table", "converted", "--overwrite", "-q")
     assert replaced.exit_code == 0, replaced.output
     assert read_table(db, "converted").equals(first)
-    itself = invoke("convert", str(db), "--table", TABLE, "--to-table", TABLE, "--overwrite", "-q")
-    assert (itself.exit_code, itself.stderr) == (2, f"histmig: {db}: --to-table names the table read; use --in-place to rewrite it\n")
+    for name in (TABLE, TABLE.upper()):  # DuckDB's names ignore case
+        itself = invoke("convert", str(db), "--table", TABLE, "--to-table", name, "--overwrite", "-q")
+        assert (itself.exit_code, itself.stderr) == (2, f"histmig: {db}: --to-table names the table read; use --in-place to rewrite it\n")
     assert read_table(db).num_rows == 20
+    cased = invoke("convert", str(db), "--table", TABLE, "--to-table", "CONVERTED", "-q")
+    assert (cased.exit_code, cased.stderr) == (2, f"histmig: cannot write {db}: table 'CONVERTED' already exists (--overwrite replaces it)\n")
 
 
 def test_a_database_without_table_says_which_tables_it_has(tmp_path: Path, records) -> None:

@@ -110,8 +110,12 @@ def test_to_table_and_files_match_the_jsonl_path(tmp_path: Path, records) -> Non
         con.execute("UPDATE converted SET messages = '[]'")
     assert invoke("convert", "--to-table", "converted", "--overwrite").exit_code == 0
     assert stored(db, "converted") == expected
-    same = invoke("convert", "--to-table", TABLE, "--overwrite")
-    assert (same.exit_code, same.stderr) == (2, f"histmig: {db}: --to-table names the table read; use --in-place to rewrite it\n")
+    for name in (TABLE, "Conversations"):  # SQLite's names ignore ASCII case: the input table must not be dropped
+        same = invoke("convert", "--to-table", name, "--overwrite")
+        assert (same.exit_code, same.stderr) == (2, f"histmig: {db}: --to-table names the table read; use --in-place to rewrite it\n")
+    assert query(db, f"SELECT count(*) FROM {TABLE}") == [(len(records),)]
+    cased = invoke("convert", "--to-table", "CONVERTED")
+    assert (cased.exit_code, cased.stderr) == (2, f"histmig: cannot write {db}: table 'CONVERTED' already exists (--overwrite replaces it)\n")
 
     assert invoke("convert", str(tmp_path / "out.jsonl")).exit_code == 0
     rows = [orjson.loads(line) for line in (tmp_path / "out.jsonl").read_bytes().splitlines()]
