@@ -98,9 +98,9 @@ class Result:
         of = f"{counts['changed']} of {counts['records_in']} records"
         if self.command == "check":
             unknown = self._unknown_parts()
-            warnings = _counted(self._warning_findings(), "warning")
+            warnings = _plural(self._warning_findings(), "warning") if self._warning_findings() else ""
             warned = f"; {warnings} (see the report)" if warnings else ""
-            found = f", {_counted(counts['findings'], 'finding')}" if counts["findings"] else ""
+            found = f", {_plural(counts['findings'], 'finding')}" if counts["findings"] else ""
             found += f", {warnings}" if warnings else ""
             if self.target is not None:
                 summary = self.report.summary()
@@ -118,14 +118,15 @@ class Result:
             unknown = f"; {unknown}" if unknown else ""
             return f"histmig check: {of} to migrate, {counts['invalid']} invalid, {counts['rejected']} rejected{found}{unknown}{cut}"
         migrated, kept = ("migrated", "") if self.target is None else (f"rewritten for {self.target}", self._kept())
+        left = f", {_plural(counts['findings'], 'finding')} left as found (see the report)" if counts["findings"] else ""
         if self.command == "audit":
-            return f"histmig audit: {of} would be {migrated}, {counts['unchanged']} need nothing{kept}, {counts['rejected']} would be rejected; nothing was written{cut}"
+            return f"histmig audit: {of} would be {migrated}, {counts['unchanged']} need nothing{kept}, {counts['rejected']} would be rejected{left}; nothing was written{cut}"
         if self.command in ("otel", "otel-upgrade"):
             done = counts["records_in"] - counts["rejected"]
             what = "exported" if self.command == "otel" else f"upgraded ({counts['unchanged']} already in version 6 roles)"
             return f"histmig: {done} records {what}, {counts['rejected']} rejected"
         skipped = f", {counts['skipped']} skipped (another client wrote them after histmig read them; run again to migrate them)" if counts["skipped"] else ""
-        return f"histmig convert: {of} {migrated}, {counts['unchanged']} unchanged{kept}, {counts['rejected']} rejected{skipped}; {self._written()}{cut}"
+        return f"histmig convert: {of} {migrated}, {counts['unchanged']} unchanged{kept}, {counts['rejected']} rejected{skipped}{left}; {self._written()}{cut}"
 
     def _unknown_part_count(self) -> int:
         """The parts of an unknown ``part_kind`` (a newer release's) carried unchanged: a
@@ -309,11 +310,6 @@ def _check_history(messages: Any) -> None:
     if not isinstance(messages, list):
         raise NotAHistory(f"expected a history (a list of messages), got {type(messages).__name__}")
     check_messages(messages)
-
-
-def _counted(count: int, noun: str) -> str:
-    """``count`` ``noun``s in words (``1 warning``, ``6 warnings``), ``""`` for none."""
-    return f"{count} {noun}{'' if count == 1 else 's'}" if count else ""
 
 
 class MigrationError(ValueError):

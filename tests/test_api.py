@@ -266,8 +266,22 @@ def test_a_record_the_target_cannot_load_is_kept_named_and_fails_convert(tmp_pat
     source.write_bytes(orjson.dumps({"id": "s", "messages": [{"kind": "request", "parts": [{"part_kind": "speech", "speaker": "user", "transcript": "hi"}]}]}) + b"\n")
     result = api.convert(str(source), str(out), Options(target="2.0.0"))
     assert (result.exit_code, out.read_bytes()) == (1, source.read_bytes())
-    assert result.verdict == f"histmig convert: 0 of 1 records rewritten for 2.0.0, 1 unchanged (1 of them 2.0.0 cannot load), 0 rejected; written to {out}"
+    assert result.verdict == f"histmig convert: 0 of 1 records rewritten for 2.0.0, 1 unchanged (1 of them 2.0.0 cannot load), 0 rejected, 1 finding left as found (see the report); written to {out}"
     assert result.report.errors[0]["errors"] == ["messages[0].parts[0].part_kind: 2.0.0 cannot load a 'speech' part (loaded from 2.28.0)"]
     assert [row["rule"] for row in result.report.findings] == ["HM503"]
     dropped = api.convert(str(source), str(out), Options(target="2.0.0", unsafe_fixes=True))
     assert dropped.exit_code == 0 and orjson.loads(out.read_bytes())["messages"][0]["parts"] == []
+
+
+def test_convert_and_audit_say_how_many_findings_they_leave(tmp_path: Path) -> None:
+    source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    source.write_bytes(  # a result whose call is in no response: HM401, an unsafe fix
+        b'[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"hi","timestamp":"2025-01-01T00:00:00Z"}]},'
+        b'{"kind":"response","parts":[{"part_kind":"text","content":"ok"}],"timestamp":"2025-01-01T00:00:01Z"},'
+        b'{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"t","content":"x","tool_call_id":"c9","timestamp":"2025-01-01T00:00:02Z"}]}]\n'
+    )
+    audited, converted = api.audit(str(source)), api.convert(str(source), str(out))
+    assert audited.verdict == "histmig audit: 0 of 1 records would be migrated, 1 need nothing, 0 would be rejected, 1 finding left as found (see the report); nothing was written"
+    assert (converted.exit_code, converted.verdict) == (0, f"histmig convert: 0 of 1 records migrated, 1 unchanged, 0 rejected, 1 finding left as found (see the report); written to {out}")
+    fixed = api.convert(str(source), str(out), Options(unsafe_fixes=True))
+    assert fixed.verdict == f"histmig convert: 1 of 1 records migrated, 0 unchanged, 0 rejected; written to {out}"
