@@ -114,7 +114,8 @@ class Result:
                 if unknown:
                     fails = "--strict fails on them" if self.strict else "--strict would fail on them"
                     return f"histmig check: {counts['records_in']} records need no rule, but {unknown}, carried unchanged ({fails}){warned}"
-                return f"histmig check: all {counts['records_in']} records are current and valid{warned}"
+                every = "the one record is" if counts["records_in"] == 1 else f"all {counts['records_in']} records are"
+                return f"histmig check: {every} current and valid{warned}"
             unknown = f"; {unknown}" if unknown else ""
             return f"histmig check: {of} to migrate, {counts['invalid']} invalid, {counts['rejected']} rejected{found}{unknown}{cut}"
         migrated, kept = ("migrated", "") if self.target is None else (f"rewritten for {self.target}", self._kept())

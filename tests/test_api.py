@@ -41,7 +41,7 @@ def test_a_verdict_counts_one_warning_in_the_singular(tmp_path: Path) -> None:
         b'{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":{},"tool_call_id":"c1"}],"timestamp":"2025-01-01T00:00:01Z"}]\n'
     )
     checked = api.check(str(waiting))
-    assert (checked.exit_code, checked.verdict) == (0, "histmig check: all 1 records are current and valid; 1 warning (see the report)")
+    assert (checked.exit_code, checked.verdict) == (0, "histmig check: the one record is current and valid; 1 warning (see the report)")
 
 
 def test_a_rejected_record_fails_convert_and_says_where_it_went(tmp_path: Path) -> None:

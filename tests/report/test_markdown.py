@@ -50,7 +50,7 @@ def test_a_clean_check_opens_with_pass(tmp_path: Path) -> None:
     source = tmp_path / "clean.jsonl"
     source.write_bytes(b'[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"hi"}]}]\n')
     text = rendered(api.check(str(source)).report, "markdown")
-    assert text.startswith("# ✅ pass: histmig check\n\nhistmig check: all 1 records are current and valid\n")
+    assert text.startswith("# ✅ pass: histmig check\n\nhistmig check: the one record is current and valid\n")
     assert "Summary only" not in text and "not in this report" not in text
 
 
