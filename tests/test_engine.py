@@ -203,7 +203,7 @@ def test_a_nested_messages_field_is_migrated_and_named_in_error_paths() -> None:
     [
         (b"[1,2]", "messages[0] is not a message (an object with 'kind' and a 'parts' list)"),
         (b'{"messages":[{"kind":"request","parts":[]},"hi"]}', "messages[1] is not a message (an object with 'kind' and a 'parts' list)"),
-        (b'[[{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"x","tool_name":null}]}]]', "messages[0] is not a message (an object with 'kind' and a 'parts' list)"),
+        (b'[[{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"x","tool_name":null}]}]]', "messages[0] is a list, not a message: a record holds one history (many histories go in a JSONL file, one a line)"),
         (b'{"messages":[{"kind":"request","parts":"oops"}]}', "messages[0].parts is not a list"),
     ],
     ids=["scalars", "a-scalar-among-messages", "a-list-of-histories", "parts-not-a-list"],

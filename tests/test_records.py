@@ -100,5 +100,7 @@ def test_check_messages_names_the_first_item_that_is_not_a_message_under_its_pre
     check_messages([{"kind": "request", "parts": []}, {"kind": "response", "parts": [], "extra": 1}])
     with pytest.raises(NotAHistory, match=r"^payload\.msgs\[1\] is not a message \(an object with 'kind' and a 'parts' list\)$"):
         check_messages([{"kind": "request", "parts": []}, {"role": "user"}, "hi"], "payload.msgs")
+    with pytest.raises(NotAHistory, match=r"^messages\[0\] is a list, not a message: a record holds one history"):
+        check_messages([[], []])
     with pytest.raises(NotAHistory, match=r"^messages\[0\]\.parts is not a list$"):
         check_messages([{"kind": "request", "parts": None}])
