@@ -28,6 +28,7 @@ record carries unchanged (``check`` parses every record and names it).
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from functools import lru_cache
 from operator import attrgetter
 from typing import Any, Literal, Union
@@ -132,28 +133,45 @@ nothing to change; ``None`` the record must go the full way."""
 class _Families:
     """The history looks of ``rules`` asked of a decoded skeleton (``families(messages, parts)
     -> Verdict``): their findings, kept when their rule is selected (with its severity), or
-    ``None`` when a family cannot tell or one finding's rule would fix it (``fixing``).
-    :meth:`of` gives ``None`` for rules without a history look."""
+    ``None`` when a family cannot tell or one finding's rule would fix it (``fixing``)."""
 
-    def __init__(self, asked: list[Any], rules: tuple[Rule, ...], fixing: frozenset[str]) -> None:
-        self.asked = asked
+    def __init__(self, asked: list[tuple[Any, frozenset[str]]], rules: tuple[Rule, ...], fixing: frozenset[str]) -> None:
+        self.asked = asked  # each family's skeleton and the part kinds it reads
         self._severity = {rule.code: rule.severity for rule in rules}
         self._fixing = fixing
 
     @classmethod
-    def of(cls, rules: tuple[Rule, ...], fixing: frozenset[str]) -> _Families | None:
-        asked = [look.skeleton for look in _history_looks(rules)]
-        return cls(asked, rules, fixing) if asked else None
+    def asker(cls, rules: tuple[Rule, ...], fixing: frozenset[str]) -> Callable[[list[Any], list[Any]], Verdict] | None:
+        """What the screen and the settled check call a record (a bound method: :meth:`one`
+        for a single family, the usual case), or ``None`` for rules without a history look.
+        Called only when the record holds a part a look reads (:class:`HistoryLook`)."""
+        asked = [(look.skeleton, frozenset(look.reads)) for look in _history_looks(rules)]
+        if not asked:
+            return None
+        families = cls(asked, rules, fixing)
+        return families.one if len(asked) == 1 else families.__call__
 
     def __call__(self, messages: list[Any], parts: list[Any]) -> Verdict:
         found: list[Finding] = []
-        for skeleton in self.asked:
-            verdict = skeleton(messages, parts)
+        for skeleton, kinds in self.asked:
+            mine = [part for part in parts if part._kind in kinds]  # a family is given the parts it reads alone
+            verdict = skeleton(messages, mine) if mine else []
             if verdict is None:
                 return None
             found += verdict
-        if not found:
-            return ()
+        return self._kept(found) if found else ()
+
+    def one(self, messages: list[Any], parts: list[Any]) -> Verdict:
+        """:meth:`__call__` for a single family (the usual case: the pairing rules), without
+        the loop: the screen asks it of every record holding a part it reads."""
+        verdict = self.asked[0][0](messages, parts)
+        if not verdict:
+            return verdict if verdict is None else ()
+        return self._kept(verdict)
+
+    def _kept(self, found: list[Finding]) -> Verdict:
+        """``found``, with their rules' severities, those of selected rules only; ``None``
+        when one's rule would fix it."""
         kept = []
         for finding in found:
             if finding.code in self._fixing:
@@ -182,8 +200,7 @@ class Screen:
         self._held = attrgetter(".".join(["value"] * len(path)))
         self._record = _decoder(Union[skeleton, str], path)
         self._array = _decoder(skeleton, ())
-        families = _Families.of(rules, fixing)
-        self._families = None if families is None else families.__call__  # a bound method: called per record
+        self._families = _Families.asker(rules, fixing)
 
     def __call__(self, raw: bytes) -> Verdict:
         """What ``raw`` needs (see the class docstring). One decode, no search of the bytes
@@ -202,7 +219,7 @@ class Screen:
         except (msgspec.DecodeError, UnicodeDecodeError, RecursionError, IndexError):
             return None
         families = self._families
-        return () if families is None else families(messages, read)
+        return () if families is None or not read else families(messages, read)  # no part a look reads: nothing for it (HistoryLook)
 
 
 @lru_cache(maxsize=16)
@@ -256,11 +273,11 @@ class Settled:
 
     def __init__(self, rules: tuple[Rule, ...], field: str | None = None, fixing: frozenset[str] | None = frozenset()) -> None:
         path = _path(field)
-        families = None if fixing is None else _Families.of(rules, fixing)
+        families = None if fixing is None else _Families.asker(rules, fixing)
         self._read: list[Any] = []
         self._decoder = _decoder(_settled_history(rules, self._read if families is not None else None), path)
         self._messages = attrgetter(".".join(["value"] * len(path))) if path else (lambda decoded: decoded)
-        self._families = None if families is None else families.__call__
+        self._families = families
 
     def __call__(self, output: bytes) -> bool:
         return self.look(output) not in (False, None)
@@ -277,7 +294,7 @@ class Settled:
         except (msgspec.DecodeError, RecursionError):
             return False
         families = self._families
-        return () if families is None else families(self._messages(decoded), read)
+        return () if families is None or not read else families(self._messages(decoded), read)
 
 
 @lru_cache(maxsize=16)

@@ -4,7 +4,7 @@ migrated record only when 2.68 loads it and a second pass changes nothing."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
 import orjson
@@ -13,7 +13,7 @@ import pytest
 from histmig.engine import findings
 from histmig.options import Options
 from histmig.rules import pending, select
-from histmig.rules.base import Docs, Rule, ValueField
+from histmig.rules.base import Docs, Finding, HistoryLook, Rule, ValueField
 from histmig.schema import is_current
 from histmig.screen import Screen, settled_for
 from tests.conftest import CORPUS, HISTORIES, NATIVE_RELEASES, converted, history_id, load
@@ -172,3 +172,33 @@ def test_for_an_older_target_the_screen_passes_only_what_the_full_way_leaves_qui
     feedback = b'{"messages":[{"kind":"request","parts":[{"part_kind":"retry-feedback","content":"x","retry":{"cause":"model_retry"}}]}]}'
     assert (plan.screen(native) == ()) is (target != "0.0.20")  # its bare arguments are what 0.0.20 cannot load
     assert plan.screen(feedback) is None and SCREEN(feedback) == ()
+
+
+def _flagged(messages, ctx):  # the toy family's find: a text part saying FLAG
+    return [Finding("HM998", m, p, "flagged", "flag", "exact") for m, message in enumerate(messages) for p, part in enumerate(message["parts"]) if part.get("part_kind") == "text" and part.get("content") == "FLAG"]
+
+
+def _flagged_skeleton(messages, parts):
+    return [Finding("HM998", m, p, "flagged", "flag", "exact") for m, message in enumerate(messages) for p, part in enumerate(message.parts) if part._kind == "text" and part.content == "FLAG"]
+
+
+def test_two_history_look_families_are_both_asked_and_a_history_without_their_parts_is_not() -> None:
+    """The pairing look and a toy one reading text parts: each family's findings are kept with
+    its rule's severity; a history holding no part either reads is passed without asking."""
+    toy = Rule(
+        code="HM998", name="flag", summary="a text part saying FLAG (reported)", source="tests",
+        docs=Docs(what="Reports FLAG.", why="A test rule.", before='[{"kind":"response","parts":[{"part_kind":"text","content":"FLAG"}]}]'),
+        looks=(HistoryLook(lambda messages: frozenset({"HM998"}) if _flagged(messages, None) else frozenset(), _flagged_skeleton, {"text": (("content", Any),)}),),
+        find=_flagged, severity="warning",
+    )
+    screen = Screen((*select(), toy))
+    frontier = [
+        {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "hi", "timestamp": "2025-01-01T00:00:00Z"}]},
+        {"kind": "response", "parts": [{"part_kind": "text", "content": "FLAG"}, {"part_kind": "tool-call", "tool_name": "t", "args": {}, "tool_call_id": "c1"}], "timestamp": "2025-01-01T00:00:01Z"},
+    ]
+    verdict = screen(orjson.dumps(frontier))
+    assert sorted((f.code, f.message, f.part, f.severity) for f in verdict) == [("HM407", 1, 1, "warning"), ("HM998", 1, 0, "warning")]
+    assert screen(orjson.dumps(frontier[:1])) == ()
+    asked: list[int] = []
+    quiet = Screen((*select(), Rule(code="HM997", name="count", summary="s", source="tests", docs=toy.docs, find=_flagged, looks=(HistoryLook(lambda m: frozenset(), lambda m, p: asked.append(1) or [], {"text": (("content", Any),)}),))))
+    assert quiet(orjson.dumps(frontier[:1])) == () and asked == []

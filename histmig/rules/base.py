@@ -343,7 +343,10 @@ class HistoryLook(Look):
       shows (each the finding its rule's ``find`` makes, so that the screen can report it
       without building the record), ``None`` when the record must go the full way;
     - ``reads``: the part kinds ``skeleton`` is given, each with the fields it reads and
-      their msgspec types (a field another look declares keeps that look's type)."""
+      their msgspec types (a field another look declares keeps that look's type).
+
+    A history holding no part of the kinds a look reads has nothing for it (no call, no
+    result: nothing to pair): the screen does not ask ``skeleton`` of it."""
 
     __slots__ = ("found", "skeleton", "reads")
 
