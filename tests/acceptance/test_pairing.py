@@ -84,28 +84,47 @@ def _repaired(changes: list[Change], output: list[Any]) -> list[tuple[int, int]]
 
 def _set_aside(loaded: list[Any], expected: list[Any], places: list[tuple[int, int]]) -> tuple[list[Any], list[Any]]:
     """``loaded`` without the re-paired results at ``places``, ``expected`` without the
-    interrupted return the framework gave each of their calls instead (in the message after the
-    same response), both without the requests this leaves empty. Of a request that held either,
-    only the parts compare, in any order: the framework's may be a new request where the
-    stored one, which the framework emptied, was kept, and 2.68 places its interrupted returns
-    after a request's results, the re-paired one among them."""
-    responses = [m for m, message in enumerate(expected) if message["kind"] == "response"]
+    interrupted return the framework gave each of their calls instead. The requests of the
+    turn such a result was in (those after the same response, up to the next one) compare by
+    their parts alone, in any order and whichever request holds them: the framework drops the
+    request a re-paired result leaves empty and answers the call in the turn's next request
+    or in a new one, where histmig keeps the stored requests; and 2.68 places its interrupted
+    returns after a request's results, the re-paired one among them."""
+    turns: dict[int, list[Any]] = {}
     for m, p in places:
-        call_id = loaded[m]["parts"][p]["tool_call_id"]
-        after = responses[sum(message["kind"] == "response" for message in loaded[:m]) - 1] + 1
-        if after == len(expected) or expected[after]["kind"] != "request":
-            continue  # the framework dropped the emptied request and answered no call (the last response's)
-        parts = expected[after]["parts"]
-        synthesized = [part for part in parts if part.get("tool_call_id") == call_id and (part.get("metadata") or {}).get(SYNTHESIZED_KEY)]
-        if synthesized:  # none for a call of the last response, without repair_last_response
-            parts.remove(synthesized[0])
-        expected[after] = {"kind": "request", "parts": sorted(parts, key=_key)}
-    held = {m for m, _ in places}
-    loaded = [
-        {"kind": "request", "parts": sorted((part for p, part in enumerate(message["parts"]) if (m, p) not in places), key=_key)} if m in held else message
-        for m, message in enumerate(loaded)
-    ]
-    return [[message for message in messages if message["parts"] or message["kind"] == "response"] for messages in (loaded, expected)]  # type: ignore[return-value]
+        turn = sum(message["kind"] == "response" for message in loaded[:m])
+        turns.setdefault(turn, []).append(loaded[m]["parts"][p]["tool_call_id"])
+    kept = [{**message, "parts": [part for p, part in enumerate(message["parts"]) if (m, p) not in places]} for m, message in enumerate(loaded)]
+    return _merged(kept, turns, drop=False), _merged(expected, turns, drop=True)
+
+
+def _merged(messages: list[Any], turns: dict[int, list[Any]], drop: bool) -> list[Any]:
+    """``messages`` with the requests of each turn in ``turns`` (its number of responses
+    before it) as one request of their parts, sorted (none when they hold none); with
+    ``drop``, less one synthesized interrupted return for each call id of the turn (none for
+    a call of the last response, without repair_last_response)."""
+    out: list[Any] = []
+    turn, pending = 0, None
+    for message in [*messages, None]:
+        if message is None or message["kind"] == "response":
+            if pending is not None:
+                if drop:
+                    for call_id in turns[turn]:
+                        synthesized = [part for part in pending if part.get("tool_call_id") == call_id and (part.get("metadata") or {}).get(SYNTHESIZED_KEY)]
+                        if synthesized:
+                            pending.remove(synthesized[0])
+                if pending:
+                    out.append({"kind": "request", "parts": sorted(pending, key=_key)})
+                pending = None
+            if message is None:
+                break
+            turn += 1
+            out.append(message)
+        elif turn in turns:
+            pending = [*(pending or []), *message["parts"]]
+        else:
+            out.append(message)
+    return out
 
 
 def _key(part: Any) -> bytes:
