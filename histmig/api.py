@@ -105,7 +105,7 @@ class Result:
             if self.target is not None:
                 summary = self.report.summary()
                 if not self.report.needs_attention:
-                    return f"histmig check: {self.target} loads all {counts['records_in']} records as they are{warned}"
+                    return f"histmig check: {self.target} loads {_every(counts['records_in'])} as they are{warned}"
                 return (
                     f"histmig check: {self.target} loads {summary.get('reader_loads', 0)} of {counts['records_in']} records as they are; "
                     f"{counts['changed']} to rewrite for it (convert --target {self.target}), {counts['invalid']} that no rule makes loadable, {counts['rejected']} rejected{found}{cut}"
@@ -113,9 +113,9 @@ class Result:
             if not self.report.needs_attention:
                 if unknown:
                     fails = "--strict fails on them" if self.strict else "--strict would fail on them"
-                    return f"histmig check: {counts['records_in']} records need no rule, but {unknown}, carried unchanged ({fails}){warned}"
-                every = "the one record is" if counts["records_in"] == 1 else f"all {counts['records_in']} records are"
-                return f"histmig check: {every} current and valid{warned}"
+                    return f"histmig check: {_plural(counts['records_in'], 'record')} need{'s' if counts['records_in'] == 1 else ''} no rule, but {unknown}, carried unchanged ({fails}){warned}"
+                are = "is" if counts["records_in"] == 1 else "are"
+                return f"histmig check: {_every(counts['records_in'])} {are} current and valid{warned}"
             unknown = f"; {unknown}" if unknown else ""
             return f"histmig check: {of} to migrate, {counts['invalid']} invalid, {counts['rejected']} rejected{found}{unknown}{cut}"
         migrated, kept = ("migrated", "") if self.target is None else (f"rewritten for {self.target}", self._kept())
@@ -205,6 +205,11 @@ class Result:
 
 def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _every(count: int) -> str:
+    """``all 212 records``, ``the one record``."""
+    return "the one record" if count == 1 else f"all {count} records"
 
 
 def convert(

@@ -116,7 +116,7 @@ app = typer.Typer(
 )
 command = partial(app.command, cls=_Command)
 """``app.command`` making a :class:`_Command`."""
-stderr = Console(stderr=True, highlight=False, soft_wrap=True)
+stderr = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)  # no :name: shortcodes: a path:table: is not an emoji
 
 
 def _choice(*values: str) -> Callable[[Any], Any]:
@@ -617,7 +617,7 @@ def _report_only(command: Callable[..., api.Result], input_path: str, options: O
 @command()
 def rules(code: Annotated[Optional[str], typer.Argument(metavar="CODE", help="Show the rules with this code or prefix in full, with an example (HM103, HM2).")] = None) -> None:
     """List the rules: code, summary and its fix (safe, unsafe, or none: it only reports); with CODE, a rule in full (what it does, why, where it comes from in pydantic-ai, an example)."""
-    console = Console(highlight=False)
+    console = Console(highlight=False, emoji=False)
     with _usage_errors():
         selected = api.rules(code)
     if code is None:

@@ -219,11 +219,11 @@ def check_messages(messages: list[Any], prefix: str = "messages") -> None:
     list of histories or of scalars is not a history: it is rejected, not copied as
     unchanged."""
     for index, message in enumerate(messages):
-        if message.__class__ is list:
+        if isinstance(message, list):
             raise NotAHistory(f"{prefix}[{index}] is a list, not a message: a record holds one history (many histories go in a JSONL file, one a line)")
-        if message.__class__ is not dict or "kind" not in message:
+        if not isinstance(message, dict) or "kind" not in message:
             raise NotAHistory(f"{prefix}[{index}] is not a message (an object with 'kind' and a 'parts' list)")
-        if message.get("parts").__class__ is not list:
+        if not isinstance(message.get("parts"), list):
             raise NotAHistory(f"{prefix}[{index}].parts is not a list")
 
 

@@ -461,3 +461,12 @@ def test_a_driver_error_of_several_lines_is_said_in_one() -> None:
     assert result.stderr.count("\n") == 1
     assert result.stderr.startswith("histmig: cannot read postgresql://nobody@127.0.0.1:1/x: cannot connect: connection failed: ")
     assert "Connection refused; Is the server running" in result.stderr
+
+
+def test_a_name_holding_colons_is_printed_as_it_is_not_as_an_emoji(tmp_path: Path) -> None:
+    source = tmp_path / "chats:smile:.jsonl"  # rich would print :smile: as an emoji
+    source.write_bytes((CORPUS / "all.jsonl").read_bytes().splitlines()[0] + b"\n")
+    result = invoke("audit", str(source))
+    assert f"{source}:line 1" in result.stderr and "\U0001f604" not in result.stderr
+    missing = invoke("audit", str(tmp_path / "none:v:.jsonl"))
+    assert (missing.exit_code, missing.stderr) == (2, f"histmig: cannot read {tmp_path / 'none:v:.jsonl'}: no such file or directory\n")

@@ -17,7 +17,7 @@ import orjson
 
 from histmig.engine import Plan, migrate
 from histmig.otel.export import OtelExportError, to_otel_messages, upgrade_v5_to_v6
-from histmig.records import Located, NotAHistory, Outcome, Record, envelope_id, locate_messages
+from histmig.records import Located, NotAHistory, Outcome, Record, check_messages, envelope_id, locate_messages
 from histmig.rules.base import CauseMode
 from histmig.schema import current_errors
 
@@ -36,6 +36,7 @@ def export_record(obj: Any, *, version: int, include_content: bool, causes: Caus
     pydantic-ai 2.68, or the export cannot render it."""
     try:
         located = locate_messages(obj, messages_field)
+        check_messages(located.messages, located.name or "messages")
     except NotAHistory as exc:
         raise Rejected(str(exc)) from exc
     messages = located.messages

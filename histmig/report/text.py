@@ -40,7 +40,7 @@ def render(report: Report, stream: TextIO, how: Rendering = Rendering()) -> None
     bold). Record names, evidence and messages have their control characters shown as
     ``\\xNN``; nothing else of theirs is interpreted (no markup, no emoji codes).
     """
-    console = Console(file=stream, highlight=False, soft_wrap=True)
+    console = Console(file=stream, highlight=False, soft_wrap=True, emoji=False)
     paint = _painter(console)
     rows = sum(report.by_rule.values()) + report.finding_rows
     if how.detail == "full" or (how.detail == "auto" and rows <= DETAIL_ROWS):

@@ -228,6 +228,13 @@ class Format:
         return path.lower().endswith(self.suffixes)
 
 
+def folded(name: str) -> bytes:
+    """A table name as SQLite and DuckDB compare names: ASCII letters in either case alike,
+    every other character as it is (``"Chats"`` and ``"chats"`` are one table there,
+    ``"Äb"`` and ``"äb"`` two)."""
+    return name.encode().lower()
+
+
 def starts_with(path: str, magic: bytes, offset: int = 0) -> bool:
     """Whether ``path`` is a regular file holding ``magic`` at byte ``offset`` (a format's
     :attr:`Format.claims` by its first bytes: a SQLite or DuckDB file, whatever its name)."""

@@ -20,7 +20,7 @@ from typing import Any
 from histmig.report import Report
 from histmig.sources.arrow import Cells, ColumnError, ColumnMigrator, find_id_column, find_messages_column, indices, write_jsonl_rows
 from histmig.sources.atomic import atomic_output
-from histmig.sources.base import Format, Input, Job, Target, Task, TaskResult, UnwritableOutput, UsageError, Written, lazy, starts_with
+from histmig.sources.base import Format, Input, Job, Target, Task, TaskResult, UnwritableOutput, UsageError, Written, folded, lazy, starts_with
 from histmig.sources.parquet import parquet_sink
 
 duckdb = lazy("duckdb")
@@ -99,8 +99,6 @@ class TableInput(Input):
         table = options.table
         if sum((target.output is not None, target.to_table is not None, target.in_place)) > 1:
             raise UsageError(f"{path}: give one of OUTPUT, --to-table and --in-place")
-        if target.to_table is not None and target.to_table.lower() == table.lower():  # DuckDB's names ignore case
-            raise UsageError(f"{path}: --to-table names the table read; use --in-place to rewrite it")
         self.name = f"{path}:{table}"
         self.size = os.path.getsize(path)
         self._table, self._target = table, target
@@ -112,6 +110,8 @@ class TableInput(Input):
         try:
             if table is None:
                 raise UsageError(f"{path}: a DuckDB input needs --table ({self._tables()})")
+            if target.to_table is not None and folded(target.to_table) == folded(table):
+                raise UsageError(f"{path}: --to-table names the table read; use --in-place to rewrite it")
             if not self._exists(table):
                 raise ColumnError(f"{path}: no table {table!r} ({self._tables()})")
             if target.to_table is not None and self._exists(target.to_table) and not target.overwrite:
@@ -128,7 +128,7 @@ class TableInput(Input):
         self._finish: Callable[[], None] = lambda: None
 
     def _exists(self, table: str) -> bool:
-        return bool(self._con.execute("SELECT 1 FROM information_schema.tables WHERE lower(table_name) = lower(?)", [table]).fetchall())
+        return any(folded(name) == folded(table) for (name,) in self._con.execute("SELECT table_name FROM information_schema.tables").fetchall())
 
     def _first_cell(self, column: str) -> Any:
         """The first non-null cell of ``column`` of the table, or ``None``."""
@@ -155,7 +155,7 @@ class TableInput(Input):
             if target.in_place:
                 self._write, self._finish = self._updates()
             else:
-                self._write = self._inserts(target.to_table)  # type: ignore[arg-type]
+                self._write, self._finish = self._inserts(target.to_table)  # type: ignore[arg-type]
         elif target.output is not None:
             self._write, self._finish = self._file(target.output)
         return self
@@ -224,22 +224,30 @@ class TableInput(Input):
 
         return write, flush
 
-    def _inserts(self, to_table: str) -> Callable[[BatchResult], None]:
+    def _inserts(self, to_table: str) -> tuple[Callable[[BatchResult], None], Callable[[], None]]:
         """A writer of each batch into the new table ``to_table``, created at the first batch
         as the table read is (:meth:`_create_like`: its columns, types, defaults, NOT NULL,
         PRIMARY KEY, UNIQUE and CHECK constraints; the messages column widened when the
-        migration widens it), replacing one of that name with ``--overwrite``."""
+        migration widens it), replacing one of that name with ``--overwrite``; and the finish,
+        which creates it for a table read without rows."""
         created: list[bool] = []
+
+        def create() -> None:
+            if self._target.overwrite:
+                self._con.execute(f"DROP TABLE IF EXISTS {quote(to_table)}")
+            self._con.execute(self._create_like(to_table))
+            created.append(True)
 
         def write(result: BatchResult) -> None:
             if not created:
-                if self._target.overwrite:
-                    self._con.execute(f"DROP TABLE IF EXISTS {quote(to_table)}")
-                self._con.execute(self._create_like(to_table))
-                created.append(True)
+                create()
             _insert(self._con, to_table, result.batch)
 
-        return write
+        def finish() -> None:
+            if not created:
+                create()
+
+        return write, finish
 
     def _create_like(self, to_table: str) -> str:
         """``CREATE TABLE to_table (...)`` with the table's columns and constraints, the

@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import quote as url_quote
 
 from histmig.sources.arrow import ColumnError
-from histmig.sources.base import Format, UnreadableInput, UnwritableOutput, lazy, starts_with
+from histmig.sources.base import Format, UnreadableInput, UnwritableOutput, folded, lazy, starts_with
 from histmig.sources.duckdb import quote
 from histmig.sources.table import Change, Column, Kind, Page, PageResult, TableInput
 
@@ -40,6 +40,8 @@ LOCK_WAIT = 5.0
 """Seconds a statement waits for a lock another connection holds before the run stops."""
 
 _CHANGES = "__histmig_changes"
+_SCRATCH = "__histmig_new_table"
+"""The copy ``--to-table --overwrite`` fills before it takes the replaced table's name."""
 _BATCH_ROWS = 1000
 
 
@@ -94,7 +96,7 @@ class SqliteTable(TableInput):
 
     @staticmethod
     def same_name(one: str, other: str) -> bool:
-        return one.encode().lower() == other.encode().lower()  # SQLite folds ASCII letters only, quoted or not
+        return folded(one) == folded(other)  # quoted or not
 
     def _exists(self, table: str) -> bool:
         return bool(self._query("SELECT 1 FROM sqlite_master WHERE type IN ('table', 'view') AND name = ? COLLATE NOCASE", [table]))
@@ -175,6 +177,8 @@ class SqliteTable(TableInput):
                 while rows := con.execute(f"SELECT * FROM temp.{quote(_CHANGES)} WHERE seq > ? ORDER BY seq LIMIT {_BATCH_ROWS}", [seq]).fetchall():
                     self.apply(table, [Change(tuple(row[5:]), row[2], row[1], row[3], row[4]) for row in rows])
                     seq = rows[-1][0]
+                if target.to_table is not None:
+                    self._put_in_place(table, target.to_table)
                 con.execute("COMMIT")
             except BaseException:
                 con.execute("ROLLBACK")
@@ -183,18 +187,27 @@ class SqliteTable(TableInput):
             raise UnwritableOutput(f"{self.name}: {self._problem(exc)}") from exc
 
     def _copy(self, to_table: str) -> str:
-        """Create ``to_table`` with the input's columns (declared types, ``NOT NULL``, primary
-        key) and copy every row into it; returns it quoted."""
+        """Create a table with the input's columns (declared types, ``NOT NULL``, primary key)
+        and copy every row into it: ``to_table``, or with ``--overwrite`` a new table that
+        :meth:`_put_in_place` then renames to it (the table read may be a view of the table
+        replaced: it is read before that one is dropped); returns it quoted."""
         info = self._query("SELECT name, type, \"notnull\", pk FROM pragma_table_info(?) ORDER BY cid", [self.table])
         columns = [f"{quote(name)} {quote(type_) if type_ else ''}{' NOT NULL' if notnull else ''}" for name, type_, notnull, _ in info]
         key = [quote(name) for name, _, _, pk in sorted(info, key=lambda row: row[3]) if pk]
         columns += [f"PRIMARY KEY ({', '.join(key)})"] if key else []
-        new, names = quote(to_table), ", ".join(quote(row[0]) for row in info)
-        if self._target.overwrite:  # in the run's one transaction: the old table stays if the run fails
-            self._con.execute(f"DROP TABLE IF EXISTS {new}")
+        new = quote(_SCRATCH if self._target.overwrite else to_table)
+        names = ", ".join(quote(row[0]) for row in info)
         self._con.execute(f"CREATE TABLE {new} ({', '.join(columns)})")
         self._con.execute(f"INSERT INTO {new} ({names}) SELECT {names} FROM {self._relation()}")
         return new
+
+    def _put_in_place(self, table: str, to_table: str) -> None:
+        """With ``--overwrite``: drop ``to_table`` and rename ``table`` (quoted: the copy
+        :meth:`_copy` filled) to it, in the run's one transaction (the old table stays if the
+        run fails)."""
+        if self._target.overwrite:
+            self._con.execute(f"DROP TABLE IF EXISTS {quote(to_table)}")
+            self._con.execute(f"ALTER TABLE {table} RENAME TO {quote(to_table)}")
 
 
 FORMAT = Format(

@@ -43,14 +43,15 @@ def test_otel_command_on_one_json_history_to_stdout() -> None:
 def test_otel_command_rejects_a_record_and_exits_1(tmp_path: Path) -> None:
     source = tmp_path / "in.jsonl"
     good = ALL.read_bytes().splitlines()[0]
-    source.write_bytes(good + b"\n{not json\n\n" + b'{"id": 7, "messages": 3}\n')
+    source.write_bytes(good + b"\n{not json\n\n" + b'{"id": 7, "messages": 3}\n' + b'{"id": 8, "messages": [{"kind": "request", "parts": "oops"}]}\n')
     out = tmp_path / "out.jsonl"
     result = runner.invoke(app, ["otel", str(source), str(out), "--version", "6"])
     assert result.exit_code == 1
     assert "in.jsonl:line 2: invalid JSON" in result.stderr
     assert "in.jsonl:line 4 [7]: field 'messages' is not an array (if the messages are in another field, name it with --messages-field)" in result.stderr
+    assert "in.jsonl:line 5 [8]: messages[0].parts is not a list" in result.stderr  # said as convert says it
     assert len(out.read_bytes().splitlines()) == 2  # the good record and the carried blank line
-    assert (tmp_path / "out.jsonl.rejects.jsonl").read_bytes() == b'{not json\n{"id": 7, "messages": 3}\n'
+    assert (tmp_path / "out.jsonl.rejects.jsonl").read_bytes() == b'{not json\n{"id": 7, "messages": 3}\n{"id": 8, "messages": [{"kind": "request", "parts": "oops"}]}\n'
 
 
 def test_otel_commands_exit_2_on_unreadable_input(tmp_path: Path) -> None:

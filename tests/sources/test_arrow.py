@@ -158,6 +158,7 @@ def test_converting_parquet_and_duckdb_never_imports_pandas(tmp_path: Path) -> N
     """pandas is installed here (pyspark needs it) and ``pa.array`` of a list would import it:
     0.9 s in each process (see :func:`histmig.sources.arrow.bytes_array`)."""
     import duckdb
+    import pandas  # noqa: F401 (installed with the test extras: without it the test proves nothing)
     import pyarrow.parquet as pq
 
     from tests.conftest import CORPUS

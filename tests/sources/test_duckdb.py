@@ -181,6 +181,8 @@ def test_an_existing_table_is_replaced_only_with_overwrite(tmp_path: Path, recor
     first = read_table(db, "converted")
     again = invoke("convert", str(db), "--table", TABLE, "--to-table", "converted", "-q")
     assert (again.exit_code, again.stderr) == (2, f"histmig: cannot write {db}: table 'converted' already exists (--overwrite replaces it)\n")
+    with duckdb.connect(str(db)) as con:
+        con.execute("DELETE FROM converted")
     replaced = invoke("convert", str(db), "--table", TABLE, "--to-table", "converted", "--overwrite", "-q")
     assert replaced.exit_code == 0, replaced.output
     assert read_table(db, "converted").equals(first)
@@ -223,3 +225,16 @@ def test_to_table_keeps_the_keys_and_constraints_and_rows_are_named_by_the_prima
         assert con.execute("SELECT count(*) FROM conv_v2").fetchone() == (4,)
         with pytest.raises(duckdb.ConstraintException):
             con.execute("INSERT INTO conv_v2 (conv_key, \"chat-history\") VALUES ('k-0', '[]')")
+
+
+def test_to_table_of_a_table_without_rows_is_created_or_replaced_and_without_table_is_a_usage_error(tmp_path: Path, records) -> None:
+    db = make_db(tmp_path / "chats.duckdb", records[:3], "JSON")
+    with duckdb.connect(str(db)) as con:
+        con.execute(f"CREATE TABLE empty AS SELECT * FROM {quote(TABLE)} LIMIT 0")
+        con.execute(f"CREATE TABLE old AS SELECT * FROM {quote(TABLE)}")
+    assert invoke("convert", str(db), "--table", "empty", "--to-table", "fresh", "-q").exit_code == 0
+    assert invoke("convert", str(db), "--table", "empty", "--to-table", "old", "--overwrite", "-q").exit_code == 0
+    assert (read_table(db, "fresh").num_rows, read_table(db, "old").num_rows) == (0, 0)
+    assert read_table(db, "old").schema == read_table(db, "empty").schema
+    missing = invoke("convert", str(db), "--to-table", "out")
+    assert missing.exit_code == 2 and missing.stderr.startswith(f"histmig: {db}: a DuckDB input needs --table (its tables: ")

@@ -257,3 +257,17 @@ def test_jobs_give_the_same_table_and_report(tmp_path: Path, records) -> None:
     second = api.convert(str(two), None, Options(table=TABLE, jobs=2), in_place=True).report.to_json()
     assert stored(one) == stored(two) and first["summary"] == second["summary"] and first["summary"]["changed"] == 3 * 138
     assert without_place(first["changes"]) == without_place(second["changes"])
+
+
+def test_overwrite_keeps_the_table_when_the_run_fails_and_reads_a_view_before_it_replaces_its_table(tmp_path: Path, records) -> None:
+    """The new table is filled under another name and takes the old one's name last, in the
+    one transaction: a view of the replaced table is read whole first; SQLite then refuses to
+    rename past the view it breaks, and the old table stays as it was."""
+    db = make_db(tmp_path / "chats.db", records)
+    with closing(sqlite3.connect(db)) as con, con:
+        con.execute(f"CREATE VIEW chats AS SELECT * FROM {TABLE}")
+    before = query(db, f"SELECT * FROM {TABLE} ORDER BY id")
+    result = runner.invoke(app, ["convert", str(db), "--table", "chats", "--key-column", "id", "--to-table", TABLE, "--overwrite", "-q"])
+    assert (result.exit_code, result.stderr) == (2, f"histmig: cannot write {db}:chats: error in view chats: no such table: main.{TABLE}\n")
+    assert query(db, f"SELECT * FROM {TABLE} ORDER BY id") == before
+    assert [row[0] for row in query(db, "SELECT name FROM sqlite_master WHERE type = 'table'")] == [TABLE, "log"]

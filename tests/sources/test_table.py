@@ -100,3 +100,8 @@ def test_a_page_goes_to_a_worker_without_its_rows(tmp_path: Path, texts: list[by
     legacy = {i for i, text in enumerate(texts[:30]) if b"retry-prompt" in text}
     assert set(result.outputs) >= legacy and result.rejected == [] and result.last == "a=0,b=29"
     assert result.report.counts["records_in"] == 30 and result.report.counts["changed"] == len(result.outputs)
+
+
+def test_same_name_is_exact_on_postgresql_and_ignores_ascii_case_on_sqlite() -> None:
+    assert table.TableInput.same_name("chats", "chats") and not table.TableInput.same_name("Chats", "chats")
+    assert SqliteTable.same_name("Chats", "cHATS") and not SqliteTable.same_name("Äb", "äb")
