@@ -372,8 +372,8 @@ class ColumnMigrator:
         return pieces
 
 
-_OFFSETS = {"binary": ("i", 2**31 - 1), "large_binary": ("q", 2**63 - 1)}
-"""The offsets' ``array`` typecode and the largest offset of each binary layout."""
+_OFFSETS = {"binary": "i", "large_binary": "q"}
+"""The offsets' ``array`` typecode of each binary layout."""
 
 
 def bytes_array(values: Sequence[bytes], type_: pa.DataType) -> pa.Array:
@@ -381,13 +381,13 @@ def bytes_array(values: Sequence[bytes], type_: pa.DataType) -> pa.Array:
     from its offsets and data buffers. ``pa.array`` of a Python list first asks pyarrow's
     pandas shim whether the list is a pandas object, which imports pandas wherever it is
     installed: 0.9 s of start-up in each process that converts a Parquet file (pyarrow 26,
-    ``python -X importtime``). A layout without offsets (``binary_view``), or data past
-    the offsets' range, is left to ``pa.array``."""
-    offsets = _OFFSETS.get(str(type_))
-    size = sum(map(len, values))
-    if offsets is None or size > offsets[1]:
+    ``python -X importtime``). A layout without offsets (``binary_view``) is left to
+    ``pa.array``. Raises ``OverflowError`` past ``binary``'s 2 GiB of data in one batch (of
+    256 Parquet cells or 2,048 DuckDB ones: cells of 1 MB on average or more)."""
+    typecode = _OFFSETS.get(str(type_))
+    if typecode is None:
         return pa.array(values, type=type_)
-    ends = array(offsets[0], [0])
+    ends = array(typecode, [0])
     ends.extend(accumulate(map(len, values)))
     return pa.Array.from_buffers(type_, len(values), [None, pa.py_buffer(ends), pa.py_buffer(b"".join(values))])
 
