@@ -331,6 +331,10 @@ class TableInput(Input):
         tail = f" ORDER BY {keys} LIMIT {self.PARAM}"
         id_column = self._options.id_column
         id_at = key.index(id_column) if id_column in key else next((k + s + i for i, c in enumerate(extra) if c.name == id_column), None)
+        if self._options.key_column is not None:  # keyset pages never reach a null key where the engine sorts nulls last (PostgreSQL)
+            nulls = self._query(f"SELECT {keys} FROM {self._relation()} WHERE {' OR '.join(f'{self.quote(c)} IS NULL' for c in key)} LIMIT 1", [])
+            if nulls:
+                raise ColumnError(f"{self.name}: a row has a null key ({row_name(key, nulls[0])}); name a unique non-null column with --key-column")
         last: tuple[Any, ...] | None = None
         limit = FIRST_PAGE_ROWS
         while True:

@@ -28,7 +28,7 @@ from histmig.cli import app
 from histmig.engine import Stream
 from histmig.options import Options
 from histmig.report import SKIPPED
-from histmig.sources import format_of, postgres
+from histmig.sources import format_of, postgres, table
 from histmig.sources.base import UnreadableInput, UsageError, lazy
 from histmig.sources.postgres import PostgresTable
 from tests.conftest import ROOT
@@ -303,6 +303,13 @@ def test_keys_schemas_views_and_environment(postgres_db: str, postgres_server: P
     assert api.check(postgres_db, Options(table="recent", key_column="seq")).report.counts["records_in"] == 10
     with pytest.raises(UnreadableInput, match="key k=0 is on two rows"):
         api.audit(postgres_db, Options(table="doubled", key_column="k"))
+    with psycopg.connect(postgres_db, autocommit=True) as con:  # PostgreSQL sorts nulls last: pages after the first never reach them
+        con.execute("CREATE VIEW holed AS SELECT CASE WHEN seq = 3 THEN NULL ELSE seq END AS k, messages FROM recent")
+    monkeypatch.setattr(table, "FIRST_PAGE_ROWS", 2)
+    for run in (lambda: api.audit(postgres_db, Options(table="holed", key_column="k")), lambda: api.convert(postgres_db, str(tmp_path / "holed.jsonl"), Options(table="holed", key_column="k"))):
+        with pytest.raises(UnreadableInput, match=r"holed: a row has a null key \(k=None\); name a unique non-null column with --key-column"):
+            run()
+    assert not (tmp_path / "holed.jsonl").exists()
 
     for name, value in (("PGHOST", str(postgres_server)), ("PGUSER", "postgres")):
         monkeypatch.setenv(name, value)
