@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Sequence
+from contextlib import closing
 from typing import Any
 from urllib.parse import quote as url_quote
 
@@ -73,9 +74,12 @@ class SqliteTable(TableInput):
         path = self.location
         if not os.path.isfile(path):
             raise ColumnError(f"{path}: no such file")
-        uri = f"file:{url_quote(os.path.abspath(path))}?mode={'rw' if write else 'ro'}"
+        uri = f"file:{url_quote(os.path.abspath(path))}?mode="
         try:
-            self._con = sqlite3.connect(uri, uri=True, timeout=LOCK_WAIT, isolation_level=None)
+            if not write and os.path.exists(path + "-journal"):  # a writer killed mid-transaction: SQLite rolls its journal back at the first read, which needs write access
+                with closing(sqlite3.connect(uri + "rw", uri=True, timeout=LOCK_WAIT)) as recovering:
+                    recovering.execute("SELECT count(*) FROM sqlite_master").fetchall()
+            self._con = sqlite3.connect(uri + ("rw" if write else "ro"), uri=True, timeout=LOCK_WAIT, isolation_level=None)
             self._con.execute("SELECT count(*) FROM sqlite_master").fetchall()
         except sqlite3.Error as exc:
             self._disconnect()
@@ -181,7 +185,8 @@ class SqliteTable(TableInput):
                     self._put_in_place(table, target.to_table)
                 con.execute("COMMIT")
             except BaseException:
-                con.execute("ROLLBACK")
+                if con.in_transaction:  # not after a COMMIT an interrupt came too late to stop
+                    con.execute("ROLLBACK")
                 raise
         except sqlite3.Error as exc:
             raise UnwritableOutput(f"{self.name}: {self._problem(exc)}") from exc

@@ -271,3 +271,24 @@ def test_overwrite_keeps_the_table_when_the_run_fails_and_reads_a_view_before_it
     assert (result.exit_code, result.stderr) == (2, f"histmig: cannot write {db}:chats: error in view chats: no such table: main.{TABLE}\n")
     assert query(db, f"SELECT * FROM {TABLE} ORDER BY id") == before
     assert [row[0] for row in query(db, "SELECT name FROM sqlite_master WHERE type = 'table'")] == [TABLE, "log"]
+
+
+def test_a_journal_a_killed_writer_left_is_rolled_back_before_reading(tmp_path: Path, records) -> None:
+    """A writer killed mid-transaction (here: one that exits without committing, its changes
+    partly written to the file) leaves its rollback journal: SQLite rolls it back at the first
+    read, which a read-only connection cannot do ("attempt to write a readonly database")."""
+    db = make_db(tmp_path / "chats.db", records)
+    before = query(db, f"SELECT id, messages FROM {TABLE} ORDER BY id")
+    killed = (
+        "import os, sqlite3, sys\n"
+        "con = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "con.execute('PRAGMA cache_size=1')\n"
+        "con.execute('BEGIN IMMEDIATE')\n"
+        f"con.execute(\"UPDATE {TABLE} SET messages = '[]', name = 'gone'\")\n"
+        "os._exit(9)\n"
+    )
+    assert subprocess.run([sys.executable, "-c", killed, str(db)]).returncode == 9
+    assert (tmp_path / "chats.db-journal").stat().st_size > 0
+    audited = api.audit(str(db), Options(table=TABLE))
+    assert (audited.exit_code, audited.report.counts["changed"]) == (0, 138)  # the rows as they were before the killed transaction
+    assert query(db, f"SELECT id, messages FROM {TABLE} ORDER BY id") == before
