@@ -231,9 +231,12 @@ def convert(
     byte for byte, migrated ones compact, in input order; rejected records to ``rejects``
     (default ``OUTPUT.rejects.jsonl``, ``IN.rejects.jsonl`` in place; added to when it
     exists; with stdout and no ``rejects``, unchanged in place). Give exactly one
-    destination. Raises :class:`~histmig.sources.base.UsageError` otherwise."""
+    destination. Raises :class:`~histmig.sources.base.UsageError` otherwise, or for a blank
+    ``to_table``."""
     if (output is None) == (not in_place and to_table is None) or (in_place and "-" in _paths(input)):
         raise UsageError("give OUTPUT, or --in-place with a file or database INPUT (not both), or --to-table for a database input")
+    if to_table is not None and not to_table.strip():
+        raise UsageError(f"--to-table {to_table!r}: name a table")
     target = Target(output, rejects, in_place, to_table, overwrite=overwrite)
     return _run("convert", input, target, options, options.plan(), progress)
 

@@ -285,3 +285,9 @@ def test_convert_and_audit_say_how_many_findings_they_leave(tmp_path: Path) -> N
     assert (converted.exit_code, converted.verdict) == (0, f"histmig convert: 0 of 1 records migrated, 1 unchanged, 0 rejected, 1 finding left as found (see the report); written to {out}")
     fixed = api.convert(str(source), str(out), Options(unsafe_fixes=True))
     assert fixed.verdict == f"histmig convert: 1 of 1 records migrated, 0 unchanged, 0 rejected; written to {out}"
+
+
+@pytest.mark.parametrize("name", ["", "   "])
+def test_a_blank_to_table_is_a_usage_error(tmp_path: Path, name: str) -> None:
+    with pytest.raises(UsageError, match=f"^--to-table {name!r}: name a table$"):
+        api.convert(str(tmp_path / "chats.duckdb"), None, Options(table="t"), to_table=name)

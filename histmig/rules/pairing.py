@@ -269,11 +269,11 @@ def skeleton(messages: list[Any], tools: list[Any]) -> list[Finding] | None:
             calls += 1
     if len(tools) > start + calls:
         return [] if _answer(tools[start : start + calls], tools[start + calls :]) else None
-    last = next(message for message in reversed(messages) if message._kind == "response")
+    at = next(m for m in range(len(messages) - 1, -1, -1) if messages[m]._kind == "response")  # by place: an equal earlier response is another one
+    last = messages[at]
     pending = tools[start:]
     if [part for part in last.parts if part._kind == "tool-call"] != pending or any(_cut_struct(call.args) for call in pending):
         return None
-    at = messages.index(last)
     return [frontier_finding(at, p_index, part.tool_name, part.tool_call_id) for p_index, part in enumerate(last.parts) if part._kind == "tool-call"]
 
 

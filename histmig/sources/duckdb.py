@@ -36,6 +36,11 @@ _UPDATES = "__histmig_updates"
 _BATCH = "__histmig_batch"
 
 
+def _said(exc: Exception) -> str:
+    """A DuckDB error in one line (``Catalog Error: ...``)."""
+    return " ".join(str(exc).split())
+
+
 def quote(name: str) -> str:
     """``name`` as a DuckDB quoted identifier: in double quotes, inner quotes doubled."""
     return '"' + name.replace('"', '""') + '"'
@@ -114,6 +119,8 @@ class TableInput(Input):
                 raise UsageError(f"{path}: --to-table names the table read; use --in-place to rewrite it")
             if not self._exists(table):
                 raise ColumnError(f"{path}: no table {table!r} ({self._tables()})")
+            if target.in_place and self._is_view(table):
+                raise UsageError(f"{path}: {table!r} is a view, which --in-place cannot write; use --to-table")
             if target.to_table is not None and self._exists(target.to_table) and not target.overwrite:
                 raise UnwritableOutput(f"{path}: table {target.to_table!r} already exists (--overwrite replaces it)")
             schema = _arrow_schema(self._con, table)
@@ -129,6 +136,9 @@ class TableInput(Input):
 
     def _exists(self, table: str) -> bool:
         return any(folded(name) == folded(table) for (name,) in self._con.execute("SELECT table_name FROM information_schema.tables").fetchall())
+
+    def _is_view(self, table: str) -> bool:
+        return any(folded(name) == folded(table) for (name,) in self._con.execute("SELECT table_name FROM information_schema.tables WHERE table_type = 'VIEW'").fetchall())
 
     def _first_cell(self, column: str) -> Any:
         """The first non-null cell of ``column`` of the table, or ``None``."""
@@ -162,7 +172,11 @@ class TableInput(Input):
 
     def __exit__(self, kind: type[BaseException] | None, *rest: Any) -> None:
         if kind is None:
-            self._finish()
+            try:
+                self._finish()
+            except duckdb.Error as exc:
+                self.__exit__(type(exc), exc, None)  # rolled back
+                raise UnwritableOutput(f"{self.name}: {_said(exc)}") from exc
             self._stack.close()
             return
         if self._target.in_place or self._target.to_table is not None:
@@ -182,8 +196,11 @@ class TableInput(Input):
         else:
             query = f"SELECT * FROM {quote(self._table)}"
         with self._con.cursor() as cursor:
-            relation = cursor.sql(query)
-            reader = relation.to_arrow_reader(BATCH_ROWS) if hasattr(relation, "to_arrow_reader") else relation.fetch_record_batch(BATCH_ROWS)
+            try:
+                relation = cursor.sql(query)
+                reader = relation.to_arrow_reader(BATCH_ROWS) if hasattr(relation, "to_arrow_reader") else relation.fetch_record_batch(BATCH_ROWS)
+            except duckdb.Error as exc:
+                raise ColumnError(f"{self.name}: {_said(exc)}") from exc
             migrator = ColumnMigrator(reader.schema, self._column, self.name, self._job, self._id_column)
             self.migrator = migrator
             row = 0
@@ -193,7 +210,10 @@ class TableInput(Input):
 
     def write(self, task: Task, result: TaskResult, slot: memoryview | None) -> None:
         assert isinstance(result, BatchResult)
-        self._write(result)
+        try:
+            self._write(result)
+        except duckdb.Error as exc:
+            raise UnwritableOutput(f"{self.name}: {_said(exc)}") from exc
 
     def written(self) -> Written:
         return Written(rejected="rows") if self._target.writes else Written()

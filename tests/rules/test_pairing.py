@@ -71,6 +71,15 @@ def test_the_screen_passes_a_history_exactly_when_no_pairing_rule_finds_anything
     assert (Screen(pairing)(orjson.dumps(messages)) == ()) is (found(messages) == frozenset())
 
 
+def test_the_screen_places_a_frontier_call_in_the_last_response_when_an_earlier_one_is_equal() -> None:
+    """The last response found by place, not by value: a response equal to an earlier one
+    (hypothesis found it) had its frontier finding placed at the earlier one."""
+    same = response(call("t", "a"))
+    messages = [same, request(result("tool-return", "t", "a")), dict(same)]
+    pairing = tuple(rule for rule in registry() if rule.code in CODES.values())
+    assert [(f.code, f.message, f.part) for f in Screen(pairing)(orjson.dumps(messages))] == [("HM407", 2, 0)]
+
+
 def test_the_interrupted_return_is_the_one_2_68_synthesizes() -> None:
     stored = response(call("get_weather", "c1") | {"tool_kind": None}, timestamp=STAMP, model_name="m")
     loaded = ModelMessagesTypeAdapter.validate_python([stored])[0]

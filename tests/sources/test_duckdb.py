@@ -238,3 +238,15 @@ def test_to_table_of_a_table_without_rows_is_created_or_replaced_and_without_tab
     assert read_table(db, "old").schema == read_table(db, "empty").schema
     missing = invoke("convert", str(db), "--to-table", "out")
     assert missing.exit_code == 2 and missing.stderr.startswith(f"histmig: {db}: a DuckDB input needs --table (its tables: ")
+
+
+def test_a_view_is_no_in_place_input_nor_a_table_to_overwrite(tmp_path: Path, records) -> None:
+    db = make_db(tmp_path / "chats.duckdb", records[:5], "JSON")
+    with duckdb.connect(str(db)) as con:
+        con.execute(f"CREATE VIEW recent AS SELECT * FROM {quote(TABLE)}")
+    in_place = invoke("convert", str(db), "--table", "recent", "--in-place")
+    assert (in_place.exit_code, in_place.stderr) == (2, f"histmig: {db}: 'recent' is a view, which --in-place cannot write; use --to-table\n")
+    over = invoke("convert", str(db), "--table", TABLE, "--to-table", "recent", "--overwrite")
+    assert over.exit_code == 2
+    assert over.stderr == f'histmig: cannot write {db}:{TABLE}: Catalog Error: Existing object "recent" is of type View, trying to drop type Table\n'
+    assert read_table(db).num_rows == 5 and read_table(db, "recent").num_rows == 5
