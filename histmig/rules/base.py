@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, NamedTuple, Union, get_args, get_origin
@@ -240,7 +241,7 @@ class PartKind(Look):
         super().__init__(parts, message, test)
 
 
-class FieldLook(Look):
+class FieldLook(Look, ABC):
     """A look at one ``field`` of a part (or of the message itself, ``parts`` ``None``): the
     rule acts only where the field is present (and, for :class:`NullField`, ``null``)."""
 
@@ -250,10 +251,10 @@ class FieldLook(Look):
         super().__init__(parts, message, test)
         self.field = field
 
+    @abstractmethod
     def quiet_type(self) -> Any:
         """The msgspec type the screen decodes the field as: a value that decodes is one the
         rule does not act on."""
-        raise NotImplementedError
 
     def settled_type(self, declared: Any) -> Any:
         """The msgspec type the settled check decodes the field of a migrated history as,
