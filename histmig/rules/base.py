@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, NamedTuple, Union, get_args, get_origin
 
 import msgspec
+import orjson
 
 from histmig.schema.releases import EVERY, NEWEST, Release, Span, describe, includes
 
@@ -441,6 +442,16 @@ class Rule:
     def order(self) -> tuple[int, str]:
         """Where the rule runs: its phase, then its code."""
         return (self.phase, self.code)
+
+
+def is_json(text: str | bytes) -> bool:
+    """Whether ``text`` is one JSON value, as orjson reads it (a tool call's ``args`` text cut
+    mid-stream is not; nor is a rejected cell written to a JSONL export)."""
+    try:
+        orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return False
+    return True
 
 
 def iter_parts(messages: Messages, kind: str | None = None) -> Iterator[tuple[int, int, Message, Part]]:

@@ -25,9 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
-from histmig.rules.base import ABSENT_PART, Change, Finding, HistoryLook, Message, Messages, Part
+from histmig.rules.base import ABSENT_PART, Change, Finding, HistoryLook, Message, Messages, Part, is_json
 from histmig.schema.releases import TOOL_PAIRING, Span
 
 INTERRUPTED_CONTENT = "The tool call was interrupted before a result was produced."
@@ -144,15 +142,7 @@ def _cut(args: Any) -> bool:
         if len(args) != 1 or type(args.get("args_json")) is not str:
             return False
         args = args["args_json"]
-    return type(args) is str and args != "" and not _is_json(args)
-
-
-def _is_json(text: str) -> bool:
-    try:
-        orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return False
-    return True
+    return _cut_struct(args)
 
 
 def _answered_in_turn(messages: Messages) -> bool | None:
@@ -295,9 +285,10 @@ def _answer(calls: list[Any], results: list[Any]) -> bool:
 
 
 def _cut_struct(args: Any) -> bool:
-    """:func:`_cut` of a skeleton call's ``args`` (text, or a struct: never a wrapper there,
-    HM301's look decodes one as itself)."""
-    return type(args) is str and args != "" and not _is_json(args)
+    """Whether ``args`` are text that is not JSON: a skeleton call's as they are (text, or a
+    struct: never a wrapper there, HM301's look decodes one as itself), a parsed call's once
+    :func:`_cut` unwrapped a legacy one."""
+    return type(args) is str and args != "" and not is_json(args)
 
 
 def frontier_finding(m_index: int, p_index: int, tool_name: Any, call_id: Any) -> Finding:

@@ -31,6 +31,7 @@ from histmig.engine import run_records
 from histmig.records import ID_FIELDS, MESSAGE_FIELD_CANDIDATES, NotAHistory, Outcome, Record, locate_messages
 from histmig.report import Report
 from histmig.rules import nulls_kept, registry
+from histmig.rules.base import is_json
 from histmig.sources.base import Job, UnreadableInput, lazy
 
 pa = lazy("pyarrow")
@@ -441,13 +442,6 @@ def jsonl_line(row: dict[str, Any], column: str, raw: bytes | None, rejected: bo
     that is not JSON is written as a string. Timestamps are RFC 3339 strings; other values
     without a JSON form (decimals, binary) are written as strings."""
     if raw is not None:
-        row[column] = orjson.Fragment(raw) if not rejected or _is_json(raw) else raw.decode("utf-8", "backslashreplace")
+        row[column] = orjson.Fragment(raw) if not rejected or is_json(raw) else raw.decode("utf-8", "backslashreplace")
     return orjson.dumps(row, default=_json_default, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
 
-
-def _is_json(raw: bytes) -> bool:
-    try:
-        orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return False
-    return True

@@ -8,7 +8,7 @@ from typing import Optional, Union
 import msgspec
 import pytest
 
-from histmig.rules.base import ABSENT, ANY_PART, NOT_NULL, AbsentField, Budgets, Change, Context, Docs, Finding, NullField, PartKind, Rule, ValueField, always
+from histmig.rules.base import ABSENT, ANY_PART, NOT_NULL, AbsentField, Budgets, Change, Context, Docs, Finding, NullField, PartKind, Rule, ValueField, always, is_json
 
 
 @pytest.mark.parametrize(
@@ -78,3 +78,8 @@ def test_budgets_parse_from_the_command_line_form() -> None:
     for bad in ("", "tools", "tools=-1", "tools=1.5", "tool:=2", "retries=1", "tools=1,,output=2"):
         with pytest.raises(ValueError, match="--max-retries: .* is not tools=N, output=N or tool:NAME=N"):
             Budgets.parse(bad)
+
+
+@pytest.mark.parametrize(("text", "json"), [('{"q": 1}', True), (b"[1, 2]", True), ('"x"', True), ('{"q": "cut mid-str', False), (b"", False), ("{nope", False)])
+def test_is_json_tells_one_json_value_from_text_that_is_not(text: str | bytes, json: bool) -> None:
+    assert is_json(text) is json
