@@ -36,11 +36,6 @@ _UPDATES = "__histmig_updates"
 _BATCH = "__histmig_batch"
 
 
-def _said(exc: Exception) -> str:
-    """A DuckDB error in one line (``Catalog Error: ...``)."""
-    return " ".join(str(exc).split())
-
-
 def quote(name: str) -> str:
     """``name`` as a DuckDB quoted identifier: in double quotes, inner quotes doubled."""
     return '"' + name.replace('"', '""') + '"'
@@ -176,7 +171,7 @@ class TableInput(Input):
                 self._finish()
             except duckdb.Error as exc:
                 self.__exit__(type(exc), exc, None)  # rolled back
-                raise UnwritableOutput(f"{self.name}: {_said(exc)}") from exc
+                raise UnwritableOutput(f"{self.name}: {str(exc).strip()}") from exc
             self._stack.close()
             return
         if self._target.in_place or self._target.to_table is not None:
@@ -200,7 +195,7 @@ class TableInput(Input):
                 relation = cursor.sql(query)
                 reader = relation.to_arrow_reader(BATCH_ROWS) if hasattr(relation, "to_arrow_reader") else relation.fetch_record_batch(BATCH_ROWS)
             except duckdb.Error as exc:
-                raise ColumnError(f"{self.name}: {_said(exc)}") from exc
+                raise ColumnError(f"{self.name}: {str(exc).strip()}") from exc
             migrator = ColumnMigrator(reader.schema, self._column, self.name, self._job, self._id_column)
             self.migrator = migrator
             row = 0
@@ -213,7 +208,7 @@ class TableInput(Input):
         try:
             self._write(result)
         except duckdb.Error as exc:
-            raise UnwritableOutput(f"{self.name}: {_said(exc)}") from exc
+            raise UnwritableOutput(f"{self.name}: {str(exc).strip()}") from exc
 
     def written(self) -> Written:
         return Written(rejected="rows") if self._target.writes else Written()
