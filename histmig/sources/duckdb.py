@@ -114,7 +114,7 @@ class TableInput(Input):
                 raise UsageError(f"{path}: --to-table names the table read; use --in-place to rewrite it")
             if not self._exists(table):
                 raise ColumnError(f"{path}: no table {table!r} ({self._tables()})")
-            if target.in_place and self._is_view(table):
+            if target.in_place and self._exists(table, "VIEW"):
                 raise UsageError(f"{path}: {table!r} is a view, which --in-place cannot write; use --to-table")
             if target.to_table is not None and self._exists(target.to_table) and not target.overwrite:
                 raise UnwritableOutput(f"{path}: table {target.to_table!r} already exists (--overwrite replaces it)")
@@ -129,11 +129,11 @@ class TableInput(Input):
         self._write: Callable[[BatchResult], None] = lambda result: None
         self._finish: Callable[[], None] = lambda: None
 
-    def _exists(self, table: str) -> bool:
-        return any(folded(name) == folded(table) for (name,) in self._con.execute("SELECT table_name FROM information_schema.tables").fetchall())
-
-    def _is_view(self, table: str) -> bool:
-        return any(folded(name) == folded(table) for (name,) in self._con.execute("SELECT table_name FROM information_schema.tables WHERE table_type = 'VIEW'").fetchall())
+    def _exists(self, table: str, kind: str = "%") -> bool:
+        """Whether the database has a table (``kind`` ``VIEW``: a view) named ``table``, as
+        DuckDB compares names (:func:`~histmig.sources.base.folded`)."""
+        names = self._con.execute("SELECT table_name FROM information_schema.tables WHERE table_type LIKE ?", [kind]).fetchall()
+        return any(folded(name) == folded(table) for (name,) in names)
 
     def _first_cell(self, column: str) -> Any:
         """The first non-null cell of ``column`` of the table, or ``None``."""
