@@ -231,6 +231,11 @@ def session(master: str | None = None, cores: int = 1) -> tuple[SparkSession, st
         if master.startswith("local"):  # the workers are this machine's: this interpreter, this histmig
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
             builder = builder.config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
+            # A worker puts its working directory first on its path: a folder named histmig there
+            # (a clone, run from its parent) would stand for the package an editable install
+            # finds only after the path; the package's own folder on PYTHONPATH is found first.
+            home = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+            os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (home, os.environ.get("PYTHONPATH")) if p)
     with tempfile.NamedTemporaryFile(prefix="histmig-spark-", suffix=".log", delete=False) as log:
         saved = os.dup(2)
         os.dup2(log.fileno(), 2)  # the JVM (and its Python workers) inherit the log as stderr

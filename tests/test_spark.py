@@ -408,3 +408,13 @@ def test_progress_is_told_the_input_bytes_as_the_tasks_end(spark: SparkSession, 
     assert result.report.counts["records_in"] == 210
     assert told.total == sum(path.stat().st_size for path in lake.iterdir())
     assert sum(told.done) == told.total and all(step > 0 for step in told.done)
+
+
+def test_convert_on_spark_from_a_folder_holding_a_histmig_folder(text_parquet: Path, tmp_path: Path) -> None:
+    """A Spark worker puts its working directory first on its path: run from the parent of a
+    clone named histmig, that folder stood for the package (ImportError in every task)."""
+    (tmp_path / "histmig").mkdir()
+    command = Path(sys.executable).parent / "histmig"
+    done = subprocess.run([str(command), "convert", str(text_parquet), "out.v2", "--engine", "spark", "--jobs", "2", "-q"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert pq.read_table(tmp_path / "out.v2").num_rows == 212
