@@ -38,7 +38,18 @@ from histmig.rules.base import Change, Finding, Rule
 from histmig.options import Options
 from histmig.sources import expands, formats, input_paths, output_paths
 from histmig.sources.atomic import check_directory, check_writable
-from histmig.sources.base import FORMAT_OPTIONS, Format, Input, InputEnded, Job, Target, Task, TaskResult, UsageError, Written
+from histmig.sources.base import (
+    FORMAT_OPTIONS,
+    Format,
+    Input,
+    InputEnded,
+    Job,
+    Target,
+    Task,
+    TaskResult,
+    UsageError,
+    Written,
+)
 
 Command = Literal["convert", "audit", "check", "otel", "otel-upgrade"]
 
@@ -119,14 +130,22 @@ class Result:
             unknown = f"; {unknown}" if unknown else ""
             return f"histmig check: {of} to migrate, {counts['invalid']} invalid, {counts['rejected']} rejected{found}{unknown}{cut}"
         migrated, kept = ("migrated", "") if self.target is None else (f"rewritten for {self.target}", self._kept())
-        left = f", {_plural(counts['findings'], 'finding')} left as found (see the report)" if counts["findings"] else ""
+        left = (
+            f", {_plural(counts['findings'], 'finding')} left as found (see the report)" if counts["findings"] else ""
+        )
         if self.command == "audit":
             return f"histmig audit: {of} would be {migrated}, {counts['unchanged']} need nothing{kept}, {counts['rejected']} would be rejected{left}; nothing was written{cut}"
         if self.command in ("otel", "otel-upgrade"):
             done = counts["records_in"] - counts["rejected"]
-            what = "exported" if self.command == "otel" else f"upgraded ({counts['unchanged']} already in version 6 roles)"
+            what = (
+                "exported" if self.command == "otel" else f"upgraded ({counts['unchanged']} already in version 6 roles)"
+            )
             return f"histmig: {done} records {what}, {counts['rejected']} rejected"
-        skipped = f", {counts['skipped']} skipped (another client wrote them after histmig read them; run again to migrate them)" if counts["skipped"] else ""
+        skipped = (
+            f", {counts['skipped']} skipped (another client wrote them after histmig read them; run again to migrate them)"
+            if counts["skipped"]
+            else ""
+        )
         return f"histmig convert: {of} {migrated}, {counts['unchanged']} unchanged{kept}, {counts['rejected']} rejected{skipped}{left}; {self._written()}{cut}"
 
     def _unknown_part_count(self) -> int:
@@ -145,7 +164,9 @@ class Result:
         if not parts:
             return ""
         holds = "record holds" if records == 1 else "records hold"
-        return f"{records} {holds} {_plural(parts, 'part')} of a part_kind pydantic-ai 2.68 does not know and cannot load"
+        return (
+            f"{records} {holds} {_plural(parts, 'part')} of a part_kind pydantic-ai 2.68 does not know and cannot load"
+        )
 
     def _kept(self) -> str:
         """`` (N of them TARGET cannot load)`` when the ``--target`` release cannot load records
@@ -154,7 +175,9 @@ class Result:
         return f" ({invalid} of them {self.target} cannot load)" if invalid else ""
 
     def _written(self) -> str:
-        named = next((w.target for w in self.wrote if w.target is not None), self.inputs[0] if self.inputs else self.input)
+        named = next(
+            (w.target for w in self.wrote if w.target is not None), self.inputs[0] if self.inputs else self.input
+        )
         in_place = f"{named} (in place)" if len(self.inputs) <= 1 else f"the {len(self.inputs)} inputs (in place)"
         where = "stdout" if self.output == "-" else self.output or self.to_table or in_place
         withheld = bool(self.wrote) and all(w.withheld for w in self.wrote)
@@ -177,7 +200,11 @@ class Result:
         for path in self.earlier_rejects:
             if any(w.rejected == path for w in self.wrote):
                 used = any(w.rejected == path and w.rejects_used for w in self.wrote)
-                added = "this run's rejected records were added after them" if used else "this run wrote no rejected record to it"
+                added = (
+                    "this run's rejected records were added after them"
+                    if used
+                    else "this run wrote no rejected record to it"
+                )
                 notes.append(f"{path} already held rejected records of an earlier run; {added}")
         first = self.report.errors[0] if self.report.errors else None
         counts = self.report.counts
@@ -189,10 +216,16 @@ class Result:
             and first["location"] == "line 1"
             and first["errors"][0].startswith("invalid JSON")
         ):
-            notes.append("stdin was read as JSONL and no line of it is a record; if it holds one JSON document, add --format json")
+            notes.append(
+                "stdin was read as JSONL and no line of it is a record; if it holds one JSON document, add --format json"
+            )
         for row in self.report.errors:
-            if row["location"] == "file" and row["errors"][0].startswith("invalid JSON: unexpected content after document: line 2 "):
-                notes.append(f"{row['source']} holds more than one JSON document; if it holds one record a line, add --format jsonl")
+            if row["location"] == "file" and row["errors"][0].startswith(
+                "invalid JSON: unexpected content after document: line 2 "
+            ):
+                notes.append(
+                    f"{row['source']} holds more than one JSON document; if it holds one record a line, add --format jsonl"
+                )
         return notes
 
     @property
@@ -200,7 +233,12 @@ class Result:
         """Every rejected record's name and error lines, as ``(name, line)`` pairs."""
         from histmig.report import record_name
 
-        return [(record_name(row), line) for row in self.report.errors if row["status"] == "rejected" for line in row["errors"]]
+        return [
+            (record_name(row), line)
+            for row in self.report.errors
+            if row["status"] == "rejected"
+            for line in row["errors"]
+        ]
 
 
 def _plural(count: int, noun: str) -> str:
@@ -234,7 +272,9 @@ def convert(
     destination. Raises :class:`~histmig.sources.base.UsageError` otherwise, or for a blank
     ``to_table``."""
     if (output is None) == (not in_place and to_table is None) or (in_place and "-" in _paths(input)):
-        raise UsageError("give OUTPUT, or --in-place with a file or database INPUT (not both), or --to-table for a database input")
+        raise UsageError(
+            "give OUTPUT, or --in-place with a file or database INPUT (not both), or --to-table for a database input"
+        )
     if to_table is not None and not to_table.strip():
         raise UsageError(f"--to-table {to_table!r}: name a table")
     target = Target(output, rejects, in_place, to_table, overwrite=overwrite)
@@ -247,7 +287,9 @@ def audit(input: str | Sequence[str], options: Options = Options(), *, progress:
     return _run("audit", input, Target(), options, options.plan(), progress)
 
 
-def check(input: str | Sequence[str], options: Options = Options(), *, strict: bool = False, progress: Progress | None = None) -> Result:
+def check(
+    input: str | Sequence[str], options: Options = Options(), *, strict: bool = False, progress: Progress | None = None
+) -> Result:
     """``histmig check``: every record of ``input`` (one path or several) parsed and
     validated; the exit code is 0 only when every record is current and valid and no rule
     finds anything, and, with ``strict``, no record holds a part of a ``part_kind`` 2.68 does
@@ -255,7 +297,15 @@ def check(input: str | Sequence[str], options: Options = Options(), *, strict: b
     ``options.target`` (``--reader``), "current and valid" is for that release: it loads
     every record and no rule would rewrite one for it; the report then tells, per record,
     which releases load it (:class:`~histmig.report.rows.ReaderRow`)."""
-    return _run("check", input, Target(), options, options.plan(validate_all=True, readers=options.target is not None), progress, strict=strict)
+    return _run(
+        "check",
+        input,
+        Target(),
+        options,
+        options.plan(validate_all=True, readers=options.target is not None),
+        progress,
+        strict=strict,
+    )
 
 
 def otel(
@@ -281,18 +331,29 @@ def otel(
     return _run("otel", input, Target(output, rejects, keep_rejected=False), options, job, None)
 
 
-def otel_upgrade(input: str | Sequence[str], output: str, options: Options = Options(), *, rejects: str | None = None) -> Result:
+def otel_upgrade(
+    input: str | Sequence[str], output: str, options: Options = Options(), *, rejects: str | None = None
+) -> Result:
     """``histmig otel-upgrade``: OTel message arrays exported with version 5 roles moved to
     version 6 roles; a record already in version 6 roles is copied byte for byte."""
     from histmig.otel.jobs import UpgradeJob
 
-    return _run("otel-upgrade", input, Target(output, rejects, keep_rejected=False), options, UpgradeJob(options.messages_field), None)
+    return _run(
+        "otel-upgrade",
+        input,
+        Target(output, rejects, keep_rejected=False),
+        options,
+        UpgradeJob(options.messages_field),
+        None,
+    )
 
 
 def rules(code: str | None = None) -> list[Rule]:
     """``histmig rules``: every rule, sorted by code, or those whose code starts with
     ``code`` (any case). Raises :class:`~histmig.sources.base.UsageError` when none does."""
-    found = [rule for rule in sorted(registry(), key=lambda r: r.code) if code is None or rule.code.startswith(code.upper())]
+    found = [
+        rule for rule in sorted(registry(), key=lambda r: r.code) if code is None or rule.code.startswith(code.upper())
+    ]
     if not found:
         raise UsageError(f"unknown rule code {code!r}")
     return found
@@ -313,9 +374,13 @@ def _check_history(messages: Any) -> None:
     """Raise :class:`~histmig.records.NotAHistory` unless ``messages`` is a list of objects
     each holding ``kind`` and a ``parts`` list, saying what it is instead."""
     if isinstance(messages, (str, bytes, bytearray, memoryview)):
-        raise NotAHistory("expected a history (a list of messages), got JSON text: parse it first (orjson.loads), or use migrate_json")
+        raise NotAHistory(
+            "expected a history (a list of messages), got JSON text: parse it first (orjson.loads), or use migrate_json"
+        )
     if isinstance(messages, dict):
-        raise NotAHistory("expected a history (a list of messages), got an object: pass the list it holds (record['messages']), or use migrate_json")
+        raise NotAHistory(
+            "expected a history (a list of messages), got an object: pass the list it holds (record['messages']), or use migrate_json"
+        )
     if not isinstance(messages, list):
         raise NotAHistory(f"expected a history (a list of messages), got {type(messages).__name__}")
     check_messages(messages)
@@ -346,7 +411,9 @@ def validate(messages: list[Any], options: Options = Options()) -> list[Finding]
     outcome = process_full(Record(dumps(messages), "history", "validate"), plan)
     if outcome.errors:
         raise MigrationError([str(error) for error in outcome.errors])
-    return sorted(_findings(messages, plan), key=lambda finding: (finding.message, -1 if finding.part is None else finding.part))
+    return sorted(
+        _findings(messages, plan), key=lambda finding: (finding.message, -1 if finding.part is None else finding.part)
+    )
 
 
 def migrate_json(data: bytes | str, options: Options = Options(), *, source: str = "-") -> tuple[bytes, Report]:
@@ -455,7 +522,9 @@ def _check_options(command: Command, found: list[tuple[str, Format]], target: Ta
         "single_transaction": options.single_transaction,
     }
     if target.overwrite and target.to_table is None:
-        raise UsageError("--overwrite replaces the table --to-table names (an output file is always replaced, once the new one is complete)")
+        raise UsageError(
+            "--overwrite replaces the table --to-table names (an output file is always replaced, once the new one is complete)"
+        )
     if target.to_table is not None and len(found) > 1:
         raise UsageError("--to-table writes one table: give one DuckDB input")
     for path, fmt in found:
@@ -468,7 +537,9 @@ def _check_options(command: Command, found: list[tuple[str, Format]], target: Ta
         inputs = f"{found[0][0]}: " if len(found) == 1 else ""
         kinds = _alternatives(list(dict.fromkeys(fmt.description for _, fmt in found)))
         apply = "does" if len(extra) == 1 else "do"
-        raise UsageError(f"{inputs}{flags} {apply} not apply to a {kinds} input" + (f" (only to a {takers} one)" if takers else ""))
+        raise UsageError(
+            f"{inputs}{flags} {apply} not apply to a {kinds} input" + (f" (only to a {takers} one)" if takers else "")
+        )
 
 
 def _alternatives(words: list[str]) -> str:
@@ -480,7 +551,16 @@ def _work(job: Job, task: Task, slot: memoryview | None) -> TaskResult:
     return task.run(job, slot)
 
 
-def _run(command: Command, input: str | Sequence[str], target: Target, options: Options, job: Job, progress: Progress | None, *, strict: bool = False) -> Result:
+def _run(
+    command: Command,
+    input: str | Sequence[str],
+    target: Target,
+    options: Options,
+    job: Job,
+    progress: Progress | None,
+    *,
+    strict: bool = False,
+) -> Result:
     """Run every input file ``input`` names through ``job`` on ``options.jobs`` workers,
     each written to its own target (:func:`_plan`); one input at a time, its tasks in order
     (see :mod:`histmig.sources.base`); an input that cannot go to workers (a database
@@ -490,8 +570,16 @@ def _run(command: Command, input: str | Sequence[str], target: Target, options: 
     started = started_now()
     paths = _paths(input)
     planned, directory = _plan(command, paths, target, options)
-    inputs: list[Input] = [opened for item in planned for opened in item.format.open(item.path, item.target, options, job)]
-    earlier = list(dict.fromkeys(item.target.rejects for item in planned if item.target.rejects not in (None, "-") and os.path.exists(item.target.rejects)))  # type: ignore[arg-type]
+    inputs: list[Input] = [
+        opened for item in planned for opened in item.format.open(item.path, item.target, options, job)
+    ]
+    earlier = list(
+        dict.fromkeys(
+            item.target.rejects
+            for item in planned
+            if item.target.rejects not in (None, "-") and os.path.exists(item.target.rejects)
+        )
+    )  # type: ignore[arg-type]
     if directory is not None:
         os.makedirs(directory, exist_ok=True)
     report = Report()
@@ -530,7 +618,13 @@ def _run(command: Command, input: str | Sequence[str], target: Target, options: 
         earlier_rejects=earlier,
         target=options.target and str(options.release),
     )
-    given = {"rejects": target.rejects, "in_place": target.in_place, "to_table": target.to_table, "overwrite": target.overwrite, "strict": strict}
+    given = {
+        "rejects": target.rejects,
+        "in_place": target.in_place,
+        "to_table": target.to_table,
+        "overwrite": target.overwrite,
+        "strict": strict,
+    }
     return recorded(result, options, job, started, {**given, "engine": "local"})
 
 
@@ -539,7 +633,16 @@ def recorded(result: Result, options: Options, job: Job, started: str, given: di
     (and ``given``, what the command took besides them), the rules that ran, the inputs read,
     the output, the start time (``started``), the verdict and the exit code. Every engine's
     runs are recorded by it (:mod:`histmig.spark` too)."""
-    result.report.run = RunInfo(__version__, result.command, {**_described(options, job), **given}, result.inputs, result.output, started, result.verdict, result.exit_code)
+    result.report.run = RunInfo(
+        __version__,
+        result.command,
+        {**_described(options, job), **given},
+        result.inputs,
+        result.output,
+        started,
+        result.verdict,
+        result.exit_code,
+    )
     return result
 
 
@@ -552,16 +655,24 @@ def _described(options: Options, job: Job) -> dict[str, Any]:
     """The options of a run as the JSON report gives them: as given, and the rules that ran
     (an export's job says its own); ``jobs`` left out, as the output and report are the same
     for any number."""
-    given = {name: list(value) if isinstance(value, tuple) else value for name, value in asdict(options).items() if name != "jobs"}
+    given = {
+        name: list(value) if isinstance(value, tuple) else value
+        for name, value in asdict(options).items()
+        if name != "jobs"
+    }
     rules = [rule.code for rule in job.rules] if isinstance(job, Plan) else []
     return {**given, "rules": rules}
 
 
-def _results(current: Input, workers: Workers[Task, TaskResult], job: Job) -> Iterator[tuple[Task, TaskResult, memoryview | None]]:
+def _results(
+    current: Input, workers: Workers[Task, TaskResult], job: Job
+) -> Iterator[tuple[Task, TaskResult, memoryview | None]]:
     """Each task of ``current`` with its result and slot, in order: on the workers, or in
     this process for an input whose tasks cannot go to them."""
     if current.in_process:
         for task in current.tasks():
             yield task, task.run(job, None), None
         return
-    yield from workers.map(current.tasks(), message=lambda task: task.sent(), depth=lambda task: task.depth, window=current.window)
+    yield from workers.map(
+        current.tasks(), message=lambda task: task.sent(), depth=lambda task: task.depth, window=current.window
+    )

@@ -41,6 +41,7 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup
 EXIT_OK, EXIT_USAGE = 0, 2
 """The exit codes the command line sets itself; the others come from :attr:`histmig.api.Result.exit_code`."""
 
+
 class _PlainArgument(TyperArgument):
     """An argument shown by its metavar alone (``INPUT...``, ``[CODE]``): typer 0.29 shows a
     required one as ``{INPUT}`` in the usage line and adds its Python type (``<str>``)."""
@@ -80,12 +81,21 @@ class _Group(TyperGroup):
             option.metavar = ""
         return option
 
-    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
+    def main(
+        self,
+        args: Any = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         try:
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except typer.TyperException as exc:  # a command-line error (typer tells "no arguments: the help was shown" by its name too)
+        except (
+            typer.TyperException
+        ) as exc:  # a command-line error (typer tells "no arguments: the help was shown" by its name too)
             if type(exc).__name__ == "NoArgsIsHelpError":
                 sys.exit(exc.exit_code)  # type: ignore[attr-defined]
             ctx = getattr(exc, "ctx", None)
@@ -116,7 +126,9 @@ app = typer.Typer(
 )
 command = partial(app.command, cls=_Command)
 """``app.command`` making a :class:`_Command`."""
-stderr = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)  # no :name: shortcodes: a path:table: is not an emoji
+stderr = Console(
+    stderr=True, highlight=False, soft_wrap=True, emoji=False
+)  # no :name: shortcodes: a path:table: is not an emoji
 
 
 def _choice(*values: str) -> Callable[[Any], Any]:
@@ -150,25 +162,71 @@ class Bundle:
 
 
 def _bundle(**params: tuple[Any, Any]) -> Bundle:
-    return Bundle(tuple(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default) for name, (annotation, default) in params.items()))
+    return Bundle(
+        tuple(
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default)
+            for name, (annotation, default) in params.items()
+        )
+    )
 
 
 SELECT = _bundle(
-    select=(Annotated[Optional[list[str]], typer.Option("--select", metavar="CODES", help="Only these rule codes or prefixes (comma-separated or repeated).")], None),
-    ignore=(Annotated[Optional[list[str]], typer.Option("--ignore", metavar="CODES", help="Skip these rule codes or prefixes (comma-separated or repeated).")], None),
+    select=(
+        Annotated[
+            Optional[list[str]],
+            typer.Option(
+                "--select", metavar="CODES", help="Only these rule codes or prefixes (comma-separated or repeated)."
+            ),
+        ],
+        None,
+    ),
+    ignore=(
+        Annotated[
+            Optional[list[str]],
+            typer.Option(
+                "--ignore", metavar="CODES", help="Skip these rule codes or prefixes (comma-separated or repeated)."
+            ),
+        ],
+        None,
+    ),
 )
 FIXES = _bundle(
-    unsafe_fixes=(Annotated[bool, typer.Option("--unsafe-fixes", metavar="", help="Also apply the fixes of unsafe rules (they may remove or rewrite stored content; see `histmig rules`).")], False),
+    unsafe_fixes=(
+        Annotated[
+            bool,
+            typer.Option(
+                "--unsafe-fixes",
+                metavar="",
+                help="Also apply the fixes of unsafe rules (they may remove or rewrite stored content; see `histmig rules`).",
+            ),
+        ],
+        False,
+    ),
 )
 CAUSES = _bundle(
     causes=(
-        Annotated[str, typer.Option("--causes", metavar="MODE", callback=_choice(*CAUSE_MODES), help="inferred: causes from evidence; framework: exactly the retry values pydantic-ai 2.68's loader writes (HM103 off).")],
+        Annotated[
+            str,
+            typer.Option(
+                "--causes",
+                metavar="MODE",
+                callback=_choice(*CAUSE_MODES),
+                help="inferred: causes from evidence; framework: exactly the retry values pydantic-ai 2.68's loader writes (HM103 off).",
+            ),
+        ],
         "inferred",
     ),
 )
 ATTEMPTS = _bundle(
     attempts=(
-        Annotated[bool, typer.Option("--attempts", metavar="", help="Fill retry.attempt of every retry part that has none by replaying the framework's retry counters (rule HM104).")],
+        Annotated[
+            bool,
+            typer.Option(
+                "--attempts",
+                metavar="",
+                help="Fill retry.attempt of every retry part that has none by replaying the framework's retry counters (rule HM104).",
+            ),
+        ],
         False,
     ),
     counting=(
@@ -185,13 +243,25 @@ ATTEMPTS = _bundle(
     max_retries=(
         Annotated[
             Optional[str],
-            typer.Option("--max-retries", metavar="BUDGETS", help="With --attempts: the agent's retry budgets, tools=N,output=M,tool:NAME=K; they fill retry.max_retries (default: left null)."),
+            typer.Option(
+                "--max-retries",
+                metavar="BUDGETS",
+                help="With --attempts: the agent's retry budgets, tools=N,output=M,tool:NAME=K; they fill retry.max_retries (default: left null).",
+            ),
         ],
         None,
     ),
 )
 RECORDS = _bundle(
-    messages_field=(Annotated[Optional[str], typer.Option("--messages-field", metavar="FIELD", help="Envelope field holding the messages (default: auto-detect).")], None),
+    messages_field=(
+        Annotated[
+            Optional[str],
+            typer.Option(
+                "--messages-field", metavar="FIELD", help="Envelope field holding the messages (default: auto-detect)."
+            ),
+        ],
+        None,
+    ),
     input_format=(
         Annotated[
             Optional[str],
@@ -206,16 +276,64 @@ RECORDS = _bundle(
     ),
 )
 COLUMNS = _bundle(
-    messages_column=(Annotated[Optional[str], typer.Option("--messages-column", metavar="COLUMN", help="Parquet/database: column holding the messages (default: auto-detect).")], None),
-    id_column=(Annotated[Optional[str], typer.Option("--id-column", metavar="COLUMN", help="Parquet/database: column naming each record in the report (default: the row, or the key).")], None),
-    table=(Annotated[Optional[str], typer.Option("--table", metavar="TABLE", help="DuckDB/PostgreSQL/SQLite: table (or view) to read.")], None),
-    schema=(Annotated[Optional[str], typer.Option("--schema", metavar="SCHEMA", help="PostgreSQL: the table's schema (default: the search path).")], None),
+    messages_column=(
+        Annotated[
+            Optional[str],
+            typer.Option(
+                "--messages-column",
+                metavar="COLUMN",
+                help="Parquet/database: column holding the messages (default: auto-detect).",
+            ),
+        ],
+        None,
+    ),
+    id_column=(
+        Annotated[
+            Optional[str],
+            typer.Option(
+                "--id-column",
+                metavar="COLUMN",
+                help="Parquet/database: column naming each record in the report (default: the row, or the key).",
+            ),
+        ],
+        None,
+    ),
+    table=(
+        Annotated[
+            Optional[str],
+            typer.Option("--table", metavar="TABLE", help="DuckDB/PostgreSQL/SQLite: table (or view) to read."),
+        ],
+        None,
+    ),
+    schema=(
+        Annotated[
+            Optional[str],
+            typer.Option(
+                "--schema", metavar="SCHEMA", help="PostgreSQL: the table's schema (default: the search path)."
+            ),
+        ],
+        None,
+    ),
     key_column=(
-        Annotated[Optional[str], typer.Option("--key-column", metavar="COLUMN", help="PostgreSQL/SQLite: unique column the rows are read in order of and named by (default: the primary key; SQLite: else the rowid).")],
+        Annotated[
+            Optional[str],
+            typer.Option(
+                "--key-column",
+                metavar="COLUMN",
+                help="PostgreSQL/SQLite: unique column the rows are read in order of and named by (default: the primary key; SQLite: else the rowid).",
+            ),
+        ],
         None,
     ),
     single_transaction=(
-        Annotated[bool, typer.Option("--single-transaction", metavar="", help="PostgreSQL --in-place: the whole table in one transaction (all or nothing) instead of one a page of rows.")],
+        Annotated[
+            bool,
+            typer.Option(
+                "--single-transaction",
+                metavar="",
+                help="PostgreSQL --in-place: the whole table in one transaction (all or nothing) instead of one a page of rows.",
+            ),
+        ],
         False,
     ),
 )
@@ -250,7 +368,15 @@ READER = _bundle(
 )
 JOBS = _bundle(
     jobs=(
-        Annotated[Optional[int], typer.Option("--jobs", "-j", metavar="N", help="Worker processes, 1 or more (default: the number of cores); 1 runs in this process. Output and report are the same for any N.")],
+        Annotated[
+            Optional[int],
+            typer.Option(
+                "--jobs",
+                "-j",
+                metavar="N",
+                help="Worker processes, 1 or more (default: the number of cores); 1 runs in this process. Output and report are the same for any N.",
+            ),
+        ],
         None,
     ),
 )
@@ -258,15 +384,49 @@ REJECTS = _bundle(
     rejects=(
         Annotated[
             Optional[str],
-            typer.Option("--rejects", metavar="FILE", help="File for rejected records, added to if it exists, or - for stdout (default: OUTPUT.rejects.jsonl; with - as OUTPUT, rejected records go to stdout unchanged, in place)."),
+            typer.Option(
+                "--rejects",
+                metavar="FILE",
+                help="File for rejected records, added to if it exists, or - for stdout (default: OUTPUT.rejects.jsonl; with - as OUTPUT, rejected records go to stdout unchanged, in place).",
+            ),
         ],
         None,
     ),
 )
 REPORT = _bundle(
-    report=(Annotated[Optional[str], typer.Option("--report", metavar="FILE", help="Write the report to this file (- for stdout) instead of stderr.")], None),
-    report_format=(Annotated[str, typer.Option("--report-format", metavar="FORMAT", callback=_choice(*REPORT_FORMATS), help="Report format: text, json or markdown.")], "text"),
-    quiet=(Annotated[bool, typer.Option("--quiet", "-q", metavar="", help="Nothing on stderr: no report, error lines nor summary line (a --report file is still written; the exit code tells).")], False),
+    report=(
+        Annotated[
+            Optional[str],
+            typer.Option(
+                "--report", metavar="FILE", help="Write the report to this file (- for stdout) instead of stderr."
+            ),
+        ],
+        None,
+    ),
+    report_format=(
+        Annotated[
+            str,
+            typer.Option(
+                "--report-format",
+                metavar="FORMAT",
+                callback=_choice(*REPORT_FORMATS),
+                help="Report format: text, json or markdown.",
+            ),
+        ],
+        "text",
+    ),
+    quiet=(
+        Annotated[
+            bool,
+            typer.Option(
+                "--quiet",
+                "-q",
+                metavar="",
+                help="Nothing on stderr: no report, error lines nor summary line (a --report file is still written; the exit code tells).",
+            ),
+        ],
+        False,
+    ),
     report_detail=(
         Annotated[
             str,
@@ -279,7 +439,17 @@ REPORT = _bundle(
         ],
         "auto",
     ),
-    no_timestamp=(Annotated[bool, typer.Option("--no-timestamp", metavar="", help="Leave the start time out of the JSON report, so two runs give the same bytes.")], False),
+    no_timestamp=(
+        Annotated[
+            bool,
+            typer.Option(
+                "--no-timestamp",
+                metavar="",
+                help="Leave the start time out of the JSON report, so two runs give the same bytes.",
+            ),
+        ],
+        False,
+    ),
 )
 
 INPUT_HELP = (
@@ -308,10 +478,35 @@ class Shown:
         return Rendering(self.detail, not self.no_timestamp)  # type: ignore[arg-type]
 
 
-_OPTION_NAMES = {"select", "ignore", "unsafe_fixes", "causes", "messages_field", "input_format", "messages_column", "id_column", "table", "jobs", "schema", "key_column", "single_transaction", "target", "reader", "attempts", "counting", "max_retries"}
+_OPTION_NAMES = {
+    "select",
+    "ignore",
+    "unsafe_fixes",
+    "causes",
+    "messages_field",
+    "input_format",
+    "messages_column",
+    "id_column",
+    "table",
+    "jobs",
+    "schema",
+    "key_column",
+    "single_transaction",
+    "target",
+    "reader",
+    "attempts",
+    "counting",
+    "max_retries",
+}
 """Bundle parameters that make the :class:`~histmig.options.Options`."""
 
-_SHOWN_NAMES = {"report": "path", "report_format": "format", "quiet": "quiet", "report_detail": "detail", "no_timestamp": "no_timestamp"}
+_SHOWN_NAMES = {
+    "report": "path",
+    "report_format": "format",
+    "quiet": "quiet",
+    "report_detail": "detail",
+    "no_timestamp": "no_timestamp",
+}
 """The :data:`REPORT` bundle's parameters, which make a :class:`Shown`."""
 
 
@@ -334,7 +529,9 @@ def shared(*bundles: Bundle) -> Callable[[Callable[..., None]], Callable[..., No
             with _usage_errors():
                 options = _options(**picked)
             if "shown" in signature.parameters:
-                values["shown"] = Shown(**{_SHOWN_NAMES[name]: values.pop(name) for name in list(values) if name in _SHOWN_NAMES})
+                values["shown"] = Shown(
+                    **{_SHOWN_NAMES[name]: values.pop(name) for name in list(values) if name in _SHOWN_NAMES}
+                )
             command(options=options, **values)
 
         run.__signature__ = signature.replace(parameters=own + added)  # type: ignore[attr-defined]
@@ -396,10 +593,18 @@ class _usage_errors:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, *_: object) -> None:
         if isinstance(exc, (UsageError, UnreadableInput, UnwritableOutput)):
-            what = "cannot read " if isinstance(exc, UnreadableInput) else "cannot write " if isinstance(exc, UnwritableOutput) else ""
+            what = (
+                "cannot read "
+                if isinstance(exc, UnreadableInput)
+                else "cannot write "
+                if isinstance(exc, UnwritableOutput)
+                else ""
+            )
             stderr.print(_one_line(f"histmig: {what}{exc}"), markup=False, soft_wrap=True)
             raise typer.Exit(EXIT_USAGE) from exc
-        if isinstance(exc, OSError) and exc.errno != errno.EPIPE:  # a closed stdout ends the run silently, exit 1, as click does
+        if (
+            isinstance(exc, OSError) and exc.errno != errno.EPIPE
+        ):  # a closed stdout ends the run silently, exit 1, as click does
             where = f"{exc.filename}: " if exc.filename else ""
             stderr.print(_one_line(f"histmig: {where}{exc.strerror or exc}"), markup=False, soft_wrap=True)
             raise typer.Exit(EXIT_USAGE) from exc
@@ -419,7 +624,12 @@ def _show_version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True, metavar="", help="Print the version and exit.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_show_version, is_eager=True, metavar="", help="Print the version and exit."
+        ),
+    ] = False,
 ) -> None:
     """Migrate stored pydantic-ai message histories: legacy retry-prompt parts become the parts they always meant."""
 
@@ -437,7 +647,9 @@ class _Bar:
         self.bar.advance(self.task, done)
 
 
-def _run(command: Callable[..., api.Result], inputs: list[str], *args: Any, options: Options, **kwargs: Any) -> api.Result:
+def _run(
+    command: Callable[..., api.Result], inputs: list[str], *args: Any, options: Options, **kwargs: Any
+) -> api.Result:
     """``command(inputs, ...)`` with process tuning (:mod:`histmig.tuning`; Arrow's pool
     for a columnar input), a progress bar on a terminal, and exit 2 on a usage error."""
     keep_heap_slack()
@@ -510,7 +722,8 @@ def convert(
         list[str],
         typer.Argument(
             metavar="INPUT... [OUTPUT]",
-            help=INPUT_HELP + " The last is OUTPUT, unless --in-place or --to-table: a file (its name tells the format: the input's own, or "
+            help=INPUT_HELP
+            + " The last is OUTPUT, unless --in-place or --to-table: a file (its name tells the format: the input's own, or "
             "for Parquet and databases .parquet or .jsonl), - for stdout, or a directory (for several inputs, a directory or a glob: each "
             "written there under its own name; --engine spark: a directory of Parquet files).",
         ),
@@ -524,8 +737,20 @@ def convert(
             "update the changed rows, a transaction a page, never a row another client wrote meanwhile); no OUTPUT.",
         ),
     ] = False,
-    to_table: Annotated[Optional[str], typer.Option("--to-table", metavar="TABLE", help="DuckDB/PostgreSQL/SQLite: write to this new table instead of OUTPUT.")] = None,
-    overwrite: Annotated[bool, typer.Option("--overwrite", metavar="", help="With --to-table (DuckDB, PostgreSQL, SQLite): replace the table if it exists, in the transaction that writes the new one (an output file is always replaced, once the new one is complete).")] = False,
+    to_table: Annotated[
+        Optional[str],
+        typer.Option(
+            "--to-table", metavar="TABLE", help="DuckDB/PostgreSQL/SQLite: write to this new table instead of OUTPUT."
+        ),
+    ] = None,
+    overwrite: Annotated[
+        bool,
+        typer.Option(
+            "--overwrite",
+            metavar="",
+            help="With --to-table (DuckDB, PostgreSQL, SQLite): replace the table if it exists, in the transaction that writes the new one (an output file is always replaced, once the new one is complete).",
+        ),
+    ] = False,
     engine: Annotated[
         str,
         typer.Option(
@@ -537,7 +762,11 @@ def convert(
     ] = "local",
     spark_master: Annotated[
         Optional[str],
-        typer.Option("--spark-master", metavar="URL", help="--engine spark: the cluster to run on (spark://host:7077, yarn, local[8]); default a local session of --jobs cores."),
+        typer.Option(
+            "--spark-master",
+            metavar="URL",
+            help="--engine spark: the cluster to run on (spark://host:7077, yarn, local[8]); default a local session of --jobs cores.",
+        ),
     ] = None,
     *,
     options: Options,
@@ -545,12 +774,16 @@ def convert(
     rejects: Optional[str],
 ) -> None:
     """Write the migrated archive. Unchanged records are copied byte for byte."""
-    inputs, output_path = (paths, None) if in_place or to_table is not None or len(paths) == 1 else (paths[:-1], paths[-1])
+    inputs, output_path = (
+        (paths, None) if in_place or to_table is not None or len(paths) == 1 else (paths[:-1], paths[-1])
+    )
     with _usage_errors():
         if engine == "spark":  # a Spark OUTPUT is a directory (histmig.spark checks it)
             api.check_outputs(("--rejects", rejects), ("--report", shown.path))
             if output_path is None or in_place or to_table is not None or rejects is not None or overwrite:
-                raise UsageError("--engine spark writes OUTPUT, a directory of Parquet files (rejected rows stay in their rows): give OUTPUT, without --in-place, --to-table, --overwrite or --rejects")
+                raise UsageError(
+                    "--engine spark writes OUTPUT, a directory of Parquet files (rejected rows stay in their rows): give OUTPUT, without --in-place, --to-table, --overwrite or --rejects"
+                )
             try:
                 from histmig import spark
             except ImportError as exc:
@@ -564,7 +797,19 @@ def convert(
     if engine == "spark":
         _finish(_run(spark.convert, inputs, output_path, options=options, master=spark_master), shown)
     else:
-        _finish(_run(api.convert, inputs, output_path, options=options, rejects=rejects, in_place=in_place, to_table=to_table, overwrite=overwrite), shown)
+        _finish(
+            _run(
+                api.convert,
+                inputs,
+                output_path,
+                options=options,
+                rejects=rejects,
+                in_place=in_place,
+                to_table=to_table,
+                overwrite=overwrite,
+            ),
+            shown,
+        )
 
 
 @command(
@@ -598,7 +843,14 @@ def audit(
 @shared(SELECT, READER, RECORDS, COLUMNS, JOBS, REPORT)
 def check(
     input_path: InputArg,
-    strict: Annotated[bool, typer.Option("--strict", metavar="", help="Also fail (exit 1) when a record holds a part of a part_kind pydantic-ai 2.68 does not know (a newer release's, carried unchanged).")] = False,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict",
+            metavar="",
+            help="Also fail (exit 1) when a record holds a part of a part_kind pydantic-ai 2.68 does not know (a newer release's, carried unchanged).",
+        ),
+    ] = False,
     *,
     options: Options,
     shown: Shown,
@@ -607,7 +859,9 @@ def check(
     _report_only(api.check, input_path, options, shown, strict=strict)
 
 
-def _report_only(command: Callable[..., api.Result], input_path: str, options: Options, shown: Shown, **kwargs: Any) -> None:
+def _report_only(
+    command: Callable[..., api.Result], input_path: str, options: Options, shown: Shown, **kwargs: Any
+) -> None:
     """``audit`` and ``check``: run ``command``, which writes nothing, and show its report."""
     with _usage_errors():
         api.check_outputs(("--report", shown.path))
@@ -615,7 +869,14 @@ def _report_only(command: Callable[..., api.Result], input_path: str, options: O
 
 
 @command()
-def rules(code: Annotated[Optional[str], typer.Argument(metavar="CODE", help="Show the rules with this code or prefix in full, with an example (HM103, HM2).")] = None) -> None:
+def rules(
+    code: Annotated[
+        Optional[str],
+        typer.Argument(
+            metavar="CODE", help="Show the rules with this code or prefix in full, with an example (HM103, HM2)."
+        ),
+    ] = None,
+) -> None:
     """List the rules: code, summary and its fix (safe, unsafe, or none: it only reports); with CODE, a rule in full (what it does, why, where it comes from in pydantic-ai, an example)."""
     console = Console(highlight=False, emoji=False)
     with _usage_errors():
@@ -631,7 +892,11 @@ def rules(code: Annotated[Optional[str], typer.Argument(metavar="CODE", help="Sh
         fix = f"Fix: {rule.applicability}" if rule.fix else "Fix: none (reported only)"
         severity = "Findings: warnings (check does not fail on them)\n" if rule.severity == "warning" else ""
         for_target = f" (--target {docs.target})" if docs.target else ""
-        example = f"Before{for_target}\n{escape(_indented(docs.before))}\n\nAfter\n{escape(_indented(docs.after))}" if docs.after else f"Example (what it finds)\n{escape(_indented(docs.before))}"
+        example = (
+            f"Before{for_target}\n{escape(_indented(docs.before))}\n\nAfter\n{escape(_indented(docs.after))}"
+            if docs.after
+            else f"Example (what it finds)\n{escape(_indented(docs.before))}"
+        )
         console.print(
             f"[bold]{rule.code}[/] ({rule.name}): {escape(rule.summary)}\n\n"
             f"What it does\n  {escape(docs.what)}\n\nWhy it matters\n  {escape(docs.why)}\n\n"
@@ -649,7 +914,10 @@ OTEL_INPUT_HELP = (
     "Archives to read: .json (one history), .jsonl/.ndjson (one record a line, maybe gzipped), - for stdin, or a directory or quoted glob of them; "
     "the last is OUTPUT: a file, - for stdout, or a directory for several inputs."
 )
-OtelQuietOpt = Annotated[bool, typer.Option("--quiet", "-q", metavar="", help="No summary line on stderr (rejected records are still named).")]
+OtelQuietOpt = Annotated[
+    bool,
+    typer.Option("--quiet", "-q", metavar="", help="No summary line on stderr (rejected records are still named)."),
+]
 
 
 def _otel_done(result: api.Result, quiet: bool) -> None:
@@ -671,8 +939,23 @@ def _otel_done(result: api.Result, quiet: bool) -> None:
 @shared(CAUSES, RECORDS, REJECTS)
 def otel(
     paths: Annotated[list[str], typer.Argument(metavar="INPUT... OUTPUT", help=OTEL_INPUT_HELP)],
-    version: Annotated[str, typer.Option("--version", metavar="N", callback=_choice(*OTEL_VERSIONS), help="pydantic-ai instrumentation version: 5 (the framework's default) or 6 (tool results under role 'tool').")] = "5",
-    include_content: Annotated[bool, typer.Option("--include-content/--no-include-content", metavar="", help="Record prompts, completions, arguments and results.")] = True,
+    version: Annotated[
+        str,
+        typer.Option(
+            "--version",
+            metavar="N",
+            callback=_choice(*OTEL_VERSIONS),
+            help="pydantic-ai instrumentation version: 5 (the framework's default) or 6 (tool results under role 'tool').",
+        ),
+    ] = "5",
+    include_content: Annotated[
+        bool,
+        typer.Option(
+            "--include-content/--no-include-content",
+            metavar="",
+            help="Record prompts, completions, arguments and results.",
+        ),
+    ] = True,
     quiet: OtelQuietOpt = False,
     *,
     options: Options,
@@ -681,11 +964,16 @@ def otel(
     """Export each history (legacy parts migrated first) as the OpenTelemetry GenAI message list pydantic-ai's instrumentation records."""
     with _usage_errors():
         inputs, output_path = _inputs_and_output(paths)
-        result = api.otel(inputs, output_path, options, version=int(version), include_content=include_content, rejects=rejects)
+        result = api.otel(
+            inputs, output_path, options, version=int(version), include_content=include_content, rejects=rejects
+        )
     _otel_done(result, quiet)
 
 
-@command("otel-upgrade", epilog="Examples:\n\n  histmig otel-upgrade spans.v5.jsonl spans.v6.jsonl\n\n  cat spans.jsonl | histmig otel-upgrade - - > spans.v6.jsonl")
+@command(
+    "otel-upgrade",
+    epilog="Examples:\n\n  histmig otel-upgrade spans.v5.jsonl spans.v6.jsonl\n\n  cat spans.jsonl | histmig otel-upgrade - - > spans.v6.jsonl",
+)
 @shared(RECORDS, REJECTS)
 def otel_upgrade(
     paths: Annotated[list[str], typer.Argument(metavar="INPUT... OUTPUT", help=OTEL_INPUT_HELP)],

@@ -41,7 +41,17 @@ import orjson
 
 from histmig import schema
 from histmig.problems import Problem
-from histmig.records import ID_FIELDS, NotAHistory, Outcome, Readers, Record, check_messages, dumps, envelope_id, locate_messages
+from histmig.records import (
+    ID_FIELDS,
+    NotAHistory,
+    Outcome,
+    Readers,
+    Record,
+    check_messages,
+    dumps,
+    envelope_id,
+    locate_messages,
+)
 from histmig.rules import Walk, known_part_kinds, registry, select
 from histmig.rules.base import Budgets, CauseMode, Change, Context, Finding, Malformed, Rule
 from histmig.schema import REQUEST_PART_KINDS, RESPONSE_PART_KINDS, releases
@@ -117,7 +127,11 @@ class Plan:
     def fixing(self) -> frozenset[str]:
         """The codes of the rules whose fix applies: the safe ones, and the unsafe ones with
         ``unsafe_fixes`` (a rule without a fix only reports)."""
-        return frozenset(rule.code for rule in self.rules if rule.fix is not None and (rule.applicability == "safe" or self.unsafe_fixes))
+        return frozenset(
+            rule.code
+            for rule in self.rules
+            if rule.fix is not None and (rule.applicability == "safe" or self.unsafe_fixes)
+        )
 
     @property
     def screen(self) -> Screen | None:
@@ -213,7 +227,9 @@ def screened_outcome(record: Record, findings: tuple[Finding, ...]) -> Outcome:
         return Outcome(record, "unchanged", record.raw)
     if record.record_id is None and record.raw[:1] == b"{":
         try:
-            record = Record(record.raw, record.source, record.location, envelope_id(msgspec.structs.asdict(_IDS.decode(record.raw))))
+            record = Record(
+                record.raw, record.source, record.location, envelope_id(msgspec.structs.asdict(_IDS.decode(record.raw)))
+            )
         except msgspec.DecodeError:
             pass  # the screen decoded it: only an id field nested too deep can land here
     return Outcome(record, "unchanged", record.raw, findings=list(findings))
@@ -304,7 +320,9 @@ def run_records(
         outcome = full(record(raw, key)) if verdict is None else screened_outcome(record(raw, key), verdict)
         if accept is not None:
             outcome = accept(key, outcome)
-        if outcome.status == "unchanged" and not (outcome.errors or outcome.warnings or outcome.findings or outcome.readers):  # Outcome.quiet, inline: once a record
+        if outcome.status == "unchanged" and not (
+            outcome.errors or outcome.warnings or outcome.findings or outcome.readers
+        ):  # Outcome.quiet, inline: once a record
             unchanged += 1
         else:
             report.add(outcome)
@@ -382,7 +400,9 @@ def _full_way(record: Record, plan: Plan, defer: bool) -> Outcome:
     second = _apply(messages, plan.walk.to_run(messages)[0], plan)[0]
     if second:
         codes = ", ".join(sorted({c.rule for c in second}))
-        return Outcome(record, "rejected", None, changes, [f"internal error: a second pass changed the record again ({codes})"])
+        return Outcome(
+            record, "rejected", None, changes, [f"internal error: a second pass changed the record again ({codes})"]
+        )
     return Outcome(record, "changed", output, changes, warnings=warnings, findings=findings)
 
 
@@ -400,7 +420,9 @@ def _readers(raw: bytes, field: str | None) -> releases.Spans:
 def _named(record: Record, obj: Any) -> Record:
     """``record`` with its ``record_id``: the one it came with (a Parquet or DuckDB id
     column's), else the parsed record's envelope id."""
-    return record if record.record_id is not None else Record(record.raw, record.source, record.location, envelope_id(obj))
+    return (
+        record if record.record_id is not None else Record(record.raw, record.source, record.location, envelope_id(obj))
+    )
 
 
 def _json_problem(raw: bytes) -> str:
@@ -428,7 +450,10 @@ _FIRST_LINE_PLACE = re.compile(r": line 1 column (\d+) \(char \d+\)$")
 an error line would otherwise read as a line of the file."""
 
 _SCHEMA_PART_KINDS = {"request": REQUEST_PART_KINDS, "response": RESPONSE_PART_KINDS}
-_PLACEHOLDER = {"request": {"part_kind": "user-prompt", "content": ""}, "response": {"part_kind": "text", "content": ""}}
+_PLACEHOLDER = {
+    "request": {"part_kind": "user-prompt", "content": ""},
+    "response": {"part_kind": "text", "content": ""},
+}
 
 
 def _validate(messages: list[Any], prefix: str, target: Release = NEWEST) -> tuple[list[str], list[str]]:
@@ -454,16 +479,28 @@ def _validate(messages: list[Any], prefix: str, target: Release = NEWEST) -> tup
             unknown = [
                 p_index
                 for p_index, part in enumerate(parts)
-                if isinstance(part, dict) and isinstance(part.get("part_kind"), str) and part["part_kind"] not in known[kind]
+                if isinstance(part, dict)
+                and isinstance(part.get("part_kind"), str)
+                and part["part_kind"] not in known[kind]
             ]
             for p_index in unknown:
-                warnings.append(Problem(f"{prefix}[{m_index}].parts[{p_index}]", f"unknown part_kind {parts[p_index]['part_kind']!r}, carried unchanged"))
+                warnings.append(
+                    Problem(
+                        f"{prefix}[{m_index}].parts[{p_index}]",
+                        f"unknown part_kind {parts[p_index]['part_kind']!r}, carried unchanged",
+                    )
+                )
             if unknown:
-                message = {**message, "parts": [_PLACEHOLDER[kind] if i in unknown else part for i, part in enumerate(parts)]}
+                message = {
+                    **message,
+                    "parts": [_PLACEHOLDER[kind] if i in unknown else part for i, part in enumerate(parts)],
+                }
         checked.append(message)
     if target == NEWEST:
         return _validation_errors(checked, prefix), warnings
-    return [_under(line, prefix) for line in (*schema.legacy_errors(checked), *releases.load_errors(checked, target))], warnings
+    return [
+        _under(line, prefix) for line in (*schema.legacy_errors(checked), *releases.load_errors(checked, target))
+    ], warnings
 
 
 @cache

@@ -21,6 +21,7 @@ from histmig.sources.base import UsageError
 
 CAUSE_MODES: tuple[CauseMode, ...] = ("inferred", "framework")
 
+
 def default_jobs() -> int:
     """The default number of worker processes: the number of cores (1 when it cannot be told)."""
     return os.cpu_count() or 1
@@ -138,7 +139,17 @@ class Options:
         """The engine's :class:`~histmig.engine.Plan` for these options; ``validate_all``
         parses and validates every record (``check``), ``readers`` tells which releases load
         each (``check --reader``)."""
-        return Plan(self.rules, self.unsafe_fixes, self.causes, self.messages_field, validate_all, self.release, readers, self.counting, self.budgets)
+        return Plan(
+            self.rules,
+            self.unsafe_fixes,
+            self.causes,
+            self.messages_field,
+            validate_all,
+            self.release,
+            readers,
+            self.counting,
+            self.budgets,
+        )
 
     @property
     def workers(self) -> int:

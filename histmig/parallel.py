@@ -86,7 +86,11 @@ class Workers(Generic[T, R]):
         self.jobs = jobs
         self.window = window
         in_flight = window * jobs
-        self.slots = Slots(in_flight, slot_bytes) if jobs > 1 and slot_bytes and in_flight * slot_bytes <= SLOTS_MAX_BYTES else None
+        self.slots = (
+            Slots(in_flight, slot_bytes)
+            if jobs > 1 and slot_bytes and in_flight * slot_bytes <= SLOTS_MAX_BYTES
+            else None
+        )
         self._conns: list[Connection] = []
         self._processes: list[BaseProcess] = []
 
@@ -96,7 +100,9 @@ class Workers(Generic[T, R]):
             try:
                 for _ in range(self.jobs):
                     parent_end, child_end = context.Pipe()
-                    process = context.Process(target=_serve, args=(child_end, self.work, self.slots, [*self._conns, parent_end]), daemon=True)
+                    process = context.Process(
+                        target=_serve, args=(child_end, self.work, self.slots, [*self._conns, parent_end]), daemon=True
+                    )
                     process.start()
                     child_end.close()
                     self._conns.append(parent_end)

@@ -162,7 +162,11 @@ def _held(value: Any, path: tuple[str, ...], looks_like: Callable[[Any], bool] |
 def _held_in(obj: dict[str, Any], path: tuple[str, ...], looks_like: Callable[[Any], bool]) -> list[Located]:
     """Every non-empty history ``looks_like`` accepts among the fields of ``obj`` (which is at
     ``path``)."""
-    return [found for key, value in obj.items() if value and (found := _held(value, (*path, key), looks_like)) is not None and found.messages]
+    return [
+        found
+        for key, value in obj.items()
+        if value and (found := _held(value, (*path, key), looks_like)) is not None and found.messages
+    ]
 
 
 def locate_messages(
@@ -203,12 +207,19 @@ def locate_messages(
             return found
     held = _held_in(obj, (), looks_like)
     if not held:  # one level down: an event's {"payload": {"messages": [...]}}
-        held = [found for key, value in obj.items() if isinstance(value, dict) for found in _held_in(value, (key,), looks_like)]
+        held = [
+            found
+            for key, value in obj.items()
+            if isinstance(value, dict)
+            for found in _held_in(value, (key,), looks_like)
+        ]
     if len(held) == 1:
         return held[0]
     present = next((key for key in MESSAGE_FIELD_CANDIDATES if key in obj), None)
     if present is not None:
-        raise NotAHistory(f"field {present!r} is not an array (if the {what} are in another field, name it with --messages-field)")
+        raise NotAHistory(
+            f"field {present!r} is not an array (if the {what} are in another field, name it with --messages-field)"
+        )
     raise NotAHistory(f"no {what} field found (name it with --messages-field)")
 
 
@@ -220,7 +231,9 @@ def check_messages(messages: list[Any], prefix: str = "messages") -> None:
     unchanged."""
     for index, message in enumerate(messages):
         if isinstance(message, list):
-            raise NotAHistory(f"{prefix}[{index}] is a list, not a message: a record holds one history (many histories go in a JSONL file, one a line)")
+            raise NotAHistory(
+                f"{prefix}[{index}] is a list, not a message: a record holds one history (many histories go in a JSONL file, one a line)"
+            )
         if not isinstance(message, dict) or "kind" not in message:
             raise NotAHistory(f"{prefix}[{index}] is not a message (an object with 'kind' and a 'parts' list)")
         if not isinstance(message.get("parts"), list):
@@ -275,7 +288,12 @@ class Readers(NamedTuple):
     def row(self) -> tuple[str, bool, str | None, list[list[str | None]]]:
         """``(reader, loads, oldest, releases)`` as plain data, ``releases`` as ``[since,
         before]`` pairs (``before`` ``None``: every later release)."""
-        return str(self.reader), self.loads, self.oldest, [[str(span.since), span.before and str(span.before)] for span in self.spans]
+        return (
+            str(self.reader),
+            self.loads,
+            self.oldest,
+            [[str(span.since), span.before and str(span.before)] for span in self.spans],
+        )
 
 
 @dataclass(slots=True)
@@ -299,4 +317,10 @@ class Outcome:
     @property
     def quiet(self) -> bool:
         """Unchanged, valid, and nothing to say: only counted in a report."""
-        return self.status == "unchanged" and not self.errors and not self.warnings and not self.findings and self.readers is None
+        return (
+            self.status == "unchanged"
+            and not self.errors
+            and not self.warnings
+            and not self.findings
+            and self.readers is None
+        )

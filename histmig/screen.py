@@ -48,7 +48,11 @@ def _about(look: Look, message_kind: Any, part_kind: Any) -> bool:
     """Whether ``look`` is about parts of ``part_kind`` (``None``: the message itself) in
     messages of ``message_kind`` (``None``: of either kind; the skeleton's and the settled
     check's part structs serve requests and responses alike, so a look of either counts)."""
-    return look.covers(message_kind, part_kind) if message_kind is not None or look.message is None else look.covers(look.message, part_kind)
+    return (
+        look.covers(message_kind, part_kind)
+        if message_kind is not None or look.message is None
+        else look.covers(look.message, part_kind)
+    )
 
 
 def _field_looks(rules: tuple[Rule, ...], message_kind: Any, part_kind: Any) -> list[FieldLook]:
@@ -93,7 +97,9 @@ def _struct(fields: Fields, tag_field: str, tag: str, collect: Any = None) -> An
     namespace: dict[str, Any] = {"_kind": tag}
     if collect is not None:
         namespace["__post_init__"] = collect  # a builtin (list.append): no Python frame a part
-    return msgspec.defstruct(f"_Skeleton{next(_names)}", fields, tag_field=tag_field, tag=tag, gc=False, namespace=namespace)
+    return msgspec.defstruct(
+        f"_Skeleton{next(_names)}", fields, tag_field=tag_field, tag=tag, gc=False, namespace=namespace
+    )
 
 
 def _skeleton(rules: tuple[Rule, ...], read: list[Any], target: Release) -> Any:
@@ -107,8 +113,15 @@ def _skeleton(rules: tuple[Rule, ...], read: list[Any], target: Release) -> Any:
     messages = []
     for message_kind in ("request", "response"):
         kinds = written_kinds(target, message_kind) - rewritten
-        part = Union[tuple(_struct(_quiet_fields(rules, None, kind), "part_kind", kind, read.append if kind in reads else None) for kind in sorted(kinds))]
-        messages.append(_struct([("parts", list[part]), *_quiet_fields(rules, message_kind, None)], "kind", message_kind))
+        part = Union[
+            tuple(
+                _struct(_quiet_fields(rules, None, kind), "part_kind", kind, read.append if kind in reads else None)
+                for kind in sorted(kinds)
+            )
+        ]
+        messages.append(
+            _struct([("parts", list[part]), *_quiet_fields(rules, message_kind, None)], "kind", message_kind)
+        )
     return list[Union[tuple(messages)]]
 
 
@@ -135,7 +148,9 @@ class _Families:
     -> Verdict``): their findings, kept when their rule is selected (with its severity), or
     ``None`` when a family cannot tell or one finding's rule would fix it (``fixing``)."""
 
-    def __init__(self, asked: list[tuple[Any, frozenset[str]]], rules: tuple[Rule, ...], fixing: frozenset[str]) -> None:
+    def __init__(
+        self, asked: list[tuple[Any, frozenset[str]]], rules: tuple[Rule, ...], fixing: frozenset[str]
+    ) -> None:
         self.asked = asked  # each family's skeleton and the part kinds it reads
         self._severity = {rule.code: rule.severity for rule in rules}
         self._fixing = fixing
@@ -193,7 +208,13 @@ class Screen:
     the last response); ``None`` says nothing: the record must go the full way. Never
     raises."""
 
-    def __init__(self, rules: tuple[Rule, ...], field: str | None = None, fixing: frozenset[str] = frozenset(), target: Release = NEWEST) -> None:
+    def __init__(
+        self,
+        rules: tuple[Rule, ...],
+        field: str | None = None,
+        fixing: frozenset[str] = frozenset(),
+        target: Release = NEWEST,
+    ) -> None:
         self._read: list[Any] = []
         skeleton = _skeleton(rules, self._read, target)
         path = _path(field or "messages")
@@ -219,11 +240,15 @@ class Screen:
         except (msgspec.DecodeError, UnicodeDecodeError, RecursionError, IndexError):
             return None
         families = self._families
-        return () if families is None or not read else families(messages, read)  # no part a look reads: nothing for it (HistoryLook)
+        return (
+            () if families is None or not read else families(messages, read)
+        )  # no part a look reads: nothing for it (HistoryLook)
 
 
 @lru_cache(maxsize=16)
-def screen_for(rules: tuple[Rule, ...], field: str | None, fixing: frozenset[str] = frozenset(), target: Release = NEWEST) -> Screen:
+def screen_for(
+    rules: tuple[Rule, ...], field: str | None, fixing: frozenset[str] = frozenset(), target: Release = NEWEST
+) -> Screen:
     """The :class:`Screen` of ``rules``, ``field``, ``fixing`` and ``target``, built once per
     process (building one takes about a millisecond)."""
     return Screen(rules, field, fixing, target)
@@ -271,7 +296,9 @@ class Settled:
     them). ``False`` says nothing: the engine then validates with pydantic and runs the second
     pass."""
 
-    def __init__(self, rules: tuple[Rule, ...], field: str | None = None, fixing: frozenset[str] | None = frozenset()) -> None:
+    def __init__(
+        self, rules: tuple[Rule, ...], field: str | None = None, fixing: frozenset[str] | None = frozenset()
+    ) -> None:
         path = _path(field)
         families = None if fixing is None else _Families.asker(rules, fixing)
         self._read: list[Any] = []

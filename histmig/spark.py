@@ -103,7 +103,9 @@ def check(df: DataFrame, messages_column: str = "messages", **options: Any) -> D
     for :func:`migrate`."""
     checked = _mapped(df, messages_column, _options(options), checking=True, report=True)
     findings = F.from_json(F.col(CHANGES), "struct<findings: array<struct<severity: string>>>")["findings"]
-    failing = (F.col(STATUS) != "unchanged") | F.exists(F.coalesce(findings, F.array()), lambda f: f["severity"] == "error")
+    failing = (F.col(STATUS) != "unchanged") | F.exists(
+        F.coalesce(findings, F.array()), lambda f: f["severity"] == "error"
+    )
     return checked.where(failing)
 
 
@@ -119,12 +121,18 @@ def summarize(df: DataFrame) -> dict[str, Any]:
     Rows with a null status (null cells) are not records. Raises
     :class:`~histmig.sources.base.UsageError` when the columns are missing."""
     if STATUS not in df.columns or CHANGES not in df.columns:
-        raise UsageError(f"summarize needs the {STATUS} and {CHANGES} columns: migrate(df, report=True) or check(df) makes them")
+        raise UsageError(
+            f"summarize needs the {STATUS} and {CHANGES} columns: migrate(df, report=True) or check(df) makes them"
+        )
     entry = F.from_json(F.col(CHANGES), _ENTRY)
     changes = F.coalesce(entry["changes"], F.array())
 
     def tally(kind: str, name: Column, detail: Column | None = None) -> Column:
-        return F.struct(F.lit(kind).alias("kind"), name.cast("string").alias("name"), (detail if detail is not None else F.lit(None)).cast("string").alias("detail"))
+        return F.struct(
+            F.lit(kind).alias("kind"),
+            name.cast("string").alias("name"),
+            (detail if detail is not None else F.lit(None)).cast("string").alias("detail"),
+        )
 
     tallies = F.concat(
         F.array(tally("status", F.col(STATUS))),
@@ -134,7 +142,11 @@ def summarize(df: DataFrame) -> dict[str, Any]:
         F.transform(F.coalesce(entry["findings"], F.array()), lambda f: tally("finding", f["rule"], f["severity"])),
         F.transform(F.coalesce(entry["warnings"], F.array()), lambda w: tally("warning", F.lit(None))),
     )
-    exploded = df.select(F.explode(tallies).alias("t")).select("t.*").where((F.col("kind") != "status") | F.col("name").isNotNull())
+    exploded = (
+        df.select(F.explode(tallies).alias("t"))
+        .select("t.*")
+        .where((F.col("kind") != "status") | F.col("name").isNotNull())
+    )
     counts: Counter[str] = Counter()
     by: dict[str, Counter[Any]] = {kind: Counter() for kind in ("rule", "cause", "evidence", "finding")}
     for kind, name, detail, count in exploded.groupBy("kind", "name", "detail").count().collect():
@@ -152,7 +164,14 @@ def summarize(df: DataFrame) -> dict[str, Any]:
     return summary_of(counts, by["rule"], by["cause"], by["evidence"], by["finding"])
 
 
-def convert(input: str | Sequence[str], output: str, options: Options = Options(), *, master: str | None = None, progress: Progress | None = None) -> Result:
+def convert(
+    input: str | Sequence[str],
+    output: str,
+    options: Options = Options(),
+    *,
+    master: str | None = None,
+    progress: Progress | None = None,
+) -> Result:
     """``histmig convert INPUT OUTPUT --engine spark``: the Parquet files ``input`` names (a
     file, a directory, a glob: :func:`~histmig.sources.input_paths`), read as one
     Spark DataFrame, migrated (:func:`migrate`) and written as the directory ``output`` of
@@ -177,21 +196,39 @@ def convert(input: str | Sequence[str], output: str, options: Options = Options(
         raise UsageError(f"{', '.join(named)}: --engine spark reads Parquet (files, directories or globs of them)")
     if options.table is not None:
         raise UsageError(f"{input}: --table needs a DuckDB input, which --engine spark does not read")
-    if output == "-" or named_format(output) not in (None, parquet):  # a directory: any name but another format's (lake.v2 included)
+    if output == "-" or named_format(output) not in (
+        None,
+        parquet,
+    ):  # a directory: any name but another format's (lake.v2 included)
         raise UsageError(f"{output}: --engine spark writes a directory of Parquet files; name one (no .jsonl)")
     files = [path for path, _ in found]
     _check_output(output, files)
     first = open_parquet(files[0]).schema_arrow
     column = find_messages_column(first, options.messages_column, where=files[0])
-    id_column = find_id_column(first, options.id_column, where=files[0])  # a missing id column is refused before Spark starts
+    id_column = find_id_column(
+        first, options.id_column, where=files[0]
+    )  # a missing id column is refused before Spark starts
     sources = {_local(os.path.abspath(f)): f for f in files}
     spark, log = session(master, options.workers)
     try:
-        df = spark.read.parquet(*sources).select("*", F.col("_metadata.file_path").alias(_FILE), F.col("_metadata.row_index").alias(_ROW))
+        df = spark.read.parquet(*sources).select(
+            "*", F.col("_metadata.file_path").alias(_FILE), F.col("_metadata.row_index").alias(_ROW)
+        )
         chunks = spark.sparkContext.accumulator(_Chunks(), _ChunksParam())
-        migrated = _mapped(df, column, options, checking=False, report=False, id_column=id_column, places=(sources, tuple(files)), chunks=chunks)
+        migrated = _mapped(
+            df,
+            column,
+            options,
+            checking=False,
+            report=False,
+            id_column=id_column,
+            places=(sources, tuple(files)),
+            chunks=chunks,
+        )
         with _replacing(output) as written, _tracked(spark, progress, sum(os.path.getsize(f) for f in files)):
-            migrated.write.mode("overwrite").option("compression", compression(open_parquet(files[0]).metadata)).parquet(written)
+            migrated.write.mode("overwrite").option(
+                "compression", compression(open_parquet(files[0]).metadata)
+            ).parquet(written)
             _plain_names(written)
         report = chunks.value.report()
     finally:
@@ -199,7 +236,21 @@ def convert(input: str | Sequence[str], output: str, options: Options = Options(
             spark.stop()
             os.unlink(log)
     result = Result("convert", input, report, output=output, wrote=[Written(rejected="rows")], inputs=files)
-    return recorded(result, options, options.plan(), started, {"rejects": None, "in_place": False, "to_table": None, "overwrite": False, "strict": False, "engine": "spark", "spark_master": master})
+    return recorded(
+        result,
+        options,
+        options.plan(),
+        started,
+        {
+            "rejects": None,
+            "in_place": False,
+            "to_table": None,
+            "overwrite": False,
+            "strict": False,
+            "engine": "spark",
+            "spark_master": master,
+        },
+    )
 
 
 def session(master: str | None = None, cores: int = 1) -> tuple[SparkSession, str | None]:
@@ -216,7 +267,9 @@ def session(master: str | None = None, cores: int = 1) -> tuple[SparkSession, st
         return active, None
     java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else shutil.which("java")
     if java is None or not os.path.exists(java):
-        raise UsageError("--engine spark needs Java 17 or later to run Spark (no java on PATH and JAVA_HOME unset): install a JRE (apt-get install openjdk-17-jre-headless)")
+        raise UsageError(
+            "--engine spark needs Java 17 or later to run Spark (no java on PATH and JAVA_HOME unset): install a JRE (apt-get install openjdk-17-jre-headless)"
+        )
     if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:  # spark-submit starts the JVM and gives the master
         master = f"local[{cores}]"
     builder = (
@@ -242,7 +295,9 @@ def session(master: str | None = None, cores: int = 1) -> tuple[SparkSession, st
         try:
             spark = builder.getOrCreate()
         except Exception as exc:
-            raise UsageError(f"Spark did not start ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); its log: {log.name}") from exc
+            raise UsageError(
+                f"Spark did not start ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); its log: {log.name}"
+            ) from exc
         finally:
             os.dup2(saved, 2)
             os.close(saved)
@@ -256,7 +311,16 @@ def _options(given: dict[str, Any]) -> Options:
     unknown = sorted(set(given) - _OPTIONS)
     if unknown:
         raise UsageError(f"unknown option {', '.join(map(repr, unknown))} (options: {', '.join(sorted(_OPTIONS))})")
-    options = Options(**{k: (v,) if k in ("select", "ignore") and isinstance(v, str) else tuple(v) if k in ("select", "ignore") else v for k, v in given.items()})
+    options = Options(
+        **{
+            k: (v,)
+            if k in ("select", "ignore") and isinstance(v, str)
+            else tuple(v)
+            if k in ("select", "ignore")
+            else v
+            for k, v in given.items()
+        }
+    )
     options.rules  # noqa: B018 (an unknown code is a usage error before Spark runs anything)
     return options
 
@@ -282,9 +346,15 @@ def _mapped(
             raise UsageError(f"the DataFrame already has a {name} column")
     field = df.schema[column]
     arrow_type = to_arrow_type(field.dataType, timezone="UTC")
-    migrator = ColumnMigrator(pa.schema([(column, arrow_type)]), column, column, options.plan())  # a column of another type is refused here, not in a task
+    migrator = ColumnMigrator(
+        pa.schema([(column, arrow_type)]), column, column, options.plan()
+    )  # a column of another type is refused here, not in a task
     out_type = field.dataType if checking or migrator.kind != "nested" else from_arrow_type(migrator.output_type)
-    kept = [StructField(f.name, out_type, f.nullable, f.metadata) if f.name == column else f for f in df.schema if f.name not in (_FILE, _ROW)]
+    kept = [
+        StructField(f.name, out_type, f.nullable, f.metadata) if f.name == column else f
+        for f in df.schema
+        if f.name not in (_FILE, _ROW)
+    ]
     added = [StructField(STATUS, StringType()), StructField(CHANGES, StringType())] if report else []
     function = _Cells(options, column, checking, report, id_column, places, chunks)
     return df.mapInArrow(function, StructType(kept + added))
@@ -337,7 +407,9 @@ class _Cells:
                     row += piece.num_rows
                     migrator = migrators.get(source)
                     if migrator is None:
-                        migrator = migrators[source] = ColumnMigrator(piece.schema, self.column, source, plan, self.id_column)
+                        migrator = migrators[source] = ColumnMigrator(
+                            piece.schema, self.column, source, plan, self.id_column
+                        )
                     yield self._migrated(piece, migrator, rows, self._report(done, source, rows))
         if self.chunks is not None:
             self.chunks.add([(c.order, c.first, c.report) for c in done])
@@ -368,7 +440,9 @@ class _Cells:
         done[-1].end = rows[-1] + 1
         return done[-1].report
 
-    def _migrated(self, batch: pa.RecordBatch, migrator: ColumnMigrator, rows: range | list[int], report: Report) -> pa.RecordBatch:
+    def _migrated(
+        self, batch: pa.RecordBatch, migrator: ColumnMigrator, rows: range | list[int], report: Report
+    ) -> pa.RecordBatch:
         """``batch`` with its messages column migrated (kept, when ``checking``), without
         the place columns, with the report columns when asked for."""
         entries: dict[int, Outcome] = {}
@@ -466,7 +540,9 @@ def _check_output(output: str, inputs: list[str]) -> None:
     if not target.exists():
         return
     if not (target / "_SUCCESS").is_file():
-        raise UsageError(f"{output}: exists and is not the output of an earlier --engine spark run (a directory with _SUCCESS); remove it or name another")
+        raise UsageError(
+            f"{output}: exists and is not the output of an earlier --engine spark run (a directory with _SUCCESS); remove it or name another"
+        )
     if any(os.path.samefile(target, Path(f).parent) or os.path.samefile(target, f) for f in inputs):
         raise UsageError(f"{output}: holds the input; name another OUTPUT")
 
@@ -528,7 +604,7 @@ def _tracked(spark: SparkSession, progress: Progress | None, total: int) -> Iter
             tasks = ended = 0
             for job in tracker.getJobIdsForGroup("histmig"):
                 info = tracker.getJobInfo(job)
-                for stage in (info.stageIds if info else ()):
+                for stage in info.stageIds if info else ():
                     stage_info = tracker.getStageInfo(stage)
                     if stage_info is not None:
                         tasks, ended = tasks + stage_info.numTasks, ended + stage_info.numCompletedTasks

@@ -112,7 +112,9 @@ def build_records(count: int, share: float, pools: tuple[list[dict], list[dict]]
 def archive_paths(workdir: Path, count: int) -> dict[str, dict[str, Path]]:
     """``{variant: {"jsonl": path, "parquet": path}}``, where :func:`build` writes them."""
     return {
-        name: {fmt: (workdir / f"retry{name.rstrip('%')}-{count}").with_suffix(f".{fmt}") for fmt in ("jsonl", "parquet")}
+        name: {
+            fmt: (workdir / f"retry{name.rstrip('%')}-{count}").with_suffix(f".{fmt}") for fmt in ("jsonl", "parquet")
+        }
         for name, _ in SHARES
     }
 
@@ -201,7 +203,9 @@ def framework_parquet(src: str, dst: str) -> None:
             cells = []
             for text in batch.column(column).to_pylist():
                 try:
-                    text = orjson.dumps(adapter.dump_python(adapter.validate_python(orjson.loads(text)), mode="json")).decode()
+                    text = orjson.dumps(
+                        adapter.dump_python(adapter.validate_python(orjson.loads(text)), mode="json")
+                    ).decode()
                 except ValueError:
                     failed += 1
                 cells.append(text)
@@ -270,7 +274,11 @@ def table_paths(workdir: Path, count: int) -> dict[str, str]:
     """Where :func:`build_tables` puts the SQLite template and the working copy each run
     migrates (``sqlite-template``, ``sqlite``), and the PostgreSQL tables' names."""
     base = workdir / f"retry10-{count}"
-    return {"sqlite-template": f"{base}.template.sqlite", "sqlite": f"{base}.sqlite", "postgres-template": f"template_{count}"}
+    return {
+        "sqlite-template": f"{base}.template.sqlite",
+        "sqlite": f"{base}.sqlite",
+        "postgres-template": f"template_{count}",
+    }
 
 
 def build_tables(workdir: Path, count: int, url: str | None) -> None:
@@ -287,7 +295,10 @@ def build_tables(workdir: Path, count: int, url: str | None) -> None:
         Path(tmp).unlink(missing_ok=True)
         with sqlite3.connect(tmp) as con:
             con.execute(f"CREATE TABLE {TABLE} (id TEXT PRIMARY KEY, version TEXT, scenario TEXT, messages TEXT)")
-            con.executemany(f"INSERT INTO {TABLE} VALUES (?, ?, ?, ?)", ((r["id"], r["version"], r["scenario"], orjson.dumps(r["messages"]).decode()) for r in records))
+            con.executemany(
+                f"INSERT INTO {TABLE} VALUES (?, ?, ?, ?)",
+                ((r["id"], r["version"], r["scenario"], orjson.dumps(r["messages"]).decode()) for r in records),
+            )
         con.close()
         os.replace(tmp, paths["sqlite-template"])
     if url is None:
@@ -339,7 +350,9 @@ def floor_table(fmt: str, location: str) -> None:
         import sqlite3
 
         con = sqlite3.connect(location, isolation_level=None)
-        changed = [(text, key) for key, text in con.execute(f"SELECT id, messages FROM {TABLE}") if "retry-prompt" in text]
+        changed = [
+            (text, key) for key, text in con.execute(f"SELECT id, messages FROM {TABLE}") if "retry-prompt" in text
+        ]
         con.execute("BEGIN IMMEDIATE")
         con.executemany(f"UPDATE {TABLE} SET messages = ? WHERE id = ?", changed)
         con.execute("COMMIT")
@@ -365,7 +378,9 @@ def measure_tables(formats: list[str], workdir: Path, count: int, url: str | Non
     run = [sys.executable, __file__]
     subprocess.run([*run, "--build-tables", str(workdir), str(count), url or ""], check=True)
     paths = table_paths(workdir, count)
-    print(f"\ntables: {count} conversations, {TABLE_SHARE} holding a retry-prompt part, convert --in-place (floor: read every row, write back the changed ones with plain SQL, no migration)\n")
+    print(
+        f"\ntables: {count} conversations, {TABLE_SHARE} holding a retry-prompt part, convert --in-place (floor: read every row, write back the changed ones with plain SQL, no migration)\n"
+    )
     header = f"| {'table':<20} | {'histmig s':>9} | {'rec/s':>8} | {'floor s':>7} | {'rec/s':>8} | {'x floor':>7} | {'histmig RSS MB':>14} |"
     print(header)
     print("|" + "|".join("-" * len(cell) for cell in header.split("|")[1:-1]) + "|")
@@ -381,7 +396,10 @@ def measure_tables(formats: list[str], workdir: Path, count: int, url: str | Non
             for argv, seen in zip(commands, runs):
                 subprocess.run(reset, check=True)
                 seen.append(timed(argv))
-        ours, floor = (Timing(min(t.seconds for t in seen), max(t.peak_rss_mb for t in seen), all(t.ok for t in seen)) for seen in runs)
+        ours, floor = (
+            Timing(min(t.seconds for t in seen), max(t.peak_rss_mb for t in seen), all(t.ok for t in seen))
+            for seen in runs
+        )
         ratio = f"{floor.seconds / ours.seconds:.2f}" if ours.ok and floor.ok else "n/a"
         name = f"{'PostgreSQL jsonb' if fmt == 'postgres' else 'SQLite TEXT'} {TABLE_SHARE}"
         print(
@@ -399,7 +417,9 @@ def with_postgres(url: str | None, body: Callable[[str | None], None], wanted: b
         body(url)
         return
     folder = tempfile.mkdtemp(prefix="histmig-pg-")
-    started = subprocess.run([sys.executable, __file__, "--postgres-start", folder], check=True, capture_output=True, text=True)
+    started = subprocess.run(
+        [sys.executable, __file__, "--postgres-start", folder], check=True, capture_output=True, text=True
+    )
     try:
         body(started.stdout.strip())
     finally:
@@ -422,7 +442,9 @@ def spark_floor(src: str, dst: str) -> None:
     from histmig.spark import session
 
     spark, log = session(None, 2)
-    spark.read.parquet(src).write.mode("overwrite").option("compression", compression(open_parquet(src).metadata)).parquet(dst)
+    spark.read.parquet(src).write.mode("overwrite").option(
+        "compression", compression(open_parquet(src).metadata)
+    ).parquet(dst)
     _stopped(spark, log)
 
 
@@ -434,7 +456,9 @@ def spark_arrow(src: str, dst: str) -> None:
 
     spark, log = session(None, 2)
     df = spark.read.parquet(src)
-    df.mapInArrow(_identity, df.schema).write.mode("overwrite").option("compression", compression(open_parquet(src).metadata)).parquet(dst)
+    df.mapInArrow(_identity, df.schema).write.mode("overwrite").option(
+        "compression", compression(open_parquet(src).metadata)
+    ).parquet(dst)
     _stopped(spark, log)
 
 
@@ -498,13 +522,22 @@ def best(argvs: list[list[str]], repeat: int) -> list[Timing]:
         for argv, seen in zip(argvs, runs):
             seen.append(timed(argv))
     return [
-        Timing(min(t.seconds for t in seen), max(t.peak_rss_mb for t in seen), all(t.ok for t in seen))
-        for seen in runs
+        Timing(min(t.seconds for t in seen), max(t.peak_rss_mb for t in seen), all(t.ok for t in seen)) for seen in runs
     ]
 
 
 def histmig_argv(src: Path, dst: Path, jobs: int | None = None, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "histmig", "convert", str(src), str(dst), "-q", *([] if jobs is None else ["--jobs", str(jobs)]), *extra]
+    return [
+        sys.executable,
+        "-m",
+        "histmig",
+        "convert",
+        str(src),
+        str(dst),
+        "-q",
+        *([] if jobs is None else ["--jobs", str(jobs)]),
+        *extra,
+    ]
 
 
 def baseline_argv(kind: str, src: Path, dst: Path) -> list[str]:
@@ -518,8 +551,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a small run: 5000 records")
     parser.add_argument("--repeat", type=int, default=1, help="runs per measurement, the best is kept")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/histmig-bench"))
-    parser.add_argument("--formats", default="jsonl,parquet", help="comma-separated: jsonl, parquet, postgres, sqlite, spark (Parquet through Spark local[2])")
-    parser.add_argument("--postgres", metavar="URL", help="database for the postgres table (default: a throwaway PostgreSQL 15 cluster)")
+    parser.add_argument(
+        "--formats",
+        default="jsonl,parquet",
+        help="comma-separated: jsonl, parquet, postgres, sqlite, spark (Parquet through Spark local[2])",
+    )
+    parser.add_argument(
+        "--postgres", metavar="URL", help="database for the postgres table (default: a throwaway PostgreSQL 15 cluster)"
+    )
     args = parser.parse_args(argv)
     count = 5000 if args.quick else args.records
     # built in a child, and nothing heavy imported here: on Linux a child's peak RSS
@@ -530,7 +569,9 @@ def main(argv: list[str] | None = None) -> int:
     tabled = [f for f in formats if f in ("jsonl", "parquet")]
     tables = [f for f in formats if f in ("postgres", "sqlite")]
 
-    print(f"machine: {os.cpu_count()} cores, {cpu_model()}, Python {platform.python_version()}, {count} records per archive\n")
+    print(
+        f"machine: {os.cpu_count()} cores, {cpu_model()}, Python {platform.python_version()}, {count} records per archive\n"
+    )
     header = f"| {'archive':<14} | {'MB':>5} | {'histmig MB/s':>12} | {'rec/s':>8} | {'framework MB/s':>14} | {'rec/s':>7} | {'floor MB/s':>10} | {'rec/s':>8} | {'x framework':>11} | {'x floor':>7} | {'histmig RSS MB':>14} |"
     if tabled:
         print(header)
@@ -551,7 +592,9 @@ def main(argv: list[str] | None = None) -> int:
             bounded = fmt == "parquet" or name == "100%"
             bound_input = src if fmt == "parquet" else out / f"histmig.{fmt}"
             if bounded:
-                commands.append([sys.executable, __file__, "--baseline", "bound", str(bound_input), str(out / f"bound.{fmt}")])
+                commands.append(
+                    [sys.executable, __file__, "--baseline", "bound", str(bound_input), str(out / f"bound.{fmt}")]
+                )
             ours, theirs, floor, *bound = best(commands, args.repeat)
             if bound:
                 bounds.append((label, size, bound[0], theirs, floor))
@@ -567,7 +610,10 @@ def main(argv: list[str] | None = None) -> int:
         print_spark(files, count, out, args.repeat)
     if "jsonl" in formats:
         src = files["100%"]["jsonl"]
-        one, two = best([histmig_argv(src, out / "jobs1.jsonl", jobs=1), histmig_argv(src, out / "jobs2.jsonl", jobs=2)], args.repeat)
+        one, two = best(
+            [histmig_argv(src, out / "jobs1.jsonl", jobs=1), histmig_argv(src, out / "jobs2.jsonl", jobs=2)],
+            args.repeat,
+        )
         if one.ok and two.ok:
             same = (out / "jobs1.jsonl").read_bytes() == (out / "jobs2.jsonl").read_bytes()
             print(
@@ -577,7 +623,11 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print("\nhistmig --jobs scaling: n/a (histmig convert --jobs failed)")
     if tables:
-        with_postgres(args.postgres, lambda url: measure_tables(tables, args.workdir, count, url, args.repeat), "postgres" in tables)
+        with_postgres(
+            args.postgres,
+            lambda url: measure_tables(tables, args.workdir, count, url, args.repeat),
+            "postgres" in tables,
+        )
     return 0
 
 
@@ -587,7 +637,9 @@ def print_bounds(bounds: list[tuple[str, int, Timing, Timing, Timing]], count: i
     could reach at best (see :func:`bound_jsonl`, :func:`bound_parquet`)."""
     if not bounds:
         return
-    print("\nbounds: the least work any migration needs (jsonl: parse, dump and 2.68-schema check of every migrated record on 2 cores, no rule; parquet: read, one substring search of every cell, write)\n")
+    print(
+        "\nbounds: the least work any migration needs (jsonl: parse, dump and 2.68-schema check of every migrated record on 2 cores, no rule; parquet: read, one substring search of every cell, write)\n"
+    )
     header = f"| {'archive':<14} | {'bound MB/s':>10} | {'rec/s':>8} | {'x framework':>11} | {'x floor':>7} |"
     print(header)
     print("|" + "|".join("-" * len(cell) for cell in header.split("|")[1:-1]) + "|")
@@ -604,7 +656,9 @@ def print_spark(files: dict[str, dict[str, Path]], count: int, out: Path, repeat
     Spark's time goes: starting the session, reading and writing in the JVM (floor less
     start), the batches to the Python workers and back (arrow less floor), migrating
     (histmig less arrow)."""
-    print("\nspark: histmig convert --engine spark --jobs 2 (local[2]) against histmig --jobs 2 and the Spark floor (read and write, no migration)\n")
+    print(
+        "\nspark: histmig convert --engine spark --jobs 2 (local[2]) against histmig --jobs 2 and the Spark floor (read and write, no migration)\n"
+    )
     header = f"| {'archive':<14} | {'spark MB/s':>10} | {'rec/s':>8} | {'--jobs 2 MB/s':>13} | {'floor MB/s':>10} | {'x --jobs 2':>10} | {'x floor':>7} | {'start s':>7} | {'jvm s':>6} | {'python s':>8} | {'migrate s':>9} |"
     print(header)
     print("|" + "|".join("-" * len(cell) for cell in header.split("|")[1:-1]) + "|")
@@ -622,7 +676,12 @@ def print_spark(files: dict[str, dict[str, Path]], count: int, out: Path, repeat
         )
         cells = [rate(size, count, t) for t in (ours, local, floor)]
         ratio = lambda other: f"{other.seconds / ours.seconds:.2f}" if ours.ok and other.ok else "n/a"  # noqa: E731
-        steps = [start.seconds, floor.seconds - start.seconds, arrow.seconds - floor.seconds, ours.seconds - arrow.seconds]
+        steps = [
+            start.seconds,
+            floor.seconds - start.seconds,
+            arrow.seconds - floor.seconds,
+            ours.seconds - arrow.seconds,
+        ]
         shown = [f"{step:.2f}" if all(t.ok for t in (ours, floor, start, arrow)) else "n/a" for step in steps]
         print(
             f"| {'spark ' + name:<14} | {cells[0][0]:>10} | {cells[0][1]:>8} | {cells[1][0]:>13} | {cells[2][0]:>10} | {ratio(local):>10} | {ratio(floor):>7} "
@@ -666,7 +725,11 @@ if __name__ == "__main__":
         sys.path.insert(0, str(ROOT))
         from tests.sources.conftest import start_postgres, stop_postgres
 
-        print(start_postgres(Path(sys.argv[2])) if sys.argv[1] == "--postgres-start" else stop_postgres(Path(sys.argv[2])) or "")
+        print(
+            start_postgres(Path(sys.argv[2]))
+            if sys.argv[1] == "--postgres-start"
+            else stop_postgres(Path(sys.argv[2])) or ""
+        )
         sys.exit(0)
     if len(sys.argv) == 5 and sys.argv[1] == "--baseline":
         kind, src, dst = sys.argv[2:]

@@ -19,7 +19,9 @@ from histmig.schema import PLAIN_CURRENT_PATH, CurrentHistory, plain_schema  # n
 
 def plain_current_json() -> bytes:
     """The file's bytes: the plain schema as indented JSON, keys in the models' order."""
-    return orjson.dumps(plain_schema(CurrentHistory.core_schema), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+    return orjson.dumps(
+        plain_schema(CurrentHistory.core_schema), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
+    )
 
 
 if __name__ == "__main__":

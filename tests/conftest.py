@@ -62,7 +62,9 @@ def spark():
         from histmig.spark import session as start
         from histmig.sources.base import UsageError
     except ImportError as exc:
-        pytest.fail(f"the Spark tests need pyspark (the test extras install it: pip install -e '.[test]'): {exc}", pytrace=False)
+        pytest.fail(
+            f"the Spark tests need pyspark (the test extras install it: pip install -e '.[test]'): {exc}", pytrace=False
+        )
     try:
         session, log = start("local[2, 2]", 2)
     except UsageError as exc:

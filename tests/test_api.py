@@ -26,11 +26,19 @@ def test_convert_audit_and_check_report_the_same_counts(tmp_path: Path) -> None:
     converted, audited, checked = api.convert(str(ALL), str(out)), api.audit(str(ALL)), api.check(str(ALL))
     assert [r.report.summary() == converted.report.summary() for r in (audited, checked)] == [True, True]
     assert (converted.exit_code, audited.exit_code, checked.exit_code) == (0, 0, 1)
-    assert converted.verdict == f"histmig convert: 138 of 212 records migrated, 74 unchanged, 0 rejected; written to {out}"
-    assert audited.verdict == "histmig audit: 138 of 212 records would be migrated, 74 need nothing, 0 would be rejected; nothing was written"
+    assert (
+        converted.verdict == f"histmig convert: 138 of 212 records migrated, 74 unchanged, 0 rejected; written to {out}"
+    )
+    assert (
+        audited.verdict
+        == "histmig audit: 138 of 212 records would be migrated, 74 need nothing, 0 would be rejected; nothing was written"
+    )
     assert checked.verdict == "histmig check: 138 of 212 records to migrate, 0 invalid, 0 rejected, 6 warnings"
     clean = api.check(str(out))
-    assert (clean.exit_code, clean.verdict) == (0, "histmig check: all 212 records are current and valid; 6 warnings (see the report)")
+    assert (clean.exit_code, clean.verdict) == (
+        0,
+        "histmig check: all 212 records are current and valid; 6 warnings (see the report)",
+    )
     assert clean.report.summary()["findings_by_rule"] == {"HM407": 6}
 
 
@@ -41,7 +49,10 @@ def test_a_verdict_counts_one_warning_in_the_singular(tmp_path: Path) -> None:
         b'{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":{},"tool_call_id":"c1"}],"timestamp":"2025-01-01T00:00:01Z"}]\n'
     )
     checked = api.check(str(waiting))
-    assert (checked.exit_code, checked.verdict) == (0, "histmig check: the one record is current and valid; 1 warning (see the report)")
+    assert (checked.exit_code, checked.verdict) == (
+        0,
+        "histmig check: the one record is current and valid; 1 warning (see the report)",
+    )
 
 
 def test_a_rejected_record_fails_convert_and_says_where_it_went(tmp_path: Path) -> None:
@@ -50,30 +61,66 @@ def test_a_rejected_record_fails_convert_and_says_where_it_went(tmp_path: Path) 
     result = api.convert(str(source), str(out))
     assert result.exit_code == 1
     assert result.verdict.endswith(f"1 rejected; written to {out}, rejected records to {out}.rejects.jsonl")
-    assert result.rejected == [(f"{source}:line 2", "invalid JSON: unexpected character, expected a string key at character 2 of the record")]
+    assert result.rejected == [
+        (f"{source}:line 2", "invalid JSON: unexpected character, expected a string key at character 2 of the record")
+    ]
     assert (tmp_path / "out.jsonl.rejects.jsonl").read_bytes() == b"{oops\n"
     again = api.convert(str(source), str(out))
-    assert again.notes == [f"{out}.rejects.jsonl already held rejected records of an earlier run; this run's rejected records were added after them"]
+    assert again.notes == [
+        f"{out}.rejects.jsonl already held rejected records of an earlier run; this run's rejected records were added after them"
+    ]
 
 
 @pytest.mark.parametrize(
     ("call", "error", "message"),
     [
         (lambda tmp: api.convert(str(ALL)), UsageError, "give OUTPUT, or --in-place"),
-        (lambda tmp: api.convert(str(ALL), str(tmp / "o.jsonl"), in_place=True), UsageError, "give OUTPUT, or --in-place"),
+        (
+            lambda tmp: api.convert(str(ALL), str(tmp / "o.jsonl"), in_place=True),
+            UsageError,
+            "give OUTPUT, or --in-place",
+        ),
         (lambda tmp: api.convert("-", in_place=True), UsageError, "give OUTPUT, or --in-place"),
         (lambda tmp: api.convert(str(ALL), str(ALL)), UsageError, "is the input; use --in-place"),
         (lambda tmp: api.convert(str(ALL), str(tmp / "o.parquet")), UsageError, "choose an output name that says so"),
         (lambda tmp: api.convert(str(ALL), str(tmp / "none" / "o.jsonl")), UnwritableOutput, "no such directory"),
-        (lambda tmp: api.convert(str(ALL), "-", rejects="-"), UsageError, "OUTPUT and --rejects cannot both go to stdout"),
+        (
+            lambda tmp: api.convert(str(ALL), "-", rejects="-"),
+            UsageError,
+            "OUTPUT and --rejects cannot both go to stdout",
+        ),
         (lambda tmp: api.audit(str(tmp / "chats.txt")), UnreadableInput, "chats.txt: no such file or directory"),
         (lambda tmp: api.audit(str(ALL), Options(select=("HM9",))), UsageError, "unknown rule code 'HM9'"),
-        (lambda tmp: api.audit(str(ALL), Options(table="t")), UsageError, "--table does not apply to a JSONL input \\(only to a DuckDB, PostgreSQL or SQLite one\\)"),
-        (lambda tmp: api.audit(str(ALL), Options(messages_column="m", id_column="i")), UsageError, "--messages-column and --id-column do not apply to a JSONL input \\(only to a DuckDB, Parquet, PostgreSQL or SQLite one\\)"),
-        (lambda tmp: api.convert(str(ALL), to_table="t", overwrite=True), UsageError, "--to-table and --overwrite do not apply to a JSONL input"),
-        (lambda tmp: api.convert(str(ALL), str(tmp / "o.jsonl"), overwrite=True), UsageError, "--overwrite replaces the table --to-table names"),
-        (lambda tmp: api.convert([str(ALL), str(ALL)], str(tmp / "o.jsonl")), UsageError, "this name is a JSONL file's"),
-        (lambda tmp: api.convert([str(ALL), str(ALL)], str(tmp / "out")), UsageError, "would both be written as all.jsonl"),
+        (
+            lambda tmp: api.audit(str(ALL), Options(table="t")),
+            UsageError,
+            "--table does not apply to a JSONL input \\(only to a DuckDB, PostgreSQL or SQLite one\\)",
+        ),
+        (
+            lambda tmp: api.audit(str(ALL), Options(messages_column="m", id_column="i")),
+            UsageError,
+            "--messages-column and --id-column do not apply to a JSONL input \\(only to a DuckDB, Parquet, PostgreSQL or SQLite one\\)",
+        ),
+        (
+            lambda tmp: api.convert(str(ALL), to_table="t", overwrite=True),
+            UsageError,
+            "--to-table and --overwrite do not apply to a JSONL input",
+        ),
+        (
+            lambda tmp: api.convert(str(ALL), str(tmp / "o.jsonl"), overwrite=True),
+            UsageError,
+            "--overwrite replaces the table --to-table names",
+        ),
+        (
+            lambda tmp: api.convert([str(ALL), str(ALL)], str(tmp / "o.jsonl")),
+            UsageError,
+            "this name is a JSONL file's",
+        ),
+        (
+            lambda tmp: api.convert([str(ALL), str(ALL)], str(tmp / "out")),
+            UsageError,
+            "would both be written as all.jsonl",
+        ),
         (lambda tmp: api.otel(str(ALL), str(tmp / "o.jsonl"), version=4), UsageError, "--version must be one of 5, 6"),
     ],
 )
@@ -90,17 +137,26 @@ def test_rules_and_migrate() -> None:
     history = orjson.loads(LEGACY)["messages"]
     changes = api.migrate(history, Options(select=("HM1",)))
     assert {change.rule for change in changes} <= {"HM101", "HM102", "HM103"} and changes
-    assert {change.rule for change in api.migrate(history)} == {"HM201", "HM301"}  # the 0.0.20 history's null ids and args wrappers
+    assert {change.rule for change in api.migrate(history)} == {
+        "HM201",
+        "HM301",
+    }  # the 0.0.20 history's null ids and args wrappers
     assert api.migrate(history) == []
 
 
 CRASHED = [
     {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "weather in Oslo and Rome?"}]},
-    {"kind": "response", "parts": [
-        {"part_kind": "tool-call", "tool_name": "weather", "args": {"city": "Oslo"}, "tool_call_id": "c1"},
-        {"part_kind": "tool-call", "tool_name": "weather", "args": '{"city": "Ro', "tool_call_id": "c2"},
-    ]},
-    {"kind": "request", "parts": [{"part_kind": "tool-return", "tool_name": "weather", "content": "12 C", "tool_call_id": "c9"}]},
+    {
+        "kind": "response",
+        "parts": [
+            {"part_kind": "tool-call", "tool_name": "weather", "args": {"city": "Oslo"}, "tool_call_id": "c1"},
+            {"part_kind": "tool-call", "tool_name": "weather", "args": '{"city": "Ro', "tool_call_id": "c2"},
+        ],
+    },
+    {
+        "kind": "request",
+        "parts": [{"part_kind": "tool-return", "tool_name": "weather", "content": "12 C", "tool_call_id": "c9"}],
+    },
     {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "clock", "args": {}, "tool_call_id": "c3"}]},
 ]
 """A run that crashed mid-tool, then stopped waiting for a call: a cut call, two dangling calls,
@@ -112,7 +168,11 @@ def test_validate_gives_the_findings_of_one_history_and_leaves_it_as_it_is() -> 
     found = api.validate(history)
     assert history == CRASHED
     assert [(f.code, f.message, f.part, f.severity) for f in found] == [
-        ("HM406", 1, 0, "error"), ("HM405", 1, 1, "error"), ("HM406", 1, 1, "error"), ("HM401", 2, 0, "error"), ("HM407", 3, 0, "warning"),
+        ("HM406", 1, 0, "error"),
+        ("HM405", 1, 1, "error"),
+        ("HM406", 1, 1, "error"),
+        ("HM401", 2, 0, "error"),
+        ("HM407", 3, 0, "warning"),
     ]
     assert found[3].text == "tool-return 'weather' (c9) answers no call"
     assert api.validate(CRASHED, Options(select=("HM407",))) == [found[4]]
@@ -126,7 +186,9 @@ def test_validate_refuses_what_the_framework_does_not_load() -> None:
     assert raised.value.errors[0].startswith("messages[0]: Input tag 'nope' found using 'kind'")
 
 
-def test_workers_are_sent_where_a_file_chunk_lies_not_its_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_workers_are_sent_where_a_file_chunk_lies_not_its_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     sizes: list[int] = []
     real = parallel._send
 
@@ -171,7 +233,10 @@ def test_check_says_when_records_hold_parts_it_cannot_load_and_strict_fails_on_t
     source.write_bytes(ALL.read_bytes() + FUTURE + b"\n")
     mixed = api.check(str(source))
     assert mixed.exit_code == 1
-    assert mixed.verdict == "histmig check: 138 of 213 records to migrate, 0 invalid, 0 rejected, 6 warnings; 1 record holds 2 parts of a part_kind pydantic-ai 2.68 does not know and cannot load"
+    assert (
+        mixed.verdict
+        == "histmig check: 138 of 213 records to migrate, 0 invalid, 0 rejected, 6 warnings; 1 record holds 2 parts of a part_kind pydantic-ai 2.68 does not know and cannot load"
+    )
 
 
 @pytest.mark.parametrize(
@@ -208,7 +273,10 @@ def test_migrate_json_gives_the_bytes_to_load_and_the_report() -> None:
     [
         (b"{oops", "invalid JSON"),
         (b'{"note": 1}', "no messages field found"),
-        (b'[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":{},"tool_call_id":"c","timestamp":null}],"timestamp":"x"}]', "messages[0].timestamp"),
+        (
+            b'[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":{},"tool_call_id":"c","timestamp":null}],"timestamp":"x"}]',
+            "messages[0].timestamp",
+        ),
     ],
 )
 def test_migrate_json_raises_when_2_68_could_not_load_the_result(data: bytes, first: str) -> None:
@@ -241,7 +309,9 @@ def test_a_json_file_holding_one_record_a_line_gets_a_note(tmp_path: Path) -> No
     source.write_bytes(LEGACY + b"\n" + LEGACY + b"\n")
     result = api.audit(str(source))
     assert result.exit_code == 1
-    assert result.notes == [f"{source} holds more than one JSON document; if it holds one record a line, add --format jsonl"]
+    assert result.notes == [
+        f"{source} holds more than one JSON document; if it holds one record a line, add --format jsonl"
+    ]
     assert api.audit(str(source), Options(format="jsonl")).report.counts["changed"] == 2
 
 
@@ -250,11 +320,20 @@ def test_the_rollback_runbook_check_the_reader_convert_for_it_check_again(tmp_pa
     api.convert(str(ALL), str(newest))
     before = api.check(str(newest), Options(target="2.0.0"))
     assert (before.exit_code, before.target) == (1, "2.0.0")
-    assert before.verdict == "histmig check: 2.0.0 loads 31 of 212 records as they are; 181 to rewrite for it (convert --target 2.0.0), 0 that no rule makes loadable, 0 rejected"
+    assert (
+        before.verdict
+        == "histmig check: 2.0.0 loads 31 of 212 records as they are; 181 to rewrite for it (convert --target 2.0.0), 0 that no rule makes loadable, 0 rejected"
+    )
     audited = api.audit(str(newest), Options(target="2.0.0"))
-    assert audited.verdict == "histmig audit: 181 of 212 records would be rewritten for 2.0.0, 31 need nothing, 0 would be rejected; nothing was written"
+    assert (
+        audited.verdict
+        == "histmig audit: 181 of 212 records would be rewritten for 2.0.0, 31 need nothing, 0 would be rejected; nothing was written"
+    )
     rolled = api.convert(str(newest), str(back), Options(target="2.0.0"))
-    assert (rolled.exit_code, rolled.verdict) == (0, f"histmig convert: 181 of 212 records rewritten for 2.0.0, 31 unchanged, 0 rejected; written to {back}")
+    assert (rolled.exit_code, rolled.verdict) == (
+        0,
+        f"histmig convert: 181 of 212 records rewritten for 2.0.0, 31 unchanged, 0 rejected; written to {back}",
+    )
     assert rolled.report.summary()["parts_by_rule"] == {"HM501": 166, "HM502": 69}
     after = api.check(str(back), Options(target="2.0.0"))
     assert (after.exit_code, after.verdict) == (0, "histmig check: 2.0.0 loads all 212 records as they are")
@@ -263,11 +342,26 @@ def test_the_rollback_runbook_check_the_reader_convert_for_it_check_again(tmp_pa
 
 def test_a_record_the_target_cannot_load_is_kept_named_and_fails_convert(tmp_path: Path) -> None:
     source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
-    source.write_bytes(orjson.dumps({"id": "s", "messages": [{"kind": "request", "parts": [{"part_kind": "speech", "speaker": "user", "transcript": "hi"}]}]}) + b"\n")
+    source.write_bytes(
+        orjson.dumps(
+            {
+                "id": "s",
+                "messages": [
+                    {"kind": "request", "parts": [{"part_kind": "speech", "speaker": "user", "transcript": "hi"}]}
+                ],
+            }
+        )
+        + b"\n"
+    )
     result = api.convert(str(source), str(out), Options(target="2.0.0"))
     assert (result.exit_code, out.read_bytes()) == (1, source.read_bytes())
-    assert result.verdict == f"histmig convert: 0 of 1 records rewritten for 2.0.0, 1 unchanged (1 of them 2.0.0 cannot load), 0 rejected, 1 finding left as found (see the report); written to {out}"
-    assert result.report.errors[0]["errors"] == ["messages[0].parts[0].part_kind: 2.0.0 cannot load a 'speech' part (loaded from 2.28.0)"]
+    assert (
+        result.verdict
+        == f"histmig convert: 0 of 1 records rewritten for 2.0.0, 1 unchanged (1 of them 2.0.0 cannot load), 0 rejected, 1 finding left as found (see the report); written to {out}"
+    )
+    assert result.report.errors[0]["errors"] == [
+        "messages[0].parts[0].part_kind: 2.0.0 cannot load a 'speech' part (loaded from 2.28.0)"
+    ]
     assert [row["rule"] for row in result.report.findings] == ["HM503"]
     dropped = api.convert(str(source), str(out), Options(target="2.0.0", unsafe_fixes=True))
     assert dropped.exit_code == 0 and orjson.loads(out.read_bytes())["messages"][0]["parts"] == []
@@ -281,8 +375,14 @@ def test_convert_and_audit_say_how_many_findings_they_leave(tmp_path: Path) -> N
         b'{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"t","content":"x","tool_call_id":"c9","timestamp":"2025-01-01T00:00:02Z"}]}]\n'
     )
     audited, converted = api.audit(str(source)), api.convert(str(source), str(out))
-    assert audited.verdict == "histmig audit: 0 of 1 records would be migrated, 1 need nothing, 0 would be rejected, 1 finding left as found (see the report); nothing was written"
-    assert (converted.exit_code, converted.verdict) == (0, f"histmig convert: 0 of 1 records migrated, 1 unchanged, 0 rejected, 1 finding left as found (see the report); written to {out}")
+    assert (
+        audited.verdict
+        == "histmig audit: 0 of 1 records would be migrated, 1 need nothing, 0 would be rejected, 1 finding left as found (see the report); nothing was written"
+    )
+    assert (converted.exit_code, converted.verdict) == (
+        0,
+        f"histmig convert: 0 of 1 records migrated, 1 unchanged, 0 rejected, 1 finding left as found (see the report); written to {out}",
+    )
     fixed = api.convert(str(source), str(out), Options(unsafe_fixes=True))
     assert fixed.verdict == f"histmig convert: 1 of 1 records migrated, 0 unchanged, 0 rejected; written to {out}"
 

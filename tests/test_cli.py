@@ -53,13 +53,30 @@ def test_unknown_rule_code_is_a_usage_error() -> None:
 
 def test_select_and_ignore(tmp_path: Path) -> None:
     report = tmp_path / "r.json"
-    assert invoke("audit", str(ALL), "--select", "HM1", "--ignore", "HM103", "--report", str(report), "--report-format", "json").exit_code == 1
+    assert (
+        invoke(
+            "audit",
+            str(ALL),
+            "--select",
+            "HM1",
+            "--ignore",
+            "HM103",
+            "--report",
+            str(report),
+            "--report-format",
+            "json",
+        ).exit_code
+        == 1
+    )
     data = orjson.loads(report.read_bytes())
     assert set(data["summary"]["parts_by_rule"]) == {"HM101", "HM102"}
     assert data["summary"]["rejected"] == 11
     for row in data["errors"]:
         assert row["id"].startswith("v0.0.20/")
-        assert row["errors"][0]["path"].endswith("tool_call_id") and row["errors"][0]["message"] == "Input should be a valid string"
+        assert (
+            row["errors"][0]["path"].endswith("tool_call_id")
+            and row["errors"][0]["message"] == "Input should be a valid string"
+        )
 
 
 def test_stdin_to_stdout() -> None:
@@ -112,7 +129,10 @@ def test_a_rejected_record_goes_to_the_rejects_file(tmp_path: Path) -> None:
 
 def test_text_report_escapes_control_characters(tmp_path: Path) -> None:
     source = tmp_path / "in.jsonl"
-    record = {"id": "evil\x1b[31mred", "messages": [{"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": "x", "tool_name": None}]}]}
+    record = {
+        "id": "evil\x1b[31mred",
+        "messages": [{"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": "x", "tool_name": None}]}],
+    }
     source.write_bytes(orjson.dumps(record) + b"\n")
     result = invoke("audit", str(source))
     assert "evil\\x1b[31mred" in result.stderr
@@ -132,7 +152,9 @@ def test_help_has_examples_and_names_what_each_option_takes() -> None:
     assert "histmig convert chats.jsonl chats.v2.jsonl" in result.stdout
     for metavar in ("CODES", "FIELD", "FILE", "COLUMN", "TABLE", "N"):
         assert f" {metavar} " in result.stdout
-    assert "pip install 'histmig[spark]'" in " ".join(result.stdout.replace("│", " ").split())  # not eaten as rich markup
+    assert "pip install 'histmig[spark]'" in " ".join(
+        result.stdout.replace("│", " ").split()
+    )  # not eaten as rich markup
     top = invoke("--help")
     assert "histmig check chats.v2.jsonl" in top.stdout and "Each command has its own --help (-h)." in top.stdout
 
@@ -143,7 +165,14 @@ def test_h_is_help_and_usage_and_options_show_plain_metavars(command: str) -> No
     assert (short.exit_code, short.stdout) == (0, long.stdout)
     for noise in ("{", "<str>", "<bool>", "<int>", "<list[str]>", "[x>=1]"):
         assert noise not in short.stdout, (command, noise)
-    usage = {"convert": "INPUT... [OUTPUT]", "audit": "INPUT...", "check": "INPUT...", "rules": "[CODE]", "otel": "INPUT... OUTPUT", "otel-upgrade": "INPUT... OUTPUT"}[command]
+    usage = {
+        "convert": "INPUT... [OUTPUT]",
+        "audit": "INPUT...",
+        "check": "INPUT...",
+        "rules": "[CODE]",
+        "otel": "INPUT... OUTPUT",
+        "otel-upgrade": "INPUT... OUTPUT",
+    }[command]
     assert f"Usage: histmig {command} [OPTIONS] {usage}" in " ".join(short.stdout.split())
     assert invoke("-h").stdout == invoke("--help").stdout
 
@@ -151,10 +180,22 @@ def test_h_is_help_and_usage_and_options_show_plain_metavars(command: str) -> No
 @pytest.mark.parametrize(
     ("args", "said"),
     [
-        (("check", "x.jsonl", "--report-format", "xml"), "histmig: Invalid value for '--report-format': choose text, json or markdown, not 'xml' (see histmig check -h)"),
-        (("convert", "x.jsonl", "o.jsonl", "--causes", "guessed"), "histmig: Invalid value for '--causes': choose inferred or framework, not 'guessed' (see histmig convert -h)"),
-        (("audit", "x.jsonl", "--format", "yaml"), "histmig: Invalid value for '--format': choose duckdb, json, jsonl, parquet, postgres or sqlite, not 'yaml' (see histmig audit -h)"),
-        (("otel", "x.jsonl", "o.jsonl", "--version", "4"), "histmig: Invalid value for '--version': choose 5 or 6, not '4' (see histmig otel -h)"),
+        (
+            ("check", "x.jsonl", "--report-format", "xml"),
+            "histmig: Invalid value for '--report-format': choose text, json or markdown, not 'xml' (see histmig check -h)",
+        ),
+        (
+            ("convert", "x.jsonl", "o.jsonl", "--causes", "guessed"),
+            "histmig: Invalid value for '--causes': choose inferred or framework, not 'guessed' (see histmig convert -h)",
+        ),
+        (
+            ("audit", "x.jsonl", "--format", "yaml"),
+            "histmig: Invalid value for '--format': choose duckdb, json, jsonl, parquet, postgres or sqlite, not 'yaml' (see histmig audit -h)",
+        ),
+        (
+            ("otel", "x.jsonl", "o.jsonl", "--version", "4"),
+            "histmig: Invalid value for '--version': choose 5 or 6, not '4' (see histmig otel -h)",
+        ),
         (("check",), "histmig: Missing argument 'INPUT...' (see histmig check -h)"),
         (("check", "x.jsonl", "-j", "0"), "histmig: jobs must be 1 or more, not 0"),
     ],
@@ -173,12 +214,16 @@ def test_rules_never_point_at_documents_the_package_does_not_ship() -> None:
 def test_python_dash_m_runs_the_same_cli() -> None:
     result = subprocess.run([sys.executable, "-m", "histmig", "check", str(ALL)], capture_output=True, text=True)
     assert result.returncode == 1
-    assert result.stderr.rstrip().endswith("histmig check: 138 of 212 records to migrate, 0 invalid, 0 rejected, 6 warnings")
+    assert result.stderr.rstrip().endswith(
+        "histmig check: 138 of 212 records to migrate, 0 invalid, 0 rejected, 6 warnings"
+    )
     version = subprocess.run([sys.executable, "-m", "histmig", "--version"], capture_output=True, text=True)
     assert (version.returncode, version.stdout.strip()) == (0, "histmig 0.1.0")
 
 
-@pytest.mark.parametrize("name", ["v0.0.20/c_unknown_tool", "v1.0.18/h_thinking_only_structured", "v2.59.0/j_rich_content"])
+@pytest.mark.parametrize(
+    "name", ["v0.0.20/c_unknown_tool", "v1.0.18/h_thinking_only_structured", "v2.59.0/j_rich_content"]
+)
 def test_json_report_snapshot(name: str, snapshot, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(CORPUS)
     result = invoke("audit", f"{name}.json", "--report", "-", "--report-format", "json", "--no-timestamp")
@@ -221,19 +266,32 @@ def _umask() -> int:
 def test_rules_takes_a_prefix_and_prints_plain_docs() -> None:
     result = invoke("rules", "HM2")
     assert result.exit_code == 0
-    assert [code for code in ("HM201", "HM202", "HM203", "HM204") if code in result.stdout] == ["HM201", "HM202", "HM203", "HM204"]
+    assert [code for code in ("HM201", "HM202", "HM203", "HM204") if code in result.stdout] == [
+        "HM201",
+        "HM202",
+        "HM203",
+        "HM204",
+    ]
     assert "``" not in result.stdout and "HM101" not in result.stdout
 
 
 def test_rules_say_which_only_report_and_which_find_warnings() -> None:
     pairing = invoke("rules", "HM4")
     assert pairing.exit_code == 0
-    assert pairing.stdout.count("Fix: none (reported only)") == 3 and pairing.stdout.count("Example (what it finds)") == 3
+    assert (
+        pairing.stdout.count("Fix: none (reported only)") == 3 and pairing.stdout.count("Example (what it finds)") == 3
+    )
     assert pairing.stdout.count("Fix: unsafe") == 3 and pairing.stdout.count("Fix: safe") == 1
     assert pairing.stdout.count("Findings: warnings (check does not fail on them)") == 1
     table = [line.split("│") for line in invoke("rules").stdout.splitlines() if line.startswith("│ HM4")]
     assert [(cells[1].strip(), cells[3].strip()) for cells in table] == [
-        ("HM401", "unsafe"), ("HM402", "unsafe"), ("HM403", "none"), ("HM404", "none"), ("HM405", "none"), ("HM406", "safe"), ("HM407", "unsafe"),
+        ("HM401", "unsafe"),
+        ("HM402", "unsafe"),
+        ("HM403", "none"),
+        ("HM404", "none"),
+        ("HM405", "none"),
+        ("HM406", "safe"),
+        ("HM407", "unsafe"),
     ]
 
 
@@ -274,7 +332,9 @@ def test_writing_over_the_input_needs_in_place(tmp_path: Path) -> None:
         (("-", "--rejects", "-", "--report", "-"), "OUTPUT and --rejects and --report cannot all go to stdout"),
     ],
 )
-def test_two_outputs_cannot_both_be_stdout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...], said: str) -> None:
+def test_two_outputs_cannot_both_be_stdout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...], said: str
+) -> None:
     monkeypatch.chdir(tmp_path)
     result = invoke("convert", str(ALL), *args)
     assert result.exit_code == 2
@@ -308,9 +368,13 @@ def test_one_indented_json_document_on_stdin_gets_a_hint() -> None:
 def test_convert_and_audit_end_with_a_verdict_line(tmp_path: Path) -> None:
     out = tmp_path / "all.v2.jsonl"
     result = runner.invoke(app, ["convert", str(ALL), str(out)])
-    assert result.stderr.rstrip().endswith(f"histmig convert: 138 of 212 records migrated, 74 unchanged, 0 rejected; written to {out}")
+    assert result.stderr.rstrip().endswith(
+        f"histmig convert: 138 of 212 records migrated, 74 unchanged, 0 rejected; written to {out}"
+    )
     result = runner.invoke(app, ["audit", str(ALL)])
-    assert result.stderr.rstrip().endswith("histmig audit: 138 of 212 records would be migrated, 74 need nothing, 0 would be rejected; nothing was written")
+    assert result.stderr.rstrip().endswith(
+        "histmig audit: 138 of 212 records would be migrated, 74 need nothing, 0 would be rejected; nothing was written"
+    )
     assert "histmig convert:" not in runner.invoke(app, ["convert", str(ALL), str(out), "-q"]).stderr
 
 
@@ -319,7 +383,9 @@ def test_gzip_bytes_on_stdin_are_gunzipped(tmp_path: Path) -> None:
     assert runner.invoke(app, ["convert", str(ALL), str(expected), "-q"]).exit_code == 0
     out = tmp_path / "out.jsonl"
     command = [sys.executable, "-m", "histmig", "convert", "-", str(out), "-q"]
-    done = subprocess.run(command, input=gzip.compress(ALL.read_bytes()), capture_output=True, cwd=Path(__file__).parent.parent)
+    done = subprocess.run(
+        command, input=gzip.compress(ALL.read_bytes()), capture_output=True, cwd=Path(__file__).parent.parent
+    )
     assert (done.returncode, done.stderr) == (0, b"")
     assert out.read_bytes() == expected.read_bytes()
 
@@ -329,7 +395,9 @@ def test_a_rejected_json_document_is_said_not_written(tmp_path: Path) -> None:
     source.write_bytes(b'"x"')
     result = runner.invoke(app, ["convert", str(source), str(out)])
     assert result.exit_code == 1
-    assert result.stderr.rstrip().endswith(f"histmig convert: 0 of 1 records migrated, 0 unchanged, 1 rejected; nothing written to {out}, rejected records to {out}.rejects.jsonl")
+    assert result.stderr.rstrip().endswith(
+        f"histmig convert: 0 of 1 records migrated, 0 unchanged, 1 rejected; nothing written to {out}, rejected records to {out}.rejects.jsonl"
+    )
     assert not out.exists()
     assert (tmp_path / "s.out.json.rejects.jsonl").read_bytes() == b'"x"\n'
 
@@ -341,7 +409,10 @@ def test_otel_commands_offer_only_json_and_jsonl_inputs(tmp_path: Path) -> None:
         (tmp_path / "chats.parquet").touch()
         result = runner.invoke(app, [command, str(tmp_path / "chats.parquet"), str(tmp_path / "out.jsonl")])
         assert result.exit_code == 2
-        assert f"histmig: {tmp_path}/chats.parquet: the otel commands read JSON or JSONL, not Parquet or DuckDB" in result.stderr
+        assert (
+            f"histmig: {tmp_path}/chats.parquet: the otel commands read JSON or JSONL, not Parquet or DuckDB"
+            in result.stderr
+        )
 
 
 def test_a_json_document_is_not_written_under_a_jsonl_name(tmp_path: Path) -> None:
@@ -361,7 +432,11 @@ def test_the_verdict_says_where_rejected_records_went(tmp_path: Path) -> None:
     assert (to_stdout.exit_code, to_stdout.stdout) == (1, '"x"')
     assert to_stdout.stderr.rstrip().endswith("1 rejected; written to stdout, rejected records among them unchanged")
     rejects_to_stdout = runner.invoke(app, ["convert", str(lines), str(out), "--rejects", "-"])
-    assert (rejects_to_stdout.exit_code, rejects_to_stdout.stdout, out.read_bytes()) == (1, "{bad\n", b'{"messages": []}\n')
+    assert (rejects_to_stdout.exit_code, rejects_to_stdout.stdout, out.read_bytes()) == (
+        1,
+        "{bad\n",
+        b'{"messages": []}\n',
+    )
     assert rejects_to_stdout.stderr.rstrip().endswith(f"1 rejected; written to {out}, rejected records to stdout")
 
 
@@ -372,7 +447,9 @@ def test_the_verdict_says_when_the_input_was_cut_short(tmp_path: Path) -> None:
     for args in (("convert", str(source), str(tmp_path / "o.jsonl")), ("audit", str(source)), ("check", str(source))):
         result = invoke(*args)
         assert result.exit_code == 1
-        assert result.stderr.rstrip().endswith("; the input could not be read to its end (see the unreadable error)"), args
+        assert result.stderr.rstrip().endswith("; the input could not be read to its end (see the unreadable error)"), (
+            args
+        )
     assert not invoke("audit", str(ALL)).stderr.rstrip().endswith("(see the unreadable error)")
 
 
@@ -392,7 +469,18 @@ def test_a_failed_report_leaves_no_file(tmp_path: Path, monkeypatch: pytest.Monk
 
     monkeypatch.setattr(cli, "_renderer", lambda fmt: half)
     (tmp_path / "report.json").write_text("previous")
-    result = runner.invoke(app, ["audit", str(CORPUS / "all.jsonl"), "--report", str(tmp_path / "report.json"), "--report-format", "json", "-q"])
+    result = runner.invoke(
+        app,
+        [
+            "audit",
+            str(CORPUS / "all.jsonl"),
+            "--report",
+            str(tmp_path / "report.json"),
+            "--report-format",
+            "json",
+            "-q",
+        ],
+    )
     assert (result.exit_code, result.stderr) == (2, "histmig: disk full\n")
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
     assert (tmp_path / "report.json").read_text() == "previous"
@@ -400,11 +488,18 @@ def test_a_failed_report_leaves_no_file(tmp_path: Path, monkeypatch: pytest.Monk
 
 def test_check_prints_a_warning_line_per_unknown_part_and_strict_exits_1(tmp_path: Path) -> None:
     source = tmp_path / "future.jsonl"
-    source.write_bytes(b'{"id":"n1","messages":[{"kind":"request","parts":[{"part_kind":"hologram","content":"x"}]}]}\n')
+    source.write_bytes(
+        b'{"id":"n1","messages":[{"kind":"request","parts":[{"part_kind":"hologram","content":"x"}]}]}\n'
+    )
     lenient = invoke("check", str(source))
     assert lenient.exit_code == 0
-    assert f"{source}:line 1 [n1]: warning: messages[0].parts[0]: unknown part_kind 'hologram', carried unchanged" in lenient.stderr
-    assert "the one record is current" not in lenient.stderr and "1 record holds 1 part of a part_kind" in lenient.stderr
+    assert (
+        f"{source}:line 1 [n1]: warning: messages[0].parts[0]: unknown part_kind 'hologram', carried unchanged"
+        in lenient.stderr
+    )
+    assert (
+        "the one record is current" not in lenient.stderr and "1 record holds 1 part of a part_kind" in lenient.stderr
+    )
     assert invoke("check", str(source), "--strict", "-q").exit_code == 1
 
 
@@ -412,10 +507,15 @@ def test_report_detail_summary_gives_the_counts_without_a_line_per_change() -> N
     summary = invoke("audit", str(ALL), "--report-detail", "summary")
     assert summary.exit_code == 0 and " -> " not in summary.stderr
     assert "histmig summary" in summary.stderr and "would change" in summary.stderr
-    assert summary.stderr.rstrip().endswith("histmig audit: 138 of 212 records would be migrated, 74 need nothing, 0 would be rejected; nothing was written")
+    assert summary.stderr.rstrip().endswith(
+        "histmig audit: 138 of 212 records would be migrated, 74 need nothing, 0 would be rejected; nothing was written"
+    )
     full = invoke("audit", str(ALL), "--report-detail", "full")
     assert full.stderr.count(" -> ") == 270  # a line per change row of the corpus
-    assert invoke("audit", str(ALL), "--report-detail", "some").stderr == "histmig: Invalid value for '--report-detail': choose auto, full or summary, not 'some' (see histmig audit -h)\n"
+    assert (
+        invoke("audit", str(ALL), "--report-detail", "some").stderr
+        == "histmig: Invalid value for '--report-detail': choose auto, full or summary, not 'some' (see histmig audit -h)\n"
+    )
 
 
 def test_target_and_reader_on_the_command_line(tmp_path: Path) -> None:
@@ -428,7 +528,10 @@ def test_target_and_reader_on_the_command_line(tmp_path: Path) -> None:
     assert invoke("check", str(back), "--reader", "2.59.0", "-q").exit_code == 0
     assert invoke("audit", str(back), "--target", "2.59.0", "-q").exit_code == 0
     bad = invoke("check", str(back), "--reader", "2.59")
-    assert (bad.exit_code, bad.stderr.strip()) == (2, "histmig: '2.59' is not a release: give major.minor.patch, e.g. 2.59.0")
+    assert (bad.exit_code, bad.stderr.strip()) == (
+        2,
+        "histmig: '2.59' is not a release: give major.minor.patch, e.g. 2.59.0",
+    )
     assert invoke("convert", str(back), str(tmp_path / "x.jsonl"), "--select", "HM501").exit_code == 2
     assert "--reader" not in invoke("convert", "--help").stdout and "--target" not in invoke("check", "--help").stdout
     assert "RELEASE" in invoke("check", "--help").stdout and "--target 2.59.0" in invoke("convert", "--help").stdout
@@ -438,11 +541,24 @@ def test_target_and_reader_on_the_command_line(tmp_path: Path) -> None:
 def test_attempts_on_convert_and_audit_only_and_their_options_need_it(tmp_path: Path) -> None:
     source, out, report = CORPUS / "v2.59.0" / "d_tool_two_retries.json", tmp_path / "out.json", tmp_path / "r.json"
     assert invoke("convert", str(source), str(out), "--attempts", "--max-retries", "tools=2", "-q").exit_code == 0
-    parts = [part for message in orjson.loads(out.read_bytes()) for part in message["parts"] if part.get("outcome") == "retried"]
-    assert [part["retry"] for part in parts] == [{"cause": "model_retry", "attempt": n, "max_retries": 2} for n in (1, 2)]
-    audited = invoke("audit", str(source), "--attempts", "--counting", "writer", "--report", str(report), "--report-format", "json")
+    parts = [
+        part
+        for message in orjson.loads(out.read_bytes())
+        for part in message["parts"]
+        if part.get("outcome") == "retried"
+    ]
+    assert [part["retry"] for part in parts] == [
+        {"cause": "model_retry", "attempt": n, "max_retries": 2} for n in (1, 2)
+    ]
+    audited = invoke(
+        "audit", str(source), "--attempts", "--counting", "writer", "--report", str(report), "--report-format", "json"
+    )
     assert audited.exit_code == 0
-    rows = [(row["rule"], row["before"], row["after"]) for row in orjson.loads(report.read_bytes())["changes"] if row["rule"] == "HM104"]
+    rows = [
+        (row["rule"], row["before"], row["after"])
+        for row in orjson.loads(report.read_bytes())["changes"]
+        if row["rule"] == "HM104"
+    ]
     assert rows == [("HM104", "attempt=null", "attempt=1"), ("HM104", "attempt=null", "attempt=2")]
     for args, said in (
         (("audit", str(source), "--max-retries", "tools=2"), "--counting and --max-retries need --attempts"),
@@ -459,7 +575,9 @@ def test_a_driver_error_of_several_lines_is_said_in_one() -> None:
     result = invoke("check", "postgresql://nobody@127.0.0.1:1/x", "--table", "t")
     assert result.exit_code == 2
     assert result.stderr.count("\n") == 1
-    assert result.stderr.startswith("histmig: cannot read postgresql://nobody@127.0.0.1:1/x: cannot connect: connection failed: ")
+    assert result.stderr.startswith(
+        "histmig: cannot read postgresql://nobody@127.0.0.1:1/x: cannot connect: connection failed: "
+    )
     assert "Connection refused; Is the server running" in result.stderr
 
 
@@ -469,4 +587,7 @@ def test_a_name_holding_colons_is_printed_as_it_is_not_as_an_emoji(tmp_path: Pat
     result = invoke("audit", str(source))
     assert f"{source}:line 1" in result.stderr and "\U0001f604" not in result.stderr
     missing = invoke("audit", str(tmp_path / "none:v:.jsonl"))
-    assert (missing.exit_code, missing.stderr) == (2, f"histmig: cannot read {tmp_path / 'none:v:.jsonl'}: no such file or directory\n")
+    assert (missing.exit_code, missing.stderr) == (
+        2,
+        f"histmig: cannot read {tmp_path / 'none:v:.jsonl'}: no such file or directory\n",
+    )

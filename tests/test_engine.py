@@ -22,8 +22,12 @@ CLEAN_LINE = b'{"id":"c","messages":[{"kind":"request","parts":[{"part_kind":"us
 
 
 @pytest.mark.parametrize(("given", "expected"), [(None, "env-1"), ("col-7", "col-7")])
-@pytest.mark.parametrize("body", [b'"messages":[{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"x"}]}]', b'"messages":{}'])
-def test_a_record_keeps_the_id_it_came_with_else_takes_its_envelope_id(given: str | None, expected: str, body: bytes) -> None:
+@pytest.mark.parametrize(
+    "body", [b'"messages":[{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"x"}]}]', b'"messages":{}']
+)
+def test_a_record_keeps_the_id_it_came_with_else_takes_its_envelope_id(
+    given: str | None, expected: str, body: bytes
+) -> None:
     raw = b'{"id":"env-1",' + body + b"}"
     outcome = process_full(Record(raw, "t.parquet", "row 0", given))
     assert outcome.status == ("changed" if b"retry-prompt" in body else "rejected")
@@ -45,8 +49,20 @@ def _exclaim(code: str) -> Any:
 
 
 UNSETTLED = Rule(
-    "HM990", "exclaim", "adds ! to text: changes it again on every pass", "tests", Docs("", "", "[]", "[]"),
-    (ValueField("content", parts="text", quiet=Annotated[str, msgspec.Meta(pattern="!!$")], test=lambda m, p: not p["content"].endswith("!!"), settles=True),),
+    "HM990",
+    "exclaim",
+    "adds ! to text: changes it again on every pass",
+    "tests",
+    Docs("", "", "[]", "[]"),
+    (
+        ValueField(
+            "content",
+            parts="text",
+            quiet=Annotated[str, msgspec.Meta(pattern="!!$")],
+            test=lambda m, p: not p["content"].endswith("!!"),
+            settles=True,
+        ),
+    ),
     _exclaim("HM990"),
 )
 
@@ -63,20 +79,39 @@ def test_a_rule_that_raises_rejects_the_record_and_says_so() -> None:
     def broken(messages: list[Any], ctx: object) -> list[Change]:
         raise KeyError("tool_name")
 
-    rule = Rule("HM989", "broken", "raises", "tests", Docs("", "", "[]", "[]"), (ValueField("content", parts="text", quiet=int, test=lambda m, p: True),), broken)
-    outcome = process(Record(b'[{"kind":"response","parts":[{"part_kind":"text","content":"hi"}]}]', "t", "file"), Plan(rules=(rule,)))
+    rule = Rule(
+        "HM989",
+        "broken",
+        "raises",
+        "tests",
+        Docs("", "", "[]", "[]"),
+        (ValueField("content", parts="text", quiet=int, test=lambda m, p: True),),
+        broken,
+    )
+    outcome = process(
+        Record(b'[{"kind":"response","parts":[{"part_kind":"text","content":"hi"}]}]', "t", "file"), Plan(rules=(rule,))
+    )
     assert (outcome.status, outcome.errors) == ("rejected", ["internal error: KeyError: 'tool_name'"])
 
 
-def test_whether_the_screen_is_skipped_after_changed_records_does_not_change_the_result(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_whether_the_screen_is_skipped_after_changed_records_does_not_change_the_result(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     lines = (CORPUS / "all.jsonl").read_bytes().splitlines()
-    huge = b'{"id":"h","score":1e400,' + CLEAN_LINE[len(b'{"id":"c",') :]  # the screen passes it, the full way refuses it
+    huge = (
+        b'{"id":"h","score":1e400,' + CLEAN_LINE[len(b'{"id":"c",') :]
+    )  # the screen passes it, the full way refuses it
     data = [LEGACY_LINE, LEGACY_LINE, huge, CLEAN_LINE, LEGACY_LINE, LEGACY_LINE, b"{oops", huge, *lines]
     results = []
     for after in (0, 2, len(lines) * 2):
         monkeypatch.setattr(engine, "SKIP_SCREEN_AFTER", after)
         report = Report.in_memory()
-        run_records(((raw, n) for n, raw in enumerate(data, start=1)), Stream(Plan()), report, lambda raw, n: Record(raw, "x", f"line {n}"))
+        run_records(
+            ((raw, n) for n, raw in enumerate(data, start=1)),
+            Stream(Plan()),
+            report,
+            lambda raw, n: Record(raw, "x", f"line {n}"),
+        )
         results.append(report.to_json())
     assert results[0] == results[1] == results[2]
     one_by_one = Report.in_memory()
@@ -99,29 +134,61 @@ def test_the_loop_names_only_the_records_that_go_the_full_way_and_counts_the_res
         return Outcome(outcome.record, "rejected", None, errors=["kept out"]) if key == 3 else outcome
 
     report = Report.in_memory()
-    run_records([(CLEAN_LINE, 1), (LEGACY_LINE, 2), (LEGACY_LINE, 3), (b"{oops", 4), (CLEAN_LINE, 5)], Stream(Plan()), report, record, accept)
+    run_records(
+        [(CLEAN_LINE, 1), (LEGACY_LINE, 2), (LEGACY_LINE, 3), (b"{oops", 4), (CLEAN_LINE, 5)],
+        Stream(Plan()),
+        report,
+        record,
+        accept,
+    )
     assert named == [2, 3, 4]  # lines 1 and 5 pass the screen: only counted
     assert accepted == [(2, "changed"), (3, "changed"), (4, "rejected")]
-    assert (report.counts["records_in"], report.counts["changed"], report.counts["rejected"], report.counts["unchanged"]) == (5, 1, 2, 2)
-    assert [(row["location"], row["errors"][0][:12]) for row in report.errors] == [("line 3", "kept out"), ("line 4", "invalid JSON")]
+    assert (
+        report.counts["records_in"],
+        report.counts["changed"],
+        report.counts["rejected"],
+        report.counts["unchanged"],
+    ) == (5, 1, 2, 2)
+    assert [(row["location"], row["errors"][0][:12]) for row in report.errors] == [
+        ("line 3", "kept out"),
+        ("line 4", "invalid JSON"),
+    ]
 
 
 def test_a_plan_fixes_the_safe_rules_and_the_unsafe_ones_only_when_asked() -> None:
-    unsafe = Rule("HM988", "u", "unsafe", "tests", Docs("", "", "[]", "[]"), (), lambda m, c: [], applicability="unsafe")
+    unsafe = Rule(
+        "HM988", "u", "unsafe", "tests", Docs("", "", "[]", "[]"), (), lambda m, c: [], applicability="unsafe"
+    )
     reports = Rule("HM989", "r", "reports", "tests", Docs("", "", "[]"), (), find=lambda m, c: [])
     rules = (*select(), unsafe, reports)
     safe = {rule.code for rule in select() if rule.fix is not None and rule.applicability == "safe"}
     fixable = {rule.code for rule in select() if rule.fix is not None}
-    assert {"HM101", "HM406"} <= safe and {"HM401", "HM407"} <= fixable - safe and {"HM403", "HM404", "HM405"}.isdisjoint(fixable)
+    assert (
+        {"HM101", "HM406"} <= safe
+        and {"HM401", "HM407"} <= fixable - safe
+        and {"HM403", "HM404", "HM405"}.isdisjoint(fixable)
+    )
     assert Plan(rules).fixing == safe
     assert Plan(rules, unsafe_fixes=True).fixing == fixable | {"HM988"}
 
 
 def test_an_unfixed_finding_leaves_the_record_unchanged_and_is_reported() -> None:
     unsafe = Rule(
-        "HM987", "exclaim", "adds !", "tests", Docs("", "", "[]", "[]"),
-        (ValueField("content", parts="text", quiet=Annotated[str, msgspec.Meta(pattern="!$")], test=lambda m, p: not p["content"].endswith("!")),),
-        _exclaim("HM987"), applicability="unsafe",
+        "HM987",
+        "exclaim",
+        "adds !",
+        "tests",
+        Docs("", "", "[]", "[]"),
+        (
+            ValueField(
+                "content",
+                parts="text",
+                quiet=Annotated[str, msgspec.Meta(pattern="!$")],
+                test=lambda m, p: not p["content"].endswith("!"),
+            ),
+        ),
+        _exclaim("HM987"),
+        applicability="unsafe",
     )
     raw = b'[{"kind":"response","parts":[{"part_kind":"text","content":"hi"}]}]'
     outcome = process(Record(raw, "t", "file"), Plan(rules=(unsafe,)))
@@ -135,11 +202,37 @@ LEGACY_AND_CRASHED = orjson.dumps(
     {
         "id": "c-9",
         "messages": [
-            {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "t", "args": {}, "tool_call_id": "a"}], "timestamp": "2025-05-01T10:00:00Z"},
-            {"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": "again", "tool_name": "t", "tool_call_id": "a", "timestamp": "2025-05-01T10:00:01Z"}]},
-            {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "t", "args": {}, "tool_call_id": "b"}], "timestamp": "2025-05-01T10:00:02Z"},
-            {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "hello?", "timestamp": "2025-05-01T10:00:03Z"}]},
-            {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "t", "args": {}, "tool_call_id": "c"}], "timestamp": "2025-05-01T10:00:04Z"},
+            {
+                "kind": "response",
+                "parts": [{"part_kind": "tool-call", "tool_name": "t", "args": {}, "tool_call_id": "a"}],
+                "timestamp": "2025-05-01T10:00:00Z",
+            },
+            {
+                "kind": "request",
+                "parts": [
+                    {
+                        "part_kind": "retry-prompt",
+                        "content": "again",
+                        "tool_name": "t",
+                        "tool_call_id": "a",
+                        "timestamp": "2025-05-01T10:00:01Z",
+                    }
+                ],
+            },
+            {
+                "kind": "response",
+                "parts": [{"part_kind": "tool-call", "tool_name": "t", "args": {}, "tool_call_id": "b"}],
+                "timestamp": "2025-05-01T10:00:02Z",
+            },
+            {
+                "kind": "request",
+                "parts": [{"part_kind": "user-prompt", "content": "hello?", "timestamp": "2025-05-01T10:00:03Z"}],
+            },
+            {
+                "kind": "response",
+                "parts": [{"part_kind": "tool-call", "tool_name": "t", "args": {}, "tool_call_id": "c"}],
+                "timestamp": "2025-05-01T10:00:04Z",
+            },
         ],
     }
 )
@@ -149,8 +242,16 @@ and the record is migrated again with the pairing rules."""
 
 
 def test_pairing_left_to_the_settled_check_comes_out_as_if_asked_at_its_phase() -> None:
-    deferred, direct = process_full(Record(LEGACY_AND_CRASHED, "t", "line 1")), process_full(Record(LEGACY_AND_CRASHED, "t", "line 1"), defer=False)
-    assert (deferred.status, deferred.output, deferred.changes, deferred.findings) == (direct.status, direct.output, direct.changes, direct.findings)
+    deferred, direct = (
+        process_full(Record(LEGACY_AND_CRASHED, "t", "line 1")),
+        process_full(Record(LEGACY_AND_CRASHED, "t", "line 1"), defer=False),
+    )
+    assert (deferred.status, deferred.output, deferred.changes, deferred.findings) == (
+        direct.status,
+        direct.output,
+        direct.changes,
+        direct.findings,
+    )
     assert [(c.rule, c.message, c.part) for c in deferred.changes] == [("HM101", 1, 0), ("HM406", 3, 0)]
     assert [(f.code, f.message, f.part, f.severity) for f in deferred.findings] == [("HM407", 4, 0, "warning")]
     frontier_only = orjson.loads(LEGACY_AND_CRASHED)
@@ -178,7 +279,10 @@ def test_a_history_held_as_json_text_is_migrated_and_written_back_as_text() -> N
     assert process(Record(outcome.output, "t.jsonl", "line 3")).status == "unchanged"
 
 
-@pytest.mark.parametrize(("key", "field"), [("chat-history", None), ("chat-history", "chat-history"), ("chat history", "chat history"), ("a.b", "a\\.b")])
+@pytest.mark.parametrize(
+    ("key", "field"),
+    [("chat-history", None), ("chat-history", "chat-history"), ("chat history", "chat history"), ("a.b", "a\\.b")],
+)
 def test_a_record_whose_messages_field_is_no_identifier_is_migrated(key: str, field: str | None) -> None:
     raw = orjson.dumps({"id": "k", key: LEGACY_HISTORY})
     outcome = process(Record(raw, "t.jsonl", "line 1"), Plan(messages_field=field))
@@ -202,8 +306,14 @@ def test_a_nested_messages_field_is_migrated_and_named_in_error_paths() -> None:
     ("raw", "error"),
     [
         (b"[1,2]", "messages[0] is not a message (an object with 'kind' and a 'parts' list)"),
-        (b'{"messages":[{"kind":"request","parts":[]},"hi"]}', "messages[1] is not a message (an object with 'kind' and a 'parts' list)"),
-        (b'[[{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"x","tool_name":null}]}]]', "messages[0] is a list, not a message: a record holds one history (many histories go in a JSONL file, one a line)"),
+        (
+            b'{"messages":[{"kind":"request","parts":[]},"hi"]}',
+            "messages[1] is not a message (an object with 'kind' and a 'parts' list)",
+        ),
+        (
+            b'[[{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"x","tool_name":null}]}]]',
+            "messages[0] is a list, not a message: a record holds one history (many histories go in a JSONL file, one a line)",
+        ),
         (b'{"messages":[{"kind":"request","parts":"oops"}]}', "messages[0].parts is not a list"),
     ],
     ids=["scalars", "a-scalar-among-messages", "a-list-of-histories", "parts-not-a-list"],
@@ -214,7 +324,11 @@ def test_an_array_of_other_things_than_messages_is_rejected_not_copied(raw: byte
 
 
 SPEECH = {"part_kind": "speech", "speaker": "user", "transcript": "hi"}
-FEEDBACK = {"part_kind": "retry-feedback", "content": "Please call a tool.", "retry": {"cause": "no_output", "attempt": 1, "max_retries": 1}}
+FEEDBACK = {
+    "part_kind": "retry-feedback",
+    "content": "Please call a tool.",
+    "retry": {"cause": "no_output", "attempt": 1, "max_retries": 1},
+}
 
 
 def _target(target: str, **plan: Any) -> Plan:
@@ -224,19 +338,42 @@ def _target(target: str, **plan: Any) -> Plan:
 
 
 def test_for_an_older_target_valid_means_what_it_loads_and_nothing_it_cannot_load_is_copied_unsaid() -> None:
-    kept = process(Record(orjson.dumps([{"kind": "request", "parts": [SPEECH]}]), "t.jsonl", "line 1"), _target("2.0.0"))
-    assert (kept.status, kept.errors) == ("unchanged", ["messages[0].parts[0].part_kind: 2.0.0 cannot load a 'speech' part (loaded from 2.28.0)"])
+    kept = process(
+        Record(orjson.dumps([{"kind": "request", "parts": [SPEECH]}]), "t.jsonl", "line 1"), _target("2.0.0")
+    )
+    assert (kept.status, kept.errors) == (
+        "unchanged",
+        ["messages[0].parts[0].part_kind: 2.0.0 cannot load a 'speech' part (loaded from 2.28.0)"],
+    )
     assert [finding.code for finding in kept.findings] == ["HM503"]
-    rejected = process(Record(orjson.dumps([{"kind": "request", "parts": [FEEDBACK, SPEECH]}]), "t.jsonl", "line 2"), _target("2.0.0"))
-    assert (rejected.status, [c.rule for c in rejected.changes], rejected.errors) == ("rejected", ["HM502"], ["messages[0].parts[1].part_kind: 2.0.0 cannot load a 'speech' part (loaded from 2.28.0)"])
-    null_args = process_full(Record(b'[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":null,"tool_call_id":"c"}]}]', "t.jsonl", "line 3"), _target("0.1.0"))
-    assert (null_args.status, null_args.errors) == ("unchanged", ["messages[0].parts[0].args: 0.1.0 cannot load null arguments (loaded from 0.2.7)"])
+    rejected = process(
+        Record(orjson.dumps([{"kind": "request", "parts": [FEEDBACK, SPEECH]}]), "t.jsonl", "line 2"), _target("2.0.0")
+    )
+    assert (rejected.status, [c.rule for c in rejected.changes], rejected.errors) == (
+        "rejected",
+        ["HM502"],
+        ["messages[0].parts[1].part_kind: 2.0.0 cannot load a 'speech' part (loaded from 2.28.0)"],
+    )
+    null_args = process_full(
+        Record(
+            b'[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":null,"tool_call_id":"c"}]}]',
+            "t.jsonl",
+            "line 3",
+        ),
+        _target("0.1.0"),
+    )
+    assert (null_args.status, null_args.errors) == (
+        "unchanged",
+        ["messages[0].parts[0].args: 0.1.0 cannot load null arguments (loaded from 0.2.7)"],
+    )
 
 
 def test_for_an_older_target_a_rolled_back_record_is_validated_without_the_settled_check() -> None:
     plan = _target("2.59.0")
     assert plan.settled("messages") is None and Plan().settled("messages") is not None
-    outcome = process(Record(orjson.dumps({"messages": [{"kind": "request", "parts": [FEEDBACK]}]}), "t.jsonl", "line 1"), plan)
+    outcome = process(
+        Record(orjson.dumps({"messages": [{"kind": "request", "parts": [FEEDBACK]}]}), "t.jsonl", "line 1"), plan
+    )
     assert (outcome.status, [c.rule for c in outcome.changes], outcome.errors) == ("changed", ["HM502"], [])
     assert orjson.loads(outcome.output)["messages"][0]["parts"][0]["part_kind"] == "retry-prompt"
     assert process(Record(outcome.output, "t.jsonl", "line 1"), plan).status == "unchanged"
@@ -252,19 +389,45 @@ def test_under_readers_every_outcome_tells_the_releases_that_load_the_record_as_
     assert (clean.status, clean.quiet, clean.readers.loads) == ("unchanged", False, True)
     report = Report.in_memory()
     run_records([(CLEAN_LINE, 3)], Stream(plan), report, lambda raw, n: Record(raw, "t.jsonl", f"line {n}"))
-    assert report.readers == [{"source": "t.jsonl", "location": "line 3", "id": "c", "reader": "2.0.0", "loads": True, "oldest": "0.0.13", "releases": [["0.0.13", None]]}]
+    assert report.readers == [
+        {
+            "source": "t.jsonl",
+            "location": "line 3",
+            "id": "c",
+            "reader": "2.0.0",
+            "loads": True,
+            "oldest": "0.0.13",
+            "releases": [["0.0.13", None]],
+        }
+    ]
 
 
 def test_what_a_fixing_rule_leaves_as_it_is_is_reported_as_a_finding() -> None:
     said = Finding("HM986", 0, 0, "cannot be known", "why", "derived")
     rule = Rule(
-        "HM986", "says", "leaves text as it is, and says so", "tests", Docs("", "", "[]", "[]"),
-        (ValueField("content", parts="text", quiet=Annotated[str, msgspec.Meta(pattern="^$")], test=lambda m, p: True),),
+        "HM986",
+        "says",
+        "leaves text as it is, and says so",
+        "tests",
+        Docs("", "", "[]", "[]"),
+        (
+            ValueField(
+                "content", parts="text", quiet=Annotated[str, msgspec.Meta(pattern="^$")], test=lambda m, p: True
+            ),
+        ),
         lambda messages, ctx: [said],
     )
     raw = b'[{"kind":"response","parts":[{"part_kind":"text","content":"hi"}]}]'
     outcome = process(Record(raw, "t", "file"), Plan(rules=(rule,)))
     assert (outcome.status, outcome.output, outcome.changes, outcome.findings) == ("unchanged", raw, [], [said])
-    both = Rule("HM985", "both", "changes and says", "tests", Docs("", "", "[]", "[]"), rule.looks, lambda messages, ctx: [*_exclaim("HM985")(messages, ctx), said])
+    both = Rule(
+        "HM985",
+        "both",
+        "changes and says",
+        "tests",
+        Docs("", "", "[]", "[]"),
+        rule.looks,
+        lambda messages, ctx: [*_exclaim("HM985")(messages, ctx), said],
+    )
     changed = process(Record(raw, "t", "file"), Plan(rules=(both,)))
     assert (changed.status, [c.rule for c in changed.changes], changed.findings) == ("changed", ["HM985"], [said])

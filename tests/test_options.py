@@ -14,16 +14,28 @@ def test_codes_are_given_one_by_one_or_comma_separated() -> None:
 
 
 def test_the_rules_and_the_plan_follow_the_options() -> None:
-    options = Options(select=("HM2,HM3",), ignore=("HM203",), unsafe_fixes=True, causes="framework", messages_field="chat")
+    options = Options(
+        select=("HM2,HM3",), ignore=("HM203",), unsafe_fixes=True, causes="framework", messages_field="chat"
+    )
     assert [rule.code for rule in options.rules] == ["HM201", "HM202", "HM204", "HM301", "HM302"]
     plan = options.plan(validate_all=True)
-    assert (plan.rules, plan.unsafe_fixes, plan.causes, plan.messages_field, plan.validate_all) == (options.rules, True, "framework", "chat", True)
+    assert (plan.rules, plan.unsafe_fixes, plan.causes, plan.messages_field, plan.validate_all) == (
+        options.rules,
+        True,
+        "framework",
+        "chat",
+        True,
+    )
     assert Options().workers == default_jobs() and Options(jobs=3).workers == 3
 
 
 @pytest.mark.parametrize(
     ("options", "message"),
-    [({"causes": "guessed"}, "unknown cause mode 'guessed'"), ({"jobs": 0}, "jobs must be 1 or more, not 0"), ({"messages_field": "payload..messages"}, "names an empty key")],
+    [
+        ({"causes": "guessed"}, "unknown cause mode 'guessed'"),
+        ({"jobs": 0}, "jobs must be 1 or more, not 0"),
+        ({"messages_field": "payload..messages"}, "names an empty key"),
+    ],
 )
 def test_bad_values_are_usage_errors(options: dict, message: str) -> None:
     with pytest.raises(UsageError, match=message):
@@ -38,26 +50,62 @@ def test_an_unknown_rule_code_is_a_usage_error_when_the_rules_are_asked_for() ->
 
 def test_a_target_picks_the_rules_that_run_for_it_and_reaches_the_plan() -> None:
     pairing = ["HM401", "HM402", "HM403", "HM404", "HM405", "HM406", "HM407"]
-    assert [rule.code for rule in Options(target="2.59.0").rules] == ["HM201", "HM202", "HM203", "HM204", "HM301", "HM302", *pairing, "HM501", "HM502", "HM503"]
-    assert [rule.code for rule in Options(target="2.9.0").rules if rule.code.startswith("HM4")] == []  # pairing from 2.10.0
-    assert [rule.code for rule in Options(target="0.0.20").rules] == ["HM202", "HM203", "HM501", "HM502", "HM503", "HM506"]
+    assert [rule.code for rule in Options(target="2.59.0").rules] == [
+        "HM201",
+        "HM202",
+        "HM203",
+        "HM204",
+        "HM301",
+        "HM302",
+        *pairing,
+        "HM501",
+        "HM502",
+        "HM503",
+    ]
+    assert [
+        rule.code for rule in Options(target="2.9.0").rules if rule.code.startswith("HM4")
+    ] == []  # pairing from 2.10.0
+    assert [rule.code for rule in Options(target="0.0.20").rules] == [
+        "HM202",
+        "HM203",
+        "HM501",
+        "HM502",
+        "HM503",
+        "HM506",
+    ]
     plan = Options(target="v2.0.0").plan(validate_all=True, readers=True)
-    assert (str(plan.target), plan.context.target, plan.readers, plan.validates_unchanged) == ("2.0.0", plan.target, True, True)
+    assert (str(plan.target), plan.context.target, plan.readers, plan.validates_unchanged) == (
+        "2.0.0",
+        plan.target,
+        True,
+        True,
+    )
     assert Options(target="2.68.0").rules == Options().rules and Options().plan().validates_unchanged is False
 
 
-@pytest.mark.parametrize(("target", "message"), [("2.59", "'2.59' is not a release"), ("3.0.0", "histmig knows releases 0.0.13 to 2.68.0, not 3.0.0")])
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [("2.59", "'2.59' is not a release"), ("3.0.0", "histmig knows releases 0.0.13 to 2.68.0, not 3.0.0")],
+)
 def test_a_target_that_is_no_release_histmig_knows_is_a_usage_error(target: str, message: str) -> None:
     with pytest.raises(UsageError, match=message):
         Options(target=target)
 
 
 def test_selecting_rules_that_do_not_run_for_the_target_is_a_usage_error() -> None:
-    with pytest.raises(UsageError, match=r"HM501 runs only for a --target before 2.60.0, not 2.68.0 \(see `histmig rules HM501`\)"):
+    with pytest.raises(
+        UsageError, match=r"HM501 runs only for a --target before 2.60.0, not 2.68.0 \(see `histmig rules HM501`\)"
+    ):
         Options(select=("HM501",)).rules
     with pytest.raises(UsageError, match=r"no HM1 rule runs for a --target 2.0.0 \(see `histmig rules HM1`\)"):
         Options(select=("HM1",), target="2.0.0").rules
-    assert [rule.code for rule in Options(select=("HM5",), target="2.0.0").rules] == ["HM501", "HM502", "HM503", "HM504", "HM505"]
+    assert [rule.code for rule in Options(select=("HM5",), target="2.0.0").rules] == [
+        "HM501",
+        "HM502",
+        "HM503",
+        "HM504",
+        "HM505",
+    ]
 
 
 def test_attempts_counting_and_budgets_reach_the_rules_context() -> None:
@@ -71,8 +119,14 @@ def test_attempts_counting_and_budgets_reach_the_rules_context() -> None:
     [
         ({"counting": "writer"}, "--counting and --max-retries need --attempts"),
         ({"max_retries": "tools=1"}, "--counting and --max-retries need --attempts"),
-        ({"attempts": True, "counting": "latest"}, "--counting must be current, writer or a release such as 1.0.18, not 'latest'"),
-        ({"attempts": True, "max_retries": "tools=x"}, "--max-retries: 'tools=x' is not tools=N, output=N or tool:NAME=N"),
+        (
+            {"attempts": True, "counting": "latest"},
+            "--counting must be current, writer or a release such as 1.0.18, not 'latest'",
+        ),
+        (
+            {"attempts": True, "max_retries": "tools=x"},
+            "--max-retries: 'tools=x' is not tools=N, output=N or tool:NAME=N",
+        ),
         ({"attempts": True, "max_retries": "retries=1"}, "--max-retries: 'retries=1' is not"),
         ({"attempts": True, "max_retries": "tool:=1"}, "--max-retries: 'tool:=1' is not"),
     ],

@@ -90,6 +90,14 @@ def test_each_task_in_flight_has_a_slot_of_its_own() -> None:
     assert seen == [(task, task) for task in range(50)]
 
 
-@pytest.mark.parametrize(("jobs", "slot_bytes", "slotted"), [(1, 64, False), (2, 0, False), (2, SLOTS_MAX_BYTES // (WINDOW * 2), True), (3, SLOTS_MAX_BYTES // (WINDOW * 2), False)])
+@pytest.mark.parametrize(
+    ("jobs", "slot_bytes", "slotted"),
+    [
+        (1, 64, False),
+        (2, 0, False),
+        (2, SLOTS_MAX_BYTES // (WINDOW * 2), True),
+        (3, SLOTS_MAX_BYTES // (WINDOW * 2), False),
+    ],
+)
 def test_slots_only_with_workers_and_within_the_bound(jobs: int, slot_bytes: int, slotted: bool) -> None:
     assert (Workers(_fill, jobs, slot_bytes=slot_bytes).slots is not None) is slotted

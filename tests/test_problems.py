@@ -9,7 +9,11 @@ from histmig.problems import Problem, parts_of
 
 def test_a_problem_is_its_line_and_keeps_path_and_message_apart() -> None:
     problem = Problem("messages[2].parts[0].tool_call_id", "Field required")
-    assert (problem, problem.path, problem.message) == ("messages[2].parts[0].tool_call_id: Field required", "messages[2].parts[0].tool_call_id", "Field required")
+    assert (problem, problem.path, problem.message) == (
+        "messages[2].parts[0].tool_call_id: Field required",
+        "messages[2].parts[0].tool_call_id",
+        "Field required",
+    )
     assert Problem(None, "invalid JSON") == "invalid JSON"
     again = pickle.loads(pickle.dumps(problem))  # workers send them to the parent
     assert (type(again), again.path, again.message) == (Problem, problem.path, problem.message)

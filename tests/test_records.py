@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from histmig.records import BadFieldPath, Located, NotAHistory, Record, check_messages, envelope_id, field_path, locate_messages, spelled
+from histmig.records import (
+    BadFieldPath,
+    Located,
+    NotAHistory,
+    Record,
+    check_messages,
+    envelope_id,
+    field_path,
+    locate_messages,
+    spelled,
+)
 
 HISTORY = [{"kind": "request", "parts": []}]
 TEXT = '[{"kind": "request", "parts": []}]'
@@ -27,7 +37,9 @@ TEXT = '[{"kind": "request", "parts": []}]'
         ({"event": {"chat": HISTORY}, "other": {"x": []}}, None, "event.chat"),
     ],
 )
-def test_the_history_is_the_array_or_the_named_or_found_field(obj: object, field: str | None, found: str | None) -> None:
+def test_the_history_is_the_array_or_the_named_or_found_field(
+    obj: object, field: str | None, found: str | None
+) -> None:
     located = locate_messages(obj, field)
     assert (located.messages, located.name, located.text) == (HISTORY, found, False)
 
@@ -40,7 +52,9 @@ def test_the_history_is_the_array_or_the_named_or_found_field(obj: object, field
         ({"payload": {"messages": TEXT}}, "payload.messages", ("payload", "messages")),
     ],
 )
-def test_a_history_held_as_json_text_is_found_and_put_back_as_text(obj: dict, field: str | None, path: tuple[str, ...]) -> None:
+def test_a_history_held_as_json_text_is_found_and_put_back_as_text(
+    obj: dict, field: str | None, path: tuple[str, ...]
+) -> None:
     located = locate_messages(obj, field)
     assert (located.messages, located.path, located.text) == (HISTORY, path, True)
     put = located.put(obj, [{"kind": "response", "parts": []}])
@@ -56,14 +70,23 @@ def test_a_bare_history_is_replaced_whole() -> None:
 
 @pytest.mark.parametrize(
     ("spec", "keys"),
-    [("messages", ("messages",)), ("payload.messages", ("payload", "messages")), ("a\\.b.c", ("a.b", "c")), ("a\\\\.b", ("a\\", "b")), ("chat history", ("chat history",))],
+    [
+        ("messages", ("messages",)),
+        ("payload.messages", ("payload", "messages")),
+        ("a\\.b.c", ("a.b", "c")),
+        ("a\\\\.b", ("a\\", "b")),
+        ("chat history", ("chat history",)),
+    ],
 )
 def test_a_field_path_splits_at_dots_and_a_backslash_escapes_one(spec: str, keys: tuple[str, ...]) -> None:
     assert field_path(spec) == keys
     assert field_path(spelled(keys)) == keys
 
 
-@pytest.mark.parametrize(("spec", "said"), [("", "names an empty key"), ("a..b", "names an empty key"), ("a\\", "lone backslash"), ("a\\b", "not 'b'")])
+@pytest.mark.parametrize(
+    ("spec", "said"),
+    [("", "names an empty key"), ("a..b", "names an empty key"), ("a\\", "lone backslash"), ("a\\b", "not 'b'")],
+)
 def test_a_field_path_that_names_no_key_is_refused(spec: str, said: str) -> None:
     with pytest.raises(BadFieldPath, match=said):
         field_path(spec)
@@ -78,7 +101,11 @@ def test_a_field_path_that_names_no_key_is_refused(spec: str, said: str) -> None
         ({"chat": 3}, "chat", "field 'chat' is missing or not an array"),
         ({"chat": "[oops"}, "chat", "field 'chat' is a string that is not a JSON array"),
         ({"payload": []}, "payload.messages", "field 'payload.messages' is missing or not an array"),
-        ({"messages": {}}, None, "field 'messages' is not an array (if the messages are in another field, name it with --messages-field)"),
+        (
+            {"messages": {}},
+            None,
+            "field 'messages' is not an array (if the messages are in another field, name it with --messages-field)",
+        ),
         ({"a": HISTORY, "b": HISTORY}, None, "no messages field found (name it with --messages-field)"),
         ({"a": {"m": HISTORY}, "b": {"m": HISTORY}}, None, "no messages field found (name it with --messages-field)"),
     ],
@@ -98,7 +125,9 @@ def test_a_record_is_named_by_file_place_and_id() -> None:
 
 def test_check_messages_names_the_first_item_that_is_not_a_message_under_its_prefix() -> None:
     check_messages([{"kind": "request", "parts": []}, {"kind": "response", "parts": [], "extra": 1}])
-    with pytest.raises(NotAHistory, match=r"^payload\.msgs\[1\] is not a message \(an object with 'kind' and a 'parts' list\)$"):
+    with pytest.raises(
+        NotAHistory, match=r"^payload\.msgs\[1\] is not a message \(an object with 'kind' and a 'parts' list\)$"
+    ):
         check_messages([{"kind": "request", "parts": []}, {"role": "user"}, "hi"], "payload.msgs")
     with pytest.raises(NotAHistory, match=r"^messages\[0\] is a list, not a message: a record holds one history"):
         check_messages([[], []])

@@ -37,8 +37,17 @@ SCREEN = Screen(select())
         b'{"history":[{"kind":"request","parts":[]}]}',
     ],
     ids=[
-        "parts-not-a-list", "message-not-an-object", "invalid-utf8", "escaped-retry-prompt", "escaped-args-wrapper",
-        "duplicate-part-kind", "duplicate-messages", "too-deep", "unknown-part-kind", "trailing-bytes", "other-field",
+        "parts-not-a-list",
+        "message-not-an-object",
+        "invalid-utf8",
+        "escaped-retry-prompt",
+        "escaped-args-wrapper",
+        "duplicate-part-kind",
+        "duplicate-messages",
+        "too-deep",
+        "unknown-part-kind",
+        "trailing-bytes",
+        "other-field",
     ],
 )
 def test_the_screen_refuses_what_it_cannot_vouch_for(raw: bytes) -> None:
@@ -64,14 +73,22 @@ def test_the_screen_asks_only_what_the_selected_rules_look_at() -> None:
 def test_on_the_corpus_the_screen_passes_exactly_what_no_rule_finds_anything_in() -> None:
     verdicts = {path: SCREEN(orjson.dumps({"messages": load(path)})) for path in HISTORIES}
     passed = [path for path, verdict in verdicts.items() if verdict == ()]
-    reported = {history_id(path): [(f.code, f.message, f.part, f.severity) for f in verdict] for path, verdict in verdicts.items() if verdict}
-    assert reported == {f"v{release}/m_deferred_tool_model_retry": [("HM407", 3, 0, "warning")] for release in NATIVE_RELEASES}
+    reported = {
+        history_id(path): [(f.code, f.message, f.part, f.severity) for f in verdict]
+        for path, verdict in verdicts.items()
+        if verdict
+    }
+    assert reported == {
+        f"v{release}/m_deferred_tool_model_retry": [("HM407", 3, 0, "warning")] for release in NATIVE_RELEASES
+    }
     pending_none = [path for path in HISTORIES if not pending(load(path), select())]
     quiet = [path for path in HISTORIES if not findings(load(path))]
     assert set(passed) == set(pending_none) == set(quiet)
     unchanged = [path for path in HISTORIES if converted(load(path))[1] == []]
     assert (len(quiet), len(unchanged), len(HISTORIES)) == (72, 74, 212)
-    assert {path.name for path in set(unchanged) - set(quiet)} == {"m_deferred_tool_model_retry.json"}  # HM407: a deferred call awaits its result
+    assert {path.name for path in set(unchanged) - set(quiet)} == {
+        "m_deferred_tool_model_retry.json"
+    }  # HM407: a deferred call awaits its result
 
 
 def test_on_the_corpus_a_settled_output_is_one_the_framework_schema_loads() -> None:
@@ -80,19 +97,36 @@ def test_on_the_corpus_a_settled_output_is_one_the_framework_schema_loads() -> N
     for path in HISTORIES:
         messages, _ = converted(load(path))
         output = orjson.dumps({"messages": messages})
-        verdicts.append((settled(output), is_current(messages), bool(converted(messages)[1]), bool(pending(messages, select()))))
+        verdicts.append(
+            (settled(output), is_current(messages), bool(converted(messages)[1]), bool(pending(messages, select())))
+        )
     assert all(current and not again for ok, current, again, _ in verdicts if ok)
     assert sum(ok for ok, *_ in verdicts) == len(HISTORIES)
     assert sum(found for *_, found in verdicts) == 6  # the deferred calls HM407 finds: reported, never changed
-    assert settled_for(select(), "messages", frozenset({"HM407"}))(orjson.dumps({"messages": load(CORPUS / "v2.68.0" / "m_deferred_tool_model_retry.json")})) is False
+    assert (
+        settled_for(select(), "messages", frozenset({"HM407"}))(
+            orjson.dumps({"messages": load(CORPUS / "v2.68.0" / "m_deferred_tool_model_retry.json")})
+        )
+        is False
+    )
 
 
 @pytest.mark.parametrize(
     "messages",
     [
         [{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "x", "timestamp": "not a date"}]}],
-        [{"kind": "request", "parts": [{"part_kind": "tool-return", "tool_name": "t", "content": 1, "tool_call_id": None}]}],
-        [{"kind": "request", "parts": [{"part_kind": "retry-feedback", "content": "x", "retry": {"cause": "unknown_tool"}}]}],
+        [
+            {
+                "kind": "request",
+                "parts": [{"part_kind": "tool-return", "tool_name": "t", "content": 1, "tool_call_id": None}],
+            }
+        ],
+        [
+            {
+                "kind": "request",
+                "parts": [{"part_kind": "retry-feedback", "content": "x", "retry": {"cause": "unknown_tool"}}],
+            }
+        ],
         [{"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "t", "args": {"args_json": "{}"}}]}],
         [{"kind": "response", "parts": [], "provider_request_id": "r"}],
         [{"kind": "response", "parts": [], "usage": {"input_tokens": 1.5}}],
@@ -100,7 +134,17 @@ def test_on_the_corpus_a_settled_output_is_one_the_framework_schema_loads() -> N
         [{"kind": "request", "parts": [{"part_kind": "compaction", "timestamp": None}]}],
         [{"kind": "response", "parts": [], "timestamp": None}],
     ],
-    ids=["bad-timestamp", "null-id", "wrong-cause", "args-wrapper", "provider-request-id", "float-tokens", "instruction-part", "null-timestamp-undeclared", "null-response-timestamp"],
+    ids=[
+        "bad-timestamp",
+        "null-id",
+        "wrong-cause",
+        "args-wrapper",
+        "provider-request-id",
+        "float-tokens",
+        "instruction-part",
+        "null-timestamp-undeclared",
+        "null-response-timestamp",
+    ],
 )
 def test_the_settled_check_refuses_what_the_framework_refuses_or_a_rule_changes(messages: list) -> None:
     assert not settled_for(select(), "messages")(orjson.dumps({"messages": messages}))
@@ -109,9 +153,22 @@ def test_the_settled_check_refuses_what_the_framework_refuses_or_a_rule_changes(
 
 def test_the_settled_check_takes_what_the_framework_loads_and_no_rule_changes() -> None:
     messages = [
-        {"kind": "request", "parts": [{"part_kind": "compaction", "timestamp": "2026-01-01T00:00:00Z"}], "timestamp": None},
-        {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "t", "args": {"args_json": "{}", "x": 1}, "tool_call_id": "c"}], "timestamp": "2026-01-01T00:00:00Z"},
-        {"kind": "request", "parts": [{"part_kind": "tool-return", "tool_name": "t", "content": 1, "tool_call_id": "c"}]},
+        {
+            "kind": "request",
+            "parts": [{"part_kind": "compaction", "timestamp": "2026-01-01T00:00:00Z"}],
+            "timestamp": None,
+        },
+        {
+            "kind": "response",
+            "parts": [
+                {"part_kind": "tool-call", "tool_name": "t", "args": {"args_json": "{}", "x": 1}, "tool_call_id": "c"}
+            ],
+            "timestamp": "2026-01-01T00:00:00Z",
+        },
+        {
+            "kind": "request",
+            "parts": [{"part_kind": "tool-return", "tool_name": "t", "content": 1, "tool_call_id": "c"}],
+        },
     ]
     assert is_current(messages) and not pending(messages, select())
     assert settled_for(select(), "messages")(orjson.dumps({"messages": messages})) is False
@@ -121,7 +178,15 @@ def test_the_settled_check_takes_what_the_framework_loads_and_no_rule_changes() 
 
 
 def _toy(code: str, quiet: object) -> Rule:
-    return Rule(code, code.lower(), "toy", "tests", Docs("", "", "[]", "[]"), (ValueField("content", parts="text", quiet=quiet, test=lambda m, p: True),), lambda messages, ctx: [])
+    return Rule(
+        code,
+        code.lower(),
+        "toy",
+        "tests",
+        Docs("", "", "[]", "[]"),
+        (ValueField("content", parts="text", quiet=quiet, test=lambda m, p: True),),
+        lambda messages, ctx: [],
+    )
 
 
 def test_two_looks_at_one_field_must_agree_on_its_quiet_type() -> None:
@@ -168,37 +233,97 @@ def test_for_an_older_target_the_screen_passes_only_what_the_full_way_leaves_qui
     raws = [orjson.dumps({"messages": load(path)}) for path in HISTORIES]
     passed = [raw for raw in raws if plan.screen(raw) == ()]
     assert passed and all(process_full(Record(raw, "corpus", "file"), plan).quiet for raw in passed)
-    native = orjson.dumps({"messages": load(next(path for path in HISTORIES if path.parent.name == "v2.68.0" and path.stem == "l_no_retry"))})
+    native = orjson.dumps(
+        {
+            "messages": load(
+                next(path for path in HISTORIES if path.parent.name == "v2.68.0" and path.stem == "l_no_retry")
+            )
+        }
+    )
     feedback = b'{"messages":[{"kind":"request","parts":[{"part_kind":"retry-feedback","content":"x","retry":{"cause":"model_retry"}}]}]}'
     assert (plan.screen(native) == ()) is (target != "0.0.20")  # its bare arguments are what 0.0.20 cannot load
     assert plan.screen(feedback) is None and SCREEN(feedback) == ()
 
 
 def _flagged(messages, ctx):  # the toy family's find: a text part saying FLAG
-    return [Finding("HM998", m, p, "flagged", "flag", "exact") for m, message in enumerate(messages) for p, part in enumerate(message["parts"]) if part.get("part_kind") == "text" and part.get("content") == "FLAG"]
+    return [
+        Finding("HM998", m, p, "flagged", "flag", "exact")
+        for m, message in enumerate(messages)
+        for p, part in enumerate(message["parts"])
+        if part.get("part_kind") == "text" and part.get("content") == "FLAG"
+    ]
 
 
 def _flagged_skeleton(messages, parts):
-    return [Finding("HM998", m, p, "flagged", "flag", "exact") for m, message in enumerate(messages) for p, part in enumerate(message.parts) if part._kind == "text" and part.content == "FLAG"]
+    return [
+        Finding("HM998", m, p, "flagged", "flag", "exact")
+        for m, message in enumerate(messages)
+        for p, part in enumerate(message.parts)
+        if part._kind == "text" and part.content == "FLAG"
+    ]
 
 
 def test_two_history_look_families_are_both_asked_and_a_history_without_their_parts_is_not() -> None:
     """The pairing look and a toy one reading text parts: each family's findings are kept with
     its rule's severity; a history holding no part either reads is passed without asking."""
     toy = Rule(
-        code="HM998", name="flag", summary="a text part saying FLAG (reported)", source="tests",
-        docs=Docs(what="Reports FLAG.", why="A test rule.", before='[{"kind":"response","parts":[{"part_kind":"text","content":"FLAG"}]}]'),
-        looks=(HistoryLook(lambda messages: frozenset({"HM998"}) if _flagged(messages, None) else frozenset(), _flagged_skeleton, {"text": (("content", Any),)}),),
-        find=_flagged, severity="warning",
+        code="HM998",
+        name="flag",
+        summary="a text part saying FLAG (reported)",
+        source="tests",
+        docs=Docs(
+            what="Reports FLAG.",
+            why="A test rule.",
+            before='[{"kind":"response","parts":[{"part_kind":"text","content":"FLAG"}]}]',
+        ),
+        looks=(
+            HistoryLook(
+                lambda messages: frozenset({"HM998"}) if _flagged(messages, None) else frozenset(),
+                _flagged_skeleton,
+                {"text": (("content", Any),)},
+            ),
+        ),
+        find=_flagged,
+        severity="warning",
     )
     screen = Screen((*select(), toy))
     frontier = [
-        {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "hi", "timestamp": "2025-01-01T00:00:00Z"}]},
-        {"kind": "response", "parts": [{"part_kind": "text", "content": "FLAG"}, {"part_kind": "tool-call", "tool_name": "t", "args": {}, "tool_call_id": "c1"}], "timestamp": "2025-01-01T00:00:01Z"},
+        {
+            "kind": "request",
+            "parts": [{"part_kind": "user-prompt", "content": "hi", "timestamp": "2025-01-01T00:00:00Z"}],
+        },
+        {
+            "kind": "response",
+            "parts": [
+                {"part_kind": "text", "content": "FLAG"},
+                {"part_kind": "tool-call", "tool_name": "t", "args": {}, "tool_call_id": "c1"},
+            ],
+            "timestamp": "2025-01-01T00:00:01Z",
+        },
     ]
     verdict = screen(orjson.dumps(frontier))
-    assert sorted((f.code, f.message, f.part, f.severity) for f in verdict) == [("HM407", 1, 1, "warning"), ("HM998", 1, 0, "warning")]
+    assert sorted((f.code, f.message, f.part, f.severity) for f in verdict) == [
+        ("HM407", 1, 1, "warning"),
+        ("HM998", 1, 0, "warning"),
+    ]
     assert screen(orjson.dumps(frontier[:1])) == ()
     asked: list[int] = []
-    quiet = Screen((*select(), Rule(code="HM997", name="count", summary="s", source="tests", docs=toy.docs, find=_flagged, looks=(HistoryLook(lambda m: frozenset(), lambda m, p: asked.append(1) or [], {"text": (("content", Any),)}),))))
+    quiet = Screen(
+        (
+            *select(),
+            Rule(
+                code="HM997",
+                name="count",
+                summary="s",
+                source="tests",
+                docs=toy.docs,
+                find=_flagged,
+                looks=(
+                    HistoryLook(
+                        lambda m: frozenset(), lambda m, p: asked.append(1) or [], {"text": (("content", Any),)}
+                    ),
+                ),
+            ),
+        )
+    )
     assert quiet(orjson.dumps(frontier[:1])) == () and asked == []

@@ -35,7 +35,9 @@ from histmig.sources.base import UsageError
 from tests.conftest import CORPUS, ROOT
 from tests.sources.conftest import corpus_records, nested_records, table_of, without_place, write_parquet
 
-cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import the tests: fail_once goes by value
+cloudpickle.register_pickle_by_value(
+    sys.modules[__name__]
+)  # the workers cannot import the tests: fail_once goes by value
 
 runner = CliRunner()
 REJECTING = Options(select=("HM1",), ignore=("HM103",))
@@ -68,7 +70,10 @@ def typed(type_: pa.DataType) -> pa.DataType:
 def nested_parquet(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The nested corpus table (its messages column typed all through, see :func:`typed`)."""
     table = table_of(nested_records(), nested=True)
-    schema = pa.schema([field.with_type(typed(field.type)) if field.name == "messages" else field for field in table.schema], metadata=table.schema.metadata)
+    schema = pa.schema(
+        [field.with_type(typed(field.type)) if field.name == "messages" else field for field in table.schema],
+        metadata=table.schema.metadata,
+    )
     return write_parquet(tmp_path_factory.mktemp("nested") / "nested.parquet", table.cast(schema))
 
 
@@ -89,7 +94,9 @@ def changes_by_row(report: dict[str, Any]) -> dict[int, list[dict[str, Any]]]:
 def summary(report: dict[str, Any]) -> dict[str, Any]:
     """A JSON report's summary as :meth:`~histmig.report.Report.summary` gives it (what
     :func:`histmig.spark.summarize` gives): evidence named ``evidence (certainty)``."""
-    by_evidence = {f"{row['evidence']} ({row['certainty']})": row["parts"] for row in report["summary"]["parts_by_evidence"]}
+    by_evidence = {
+        f"{row['evidence']} ({row['certainty']})": row["parts"] for row in report["summary"]["parts_by_evidence"]
+    }
     return {**report["summary"], "parts_by_evidence": by_evidence}
 
 
@@ -97,7 +104,11 @@ def assert_same_report(on_spark: dict[str, Any], local: dict[str, Any]) -> None:
     """``on_spark`` is the local engine's JSON report but for its run record's engine (and
     cluster), output and start time."""
     spark_run, local_run = orjson.loads(orjson.dumps(on_spark.pop("run"))), orjson.loads(orjson.dumps(local.pop("run")))
-    assert (spark_run["options"].pop("engine"), spark_run["options"].pop("spark_master"), local_run["options"].pop("engine")) == ("spark", None, "local")
+    assert (
+        spark_run["options"].pop("engine"),
+        spark_run["options"].pop("spark_master"),
+        local_run["options"].pop("engine"),
+    ) == ("spark", None, "local")
     for run in (spark_run, local_run):
         run.pop("started", None), run.pop("output")
     assert spark_run == local_run and on_spark == local
@@ -107,29 +118,41 @@ def entries(rows: list[Any]) -> list[dict[str, Any] | None]:
     return [None if row[hs.CHANGES] is None else orjson.loads(row[hs.CHANGES]) for row in rows]
 
 
-def test_a_json_text_column_gives_the_parquet_paths_cells_report_rows_and_summary(spark: SparkSession, text_parquet: Path, tmp_path: Path) -> None:
+def test_a_json_text_column_gives_the_parquet_paths_cells_report_rows_and_summary(
+    spark: SparkSession, text_parquet: Path, tmp_path: Path
+) -> None:
     expected, report = local(text_parquet, tmp_path / "local.parquet")
     df = spark.read.parquet(str(text_parquet))
     out = hs.migrate(df, report=True)
-    assert out.schema == StructType([*df.schema, StructField(hs.STATUS, StringType()), StructField(hs.CHANGES, StringType())])
+    assert out.schema == StructType(
+        [*df.schema, StructField(hs.STATUS, StringType()), StructField(hs.CHANGES, StringType())]
+    )
     rows = out.collect()
     inputs = df.collect()
     assert [row["messages"].encode() for row in rows] == expected
     assert sum(row["messages"] != before["messages"] for row, before in zip(rows, inputs)) == 138
-    assert [row[: len(df.columns)] for row in rows if row[hs.STATUS] == "unchanged"] == [before for before, row in zip(inputs, rows) if row[hs.STATUS] == "unchanged"]
-    assert [[row[name] for name in df.columns if name != "messages"] for row in rows] == [[row[name] for name in df.columns if name != "messages"] for row in inputs]
+    assert [row[: len(df.columns)] for row in rows if row[hs.STATUS] == "unchanged"] == [
+        before for before, row in zip(inputs, rows) if row[hs.STATUS] == "unchanged"
+    ]
+    assert [[row[name] for name in df.columns if name != "messages"] for row in rows] == [
+        [row[name] for name in df.columns if name != "messages"] for row in inputs
+    ]
     assert Counter(row[hs.STATUS] for row in rows) == {"changed": 138, "unchanged": 74}
     by_row = changes_by_row(report)
     got = entries(rows)
     assert [entry["changes"] if entry else [] for entry in got] == [by_row.get(i, []) for i in range(len(rows))]
     assert all(entry is not None for entry, row in zip(got, rows) if row[hs.STATUS] != "unchanged")
     reported = [entry for entry, row in zip(got, rows) if row[hs.STATUS] == "unchanged" and entry is not None]
-    assert [([f["rule"] for f in entry["findings"]], entry["changes"]) for entry in reported] == [(["HM407"], [])] * 2  # the deferred calls of 2.60 and 2.68
+    assert [([f["rule"] for f in entry["findings"]], entry["changes"]) for entry in reported] == [
+        (["HM407"], [])
+    ] * 2  # the deferred calls of 2.60 and 2.68
     assert sum(len(entry["changes"]) for entry in got if entry) == 270
     assert hs.summarize(out) == summary(report)
 
 
-def test_a_nested_column_is_widened_as_the_parquet_path_widens_it_and_gives_its_values(spark: SparkSession, nested_parquet: Path, tmp_path: Path) -> None:
+def test_a_nested_column_is_widened_as_the_parquet_path_widens_it_and_gives_its_values(
+    spark: SparkSession, nested_parquet: Path, tmp_path: Path
+) -> None:
     _, report = local(nested_parquet, tmp_path / "local.parquet")
     df = spark.read.parquet(str(nested_parquet))
     out = hs.migrate(df, report=True)
@@ -139,18 +162,29 @@ def test_a_nested_column_is_widened_as_the_parquet_path_widens_it_and_gives_its_
     rows = out.collect()
     assert [row["messages"] for row in rows] == [row["messages"] for row in written.collect()]
     statuses = Counter(row[hs.STATUS] for row in rows)
-    assert statuses == {"changed": report["summary"]["changed"], "unchanged": report["summary"]["unchanged"], "rejected": report["summary"]["rejected"]}
+    assert statuses == {
+        "changed": report["summary"]["changed"],
+        "unchanged": report["summary"]["unchanged"],
+        "rejected": report["summary"]["rejected"],
+    }
     assert statuses["changed"] > 50 and statuses["rejected"] > 0
     inputs = df.collect()
     for row, before, entry in zip(rows, inputs, entries(rows)):
         if row[hs.STATUS] == "rejected":
-            assert row["messages"] == spark.createDataFrame([before], df.schema).select(F.col("messages").cast(out.schema["messages"].dataType)).first()[0]
+            assert (
+                row["messages"]
+                == spark.createDataFrame([before], df.schema)
+                .select(F.col("messages").cast(out.schema["messages"].dataType))
+                .first()[0]
+            )
             assert entry["changes"] == [] and "cannot hold the migrated messages" in entry["errors"][0]
     assert hs.summarize(out) == summary(report)
 
 
 @pytest.mark.parametrize("kind", ["text", "nested"])
-def test_1_2_and_7_partitions_give_the_same_cells_in_the_same_order_within_each(spark: SparkSession, text_parquet: Path, nested_parquet: Path, kind: str, tmp_path: Path) -> None:
+def test_1_2_and_7_partitions_give_the_same_cells_in_the_same_order_within_each(
+    spark: SparkSession, text_parquet: Path, nested_parquet: Path, kind: str, tmp_path: Path
+) -> None:
     source = text_parquet if kind == "text" else nested_parquet
     api.convert(str(source), str(tmp_path / "local.parquet"))
     written = spark.read.parquet(str(tmp_path / "local.parquet")).collect()
@@ -164,7 +198,16 @@ def test_1_2_and_7_partitions_give_the_same_cells_in_the_same_order_within_each(
         before = df.select("id", F.spark_partition_id().alias("partition")).collect()
         assert [(row["partition"], row["id"]) for row in rows] == [(row["partition"], row["id"]) for row in before]
         assert len({row["partition"] for row in rows}) == partitions
-        seen.append({row["id"]: (row["messages"] if kind == "nested" else row["messages"].encode(), row[hs.STATUS], row[hs.CHANGES]) for row in rows})
+        seen.append(
+            {
+                row["id"]: (
+                    row["messages"] if kind == "nested" else row["messages"].encode(),
+                    row[hs.STATUS],
+                    row[hs.CHANGES],
+                )
+                for row in rows
+            }
+        )
     assert seen[0] == seen[1] == seen[2]
     assert {key: cell for key, (cell, _, _) in seen[0].items()} == locally
     assert len(seen[0]) == spark.read.parquet(str(source)).count()
@@ -186,7 +229,9 @@ def fail_once(marks: str):
     return function
 
 
-def test_tasks_that_fail_once_and_are_run_again_give_the_same_result(spark: SparkSession, text_parquet: Path, tmp_path: Path) -> None:
+def test_tasks_that_fail_once_and_are_run_again_give_the_same_result(
+    spark: SparkSession, text_parquet: Path, tmp_path: Path
+) -> None:
     df = spark.read.parquet(str(text_parquet)).repartition(3).localCheckpoint()
     expected = hs.migrate(df, report=True).collect()
     failing = df.mapInArrow(fail_once(str(tmp_path)), df.schema)
@@ -194,12 +239,18 @@ def test_tasks_that_fail_once_and_are_run_again_give_the_same_result(spark: Spar
     assert sorted(mark.read_text() for mark in tmp_path.iterdir()) == ["1", "1", "1"]
 
 
-def test_the_cli_report_counts_a_task_run_again_once(spark: SparkSession, text_parquet: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_cli_report_counts_a_task_run_again_once(
+    spark: SparkSession, text_parquet: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cells, report = local(text_parquet, tmp_path / "local.parquet")
     real = hs._mapped
     marks = tmp_path / "marks"
     marks.mkdir()
-    monkeypatch.setattr(hs, "_mapped", lambda df, *args, **kwargs: real(df.mapInArrow(fail_once(str(marks)), df.schema), *args, **kwargs))
+    monkeypatch.setattr(
+        hs,
+        "_mapped",
+        lambda df, *args, **kwargs: real(df.mapInArrow(fail_once(str(marks)), df.schema), *args, **kwargs),
+    )
     result = hs.convert(str(text_parquet), str(tmp_path / "out"), Options(jobs=2))
     assert [mark.read_text() for mark in marks.iterdir()] == ["1"]
     assert_same_report(result.report.to_json(), report)
@@ -213,12 +264,18 @@ def invoke(*args: str):
 PART = re.compile(r"^part-\d{5}-c000\.zstd\.parquet$")
 
 
-def test_convert_on_spark_prints_the_local_engines_report_and_verdict_and_writes_its_cells(spark: SparkSession, text_parquet: Path, tmp_path: Path) -> None:
+def test_convert_on_spark_prints_the_local_engines_report_and_verdict_and_writes_its_cells(
+    spark: SparkSession, text_parquet: Path, tmp_path: Path
+) -> None:
     cells, report = local(text_parquet, tmp_path / "local.parquet")
     out = tmp_path / "out.v2"  # a directory's name may hold a dot
-    result = invoke("convert", text_parquet, out, "--engine", "spark", "--report", tmp_path / "r.json", "--report-format", "json")
+    result = invoke(
+        "convert", text_parquet, out, "--engine", "spark", "--report", tmp_path / "r.json", "--report-format", "json"
+    )
     assert result.exit_code == 0, result.output
-    assert result.stderr == f"histmig convert: 138 of 212 records migrated, 74 unchanged, 0 rejected; written to {out}\n"
+    assert (
+        result.stderr == f"histmig convert: 138 of 212 records migrated, 74 unchanged, 0 rejected; written to {out}\n"
+    )
     assert_same_report(orjson.loads((tmp_path / "r.json").read_bytes()), report)
     assert [cell.encode() for cell in pq.read_table(out).column("messages").to_pylist()] == cells
     names = sorted(os.listdir(out))
@@ -229,7 +286,10 @@ def test_convert_on_spark_prints_the_local_engines_report_and_verdict_and_writes
     assert {name: (out / name).read_bytes() for name in sorted(os.listdir(out))} == first
     assert sorted(p.name for p in tmp_path.iterdir()) == ["local.parquet", "out.v2", "r.json"]
     jsonl = invoke("convert", text_parquet, tmp_path / "out.jsonl", "--engine", "spark")
-    assert (jsonl.exit_code, jsonl.stderr) == (2, f"histmig: {tmp_path / 'out.jsonl'}: --engine spark writes a directory of Parquet files; name one (no .jsonl)\n")
+    assert (jsonl.exit_code, jsonl.stderr) == (
+        2,
+        f"histmig: {tmp_path / 'out.jsonl'}: --engine spark writes a directory of Parquet files; name one (no .jsonl)\n",
+    )
 
 
 def test_convert_on_spark_of_a_directory_with_rejected_rows(spark: SparkSession, records, tmp_path: Path) -> None:
@@ -237,16 +297,40 @@ def test_convert_on_spark_of_a_directory_with_rejected_rows(spark: SparkSession,
     lake.mkdir()
     write_parquet(lake / "a.parquet", table_of(records[:100], nested=False))
     write_parquet(lake / "b.parquet", table_of(records[100:], nested=False))
-    expected = api.convert(str(lake), str(tmp_path / "local"), Options(select=("HM1",), ignore=("HM103",), id_column="name"))
+    expected = api.convert(
+        str(lake), str(tmp_path / "local"), Options(select=("HM1",), ignore=("HM103",), id_column="name")
+    )
     out = tmp_path / "out"
-    result = invoke("convert", lake, out, "--engine", "spark", "--select", "HM1", "--ignore", "HM103", "--id-column", "name", "--report", tmp_path / "r.json", "--report-format", "json")
+    result = invoke(
+        "convert",
+        lake,
+        out,
+        "--engine",
+        "spark",
+        "--select",
+        "HM1",
+        "--ignore",
+        "HM103",
+        "--id-column",
+        "name",
+        "--report",
+        tmp_path / "r.json",
+        "--report-format",
+        "json",
+    )
     assert result.exit_code == 1 == expected.exit_code
-    assert result.stderr == f"histmig convert: 124 of 212 records migrated, 77 unchanged, 11 rejected; written to {out}, rejected rows unchanged\n"
+    assert (
+        result.stderr
+        == f"histmig convert: 124 of 212 records migrated, 77 unchanged, 11 rejected; written to {out}, rejected rows unchanged\n"
+    )
     assert_same_report(orjson.loads((tmp_path / "r.json").read_bytes()), expected.report.to_json(True))
     assert {row["source"] for row in expected.report.changes} == {str(lake / "a.parquet"), str(lake / "b.parquet")}
     assert {row["id"] for row in expected.report.errors} <= {r["id"] for r in records}
     assert len(expected.report.errors) == 11
-    locally = [pq.read_table(tmp_path / "local" / name).select(["name", "messages"]).to_pylist() for name in ("a.parquet", "b.parquet")]
+    locally = [
+        pq.read_table(tmp_path / "local" / name).select(["name", "messages"]).to_pylist()
+        for name in ("a.parquet", "b.parquet")
+    ]
     on_spark = pq.read_table(out).select(["name", "messages"]).to_pylist()
     assert sorted(on_spark, key=lambda row: row["name"]) == sorted(locally[0] + locally[1], key=lambda row: row["name"])
     assert len(on_spark) == 212
@@ -259,13 +343,35 @@ def test_the_command_line_on_spark_in_a_process_of_its_own(text_parquet: Path, t
     temp.mkdir()
     env = {**{key: value for key, value in os.environ.items() if not key.startswith("PYSPARK")}, "TMPDIR": str(temp)}
     done = subprocess.run(
-        [sys.executable, "-m", "histmig", "convert", str(text_parquet), str(out), "--engine", "spark", "--jobs", "2", "--select", "HM1", "--ignore", "HM103", "--report", str(tmp_path / "r.json"), "--report-format", "json"],
+        [
+            sys.executable,
+            "-m",
+            "histmig",
+            "convert",
+            str(text_parquet),
+            str(out),
+            "--engine",
+            "spark",
+            "--jobs",
+            "2",
+            "--select",
+            "HM1",
+            "--ignore",
+            "HM103",
+            "--report",
+            str(tmp_path / "r.json"),
+            "--report-format",
+            "json",
+        ],
         capture_output=True,
         env=env,
         cwd=ROOT,
         timeout=300,
     )
-    assert done.stderr.decode() == f"histmig convert: 124 of 212 records migrated, 77 unchanged, 11 rejected; written to {out}, rejected rows unchanged\n"
+    assert (
+        done.stderr.decode()
+        == f"histmig convert: 124 of 212 records migrated, 77 unchanged, 11 rejected; written to {out}, rejected rows unchanged\n"
+    )
     assert done.returncode == 1
     assert_same_report(orjson.loads((tmp_path / "r.json").read_bytes()), report)
     assert [cell.encode() for cell in pq.read_table(out).column("messages").to_pylist()] == cells
@@ -279,14 +385,19 @@ def test_the_command_line_on_spark_in_a_process_of_its_own(text_parquet: Path, t
         (("{source}", "{tmp}/out.jsonl"), "--engine spark writes a directory of Parquet files"),
         (("{source}", "-"), "--engine spark writes a directory of Parquet files"),
         (("{source}", "--in-place"), "give OUTPUT, without --in-place, --to-table, --overwrite or --rejects"),
-        (("{source}", "{tmp}/out", "--rejects", "{tmp}/r.jsonl"), "give OUTPUT, without --in-place, --to-table, --overwrite or --rejects"),
+        (
+            ("{source}", "{tmp}/out", "--rejects", "{tmp}/r.jsonl"),
+            "give OUTPUT, without --in-place, --to-table, --overwrite or --rejects",
+        ),
         (("{source}", "{tmp}/out", "--messages-column", "nope"), "no column 'nope'"),
         (("{source}", "{tmp}/out", "--id-column", "nope"), "no id column 'nope'"),
         (("{source}", "{tmp}/no/out"), "no such directory"),
         (("{source}", "{tmp}/occupied"), "exists and is not the output of an earlier --engine spark run"),
     ],
 )
-def test_what_spark_cannot_do_exits_2_before_it_starts(text_parquet: Path, tmp_path: Path, args: tuple[str, ...], message: str) -> None:
+def test_what_spark_cannot_do_exits_2_before_it_starts(
+    text_parquet: Path, tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
     (tmp_path / "occupied").mkdir()
     filled = [arg.format(corpus=CORPUS, tmp=tmp_path, source=text_parquet) for arg in args]
     result = invoke("convert", *filled, "--engine", "spark")
@@ -301,7 +412,9 @@ def test_spark_master_needs_the_spark_engine(text_parquet: Path, tmp_path: Path)
     assert "--spark-master needs --engine spark" in result.stderr
 
 
-def test_an_earlier_spark_output_holding_the_input_is_refused(spark: SparkSession, text_parquet: Path, tmp_path: Path) -> None:
+def test_an_earlier_spark_output_holding_the_input_is_refused(
+    spark: SparkSession, text_parquet: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "out"
     assert invoke("convert", text_parquet, out, "--engine", "spark", "-q").exit_code == 0
     result = invoke("convert", out, out, "--engine", "spark")
@@ -318,21 +431,34 @@ def test_check_returns_the_failing_rows_as_they_are(spark: SparkSession, text_pa
     assert all(row[: len(df.columns)] == inputs[row["id"]] for row in failing)
     local_check = api.check(str(text_parquet)).report.summary()
     summary = hs.summarize(hs.check(df))
-    assert (summary["records_in"], summary["changed"], summary["parts_by_rule"]) == (138, local_check["changed"], local_check["parts_by_rule"])
+    assert (summary["records_in"], summary["changed"], summary["parts_by_rule"]) == (
+        138,
+        local_check["changed"],
+        local_check["parts_by_rule"],
+    )
     assert hs.check(hs.migrate(df)).count() == 0
     invalid = b'[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"hi","timestamp":"yesterday"}]}]'
     rows = hs.check(spark.createDataFrame([(invalid.decode(),), (None,)], "messages string")).collect()
     assert [(row["messages"], row[hs.STATUS]) for row in rows] == [(invalid.decode(), "invalid")]
-    assert orjson.loads(rows[0][hs.CHANGES])["errors"][0] == "messages[0].parts[0].timestamp: Input should be a valid datetime or date, input is too short"
+    assert (
+        orjson.loads(rows[0][hs.CHANGES])["errors"][0]
+        == "messages[0].parts[0].timestamp: Input should be a valid datetime or date, input is too short"
+    )
     assert hs.summarize(hs.check(spark.createDataFrame([(invalid.decode(),)], "messages string")))["invalid"] == 1
 
 
 @pytest.mark.parametrize(
     "options",
-    [{"target": "2.0.0"}, {"attempts": True, "max_retries": "tools=2,output=1"}, {"unsafe_fixes": True, "causes": "framework"}],
+    [
+        {"target": "2.0.0"},
+        {"attempts": True, "max_retries": "tools=2,output=1"},
+        {"unsafe_fixes": True, "causes": "framework"},
+    ],
     ids=["rollback", "attempts", "unsafe-fixes-framework-causes"],
 )
-def test_the_rollback_and_attempt_options_give_the_parquet_paths_cells(spark: SparkSession, text_parquet: Path, tmp_path: Path, options: dict[str, Any]) -> None:
+def test_the_rollback_and_attempt_options_give_the_parquet_paths_cells(
+    spark: SparkSession, text_parquet: Path, tmp_path: Path, options: dict[str, Any]
+) -> None:
     cells, report = local(text_parquet, tmp_path / "local.parquet", Options(**options))
     migrated = hs.migrate(spark.read.parquet(str(text_parquet)), "messages", report=True, **options).persist()
     assert [row["messages"].encode() for row in migrated.collect()] == cells
@@ -363,7 +489,9 @@ def test_options_are_those_of_the_local_engine(spark: SparkSession, text_parquet
 
 def test_null_cells_are_kept_and_not_counted(spark: SparkSession) -> None:
     legacy = next(line for line in (CORPUS / "all.jsonl").read_bytes().splitlines() if b"retry-prompt" in line)
-    df: DataFrame = spark.createDataFrame([(1, None), (2, legacy.decode()), (3, "[{"), (4, None)], "n long, messages string")
+    df: DataFrame = spark.createDataFrame(
+        [(1, None), (2, legacy.decode()), (3, "[{"), (4, None)], "n long, messages string"
+    )
     out = hs.migrate(df, report=True)
     rows = out.collect()
     assert [(row["n"], row[hs.STATUS]) for row in rows] == [(1, None), (2, "changed"), (3, "rejected"), (4, None)]
@@ -381,7 +509,10 @@ def test_without_java_spark_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) 
 
 def test_the_command_line_does_not_import_pyspark_unless_asked() -> None:
     code = "import sys, histmig.cli, histmig.api; print('pyspark' in sys.modules, 'py4j' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, cwd=ROOT).stdout == b"False False\n"
+    assert (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, cwd=ROOT).stdout
+        == b"False False\n"
+    )
 
 
 class Told:
@@ -415,6 +546,12 @@ def test_convert_on_spark_from_a_folder_holding_a_histmig_folder(text_parquet: P
     clone named histmig, that folder stood for the package (ImportError in every task)."""
     (tmp_path / "histmig").mkdir()
     command = Path(sys.executable).parent / "histmig"
-    done = subprocess.run([str(command), "convert", str(text_parquet), "out.v2", "--engine", "spark", "--jobs", "2", "-q"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [str(command), "convert", str(text_parquet), "out.v2", "--engine", "spark", "--jobs", "2", "-q"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert (done.returncode, done.stderr) == (0, "")
     assert pq.read_table(tmp_path / "out.v2").num_rows == 212

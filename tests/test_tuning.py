@@ -17,9 +17,10 @@ from histmig import tuning
 from tests.conftest import CORPUS
 from tests.sources.conftest import corpus_records, table_of, write_parquet
 
-BUILT_WITH_JEMALLOC = "#define ARROW_JEMALLOC\n" in (
-    Path(__import__("pyarrow").__file__).parent / "include" / "arrow" / "util" / "config.h"
-).read_text()
+BUILT_WITH_JEMALLOC = (
+    "#define ARROW_JEMALLOC\n"
+    in (Path(__import__("pyarrow").__file__).parent / "include" / "arrow" / "util" / "config.h").read_text()
+)
 
 
 def backend_after(code: str, **env: str) -> str:
@@ -27,17 +28,24 @@ def backend_after(code: str, **env: str) -> str:
     memory pool backend."""
     environment = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"} | env
     script = f"{code}\nimport pyarrow as pa\nprint(pa.default_memory_pool().backend_name)"
-    return subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        [sys.executable, "-c", script], env=environment, capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def test_jemalloc_is_chosen_before_pyarrow_is_imported() -> None:
     default = backend_after("pass")
-    assert backend_after("from histmig.tuning import use_jemalloc; use_jemalloc()") == ("jemalloc" if BUILT_WITH_JEMALLOC else default)
+    assert backend_after("from histmig.tuning import use_jemalloc; use_jemalloc()") == (
+        "jemalloc" if BUILT_WITH_JEMALLOC else default
+    )
     assert backend_after("import histmig.api, histmig.sources.parquet") == default
 
 
 def test_a_pool_the_user_chose_is_kept() -> None:
-    assert backend_after("from histmig.tuning import use_jemalloc; use_jemalloc()", ARROW_DEFAULT_MEMORY_POOL="system") == "system"
+    assert (
+        backend_after("from histmig.tuning import use_jemalloc; use_jemalloc()", ARROW_DEFAULT_MEMORY_POOL="system")
+        == "system"
+    )
 
 
 def test_nothing_is_set_once_pyarrow_is_imported(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -48,13 +56,17 @@ def test_nothing_is_set_once_pyarrow_is_imported(monkeypatch: pytest.MonkeyPatch
 
 
 @pytest.mark.parametrize("config", ["#define ARROW_MIMALLOC\n", None])
-def test_nothing_is_set_for_a_build_without_jemalloc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: str | None) -> None:
+def test_nothing_is_set_for_a_build_without_jemalloc(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: str | None
+) -> None:
     if config is not None:
         (tmp_path / "include" / "arrow" / "util").mkdir(parents=True)
         (tmp_path / "include" / "arrow" / "util" / "config.h").write_text(config)
     monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
     monkeypatch.delitem(sys.modules, "pyarrow")
-    monkeypatch.setattr(tuning.importlib.util, "find_spec", lambda name: SimpleNamespace(submodule_search_locations=[str(tmp_path)]))
+    monkeypatch.setattr(
+        tuning.importlib.util, "find_spec", lambda name: SimpleNamespace(submodule_search_locations=[str(tmp_path)])
+    )
     tuning.use_jemalloc()
     assert "ARROW_DEFAULT_MEMORY_POOL" not in os.environ
 
@@ -68,7 +80,9 @@ def test_the_cli_chooses_it_for_parquet_only(tmp_path: Path) -> None:
         "print(os.environ.get('ARROW_DEFAULT_MEMORY_POOL'), 'pyarrow' in sys.modules)"
     )
     environment = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
-    run = lambda path: subprocess.run([sys.executable, "-c", code, str(path)], env=environment, capture_output=True, text=True, check=True).stdout.split()  # noqa: E731
+    run = lambda path: subprocess.run(
+        [sys.executable, "-c", code, str(path)], env=environment, capture_output=True, text=True, check=True
+    ).stdout.split()  # noqa: E731
     assert run(source) == (["jemalloc", "True"] if BUILT_WITH_JEMALLOC else ["None", "True"])
     assert run(CORPUS / "all.jsonl") == ["None", "False"]
 

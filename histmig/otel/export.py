@@ -36,9 +36,7 @@ from histmig.rules.retry import dump_error_details
 SUPPORTED_VERSIONS = (5, 6)
 """Instrumentation versions :func:`to_otel_messages` builds (4+ media shapes, 6 the tool role)."""
 
-RETRY_FEEDBACK_FRAMING = (
-    "Your previous response failed the application's validation (this is automated feedback, not a message from the user):"
-)
+RETRY_FEEDBACK_FRAMING = "Your previous response failed the application's validation (this is automated feedback, not a message from the user):"
 """The line 2.68 puts before fenced retry feedback (``messages._RETRY_FEEDBACK_FRAMING``)."""
 
 VALIDATION_ERRORS_TAG = "pyai:validation_errors"
@@ -102,7 +100,11 @@ def retry_feedback_speaks_for_the_harness(part: dict[str, Any]) -> bool:
     (cause ``'no_output'`` and content one of the 12 ``'Please …'`` texts, framework-facts
     §1.1): rendered bare, and in the ``system`` role from version 6."""
     content = part.get("content")
-    return (part.get("retry") or {}).get("cause") == "no_output" and isinstance(content, str) and content in NO_OUTPUT_TEXTS
+    return (
+        (part.get("retry") or {}).get("cause") == "no_output"
+        and isinstance(content, str)
+        and content in NO_OUTPUT_TEXTS
+    )
 
 
 def retry_feedback_text(part: dict[str, Any]) -> str:
@@ -126,7 +128,9 @@ def otel_role(part: dict[str, Any], version: int) -> str:
     version 6 for fixed no-output feedback; ``tool`` in version 6 for every ``tool-return``;
     ``user`` for everything else."""
     kind = part.get("part_kind")
-    if kind in _SYSTEM_PARTS or (version >= 6 and kind == "retry-feedback" and retry_feedback_speaks_for_the_harness(part)):
+    if kind in _SYSTEM_PARTS or (
+        version >= 6 and kind == "retry-feedback" and retry_feedback_speaks_for_the_harness(part)
+    ):
         return "system"
     if version >= 6 and kind == "tool-return":
         return "tool"
@@ -195,7 +199,11 @@ def _uri(item: dict[str, Any], where: str, include_content: bool) -> dict[str, A
 
 
 def _uploaded_file(item: dict[str, Any], include_content: bool) -> dict[str, Any]:
-    media_type = item.get("media_type") or _MIME_TYPES.guess_type(urlparse(item["file_id"]).path)[0] or "application/octet-stream"
+    media_type = (
+        item.get("media_type")
+        or _MIME_TYPES.guess_type(urlparse(item["file_id"]).path)[0]
+        or "application/octet-stream"
+    )
     category = media_type.split("/", 1)[0]
     part: dict[str, Any] = {
         "type": "file",
@@ -246,7 +254,9 @@ def _user_prompt(part: dict[str, Any], where: str, include_content: bool) -> lis
 
 def _tool_call_id(part: dict[str, Any], where: str) -> str:
     if not isinstance(part.get("tool_call_id"), str):
-        raise OtelExportError(f"{where}: {part.get('part_kind')} without a tool_call_id (2.68 would generate a random one)")
+        raise OtelExportError(
+            f"{where}: {part.get('part_kind')} without a tool_call_id (2.68 would generate a random one)"
+        )
     return part["tool_call_id"]
 
 
@@ -282,7 +292,9 @@ def _typed_result(part: dict[str, Any]) -> Any:
     if kind == "tool-search":
         typed = _typed(content, ("discovered_tools", "message"))
         if isinstance(typed.get("discovered_tools"), list):
-            typed["discovered_tools"] = [_typed(m, ("name",)) if isinstance(m, dict) else m for m in typed["discovered_tools"]]
+            typed["discovered_tools"] = [
+                _typed(m, ("name",)) if isinstance(m, dict) else m for m in typed["discovered_tools"]
+            ]
         return typed
     if kind == "capability-load" and part.get("part_kind") == "tool-return":
         return _typed(content, ("message", "instructions"))
@@ -321,22 +333,34 @@ def _tool_result(value: Any, digests: Any, where: str) -> Any:
             }
     if kind in (*_URL_KINDS, "uploaded-file"):
         url = value.get("url")
-        unrecorded_kept = digests is None and (kind == "uploaded-file" or not (isinstance(url, str) and urlparse(url).scheme.lower() in ("http", "https")))
+        unrecorded_kept = digests is None and (
+            kind == "uploaded-file" or not (isinstance(url, str) and urlparse(url).scheme.lower() in ("http", "https"))
+        )
         if digests != [] and not unrecorded_kept:
             raise OtelExportError(f"{where}: a {kind} item in a tool result is not supported by the export")
     return {key: _tool_result(item, digests, where) for key, item in value.items()}
 
 
-def _tool_call_response(part: dict[str, Any], where: str, include_content: bool, *, builtin: bool = False) -> dict[str, Any]:
+def _tool_call_response(
+    part: dict[str, Any], where: str, include_content: bool, *, builtin: bool = False
+) -> dict[str, Any]:
     """A tool return as ``tool_call_response``: its content as ``result`` (a retried return's
     string or error list, not the ``{"error": …}`` wrapper; typed and file content as
     :func:`_typed_result` and :func:`_tool_result` say), none when ``null``."""
-    response: dict[str, Any] = {"type": "tool_call_response", "id": _tool_call_id(part, where), "name": part.get("tool_name")}
+    response: dict[str, Any] = {
+        "type": "tool_call_response",
+        "id": _tool_call_id(part, where),
+        "name": part.get("tool_name"),
+    }
     if builtin:
         response["builtin"] = True
     if include_content and part.get("content") is not None:
         typed = _typed_result(part)
-        response["result"] = typed if typed is not None else _tool_result(part["content"], part.get("content_file_digests"), f"{where}.content")
+        response["result"] = (
+            typed
+            if typed is not None
+            else _tool_result(part["content"], part.get("content_file_digests"), f"{where}.content")
+        )
     return response
 
 
@@ -383,7 +407,12 @@ def _request_part(part: dict[str, Any], where: str, include_content: bool) -> li
         names = part.get("tools_added", part.get("added", []))
         return [{"type": "text", "content": "Tool availability changed: " + ", ".join(f"+{n}" for n in names)}]
     if kind == "capability-load-delta":
-        return [{"type": "text", "content": "Loaded capabilities changed: " + ", ".join(f"+{c}" for c in part.get("loaded", []))}]
+        return [
+            {
+                "type": "text",
+                "content": "Loaded capabilities changed: " + ", ".join(f"+{c}" for c in part.get("loaded", [])),
+            }
+        ]
     if kind == "model-settings-delta":
         changes = ", ".join(f"{key}={value!r}" for key, value in part["settings"].items() if key == "thinking")
         return [{"type": "text", "content": f"Model settings changed: {changes}"}]
@@ -449,7 +478,11 @@ def to_otel_messages(messages: list[dict[str, Any]], *, version: int, include_co
         if len(numbered) != len(parts):
             raise OtelExportError(f"{where}: a part is not an object")
         if kind == "response":
-            otel_parts = [otel for p_index, part in numbered for otel in _response_part(part, f"{where}.parts[{p_index}]", include_content)]
+            otel_parts = [
+                otel
+                for p_index, part in numbered
+                for otel in _response_part(part, f"{where}.parts[{p_index}]", include_content)
+            ]
             response: dict[str, Any] = {"role": "assistant", "parts": otel_parts}
             if message.get("finish_reason") is not None:
                 response["finish_reason"] = message["finish_reason"]
@@ -457,7 +490,11 @@ def to_otel_messages(messages: list[dict[str, Any]], *, version: int, include_co
             continue
         kept = [(p_index, part) for p_index, part in numbered if part.get("part_kind") != "instruction-baseline"]
         for role, group in itertools.groupby(kept, key=lambda item: otel_role(item[1], version)):
-            otel_parts = [otel for p_index, part in group for otel in _request_part(part, f"{where}.parts[{p_index}]", include_content)]
+            otel_parts = [
+                otel
+                for p_index, part in group
+                for otel in _request_part(part, f"{where}.parts[{p_index}]", include_content)
+            ]
             result.append({"role": role, "parts": otel_parts})
     return result
 
@@ -483,7 +520,11 @@ def upgrade_v5_to_v6(otel_messages: list[dict[str, Any]]) -> list[dict[str, Any]
         raise ValueError("expected an array of OpenTelemetry messages")
     upgraded: list[dict[str, Any]] = []
     for index, message in enumerate(otel_messages):
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str) or not isinstance(message.get("parts"), list):
+        if (
+            not isinstance(message, dict)
+            or not isinstance(message.get("role"), str)
+            or not isinstance(message.get("parts"), list)
+        ):
             raise ValueError(f"otel_messages[{index}]: not an OpenTelemetry message (an object with role and parts)")
         parts = message["parts"]
         if message["role"] != "user" or not any(_is_tool_result(p) for p in parts):

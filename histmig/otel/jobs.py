@@ -26,7 +26,9 @@ class Rejected(ValueError):
     """One record could not be converted; the message says why."""
 
 
-def export_record(obj: Any, *, version: int, include_content: bool, causes: CauseMode = "inferred", messages_field: str | None = None) -> Any:
+def export_record(
+    obj: Any, *, version: int, include_content: bool, causes: CauseMode = "inferred", messages_field: str | None = None
+) -> Any:
     """One parsed record with its history replaced by the OTel message list: the history is
     located (histmig.records), migrated by :func:`histmig.engine.migrate` with ``causes``,
     checked against the current schema and exported by :func:`histmig.otel.export.to_otel_messages`.
@@ -52,7 +54,13 @@ def export_record(obj: Any, *, version: int, include_content: bool, causes: Caus
 
 
 def _looks_like_otel(value: Any) -> bool:
-    return isinstance(value, list) and bool(value) and isinstance(value[0], dict) and "role" in value[0] and "parts" in value[0]
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and isinstance(value[0], dict)
+        and "role" in value[0]
+        and "parts" in value[0]
+    )
 
 
 def locate_otel_messages(obj: Any, messages_field: str | None = None) -> Located:
@@ -117,7 +125,13 @@ class ExportJob:
     messages_field: str | None = None
 
     def convert(self, obj: Any) -> Any:
-        return export_record(obj, version=self.version, include_content=self.include_content, causes=self.causes, messages_field=self.messages_field)
+        return export_record(
+            obj,
+            version=self.version,
+            include_content=self.include_content,
+            causes=self.causes,
+            messages_field=self.messages_field,
+        )
 
     def processor(self) -> _Converter:
         return _Converter(self)

@@ -39,7 +39,9 @@ from histmig.schema.releases import release
 COUNTS = ("records_in", "changed", "unchanged", "rejected", "skipped", "invalid", "warnings", "findings", "read_errors")
 """The counts of a report's summary, in order."""
 
-SKIPPED = "written by another client after histmig read it; left as that client wrote it (run histmig again to migrate it)"
+SKIPPED = (
+    "written by another client after histmig read it; left as that client wrote it (run histmig again to migrate it)"
+)
 """The error line of a skipped row (:meth:`Report.add_skipped`)."""
 
 Detail = Literal["auto", "full", "summary"]
@@ -85,10 +87,19 @@ class RunInfo:
 
     def to_json(self, timestamp: bool = True) -> dict[str, Any]:
         """The ``run`` object of the JSON report; ``started`` only with ``timestamp``."""
-        data = {"histmig": self.histmig, "command": self.command, "options": self.options, "inputs": self.inputs, "output": self.output}
+        data = {
+            "histmig": self.histmig,
+            "command": self.command,
+            "options": self.options,
+            "inputs": self.inputs,
+            "output": self.output,
+        }
         return {**data, "started": self.started} if timestamp else data
 
-_RULE, _CAUSE, _EVIDENCE, _CERTAINTY = (itemgetter(ChangeRow._fields.index(name)) for name in ("rule", "cause", "evidence", "certainty"))
+
+_RULE, _CAUSE, _EVIDENCE, _CERTAINTY = (
+    itemgetter(ChangeRow._fields.index(name)) for name in ("rule", "cause", "evidence", "certainty")
+)
 
 
 class Report:
@@ -97,7 +108,9 @@ class Report:
     :class:`~histmig.report.rows.Spill`). :meth:`in_memory` makes a report whose rows stay in
     memory, to be sent from a worker and :meth:`merge`-d."""
 
-    def __init__(self, changes: Spill | None = None, findings: Spill | None = None, readers: Spill | None = None) -> None:
+    def __init__(
+        self, changes: Spill | None = None, findings: Spill | None = None, readers: Spill | None = None
+    ) -> None:
         self.counts: Counter[str] = Counter(dict.fromkeys(COUNTS, 0))
         self._by_rule: Counter[str] = Counter()
         self._by_cause: Counter[str] = Counter()
@@ -200,13 +213,17 @@ class Report:
         ``skipped``, with an ``errors`` entry of status ``skipped``."""
         self.counts["changed"] -= 1
         self.counts["skipped"] += 1
-        self.errors.append({"source": source, "location": location, "id": record_id, "status": "skipped", "errors": [SKIPPED]})
+        self.errors.append(
+            {"source": source, "location": location, "id": record_id, "status": "skipped", "errors": [SKIPPED]}
+        )
 
     def add_read_error(self, source: str, location: str, message: str) -> None:
         """Record that ``source`` could not be read past ``location`` (a truncated ``.gz``,
         an I/O error): what was read before is processed as usual."""
         self.counts["read_errors"] += 1
-        self.errors.append({"source": source, "location": location, "id": None, "status": "unreadable", "errors": [message]})
+        self.errors.append(
+            {"source": source, "location": location, "id": None, "status": "unreadable", "errors": [message]}
+        )
 
     @property
     def finding_rows(self) -> int:
@@ -229,7 +246,9 @@ class Report:
     def by_evidence(self) -> Counter[str]:
         """Edited parts by ``evidence (certainty)``."""
         self._flush()
-        return Counter({evidence_label(evidence, certainty): count for (evidence, certainty), count in self._by_evidence.items()})
+        return Counter(
+            {evidence_label(evidence, certainty): count for (evidence, certainty), count in self._by_evidence.items()}
+        )
 
     def change_batches(self) -> Iterator[list[ChangeRow]]:
         """The change rows in the order they were added, a batch at a time."""
@@ -272,14 +291,18 @@ class Report:
         """True when any record changed, was rejected, is invalid, has a finding, or an input
         could not be read to its end (``check`` exits 1)."""
         counts = self.counts
-        return bool(counts["changed"] or counts["rejected"] or counts["invalid"] or counts["findings"] or counts["read_errors"])
+        return bool(
+            counts["changed"] or counts["rejected"] or counts["invalid"] or counts["findings"] or counts["read_errors"]
+        )
 
     @property
     def failed(self) -> bool:
         """True when a record was rejected, a row skipped, a record the ``--target`` release
         cannot load was kept as it is (``invalid``: a run without ``--target`` counts none), or
         the input could not be read to its end (``convert``/``audit`` exit 1)."""
-        return bool(self.counts["rejected"] or self.counts["skipped"] or self.counts["invalid"] or self.counts["read_errors"])
+        return bool(
+            self.counts["rejected"] or self.counts["skipped"] or self.counts["invalid"] or self.counts["read_errors"]
+        )
 
     def summary(self) -> dict[str, Any]:
         """Counts, then parts by rule, by cause and by evidence, and findings by rule (each
@@ -290,7 +313,9 @@ class Report:
         self._flush()
         summary = summary_of(self.counts, self._by_rule, self._by_cause, self._by_evidence, self._findings_by_rule)
         if self._reader is not None:
-            oldest = sorted(self._oldest.items(), key=lambda item: (item[0] is None, release(item[0]) if item[0] else None))
+            oldest = sorted(
+                self._oldest.items(), key=lambda item: (item[0] is None, release(item[0]) if item[0] else None)
+            )
             summary.update(
                 reader=self._reader,
                 reader_loads=self._reader_loads[True],
@@ -303,7 +328,10 @@ class Report:
         """:meth:`summary` as the JSON report gives it: ``parts_by_evidence`` a list of
         ``{"evidence", "certainty", "parts"}`` objects, evidence and certainty apart."""
         self._flush()
-        by_evidence = [{"evidence": evidence, "certainty": certainty, "parts": count} for (evidence, certainty), count in sorted(self._by_evidence.items())]
+        by_evidence = [
+            {"evidence": evidence, "certainty": certainty, "parts": count}
+            for (evidence, certainty), count in sorted(self._by_evidence.items())
+        ]
         return {**self.summary(), "parts_by_evidence": by_evidence}
 
     def json_head(self, timestamp: bool = True) -> dict[str, Any]:
@@ -318,7 +346,11 @@ class Report:
             **self.json_head(timestamp),
             "changes": [json_row(row._asdict()) for batch in self.change_batches() for row in batch],
             "findings": [json_row(row._asdict()) for batch in self.finding_batches() for row in batch],
-            **({"readers": [json_row(row._asdict()) for batch in self.reader_batches() for row in batch]} if self._reader is not None else {}),
+            **(
+                {"readers": [json_row(row._asdict()) for batch in self.reader_batches() for row in batch]}
+                if self._reader is not None
+                else {}
+            ),
             "errors": [json_row(row, "errors") for row in self.errors],
             "warnings": [json_row(row, "warnings") for row in self.warnings],
         }
@@ -377,7 +409,10 @@ def change_rows(outcome: Outcome) -> list[tuple[Any, ...]]:
     if outcome.status == "rejected" or not changes:
         return []
     ordered = sorted(changes, key=_position) if len(changes) > 1 else changes
-    return [(c.rule, c.message, c.part, c.before, c.after, c.cause, c.evidence, c.certainty, c.tool_call_id, c.removed) for c in ordered]
+    return [
+        (c.rule, c.message, c.part, c.before, c.after, c.cause, c.evidence, c.certainty, c.tool_call_id, c.removed)
+        for c in ordered
+    ]
 
 
 def finding_rows(outcome: Outcome) -> list[tuple[Any, ...]]:
@@ -420,5 +455,7 @@ def _position(change: Any) -> tuple[int, int]:
 
 def record_name(row: dict[str, Any] | ChangeRow | FindingRow) -> str:
     """``source:location`` and ``[id]`` when known: how every line names a record."""
-    source, location, id_ = (row["source"], row["location"], row.get("id")) if isinstance(row, dict) else (row.source, row.location, row.id)
+    source, location, id_ = (
+        (row["source"], row["location"], row.get("id")) if isinstance(row, dict) else (row.source, row.location, row.id)
+    )
     return f"{source}:{location}" + (f" [{id_}]" if id_ else "")

@@ -18,19 +18,19 @@ def render(report: Report, stream: TextIO, how: Rendering = Rendering()) -> None
     report is the complete record."""
     stream.write("{\n")
     for key, value in report.json_head(how.timestamp).items():
-        stream.write(f"  \"{key}\": {_indented(value, 1)},\n")
+        stream.write(f'  "{key}": {_indented(value, 1)},\n')
     _rows(stream, "changes", report.change_batches())
     _rows(stream, "findings", report.finding_batches())
     if report.reader is not None:
         _rows(stream, "readers", report.reader_batches())
     errors = [json_row(row, "errors") for row in report.errors]
     warnings = [json_row(row, "warnings") for row in report.warnings]
-    stream.write(f"  \"errors\": {_indented(errors, 1)},\n  \"warnings\": {_indented(warnings, 1)}\n}}\n")
+    stream.write(f'  "errors": {_indented(errors, 1)},\n  "warnings": {_indented(warnings, 1)}\n}}\n')
 
 
 def _rows(stream: TextIO, key: str, batches: Iterator[list[NamedTuple]]) -> None:
     """``"key": [rows],`` with the rows of ``batches``, each an object, two-space indented."""
-    stream.write(f"  \"{key}\": [")
+    stream.write(f'  "{key}": [')
     separator = ""
     for batch in batches:
         rows = orjson.dumps([json_row(row._asdict()) for row in batch], option=orjson.OPT_INDENT_2).decode()

@@ -74,7 +74,11 @@ def render(report: Report, stream: TextIO, how: Rendering = Rendering()) -> None
         lines.append(f"| {summary_label(report, key)} | {_md(str(value))} |")
     out.write("\n".join(lines) + "\n")
     if how.detail != "summary":
-        errors = [f"- {_md(record_name(row))} ({row['status']}): {_md(line)}\n" for row in report.errors for line in row["errors"]]
+        errors = [
+            f"- {_md(record_name(row))} ({row['status']}): {_md(line)}\n"
+            for row in report.errors
+            for line in row["errors"]
+        ]
         out.section("\n## Errors\n\n", errors, len(errors))
         warnings = [f"- {_md(record_name(row))}: {_md(line)}\n" for row in report.warnings for line in row["warnings"]]
         out.section("\n## Warnings\n\n", warnings, len(warnings))
@@ -82,8 +86,14 @@ def render(report: Report, stream: TextIO, how: Rendering = Rendering()) -> None
         changes_heading = "\n## Changes\n\n| record | message | part | rule | before -> after | cause | tool_call_id | evidence |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n"
         out.section(changes_heading, _lines(report.change_batches(), _change_line), sum(report.by_rule.values()))
         if report.reader is not None:
-            readers_heading = f"\n## Readers\n\n| record | {report.reader} loads it | releases that load it |\n| --- | --- | --- |\n"
-            out.section(readers_heading, _lines(report.reader_batches(), _reader_line), report.summary()["reader_loads"] + report.summary()["reader_cannot_load"])
+            readers_heading = (
+                f"\n## Readers\n\n| record | {report.reader} loads it | releases that load it |\n| --- | --- | --- |\n"
+            )
+            out.section(
+                readers_heading,
+                _lines(report.reader_batches(), _reader_line),
+                report.summary()["reader_loads"] + report.summary()["reader_cannot_load"],
+            )
     if out.left:
         out.write(
             f"\n_{out.left:,} lines are not in this report: it is kept within {MAX_BYTES // 1024:,} KiB, what a CI job summary takes "
@@ -94,7 +104,9 @@ def render(report: Report, stream: TextIO, how: Rendering = Rendering()) -> None
         out.write("\n_Summary only: the text and JSON reports list every change._\n", note=True)
 
 
-def _lines(batches: Iterator[list[ChangeRow]] | Iterator[list[FindingRow]] | Iterator[list[ReaderRow]], line) -> Iterator[str]:
+def _lines(
+    batches: Iterator[list[ChangeRow]] | Iterator[list[FindingRow]] | Iterator[list[ReaderRow]], line
+) -> Iterator[str]:
     for batch in batches:
         yield from map(line, batch)
 

@@ -49,7 +49,9 @@ def render(report: Report, stream: TextIO, how: Rendering = Rendering()) -> None
         for batch in report.finding_batches():
             stream.write("".join(_finding_line(row, paint) for row in batch))
     elif how.detail == "auto":
-        stream.write(f"({rows:,} change and finding lines not shown, more than {DETAIL_ROWS:,}: --report-detail full shows them, --report-format json lists them)\n")
+        stream.write(
+            f"({rows:,} change and finding lines not shown, more than {DETAIL_ROWS:,}: --report-detail full shows them, --report-format json lists them)\n"
+        )
     warning = paint("warning", "yellow")
     for row in report.errors:
         label = paint(row["status"], "yellow" if row["status"] in ("invalid", "skipped") else "red")
@@ -105,4 +107,3 @@ def _reader_line(row: ReaderRow, paint: Callable[[str, str], str]) -> str:
     """A record the reader release cannot load, and the releases that can, as a line ending
     in a newline."""
     return f"{visible(record_name(row))}: {paint('not loaded', 'yellow')}: {row.reader} cannot load it; {row.words()}\n"
-

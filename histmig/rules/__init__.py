@@ -44,7 +44,9 @@ def registry() -> tuple[Rule, ...]:
     return tuple(sorted(rules.values(), key=lambda rule: rule.order))
 
 
-def select(select: Iterable[str] = (), ignore: Iterable[str] = (), target: Release = NEWEST, enabled: Iterable[str] = ()) -> tuple[Rule, ...]:
+def select(
+    select: Iterable[str] = (), ignore: Iterable[str] = (), target: Release = NEWEST, enabled: Iterable[str] = ()
+) -> tuple[Rule, ...]:
     """The rules (in their order) that run for ``target`` (:meth:`Rule.runs_for
     <histmig.rules.base.Rule.runs_for>`; the newest release by default) whose code starts
     with one of ``select`` (all when empty) and with none of ``ignore``; prefixes work like
@@ -61,7 +63,11 @@ def select(select: Iterable[str] = (), ignore: Iterable[str] = (), target: Relea
     for code in select:
         named = [rule for rule in rules if rule.code.startswith(code)]
         if not any(rule.runs_for(target) for rule in named):
-            said = f"{code} runs only for a --target {named[0].target_text}, not {target}" if len(named) == 1 else f"no {code} rule runs for a --target {target}"
+            said = (
+                f"{code} runs only for a --target {named[0].target_text}, not {target}"
+                if len(named) == 1
+                else f"no {code} rule runs for a --target {target}"
+            )
             raise UnknownRule(f"{said} (see `histmig rules {code}`)")
     for rule in rules:
         if rule.opt_in is not None and rule.opt_in not in enabled and rule.code in select:
@@ -204,8 +210,13 @@ def _branches(found: list[tuple[Rule, Look]], target: str, tests: dict[Any, str]
             asked.append(f"{target}.get({field!r}, 0) is None" if null else f"{field!r} in {target}")
         asked.append(f"{codes[0]!r} not in codes")
         if test is not None:
-            asked.append(f"{tests.setdefault(test, f'test{len(tests)}')}(message, {'part' if target == 'part' else 'None'})")
-        lines += [f"if {' and '.join(asked)}:", f"    codes.add({codes[0]!r})" if len(codes) == 1 else f"    codes.update({tuple(codes)!r})"]
+            asked.append(
+                f"{tests.setdefault(test, f'test{len(tests)}')}(message, {'part' if target == 'part' else 'None'})"
+            )
+        lines += [
+            f"if {' and '.join(asked)}:",
+            f"    codes.add({codes[0]!r})" if len(codes) == 1 else f"    codes.update({tuple(codes)!r})",
+        ]
     return lines
 
 
@@ -243,5 +254,8 @@ def known_part_kinds(rules: Iterable[Rule], message_kind: str) -> frozenset[str]
     (:class:`~histmig.rules.base.PartKind` looks of that message kind), besides those 2.68
     loads: such a part is no newer release's unknown kind."""
     return frozenset(
-        kind for _, look in looks(rules) if isinstance(look, PartKind) and look.message == message_kind for kind in look.parts  # type: ignore[union-attr]
+        kind
+        for _, look in looks(rules)
+        if isinstance(look, PartKind) and look.message == message_kind
+        for kind in look.parts  # type: ignore[union-attr]
     )

@@ -114,7 +114,15 @@ class Change(NamedTuple):
 
     def finding(self, severity: Severity = "error") -> Finding:
         """The finding this change fixes."""
-        return Finding(self.rule, self.message, self.part, f"{self.before} -> {self.after}", self.evidence, self.certainty, severity)
+        return Finding(
+            self.rule,
+            self.message,
+            self.part,
+            f"{self.before} -> {self.after}",
+            self.evidence,
+            self.certainty,
+            severity,
+        )
 
 
 ABSENT_PART = "absent"
@@ -150,7 +158,11 @@ class Budgets:
         for item in (item.strip() for item in spec.split(",")):
             key, equals, count = item.rpartition("=")
             key = key.strip()
-            if not equals or not count.strip().isdigit() or not (key in ("tools", "output") or (key.startswith("tool:") and key[5:])):
+            if (
+                not equals
+                or not count.strip().isdigit()
+                or not (key in ("tools", "output") or (key.startswith("tool:") and key[5:]))
+            ):
                 raise ValueError(f"--max-retries: {item!r} is not tools=N, output=N or tool:NAME=N")
             if key.startswith("tool:"):
                 by_tool[key[5:]] = int(count)
@@ -271,7 +283,15 @@ class NullField(FieldLook):
 
     __slots__ = ("type",)
 
-    def __init__(self, field: str, *, parts: str | Iterable[str] | None = None, message: str | None = None, type: Any = str, test: Test = always) -> None:
+    def __init__(
+        self,
+        field: str,
+        *,
+        parts: str | Iterable[str] | None = None,
+        message: str | None = None,
+        type: Any = str,
+        test: Test = always,
+    ) -> None:
         super().__init__(field, parts, message, test)
         self.type = type
 
@@ -294,7 +314,9 @@ class AbsentField(FieldLook):
 
     __slots__ = ()
 
-    def __init__(self, field: str, *, parts: str | Iterable[str] | None = None, message: str | None = None, test: Test = always) -> None:
+    def __init__(
+        self, field: str, *, parts: str | Iterable[str] | None = None, message: str | None = None, test: Test = always
+    ) -> None:
         super().__init__(field, parts, message, test)
 
     def quiet_type(self) -> Any:
@@ -314,7 +336,14 @@ class ValueField(FieldLook):
     __slots__ = ("quiet", "settles")
 
     def __init__(
-        self, field: str, *, quiet: Any, test: Test, parts: str | Iterable[str] | None = None, message: str | None = None, settles: bool = False
+        self,
+        field: str,
+        *,
+        quiet: Any,
+        test: Test,
+        parts: str | Iterable[str] | None = None,
+        message: str | None = None,
+        settles: bool = False,
     ) -> None:
         super().__init__(field, parts, message, test)
         self.quiet = quiet
@@ -352,7 +381,12 @@ class HistoryLook(Look):
 
     __slots__ = ("found", "skeleton", "reads")
 
-    def __init__(self, found: Callable[[Messages], frozenset[str]], skeleton: Skeleton, reads: dict[str, tuple[tuple[str, Any], ...]]) -> None:
+    def __init__(
+        self,
+        found: Callable[[Messages], frozenset[str]],
+        skeleton: Skeleton,
+        reads: dict[str, tuple[tuple[str, Any], ...]],
+    ) -> None:
         super().__init__(None, None, always)
         self.found = found
         self.skeleton = skeleton
@@ -436,7 +470,10 @@ class Rule:
         if self.find is not None:
             return [finding._replace(severity=self.severity) for finding in self.find(messages, ctx)]
         assert self.fix is not None  # __post_init__: a fix or a find
-        return [done.finding(self.severity) if isinstance(done, Change) else done for done in self.fix(copy.deepcopy(messages), ctx)]
+        return [
+            done.finding(self.severity) if isinstance(done, Change) else done
+            for done in self.fix(copy.deepcopy(messages), ctx)
+        ]
 
     @property
     def order(self) -> tuple[int, str]:

@@ -89,7 +89,9 @@ UNKNOWN_TOOL = re.compile(_UNKNOWN_TOOL + r"\Z", re.DOTALL)
 """``f'Unknown tool name: {name!r}. {msg}'`` (framework-facts §1.2); group ``name`` is the
 quoted invented name."""
 
-_ALREADY = r" Use its existing instructions and (?:any tools it provides|tools); do not call `load_capability` for it again\."
+_ALREADY = (
+    r" Use its existing instructions and (?:any tools it provides|tools); do not call `load_capability` for it again\."
+)
 
 CATALOGUE: tuple[Entry, ...] = (
     *(
@@ -147,7 +149,15 @@ CATALOGUE: tuple[Entry, ...] = (
         "2.30.0–2.59.0",
         "§1.3",
     ),
-    Entry("tool-timeout", "tool-bound", "model_retry", "template", _template(r"Timed out after \S+ seconds\."), "1.32.0–2.59.0", "§1.4"),
+    Entry(
+        "tool-timeout",
+        "tool-bound",
+        "model_retry",
+        "template",
+        _template(r"Timed out after \S+ seconds\."),
+        "1.32.0–2.59.0",
+        "§1.4",
+    ),
     Entry(
         "search-tools:keywords",
         "tool-bound",
@@ -196,8 +206,24 @@ CATALOGUE: tuple[Entry, ...] = (
         "2.54.0–2.59.0",
         "§1.4",
     ),
-    Entry("mcp:call-failed", "tool-bound", "model_retry", "exact", _exact("MCP tool call failed"), "1.0.12–1.107.10", "§1.4"),
-    Entry("mcp:returned-error", "tool-bound", "model_retry", "template", _template(rf"Tool {_NAME} returned an error"), "2.16.0–2.59.0", "§1.4"),
+    Entry(
+        "mcp:call-failed",
+        "tool-bound",
+        "model_retry",
+        "exact",
+        _exact("MCP tool call failed"),
+        "1.0.12–1.107.10",
+        "§1.4",
+    ),
+    Entry(
+        "mcp:returned-error",
+        "tool-bound",
+        "model_retry",
+        "template",
+        _template(rf"Tool {_NAME} returned an error"),
+        "2.16.0–2.59.0",
+        "§1.4",
+    ),
     Entry(
         "web-fetch",
         "tool-bound",
@@ -225,7 +251,9 @@ CATALOGUE: tuple[Entry, ...] = (
         "1.9.0–1.66.0 (Vercel AI UI round-trip)",
         "§1.5",
     ),
-    Entry("invalid-kind", "tool-less", "model_retry", "template", _template(r"Invalid kind: .*"), "0.3.3–1.87.0", "§1.5"),
+    Entry(
+        "invalid-kind", "tool-less", "model_retry", "template", _template(r"Invalid kind: .*"), "0.3.3–1.87.0", "§1.5"
+    ),
 )
 
 

@@ -86,6 +86,7 @@ ERAS: tuple[Counting, ...] = (
 output-tool row from the tool manager of 0.4.4). The 1.x line up to 1.107.10 counts as
 1.80.0-2.15.0. The last is today's: what ``--counting current`` replays."""
 
+
 def counting_rules(mode: str) -> tuple[Counting, ...]:
     """The :class:`Counting`\\ s ``mode`` may replay: ``current`` today's, ``writer`` every
     one (each run then uses those of the releases that may have written it), a release the one
@@ -105,7 +106,9 @@ def eras_between(low: Release, high: Release | None) -> tuple[Counting, ...]:
     """The :class:`Counting`\\ s of the releases from ``low`` up to before ``high`` (``None``:
     no end); every one when the range is empty (the fields contradict each other)."""
     found = tuple(
-        era for n, era in enumerate(ERAS) if (high is None or era.first < high) and (n + 1 == len(ERAS) or ERAS[n + 1].first > low)
+        era
+        for n, era in enumerate(ERAS)
+        if (high is None or era.first < high) and (n + 1 == len(ERAS) or ERAS[n + 1].first > low)
     )
     return found or ERAS
 
@@ -211,7 +214,9 @@ def release_range(low: Release, high: Release | None) -> str:
     if high is None:
         return f"{start}+"
     major, minor, patch = high
-    return f"{start}-" + (f"{major}.{minor}.{patch - 1}" if patch else f"{major}.{minor - 1}.x" if minor else f"{major - 1}.x")
+    return f"{start}-" + (
+        f"{major}.{minor}.{patch - 1}" if patch else f"{major}.{minor - 1}.x" if minor else f"{major - 1}.x"
+    )
 
 
 Why = Literal["deferred", "cut", "free"]
@@ -281,7 +286,12 @@ _NOT_RUN = frozenset(
 """Status texts of a tool-return whose tool did not run (framework-facts §1.6): no success
 resets a counter."""
 
-_OUTPUT_TOOL_TEXTS = ("Final result processed.", "Output tool ", "Result tool not used", "Output not used as the final result")
+_OUTPUT_TOOL_TEXTS = (
+    "Final result processed.",
+    "Output tool ",
+    "Result tool not used",
+    "Output not used as the final result",
+)
 """Status texts only an output (result) tool's return carries (framework-facts §1.6)."""
 
 _ANSWERS = frozenset({"tool-return", "retry-prompt", "retry-feedback"})
@@ -303,7 +313,11 @@ def is_retry(part: Any) -> bool:
 
 def _succeeded(part: Any) -> bool:
     """A ``tool-return`` of a tool that ran and succeeded (no outcome before 1.67.0)."""
-    if not isinstance(part, dict) or part.get("part_kind") != "tool-return" or part.get("outcome", "success") not in (None, "success"):
+    if (
+        not isinstance(part, dict)
+        or part.get("part_kind") != "tool-return"
+        or part.get("outcome", "success") not in (None, "success")
+    ):
         return False
     content = part.get("content")
     return not (isinstance(content, str) and content in _NOT_RUN)
@@ -330,9 +344,18 @@ class History:
                 continue
             parts = [(p_index, part) for p_index, part in enumerate(message["parts"]) if isinstance(part, dict)]
             if message.get("kind") == "response":
-                calls.update((part["tool_call_id"], m_index) for _, part in parts if part.get("part_kind") == "tool-call" and isinstance(part.get("tool_call_id"), str))
+                calls.update(
+                    (part["tool_call_id"], m_index)
+                    for _, part in parts
+                    if part.get("part_kind") == "tool-call" and isinstance(part.get("tool_call_id"), str)
+                )
             elif message.get("kind") == "request":
-                resent = not parts and m_index > 0 and isinstance(messages[m_index - 1], dict) and messages[m_index - 1].get("kind") == "response"
+                resent = (
+                    not parts
+                    and m_index > 0
+                    and isinstance(messages[m_index - 1], dict)
+                    and messages[m_index - 1].get("kind") == "response"
+                )
                 self.steps.append((m_index, run_of[m_index], [(-1, None)] if resent else parts))
                 for p_index, part in parts:
                     if is_retry(part):
@@ -340,8 +363,20 @@ class History:
                         called = calls.get(call_id) if name is not None and isinstance(call_id, str) else None
                         deferred = called is not None and run_of[called] != run_of[m_index]
                         stored = (_retry_of(part) or {}).get("attempt")
-                        name = name if name is None or isinstance(name, str) else repr(name)  # validation names a tool_name no release wrote
-                        self.retries.append(Retry(m_index, p_index, run_of[m_index], name, _kind(part, outputs), stored if isinstance(stored, int) else None, deferred))
+                        name = (
+                            name if name is None or isinstance(name, str) else repr(name)
+                        )  # validation names a tool_name no release wrote
+                        self.retries.append(
+                            Retry(
+                                m_index,
+                                p_index,
+                                run_of[m_index],
+                                name,
+                                _kind(part, outputs),
+                                stored if isinstance(stored, int) else None,
+                                deferred,
+                            )
+                        )
 
     def replay(self, counting: Counting) -> dict[tuple[int, int], Counted]:
         """Each retry part's :class:`Counted` under ``counting``, by ``(message, part)``."""
@@ -371,7 +406,9 @@ class _Counters:
     def tool(self, name: str) -> int | None:
         return self.tools.get(name, self.default)
 
-    def step(self, counting: Counting, parts: list[tuple[Part | None, Retry | None]], counted: dict[tuple[int, int], Counted]) -> None:
+    def step(
+        self, counting: Counting, parts: list[tuple[Part | None, Retry | None]], counted: dict[tuple[int, int], Counted]
+    ) -> None:
         """Count the retries of one request (a step's results; ``None`` for an empty response
         re-sent), then move the counters at the step's end as ``counting`` says."""
         failed: dict[str, int | None] = {}
@@ -388,7 +425,9 @@ class _Counters:
                         self.tools[part["tool_name"]] = 0
                 continue
             if retry.deferred:
-                counted[retry.message, retry.part] = Counted(None, _budget(counting, retry), _counter(counting, retry), "deferred")
+                counted[retry.message, retry.part] = Counted(
+                    None, _budget(counting, retry), _counter(counting, retry), "deferred"
+                )
                 continue
             counted[retry.message, retry.part] = self._count(counting, retry, failed)
             unknown_in_step |= retry.kind == "unknown"
@@ -480,7 +519,11 @@ def _output_tools(messages: Messages) -> frozenset[str]:
             name, content = part["tool_name"], part.get("content")
             if name == "final_result" or name.startswith("final_result_"):
                 names.add(name)
-            elif part.get("part_kind") == "tool-return" and isinstance(content, str) and content.startswith(_OUTPUT_TOOL_TEXTS):
+            elif (
+                part.get("part_kind") == "tool-return"
+                and isinstance(content, str)
+                and content.startswith(_OUTPUT_TOOL_TEXTS)
+            ):
                 names.add(name)
     return frozenset(names)
 

@@ -31,7 +31,19 @@ def rebind_unknown_tool(messages: Messages, ctx: Context) -> list[Change]:
         used.add(id(call))
         found = Verdict("unknown_tool", "unknown-tool+preceding-call", "template")
         message["parts"][p_index] = to_tool_return(part, found, tool_name=name, tool_call_id=call["tool_call_id"])
-        changes.append(Change("HM103", m_index, p_index, RETRY_PROMPT, "tool-return", found.evidence, found.certainty, "unknown_tool", call["tool_call_id"]))
+        changes.append(
+            Change(
+                "HM103",
+                m_index,
+                p_index,
+                RETRY_PROMPT,
+                "tool-return",
+                found.evidence,
+                found.certainty,
+                "unknown_tool",
+                call["tool_call_id"],
+            )
+        )
     return changes
 
 

@@ -7,7 +7,20 @@ from typing import Any, Optional, Union, get_args
 
 import msgspec
 
-from histmig.rules.base import RECOUNT, Budgets, Change, Context, Docs, Finding, Message, Messages, Part, PartKind, Rule, ValueField
+from histmig.rules.base import (
+    RECOUNT,
+    Budgets,
+    Change,
+    Context,
+    Docs,
+    Finding,
+    Message,
+    Messages,
+    Part,
+    PartKind,
+    Rule,
+    ValueField,
+)
 from histmig.rules.counting import Budget, Counted, Counting, History, Run, counting_rules, eras_between, release_range
 from histmig.rules.retry import RETRY_PROMPT
 from histmig.schema.releases import RETRY_PARTS, Span
@@ -48,10 +61,18 @@ def has_null_attempt(message: Message, part: Part) -> bool:
     """A retried ``tool-return`` or a ``retry-feedback`` whose ``retry`` is an object with no
     ``attempt``: what HM101-HM103 write, and what 2.60+ writes for a retry it did not count."""
     retry = part.get("retry")
-    return isinstance(retry, dict) and retry.get("attempt") is None and (part.get("part_kind") == "retry-feedback" or part.get("outcome") == "retried")
+    return (
+        isinstance(retry, dict)
+        and retry.get("attempt") is None
+        and (part.get("part_kind") == "retry-feedback" or part.get("outcome") == "retried")
+    )
 
 
-_HOW = {"run_id": "run start by run_id", "inferred": "run start inferred", "history": "run start at the history's start"}
+_HOW = {
+    "run_id": "run start by run_id",
+    "inferred": "run start inferred",
+    "history": "run start at the history's start",
+}
 _WHY = {
     "deferred": (
         "deferred-retry",
@@ -121,7 +142,10 @@ def fill_attempts(messages: Messages, ctx: Context) -> list[Change | Finding]:
         counted = [replays[era][retry.message, retry.part] for era in eras]
         place = (CODE, retry.message, retry.part)
         if len({(c.attempt, c.why) for c in counted}) > 1:
-            each = "; ".join(f"{'null' if c.attempt is None else c.attempt} as {era.releases} counted" for era, c in zip(eras, counted))
+            each = "; ".join(
+                f"{'null' if c.attempt is None else c.attempt} as {era.releases} counted"
+                for era, c in zip(eras, counted)
+            )
             text = f"the releases that may have written this run ({release_range(*run.written)}, from its fields) count it differently ({each}): attempt stays null"
             found.append(Finding(*place, text, "writer-ambiguous", "derived"))
             continue
@@ -145,14 +169,36 @@ def fill_attempts(messages: Messages, ctx: Context) -> list[Change | Finding]:
             info["max_retries"] = limit
             after += f" max_retries={limit}"
         elif stored is None and len(limits) > 1:
-            each = "; ".join(f"{limit} as {era.releases} counted" for era, limit in zip(eras, (_limit(c.budget, ctx.budgets) for c in counted)))
-            found.append(Finding(*place, f"max_retries stays null: the releases that may have written this run checked it against different budgets ({each})", "writer-ambiguous", "derived"))
-        found.append(Change(CODE, retry.message, retry.part, "attempt=null", after, _evidence(counted, run, eras, ctx.counting), "derived"))
+            each = "; ".join(
+                f"{limit} as {era.releases} counted"
+                for era, limit in zip(eras, (_limit(c.budget, ctx.budgets) for c in counted))
+            )
+            found.append(
+                Finding(
+                    *place,
+                    f"max_retries stays null: the releases that may have written this run checked it against different budgets ({each})",
+                    "writer-ambiguous",
+                    "derived",
+                )
+            )
+        found.append(
+            Change(
+                CODE,
+                retry.message,
+                retry.part,
+                "attempt=null",
+                after,
+                _evidence(counted, run, eras, ctx.counting),
+                "derived",
+            )
+        )
     return found
 
 
 _NULL = '"retry":{"cause":"model_retry","attempt":null,"max_retries":null}'
-_CALL = '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"fetch_page","args":{},"tool_call_id":"c%d"}]}'
+_CALL = (
+    '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"fetch_page","args":{},"tool_call_id":"c%d"}]}'
+)
 _RETURN = '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"fetch_page","content":"Timed out.","tool_call_id":"c%d","outcome":"retried",%s}]}'
 _PROMPT = '{"kind":"request","parts":[{"part_kind":"user-prompt","content":"Fetch the page."}]}'
 
@@ -189,7 +235,13 @@ RULE = Rule(
         after=_example(_NULL.replace('"attempt":null', '"attempt":1'), _NULL.replace('"attempt":null', '"attempt":2')),
     ),
     looks=(
-        AttemptLook("retry", parts=("tool-return", "retry-feedback"), message="request", quiet=Optional[_Counted], test=has_null_attempt),
+        AttemptLook(
+            "retry",
+            parts=("tool-return", "retry-feedback"),
+            message="request",
+            quiet=Optional[_Counted],
+            test=has_null_attempt,
+        ),
         PartKind(RETRY_PROMPT, message="request"),
     ),
     fix=fill_attempts,

@@ -5,7 +5,21 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from histmig.rules.base import REPAIR, Change, Context, Docs, Message, Messages, NullField, Part, PartKind, Rule, conversation_key, derived_tool_call_id, iter_parts
+from histmig.rules.base import (
+    REPAIR,
+    Change,
+    Context,
+    Docs,
+    Message,
+    Messages,
+    NullField,
+    Part,
+    PartKind,
+    Rule,
+    conversation_key,
+    derived_tool_call_id,
+    iter_parts,
+)
 from histmig.schema.releases import RETRY_PARTS, STRING_TOOL_CALL_ID, Span
 
 _ID_PARTS = ("tool-call", "tool-return")

@@ -10,7 +10,9 @@ from histmig.rules.base import ANY_PART, REPAIR, Change, Context, Docs, Message,
 def has_null_timestamp(message: Message, part: Any) -> bool:
     """``"timestamp": null`` on a part of a request (or of any message that is not a
     response), or on a response's ``builtin-tool-return``."""
-    return part.get("timestamp", 0) is None and (message.get("kind") != "response" or part.get("part_kind") == "builtin-tool-return")
+    return part.get("timestamp", 0) is None and (
+        message.get("kind") != "response" or part.get("part_kind") == "builtin-tool-return"
+    )
 
 
 def drop_null_timestamps(messages: Messages, ctx: Context) -> list[Change]:

@@ -75,7 +75,9 @@ RULE = Rule(
             '"retry":{"cause":"validation_error","attempt":1,"max_retries":3}}]}]'
         ),
     ),
-    looks=(ValueField("content", parts=_RETRY_PARTS, quiet=Union[str, list[_DetailWithInput]], test=lacks_error_input),),
+    looks=(
+        ValueField("content", parts=_RETRY_PARTS, quiet=Union[str, list[_DetailWithInput]], test=lacks_error_input),
+    ),
     fix=add_missing_error_input,
     phase=REPAIR,
 )

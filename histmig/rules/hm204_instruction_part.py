@@ -20,7 +20,11 @@ def is_movable_instruction(part: Any) -> bool:
         isinstance(part, dict)
         and part.get("part_kind") == "instruction"
         and isinstance(part.get("content"), str)
-        and all(value is None or value == _INSTRUCTION_DEFAULTS.get(key, None) for key, value in part.items() if key not in _INSTRUCTION_KEYS)
+        and all(
+            value is None or value == _INSTRUCTION_DEFAULTS.get(key, None)
+            for key, value in part.items()
+            if key not in _INSTRUCTION_KEYS
+        )
     )
 
 
@@ -37,20 +41,28 @@ def move_instruction_parts(messages: Messages, ctx: Context) -> list[Change]:
     field no release wrote) is left for validation to report, so nothing is lost."""
     changes: list[Change] = []
     for m_index, message in enumerate(messages):
-        if not isinstance(message, dict) or message.get("kind") != "request" or not isinstance(message.get("parts"), list):
+        if (
+            not isinstance(message, dict)
+            or message.get("kind") != "request"
+            or not isinstance(message.get("parts"), list)
+        ):
             continue
         kept: list[Any] = []
         texts: list[str] = []
         for p_index, part in enumerate(message["parts"]):
             if is_movable_instruction(part):
                 texts.append(part["content"])
-                changes.append(Change("HM204", m_index, p_index, "instruction", "instructions", "instruction-part", "exact"))
+                changes.append(
+                    Change("HM204", m_index, p_index, "instruction", "instructions", "instruction-part", "exact")
+                )
             else:
                 kept.append(part)
         if texts:
             existing = message.get("instructions")
             message["parts"] = kept
-            message["instructions"] = "\n\n".join([existing, *texts] if isinstance(existing, str) and existing else texts)
+            message["instructions"] = "\n\n".join(
+                [existing, *texts] if isinstance(existing, str) and existing else texts
+            )
     return changes
 
 

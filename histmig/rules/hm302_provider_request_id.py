@@ -8,7 +8,11 @@ from histmig.schema.releases import PROVIDER_REQUEST_ID, Span
 
 def has_provider_request_id(message: Message, part: None = None) -> bool:
     """A response with ``provider_request_id`` and no (or a null) ``provider_response_id``."""
-    return message.get("kind") == "response" and "provider_request_id" in message and message.get("provider_response_id") is None
+    return (
+        message.get("kind") == "response"
+        and "provider_request_id" in message
+        and message.get("provider_response_id") is None
+    )
 
 
 def rename_provider_request_id(messages: Messages, ctx: Context) -> list[Change]:

@@ -9,7 +9,10 @@ from histmig.rules.pairing import LOOK, TARGETS, analyse, describe, drop_parts, 
 def find_orphans(messages: Messages, ctx: Context) -> list[Finding]:
     """Each result whose ``tool_call_id`` no call of the history has (2.68's
     ``_drop_orphaned_tool_results`` drops it before every request)."""
-    return [Finding("HM401", m, p, f"{describe(messages, m, p)} answers no call", "orphaned", "exact") for m, p in analyse(messages).orphaned]
+    return [
+        Finding("HM401", m, p, f"{describe(messages, m, p)} answers no call", "orphaned", "exact")
+        for m, p in analyse(messages).orphaned
+    ]
 
 
 def repair_or_drop(messages: Messages, ctx: Context) -> list[Change]:
@@ -31,20 +34,42 @@ def repair_or_drop(messages: Messages, ctx: Context) -> list[Change]:
             was = dict(part)
             part["tool_call_id"] = messages[call[0]]["parts"][call[1]]["tool_call_id"]
             rebound.add((m_index, p_index))
-            changes.append(Change("HM401", m_index, p_index, part["part_kind"], part["part_kind"], "only-open-call", "derived", tool_call_id=part["tool_call_id"], removed=was))
+            changes.append(
+                Change(
+                    "HM401",
+                    m_index,
+                    p_index,
+                    part["part_kind"],
+                    part["part_kind"],
+                    "only-open-call",
+                    "derived",
+                    tool_call_id=part["tool_call_id"],
+                    removed=was,
+                )
+            )
     return changes + drop_parts(messages, [place for place in orphans if place not in rebound], "HM401", "orphaned")
 
 
-def _only_call(messages: Messages, m_index: int, p_index: int, orphans: list[tuple[int, int]], unanswered: set[tuple[int, int]]) -> tuple[int, int] | None:
+def _only_call(
+    messages: Messages, m_index: int, p_index: int, orphans: list[tuple[int, int]], unanswered: set[tuple[int, int]]
+) -> tuple[int, int] | None:
     """The place of the one unanswered call of the orphan's tool in the response right before
     its request, when the orphan is that request's only orphan of that tool; else ``None``."""
     if m_index == 0 or not isinstance(messages[m_index - 1], dict) or messages[m_index - 1].get("kind") != "response":
         return None
     name = messages[m_index]["parts"][p_index].get("tool_name")
     response = messages[m_index - 1]
-    calls = [(m_index - 1, i) for i, part in enumerate(response.get("parts") or ()) if isinstance(part, dict) and is_call(response, part) and part.get("tool_name") == name]
+    calls = [
+        (m_index - 1, i)
+        for i, part in enumerate(response.get("parts") or ())
+        if isinstance(part, dict) and is_call(response, part) and part.get("tool_name") == name
+    ]
     open_calls = [place for place in calls if place in unanswered]
-    rivals = [place for place in orphans if place[0] == m_index and messages[m_index]["parts"][place[1]].get("tool_name") == name]
+    rivals = [
+        place
+        for place in orphans
+        if place[0] == m_index and messages[m_index]["parts"][place[1]].get("tool_name") == name
+    ]
     return open_calls[0] if len(open_calls) == 1 and rivals == [(m_index, p_index)] else None
 
 
@@ -52,7 +77,7 @@ RULE = Rule(
     code="HM401",
     name="orphaned-result",
     summary="tool result answering no call -> re-paired to the only open call of its tool, else dropped (written whole into the report)",
-    source='pydantic-ai 2.68 pydantic_ai/messages.py _drop_orphaned_tool_results (a result whose id no earlier call has is dropped before every request)',
+    source="pydantic-ai 2.68 pydantic_ai/messages.py _drop_orphaned_tool_results (a result whose id no earlier call has is dropped before every request)",
     facts="framework-facts §2 (history cleaning before every request: _clean_message_history)",
     docs=Docs(
         what=(

@@ -10,7 +10,10 @@ def find_early_results(messages: Messages, ctx: Context) -> list[Finding]:
     """Each result whose call comes later in the history: no earlier call has its id, so 2.68
     drops it before every request (``_drop_orphaned_tool_results``) and answers the call with an
     interrupted return."""
-    return [Finding("HM402", m, p, f"{describe(messages, m, p)} comes before its call", "result-before-call", "exact") for m, p in analyse(messages).before_call]
+    return [
+        Finding("HM402", m, p, f"{describe(messages, m, p)} comes before its call", "result-before-call", "exact")
+        for m, p in analyse(messages).before_call
+    ]
 
 
 def drop_early_results(messages: Messages, ctx: Context) -> list[Change]:
@@ -23,7 +26,7 @@ RULE = Rule(
     code="HM402",
     name="result-before-call",
     summary="tool result placed before the call it answers -> dropped (written whole into the report)",
-    source='pydantic-ai 2.68 pydantic_ai/messages.py _drop_orphaned_tool_results (a result placed before its call is dropped as orphaned)',
+    source="pydantic-ai 2.68 pydantic_ai/messages.py _drop_orphaned_tool_results (a result placed before its call is dropped as orphaned)",
     facts="framework-facts §2 (history cleaning before every request: _clean_message_history)",
     docs=Docs(
         what=(

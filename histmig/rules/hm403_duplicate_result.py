@@ -11,7 +11,14 @@ def find_duplicates(messages: Messages, ctx: Context) -> list[Finding]:
     it and sends two results for one call. No fix: which of the two the model should have seen
     is not in the history."""
     return [
-        Finding("HM403", m, p, f"{describe(messages, m, p)} answers the call at messages[{first[0]}].parts[{first[1]}], which an earlier result answered", "duplicate", "exact")
+        Finding(
+            "HM403",
+            m,
+            p,
+            f"{describe(messages, m, p)} answers the call at messages[{first[0]}].parts[{first[1]}], which an earlier result answered",
+            "duplicate",
+            "exact",
+        )
         for (m, p), first in analyse(messages).duplicate
     ]
 
@@ -20,7 +27,7 @@ RULE = Rule(
     code="HM403",
     name="duplicate-result",
     summary="a second result for one call (reported; no fix)",
-    source='pydantic-ai 2.68 pydantic_ai/messages.py _dangling_tool_calls_by_response (a result answers the oldest open call with its id; a second one answers none)',
+    source="pydantic-ai 2.68 pydantic_ai/messages.py _dangling_tool_calls_by_response (a result answers the oldest open call with its id; a second one answers none)",
     facts="framework-facts §2 (history cleaning before every request: _clean_message_history)",
     docs=Docs(
         what=(

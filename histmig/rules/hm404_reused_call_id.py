@@ -11,7 +11,14 @@ def find_reused_ids(messages: Messages, ctx: Context) -> list[Finding]:
     a result: the earlier call can no longer be answered (any later result answers the new one),
     so it is dangling (HM406). No fix of its own: the ids are what the provider wrote."""
     return [
-        Finding("HM404", m, p, f"{describe(messages, m, p)} reuses the id of the unanswered call at messages[{old[0]}].parts[{old[1]}]", "reused-id", "exact")
+        Finding(
+            "HM404",
+            m,
+            p,
+            f"{describe(messages, m, p)} reuses the id of the unanswered call at messages[{old[0]}].parts[{old[1]}]",
+            "reused-id",
+            "exact",
+        )
         for (m, p), old in analyse(messages).reused
     ]
 

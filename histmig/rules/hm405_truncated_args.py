@@ -11,14 +11,17 @@ def find_truncated_args(messages: Messages, ctx: Context) -> list[Finding]:
     stream cut mid-call, which the run never validated (a call the framework answered with a
     validation retry is recorded history, not a finding). 2.68 keeps such a call as it is and
     closes it out like any other dangling call (``_repair_dangling_tool_calls``): no fix."""
-    return [Finding("HM405", m, p, f"{describe(messages, m, p)} has args that are not JSON", "truncated-args", "exact") for m, p in analyse(messages).truncated]
+    return [
+        Finding("HM405", m, p, f"{describe(messages, m, p)} has args that are not JSON", "truncated-args", "exact")
+        for m, p in analyse(messages).truncated
+    ]
 
 
 RULE = Rule(
     code="HM405",
     name="truncated-args",
     summary="a tool call whose args text is not valid JSON, as a stream cut mid-call leaves it (reported; no fix)",
-    source='pydantic-ai 2.68 pydantic_ai/messages.py _repair_dangling_tool_calls (a call whose args were cut mid-stream is kept and sent as it is)',
+    source="pydantic-ai 2.68 pydantic_ai/messages.py _repair_dangling_tool_calls (a call whose args were cut mid-stream is kept and sent as it is)",
     facts="framework-facts §2 (history cleaning before every request: _clean_message_history)",
     docs=Docs(
         what=(

@@ -9,7 +9,10 @@ from histmig.rules.pairing import LOOK, TARGETS, analyse, close_calls, describe
 def find_dangling(messages: Messages, ctx: Context) -> list[Finding]:
     """Each call of a response before the last one that no later result answers (a run that
     crashed or timed out, a shadowed id)."""
-    return [Finding("HM406", m, p, f"{describe(messages, m, p)} has no result", "dangling", "exact") for m, p in sorted(analyse(messages).dangling)]
+    return [
+        Finding("HM406", m, p, f"{describe(messages, m, p)} has no result", "dangling", "exact")
+        for m, p in sorted(analyse(messages).dangling)
+    ]
 
 
 def answer_dangling(messages: Messages, ctx: Context) -> list[Change]:
@@ -17,14 +20,16 @@ def answer_dangling(messages: Messages, ctx: Context) -> list[Change]:
     synthesizes before every request (``_repair_dangling_tool_calls``), built and placed as 2.68
     builds and places it (:func:`histmig.rules.pairing.close_calls`)."""
     calls = analyse(messages).dangling
-    return [Change("HM406", m, p, ABSENT_PART, "tool-return", "dangling", "exact") for m, p in close_calls(messages, calls)]
+    return [
+        Change("HM406", m, p, ABSENT_PART, "tool-return", "dangling", "exact") for m, p in close_calls(messages, calls)
+    ]
 
 
 RULE = Rule(
     code="HM406",
     name="dangling-call",
     summary="a call before the last response without a result -> the interrupted return 2.68 adds before every request",
-    source='pydantic-ai 2.68 pydantic_ai/messages.py _repair_dangling_tool_calls, _synthesized_tool_returns (the interrupted return added before every request)',
+    source="pydantic-ai 2.68 pydantic_ai/messages.py _repair_dangling_tool_calls, _synthesized_tool_returns (the interrupted return added before every request)",
     facts="framework-facts §2 (history cleaning before every request: _clean_message_history)",
     docs=Docs(
         what=(

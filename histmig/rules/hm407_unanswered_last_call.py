@@ -10,7 +10,10 @@ def find_frontier(messages: Messages, ctx: Context) -> list[Finding]:
     """Each call of the last response without a result: the live frontier, which a run resumed
     with this history (or given ``deferred_tool_results``) may still answer. A warning, not an
     error: a run that ended waiting for a deferred tool's result is legitimate."""
-    return [frontier_finding(m, p, messages[m]["parts"][p].get("tool_name"), messages[m]["parts"][p].get("tool_call_id")) for m, p in sorted(analyse(messages).frontier)]
+    return [
+        frontier_finding(m, p, messages[m]["parts"][p].get("tool_name"), messages[m]["parts"][p].get("tool_call_id"))
+        for m, p in sorted(analyse(messages).frontier)
+    ]
 
 
 def close_frontier(messages: Messages, ctx: Context) -> list[Change]:
@@ -18,14 +21,16 @@ def close_frontier(messages: Messages, ctx: Context) -> list[Change]:
     ``repair_messages`` does with ``repair_last_response`` (the default of
     ``pydantic_ai.messages.repair_messages``): the run is abandoned, not resumed."""
     calls = analyse(messages).frontier
-    return [Change("HM407", m, p, ABSENT_PART, "tool-return", "frontier", "exact") for m, p in close_calls(messages, calls)]
+    return [
+        Change("HM407", m, p, ABSENT_PART, "tool-return", "frontier", "exact") for m, p in close_calls(messages, calls)
+    ]
 
 
 RULE = Rule(
     code="HM407",
     name="unanswered-last-call",
     summary="a call of the last response without a result (a warning: a resumed run may still answer it) -> closed with an interrupted return",
-    source='pydantic-ai 2.68 pydantic_ai/messages.py repair_messages(repair_last_response=True) (the calls of the last response, left alone before a request)',
+    source="pydantic-ai 2.68 pydantic_ai/messages.py repair_messages(repair_last_response=True) (the calls of the last response, left alone before a request)",
     facts="framework-facts §2 (history cleaning before every request: _clean_message_history)",
     docs=Docs(
         what=(

@@ -5,7 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from histmig.rules.base import ROLLBACK, Change, Context, Docs, Message, Messages, Rule, ValueField, conversation_key, iter_parts
+from histmig.rules.base import (
+    ROLLBACK,
+    Change,
+    Context,
+    Docs,
+    Message,
+    Messages,
+    Rule,
+    ValueField,
+    conversation_key,
+    iter_parts,
+)
 from histmig.rules.rollback import ABSENT, QUIET_OUTCOME, evidence, lost, to_retry_prompt, tool_less_id
 from histmig.schema.releases import OLDEST, RETRY_PARTS, TOOL_BOUND_UNKNOWN_TOOL, Span
 
@@ -34,13 +45,29 @@ def rollback_retried_returns(messages: Messages, ctx: Context) -> list[Change]:
         if values.get("retry.cause") == "unknown_tool" and ctx.target < TOOL_BOUND_UNKNOWN_TOOL:
             tool_call_id = tool_less_id(ctx.target, conversation, m_index, p_index)
             message["parts"][p_index] = to_retry_prompt(part, where, None, tool_call_id)
-            notes = ("tool-less before 0.0.47", "tool_call_id derived") if tool_call_id is not None else ("tool-less before 0.0.47",)
+            notes = (
+                ("tool-less before 0.0.47", "tool_call_id derived")
+                if tool_call_id is not None
+                else ("tool-less before 0.0.47",)
+            )
             said = evidence(lost(part, "tool_name", "tool_call_id"), *notes)
         else:
             tool_call_id = None
-            message["parts"][p_index] = to_retry_prompt(part, where, part.get("tool_name"), part.get("tool_call_id", ABSENT))
+            message["parts"][p_index] = to_retry_prompt(
+                part, where, part.get("tool_name"), part.get("tool_call_id", ABSENT)
+            )
             said = evidence(values)
-        changes.append(Change("HM501", m_index, p_index, "tool-return", "retry-prompt", said, "exact" if tool_call_id is None else "derived"))
+        changes.append(
+            Change(
+                "HM501",
+                m_index,
+                p_index,
+                "tool-return",
+                "retry-prompt",
+                said,
+                "exact" if tool_call_id is None else "derived",
+            )
+        )
     return changes
 
 

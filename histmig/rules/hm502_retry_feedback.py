@@ -25,7 +25,9 @@ def rollback_retry_feedback(messages: Messages, ctx: Context) -> list[Change]:
         message["parts"][p_index] = to_retry_prompt(part, f"messages[{m_index}].parts[{p_index}]", None, tool_call_id)
         notes = ("tool_call_id derived",) if tool_call_id is not None else ()
         said = evidence(lost(part), *notes)
-        changes.append(Change("HM502", m_index, p_index, "retry-feedback", "retry-prompt", said, "derived" if notes else "exact"))
+        changes.append(
+            Change("HM502", m_index, p_index, "retry-feedback", "retry-prompt", said, "derived" if notes else "exact")
+        )
     return changes
 
 
@@ -33,8 +35,8 @@ RULE = Rule(
     code="HM502",
     name="retry-feedback",
     summary="(--target before 2.60.0) retry-feedback -> the tool-less retry-prompt that release wrote; retry reported lost",
-    source='pydantic-ai 2.60.0 added RetryFeedbackPart (pydantic_ai/messages.py); the releases before it wrote a retry answering no call as a tool-less RetryPromptPart',
-    facts='framework-facts §2, §3.2 (retry-feedback from 2.60.0), §3.3 (tool_call_id)',
+    source="pydantic-ai 2.60.0 added RetryFeedbackPart (pydantic_ai/messages.py); the releases before it wrote a retry answering no call as a tool-less RetryPromptPart",
+    facts="framework-facts §2, §3.2 (retry-feedback from 2.60.0), §3.3 (tool_call_id)",
     docs=Docs(
         what=(
             "For a --target before 2.60.0, rewrites a retry-feedback part as the tool-less retry-prompt those releases "

@@ -43,7 +43,7 @@ RULE = Rule(
     name="unloadable-part",
     summary="(--target an older release) a part of a kind that release cannot load, with no older form -> removed (unsafe)",
     source="pydantic-ai 0.0.13-2.68.0 ModelRequest and ModelResponse part unions (pydantic_ai/messages.py), release by release: a part kind a release does not have fails its load",
-    facts='framework-facts §3.2 (part kinds by release)',
+    facts="framework-facts §3.2 (part kinds by release)",
     docs=Docs(
         what=(
             "For a --target that cannot load a part's kind (thinking before 0.3.0, builtin tool parts before 0.6.2, "

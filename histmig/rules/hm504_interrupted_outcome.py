@@ -28,7 +28,17 @@ def rollback_interrupted_outcome(messages: Messages, ctx: Context) -> list[Chang
     for m_index, p_index, message, part in iter_parts(messages, "request"):
         if part.get("part_kind") == "tool-return" and is_interrupted_return(message, part):
             part["outcome"] = "failed"
-            changes.append(Change("HM504", m_index, p_index, "tool-return", "tool-return", evidence({"outcome": INTERRUPTED}, "written as 'failed'"), "exact"))
+            changes.append(
+                Change(
+                    "HM504",
+                    m_index,
+                    p_index,
+                    "tool-return",
+                    "tool-return",
+                    evidence({"outcome": INTERRUPTED}, "written as 'failed'"),
+                    "exact",
+                )
+            )
     return changes
 
 
@@ -45,7 +55,9 @@ RULE = Rule(
         after='[{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"fetch","content":"","tool_call_id":"call_4","outcome":"failed"}]}]',
         target="2.0.0",
     ),
-    looks=(ValueField("outcome", parts="tool-return", message="request", quiet=QUIET_OUTCOME, test=is_interrupted_return),),
+    looks=(
+        ValueField("outcome", parts="tool-return", message="request", quiet=QUIET_OUTCOME, test=is_interrupted_return),
+    ),
     fix=rollback_interrupted_outcome,
     phase=ROLLBACK,
     targets=Span(OUTCOME_FIELD, OUTCOMES[INTERRUPTED][-1].since),

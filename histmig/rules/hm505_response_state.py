@@ -17,7 +17,12 @@ def has_newer_state(message: Message, part: Any = None) -> bool:
     """A response whose ``state`` is a value not every release with the field loads
     (``incomplete``, ``suspended``)."""
     state = message.get("state")
-    return message.get("kind") == "response" and isinstance(state, str) and state in RESPONSE_STATES and state not in LOADED_STATES
+    return (
+        message.get("kind") == "response"
+        and isinstance(state, str)
+        and state in RESPONSE_STATES
+        and state not in LOADED_STATES
+    )
 
 
 def rollback_response_state(messages: Messages, ctx: Context) -> list[Change]:
@@ -28,7 +33,11 @@ def rollback_response_state(messages: Messages, ctx: Context) -> list[Change]:
     changes: list[Change] = []
     nearest = "incomplete" if includes(RESPONSE_STATES["incomplete"], ctx.target) else "interrupted"
     for m_index, message in enumerate(messages):
-        if isinstance(message, dict) and has_newer_state(message) and not includes(RESPONSE_STATES[message["state"]], ctx.target):
+        if (
+            isinstance(message, dict)
+            and has_newer_state(message)
+            and not includes(RESPONSE_STATES[message["state"]], ctx.target)
+        ):
             said = evidence({"state": message["state"]}, f"written as {nearest!r}")
             message["state"] = nearest
             changes.append(Change("HM505", m_index, None, "state", "state", said, "exact"))
@@ -39,8 +48,8 @@ RULE = Rule(
     code="HM505",
     name="response-state",
     summary="(--target 1.92.0 to before 2.10.0) response state 'suspended' / 'incomplete' the target lacks -> the nearest it has",
-    source='pydantic-ai ModelResponseState (pydantic_ai/messages.py) of releases 1.92.0, 1.97.0 and 2.10.0',
-    facts='framework-facts §3.3 (state 1.92.0)',
+    source="pydantic-ai ModelResponseState (pydantic_ai/messages.py) of releases 1.92.0, 1.97.0 and 2.10.0",
+    facts="framework-facts §3.3 (state 1.92.0)",
     docs=Docs(
         what=(
             "For a --target from 1.92.0 before 2.10.0, writes state 'incomplete' (from 1.97.0) or else 'interrupted' for "

@@ -40,7 +40,9 @@ def wrap_tool_call_args(messages: Messages, ctx: Context) -> list[Change]:
         args = part["args"]
         key = "args_json" if isinstance(args, str) else "args_dict"
         part["args"] = {key: {} if args is None else args}
-        changes.append(Change("HM506", m_index, p_index, "tool-call", "tool-call", evidence({}, f"wrapped as {key}"), "exact"))
+        changes.append(
+            Change("HM506", m_index, p_index, "tool-call", "tool-call", evidence({}, f"wrapped as {key}"), "exact")
+        )
     return changes
 
 
@@ -48,8 +50,8 @@ RULE = Rule(
     code="HM506",
     name="args-wrapper-back",
     summary="(--target before 0.0.21) bare tool-call args -> {'args_json': ...} / {'args_dict': ...}",
-    source='pydantic-ai 0.0.13-0.0.20 ToolCallPart.args (pydantic_ai/messages.py): the ArgsJson and ArgsDict wrappers',
-    facts='framework-facts §3.3 (ToolCallPart.args, 0.0.13-0.0.20)',
+    source="pydantic-ai 0.0.13-0.0.20 ToolCallPart.args (pydantic_ai/messages.py): the ArgsJson and ArgsDict wrappers",
+    facts="framework-facts §3.3 (ToolCallPart.args, 0.0.13-0.0.20)",
     docs=Docs(
         what=(
             "For a --target before 0.0.21, wraps a tool call's args as those releases stored them: a JSON text as "

@@ -82,7 +82,9 @@ def analyse(messages: Messages) -> Pairing:
     answered: dict[Any, Place] = {}
     seen: set[Any] = set()
     results: list[tuple[Place, Any]] = []
-    last_response = max((i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("kind") == "response"), default=-1)
+    last_response = max(
+        (i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("kind") == "response"), default=-1
+    )
     for m_index, message, parts in _messages(messages):
         for p_index, part in enumerate(parts):
             if not isinstance(part, dict):
@@ -241,7 +243,11 @@ def skeleton(messages: list[Any], tools: list[Any]) -> list[Finding] | None:
         if at + 1 == count or call._kind != "tool-call":
             break
         result = tools[at + 1]
-        if result._kind == "tool-call" or result.tool_call_id != call.tool_call_id or (at + 2 < count and tools[at + 2]._kind != "tool-call"):
+        if (
+            result._kind == "tool-call"
+            or result.tool_call_id != call.tool_call_id
+            or (at + 2 < count and tools[at + 2]._kind != "tool-call")
+        ):
             break
         if call.args.__class__ is str and result.outcome != "retried" and _cut_struct(call.args):
             break
@@ -259,12 +265,20 @@ def skeleton(messages: list[Any], tools: list[Any]) -> list[Finding] | None:
             calls += 1
     if len(tools) > start + calls:
         return [] if _answer(tools[start : start + calls], tools[start + calls :]) else None
-    at = next(m for m in range(len(messages) - 1, -1, -1) if messages[m]._kind == "response")  # by place: an equal earlier response is another one
+    at = next(
+        m for m in range(len(messages) - 1, -1, -1) if messages[m]._kind == "response"
+    )  # by place: an equal earlier response is another one
     last = messages[at]
     pending = tools[start:]
-    if [part for part in last.parts if part._kind == "tool-call"] != pending or any(_cut_struct(call.args) for call in pending):
+    if [part for part in last.parts if part._kind == "tool-call"] != pending or any(
+        _cut_struct(call.args) for call in pending
+    ):
         return None
-    return [frontier_finding(at, p_index, part.tool_name, part.tool_call_id) for p_index, part in enumerate(last.parts) if part._kind == "tool-call"]
+    return [
+        frontier_finding(at, p_index, part.tool_name, part.tool_call_id)
+        for p_index, part in enumerate(last.parts)
+        if part._kind == "tool-call"
+    ]
 
 
 def _answer(calls: list[Any], results: list[Any]) -> bool:
@@ -293,7 +307,14 @@ def _cut_struct(args: Any) -> bool:
 
 def frontier_finding(m_index: int, p_index: int, tool_name: Any, call_id: Any) -> Finding:
     """HM407's finding for the call at ``messages[m_index].parts[p_index]``."""
-    return Finding("HM407", m_index, p_index, f"tool-call {tool_name!r} ({call_id}) of the last response has no result yet", "frontier", "exact")
+    return Finding(
+        "HM407",
+        m_index,
+        p_index,
+        f"tool-call {tool_name!r} ({call_id}) of the last response has no result yet",
+        "frontier",
+        "exact",
+    )
 
 
 def interrupted_return(call: Part, response: Message) -> Part:
@@ -302,7 +323,11 @@ def interrupted_return(call: Part, response: Message) -> Part:
     ``tool_call_id`` and ``tool_kind``, :data:`INTERRUPTED_CONTENT`, the :data:`SYNTHESIZED_KEY`
     marker in ``metadata``, the response's ``timestamp`` (absent when the response has none:
     never the clock), ``outcome: "interrupted"``, ``retry: null``."""
-    part: Part = {"tool_name": call.get("tool_name"), "content": INTERRUPTED_CONTENT, "tool_call_id": call.get("tool_call_id")}
+    part: Part = {
+        "tool_name": call.get("tool_name"),
+        "content": INTERRUPTED_CONTENT,
+        "tool_call_id": call.get("tool_call_id"),
+    }
     part["tool_kind"] = call.get("tool_kind")
     part["metadata"] = {SYNTHESIZED_KEY: True}
     if response.get("timestamp") is not None:
@@ -313,7 +338,16 @@ def interrupted_return(call: Part, response: Message) -> Part:
 
 def new_request(parts: list[Part]) -> Message:
     """A request holding ``parts`` alone, as 2.68 dumps ``ModelRequest(parts=...)``."""
-    return {"parts": parts, "timestamp": None, "instructions": None, "kind": "request", "run_id": None, "conversation_id": None, "metadata": None, "state": "complete"}
+    return {
+        "parts": parts,
+        "timestamp": None,
+        "instructions": None,
+        "kind": "request",
+        "run_id": None,
+        "conversation_id": None,
+        "metadata": None,
+        "state": "complete",
+    }
 
 
 def close_calls(messages: Messages, calls: list[Place]) -> list[Place]:
@@ -325,16 +359,29 @@ def close_calls(messages: Messages, calls: list[Place]) -> list[Place]:
     is."""
     by_response: dict[int, list[Part]] = {}
     for m_index, p_index in calls:
-        by_response.setdefault(m_index, []).append(interrupted_return(messages[m_index]["parts"][p_index], messages[m_index]))
+        by_response.setdefault(m_index, []).append(
+            interrupted_return(messages[m_index]["parts"][p_index], messages[m_index])
+        )
     added: list[Place] = []
     shift = 0
     for m_index in sorted(by_response):
         at = m_index + shift + 1
         returns = by_response[m_index]
         following = messages[at] if at < len(messages) else None
-        if isinstance(following, dict) and following.get("kind") == "request" and isinstance(following.get("parts"), list):
+        if (
+            isinstance(following, dict)
+            and following.get("kind") == "request"
+            and isinstance(following.get("parts"), list)
+        ):
             parts = following["parts"]
-            insert_at = next((i + 1 for i in range(len(parts) - 1, -1, -1) if isinstance(parts[i], dict) and is_result(following, parts[i])), 0)
+            insert_at = next(
+                (
+                    i + 1
+                    for i in range(len(parts) - 1, -1, -1)
+                    if isinstance(parts[i], dict) and is_result(following, parts[i])
+                ),
+                0,
+            )
             parts[insert_at:insert_at] = returns
             added += [(at, insert_at + n) for n in range(len(returns))]
         else:
@@ -350,7 +397,10 @@ TARGETS = Span(TOOL_PAIRING, None)
 LOOK = HistoryLook(
     found,
     skeleton,
-    {"tool-call": (("tool_call_id", str), ("args", Any), ("tool_name", Any)), "tool-return": (("tool_call_id", str), ("outcome", Any))},
+    {
+        "tool-call": (("tool_call_id", str), ("args", Any), ("tool_name", Any)),
+        "tool-return": (("tool_call_id", str), ("outcome", Any)),
+    },
 )
 """The look every pairing rule shares: asked once a record for the whole family."""
 
@@ -372,7 +422,9 @@ def drop_parts(messages: Messages, places: list[Place], code: str, evidence: str
     for m_index, p_index in places:
         by_message.setdefault(m_index, set()).add(p_index)
         part = messages[m_index]["parts"][p_index]
-        changes.append(Change(code, m_index, p_index, part.get("part_kind", ""), ABSENT_PART, evidence, "exact", removed=part))
+        changes.append(
+            Change(code, m_index, p_index, part.get("part_kind", ""), ABSENT_PART, evidence, "exact", removed=part)
+        )
     last = len(messages) - 1
     for m_index in sorted(by_message, reverse=True):
         message = messages[m_index]

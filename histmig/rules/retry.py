@@ -112,7 +112,12 @@ def legacy_parts(messages: Messages, *, tool_bound: bool) -> list[tuple[int, int
             if not isinstance(part, dict) or part.get("part_kind") != RETRY_PROMPT or not binding(message, part):
                 continue
             if not isinstance(part.get("content"), (str, list)):
-                raise Malformed(Problem(f"messages[{m_index}].parts[{p_index}].content", "a retry-prompt content must be a string or a list of error details"))
+                raise Malformed(
+                    Problem(
+                        f"messages[{m_index}].parts[{p_index}].content",
+                        "a retry-prompt content must be a string or a list of error details",
+                    )
+                )
             found.append((m_index, p_index, message, part))
     return found
 
@@ -129,7 +134,9 @@ def rewrite_legacy(messages: Messages, ctx: Context, code: str, *, tool_bound: b
     for m_index, p_index, message, part in legacy_parts(messages, tool_bound=tool_bound):
         found = verdict(part, ctx, tool_bound=tool_bound)
         message["parts"][p_index] = to_tool_return(part, found) if tool_bound else to_retry_feedback(part, found)
-        changes.append(Change(code, m_index, p_index, RETRY_PROMPT, after, found.evidence, found.certainty, found.cause))
+        changes.append(
+            Change(code, m_index, p_index, RETRY_PROMPT, after, found.evidence, found.certainty, found.cause)
+        )
     return changes
 
 

@@ -41,12 +41,21 @@ def to_retry_prompt(part: Part, where: str, tool_name: str | None, tool_call_id:
     :class:`~histmig.rules.base.Malformed` for a content that is neither text nor a list (a
     ``retry-prompt`` content is one or the other, framework-facts §2)."""
     if not isinstance(part.get("content"), (str, list)):
-        raise Malformed(f"{where}.content: a retry-prompt holds text or a list of error details, so this part has no older form")
-    values = {"content": part["content"], "tool_name": tool_name, "tool_call_id": tool_call_id, "part_kind": "retry-prompt"}
+        raise Malformed(
+            f"{where}.content: a retry-prompt holds text or a list of error details, so this part has no older form"
+        )
+    values = {
+        "content": part["content"],
+        "tool_name": tool_name,
+        "tool_call_id": tool_call_id,
+        "part_kind": "retry-prompt",
+    }
     if "timestamp" in part:
         values["timestamp"] = part["timestamp"]
     rebuilt = {key: values[key] for key in RETRY_PROMPT_KEYS if key in values and values[key] is not ABSENT}
-    rebuilt.update((key, value) for key, value in part.items() if key not in RETRY_PROMPT_KEYS and key not in _NEWER_KEYS)
+    rebuilt.update(
+        (key, value) for key, value in part.items() if key not in RETRY_PROMPT_KEYS and key not in _NEWER_KEYS
+    )
     return rebuilt
 
 
@@ -77,5 +86,9 @@ def evidence(values: dict[str, Any], *notes: str) -> str:
     retry.attempt, retry.max_retries``: the value for the fields of :data:`SHOWN`, the name
     for others), or ``nothing lost``, then ``notes`` (``tool_call_id derived``), joined by
     ``; ``."""
-    said = "lost " + ", ".join(f"{key}={value!r}" if key in SHOWN else key for key, value in values.items()) if values else "nothing lost"
+    said = (
+        "lost " + ", ".join(f"{key}={value!r}" if key in SHOWN else key for key, value in values.items())
+        if values
+        else "nothing lost"
+    )
     return "; ".join((said, *notes))

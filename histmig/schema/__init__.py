@@ -31,7 +31,9 @@ import orjson
 PLAIN_CURRENT_PATH = Path(__file__).with_name("current-plain.json")
 """Where the current schema is kept as plain data (see the module docstring)."""
 
-_VALIDATION_NAMES = frozenset({"CurrentHistory", "LegacyHistory", "current_errors", "is_current", "legacy_errors", "plain_schema"})
+_VALIDATION_NAMES = frozenset(
+    {"CurrentHistory", "LegacyHistory", "current_errors", "is_current", "legacy_errors", "plain_schema"}
+)
 
 _MSGSPEC_SCALARS: dict[str, Any] = {
     "any": msgspec.Raw,
@@ -84,21 +86,34 @@ def msgspec_type(
         if kind == "union":
             return Union[tuple(build(choice) for choice in node["choices"])]
         if kind == "tagged-union":
-            return Union[tuple(build(choice, (node["discriminator"], value)) for value, choice in node["choices"].items())]
+            return Union[
+                tuple(build(choice, (node["discriminator"], value)) for value, choice in node["choices"].items())
+            ]
         if kind == "typed-dict":
             fields: Fields = []
             for name, spec in node["fields"].items():
                 if tag is not None and name == tag[0]:
                     continue
                 alias = spec.get("validation_alias")
-                names = [alias] if isinstance(alias, str) else [path[0] for path in alias] if isinstance(alias, list) else [name]
+                names = (
+                    [alias]
+                    if isinstance(alias, str)
+                    else [path[0] for path in alias]
+                    if isinstance(alias, list)
+                    else [name]
+                )
                 value_type = build(spec["schema"])
-                fields += [(key, value_type) if spec["required"] and key == names[0] else (key, value_type, None) for key in names]
+                fields += [
+                    (key, value_type) if spec["required"] and key == names[0] else (key, value_type, None)
+                    for key in names
+                ]
             if refine is not None:
                 fields = refine(tag, fields)
             tagging = {"tag_field": tag[0], "tag": tag[1]} if tag is not None else {}
             attributes = namespace(tag) if namespace is not None else None
-            return msgspec.defstruct(f"_Current{next(_struct_names)}", fields, kw_only=True, gc=False, namespace=attributes, **tagging)
+            return msgspec.defstruct(
+                f"_Current{next(_struct_names)}", fields, kw_only=True, gc=False, namespace=attributes, **tagging
+            )
         raise TypeError(f"no msgspec type for a {kind!r} schema")
 
     return build(schema, tag)

@@ -219,9 +219,7 @@ class RetryFeedbackPart(OpenModel):
 class ToolAvailabilityDeltaPart(OpenModel):
     """`part_kind: 'tool-availability-delta'` (2.23+); `tools_added` also read as `added` (framework-facts §3.3)."""
 
-    tools_added: list[str] = Field(
-        default_factory=list, validation_alias=AliasChoices("tools_added", "added")
-    )
+    tools_added: list[str] = Field(default_factory=list, validation_alias=AliasChoices("tools_added", "added"))
     tool_call_id: str | None = None
     part_kind: Literal["tool-availability-delta"] = "tool-availability-delta"
 
@@ -444,9 +442,7 @@ class ModelResponse(OpenModel):
     provider_details: dict[str, Any] | None = Field(
         None, validation_alias=AliasChoices("provider_details", "vendor_details")
     )
-    provider_response_id: str | None = Field(
-        None, validation_alias=AliasChoices("provider_response_id", "vendor_id")
-    )
+    provider_response_id: str | None = Field(None, validation_alias=AliasChoices("provider_response_id", "vendor_id"))
     finish_reason: Literal["stop", "length", "content_filter", "tool_call", "error"] | None = None
     run_id: str | None = None
     conversation_id: str | None = None

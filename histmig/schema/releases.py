@@ -66,7 +66,9 @@ def release(text: str) -> Release:
         raise ValueError(f"{text!r} is not a release: give major.minor.patch, e.g. 2.59.0")
     named = Release(*map(int, found.groups()))
     if not OLDEST <= named <= NEWEST:
-        raise ValueError(f"histmig knows releases {OLDEST} to {NEWEST}, not {named} (before {OLDEST} histories were another schema)")
+        raise ValueError(
+            f"histmig knows releases {OLDEST} to {NEWEST}, not {named} (before {OLDEST} histories were another schema)"
+        )
     return named
 
 
@@ -314,7 +316,11 @@ def _part_features(path: str, message_kind: str, part: dict[str, Any]) -> Iterat
     if kind in ID_PARTS and "tool_call_id" in part and part["tool_call_id"] is None:
         yield Feature(f"{path}.tool_call_id", "a null tool_call_id", NULL_TOOL_CALL_ID)
     if part.get("timestamp", 0) is None and (message_kind == "request" or kind == "builtin-tool-return"):
-        yield Feature(f"{path}.timestamp", "a null timestamp", before(SYSTEM_PROMPT_TIMESTAMP) if kind == "system-prompt" else NONE)
+        yield Feature(
+            f"{path}.timestamp",
+            "a null timestamp",
+            before(SYSTEM_PROMPT_TIMESTAMP) if kind == "system-prompt" else NONE,
+        )
     if kind == "tool-call":
         args = _args_spans(part)
         if args is not None:
@@ -343,11 +349,19 @@ def _message_features(path: str, message: dict[str, Any]) -> Iterator[Feature]:
         if message.get("timestamp", 0) is None:
             yield Feature(f"{path}.timestamp", "a null timestamp", NONE)
         if "state" in message and _value_spans(message["state"], RESPONSE_STATES, STATE_FIELD) != EVERY:
-            yield Feature(f"{path}.state", f"state {message['state']!r}", _value_spans(message["state"], RESPONSE_STATES, STATE_FIELD))
+            yield Feature(
+                f"{path}.state",
+                f"state {message['state']!r}",
+                _value_spans(message["state"], RESPONSE_STATES, STATE_FIELD),
+            )
         reason = message.get("finish_reason")
         if reason is not None and _value_spans(reason, FINISH_REASONS, FINISH_REASON_FIELD) != EVERY:
             yield Feature(f"{path}.finish_reason", f"finish_reason {reason!r}", before(FINISH_REASON_FIELD))
-    elif kind == "request" and "state" in message and _value_spans(message["state"], REQUEST_STATES, REQUEST_STATE_FIELD) != EVERY:
+    elif (
+        kind == "request"
+        and "state" in message
+        and _value_spans(message["state"], REQUEST_STATES, REQUEST_STATE_FIELD) != EVERY
+    ):
         yield Feature(f"{path}.state", f"state {message['state']!r}", before(REQUEST_STATE_FIELD))
 
 

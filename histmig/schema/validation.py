@@ -73,12 +73,16 @@ def plain_schema(schema: Any) -> Any:
     if kind in ("model", "function-before"):
         return plain_schema(schema["schema"])
     if kind == "model-fields":
-        return core_schema.typed_dict_schema({name: plain_schema(f) for name, f in schema["fields"].items()}, extra_behavior="allow")
+        return core_schema.typed_dict_schema(
+            {name: plain_schema(f) for name, f in schema["fields"].items()}, extra_behavior="allow"
+        )
     if kind == "model-field":
         inner = schema["schema"]
         required = inner["type"] != "default"
         return core_schema.typed_dict_field(
-            plain_schema(inner if required else inner["schema"]), required=required, validation_alias=schema.get("validation_alias")
+            plain_schema(inner if required else inner["schema"]),
+            required=required,
+            validation_alias=schema.get("validation_alias"),
         )
     if kind == "tagged-union" and callable(schema["discriminator"]):
         return core_schema.union_schema([plain_schema(choice) for choice in schema["choices"].values()])
@@ -88,7 +92,6 @@ def plain_schema(schema: Any) -> Any:
 _PLAIN_CURRENT = SchemaValidator(PLAIN_CURRENT)
 """The plain form of the current schema, as stored (tests/test_schema.py: equal to
 :func:`plain_schema` of the models')."""
-
 
 
 def is_current(messages: Any) -> bool:

@@ -106,14 +106,20 @@ def expands(path: str) -> bool:
 
 def _directory(path: str, explicit: str | None) -> list[tuple[str, Format]]:
     """The input files of the directory ``path`` (see :func:`input_paths`)."""
-    files = sorted(entry.path for entry in os.scandir(path) if entry.is_file() and not entry.name.startswith(".") and not entry.name.endswith(REJECTS_SUFFIX))
+    files = sorted(
+        entry.path
+        for entry in os.scandir(path)
+        if entry.is_file() and not entry.name.startswith(".") and not entry.name.endswith(REJECTS_SUFFIX)
+    )
     if explicit is not None:
         chosen = [(file, format_of(file, explicit)) for file in files]
     else:
         chosen = [(file, fmt) for file in files if (fmt := named_format(file)) is not None and fmt.in_directories]
     if not chosen:
         kinds = ", ".join(suffix for fmt in formats().values() if fmt.in_directories for suffix in fmt.suffixes)
-        raise UnreadableInput(f"{path}: no input in this directory (files ending in {kinds}; --format json|jsonl reads every file)")
+        raise UnreadableInput(
+            f"{path}: no input in this directory (files ending in {kinds}; --format json|jsonl reads every file)"
+        )
     return chosen
 
 
@@ -124,19 +130,25 @@ def output_format(input_format: Format, output: str) -> str:
     name asks for a format the input cannot be written as."""
     if output == "-":
         if input_format.columnar:
-            raise UsageError(f"a {input_format.description} input is written to a {_suffixes(input_format.written_as)} file, not to stdout")
+            raise UsageError(
+                f"a {input_format.description} input is written to a {_suffixes(input_format.written_as)} file, not to stdout"
+            )
         return input_format.written_as[0]
     named = named_format(output)
     if named is not None and named.name in input_format.written_as:
         return named.name
     if named is None and (not input_format.columnar or not Path(output).suffix):
         return input_format.written_as[0]
-    kinds = " or ".join(f"{fmt.description} ({fmt.suffixes[0]})" for fmt in map(formats().get, input_format.written_as) if fmt)
+    kinds = " or ".join(
+        f"{fmt.description} ({fmt.suffixes[0]})" for fmt in map(formats().get, input_format.written_as) if fmt
+    )
     what = kinds if input_format.columnar else f"{input_format.description} ({', '.join(input_format.suffixes)})"
     raise UsageError(f"{output}: this input is written as {what}; choose an output name that says so")
 
 
-def output_paths(inputs: Sequence[tuple[str, Format]], output: str, into_directory: bool) -> tuple[list[str], str | None]:
+def output_paths(
+    inputs: Sequence[tuple[str, Format]], output: str, into_directory: bool
+) -> tuple[list[str], str | None]:
     """Where each of ``inputs`` is written for the OUTPUT argument ``output`` (README
     "Outputs", the one rule): the files, in input order, and the directory to create, if
     any. OUTPUT is a directory when ``into_directory`` (several inputs, a directory or a
@@ -148,23 +160,29 @@ def output_paths(inputs: Sequence[tuple[str, Format]], output: str, into_directo
     two inputs of one name)."""
     if output == "-":
         if len(inputs) > 1 and any(fmt.name != "jsonl" for _, fmt in inputs):
-            raise UsageError("several inputs go to stdout only when every one is JSONL (a JSON document or a table needs a file of its own); name a directory")
+            raise UsageError(
+                "several inputs go to stdout only when every one is JSONL (a JSON document or a table needs a file of its own); name a directory"
+            )
         for _, fmt in inputs:
             output_format(fmt, output)
         return ["-"] * len(inputs), None
     if into_directory or os.path.isdir(output) or output.endswith(("/", os.sep)):
         return _into_directory(inputs, output)
-    (_, fmt), = inputs
+    ((_, fmt),) = inputs
     output_format(fmt, output)
     return [output], None
 
 
 def _into_directory(inputs: Sequence[tuple[str, Format]], output: str) -> tuple[list[str], str | None]:
     if os.path.exists(output) and not os.path.isdir(output):
-        raise UsageError(f"{output}: several inputs are written into a directory, each under its own name, and this is a file")
+        raise UsageError(
+            f"{output}: several inputs are written into a directory, each under its own name, and this is a file"
+        )
     named = named_format(output.rstrip("/" + os.sep))
     if not os.path.exists(output) and named is not None:
-        raise UsageError(f"{output}: several inputs are written into a directory, each under its own name; this name is a {named.description} file's (name a directory)")
+        raise UsageError(
+            f"{output}: several inputs are written into a directory, each under its own name; this name is a {named.description} file's (name a directory)"
+        )
     names = [own_name(path, fmt) for path, fmt in inputs]
     by_name: dict[str, str] = {}
     for (path, _), name in zip(inputs, names):

@@ -75,7 +75,9 @@ def column_kind(type_: pa.DataType) -> ColumnKind | None:
     return None
 
 
-def find_messages_column(schema: pa.Schema, name: str | None = None, *, where: str = "", first: Callable[[str], Any] | None = None) -> str:
+def find_messages_column(
+    schema: pa.Schema, name: str | None = None, *, where: str = "", first: Callable[[str], Any] | None = None
+) -> str:
     """The messages column of ``schema``: ``name`` when given, else the first of
     :data:`~histmig.records.MESSAGE_FIELD_CANDIDATES` present with a usable type, else the
     only column that holds histories whatever its name (``chat-history``): a ``list<struct>``
@@ -88,7 +90,9 @@ def find_messages_column(schema: pa.Schema, name: str | None = None, *, where: s
         if name not in schema.names:
             raise ColumnError(f"{prefix}no column {name!r} (columns: {', '.join(schema.names)})")
         if column_kind(schema.field(name).type) is None:
-            raise ColumnError(f"{prefix}column {name!r} is {schema.field(name).type}: expected JSON text, binary or list<struct>")
+            raise ColumnError(
+                f"{prefix}column {name!r} is {schema.field(name).type}: expected JSON text, binary or list<struct>"
+            )
         return name
     for candidate in MESSAGE_FIELD_CANDIDATES:
         if candidate in schema.names and column_kind(schema.field(candidate).type) is not None:
@@ -102,8 +106,12 @@ def find_messages_column(schema: pa.Schema, name: str | None = None, *, where: s
     if len(found) == 1:
         return found[0]
     if found:
-        raise ColumnError(f"{prefix}several columns hold histories ({', '.join(found)}): name one with --messages-column")
-    raise ColumnError(f"{prefix}cannot tell the messages column (name it with --messages-column; columns: {', '.join(schema.names)})")
+        raise ColumnError(
+            f"{prefix}several columns hold histories ({', '.join(found)}): name one with --messages-column"
+        )
+    raise ColumnError(
+        f"{prefix}cannot tell the messages column (name it with --messages-column; columns: {', '.join(schema.names)})"
+    )
 
 
 def _holds_history(cell: Any) -> bool:
@@ -117,7 +125,9 @@ def _holds_history(cell: Any) -> bool:
     return True
 
 
-def find_id_column(schema: pa.Schema, name: str | None = None, *, key: str | None = None, where: str = "") -> str | None:
+def find_id_column(
+    schema: pa.Schema, name: str | None = None, *, key: str | None = None, where: str = ""
+) -> str | None:
     """The column whose value names each row in the report: ``name`` (``--id-column``) when
     given, else the table's one-column primary ``key``, else the first of
     :data:`~histmig.records.ID_FIELDS` (``id``, ``conversation_id``, ``record_id``) present
@@ -126,7 +136,9 @@ def find_id_column(schema: pa.Schema, name: str | None = None, *, key: str | Non
     :class:`ColumnError` (prefixed with ``where``) for a ``name`` the schema lacks."""
     if name is not None:
         if name not in schema.names:
-            raise ColumnError(f"{where + ': ' if where else ''}no id column {name!r} (columns: {', '.join(schema.names)})")
+            raise ColumnError(
+                f"{where + ': ' if where else ''}no id column {name!r} (columns: {', '.join(schema.names)})"
+            )
         return name
     for candidate in (key, *ID_FIELDS):
         if candidate is not None and candidate in schema.names and _names_a_row(schema.field(candidate).type):
@@ -136,7 +148,12 @@ def find_id_column(schema: pa.Schema, name: str | None = None, *, key: str | Non
 
 def _names_a_row(type_: pa.DataType) -> bool:
     type_ = _storage(type_)
-    return pa.types.is_integer(type_) or pa.types.is_string(type_) or pa.types.is_large_string(type_) or pa.types.is_string_view(type_)
+    return (
+        pa.types.is_integer(type_)
+        or pa.types.is_string(type_)
+        or pa.types.is_large_string(type_)
+        or pa.types.is_string_view(type_)
+    )
 
 
 def _merge(struct: Any, additions: Sequence[Any]) -> Any:
@@ -255,7 +272,9 @@ class ColumnMigrator:
         order, field metadata and schema metadata."""
         return self.schema.set(self.index, self.schema.field(self.index).with_type(self.output_type))
 
-    def migrate(self, batch: pa.RecordBatch, rows: Sequence[int], report: Report, observe: Observer | None = None) -> tuple[pa.RecordBatch, Cells]:
+    def migrate(
+        self, batch: pa.RecordBatch, rows: Sequence[int], report: Report, observe: Observer | None = None
+    ) -> tuple[pa.RecordBatch, Cells]:
         """Run every cell of the messages column of ``batch`` (of ``schema``) through the
         engine, into ``report``; ``rows`` holds each row's number (0-based) for its
         ``location`` (``row N``); ``observe`` as for :meth:`migrate_cells`. Returns the batch
@@ -269,9 +288,13 @@ class ColumnMigrator:
     def with_cells(self, batch: pa.RecordBatch, cells: Cells) -> pa.RecordBatch:
         """``batch`` (of ``schema``) with its messages column :meth:`apply`-d ``cells``,
         so of :attr:`output_schema`."""
-        return batch.set_column(self.index, self.output_schema.field(self.index), self.apply(batch.column(self.index), cells))
+        return batch.set_column(
+            self.index, self.output_schema.field(self.index), self.apply(batch.column(self.index), cells)
+        )
 
-    def migrate_cells(self, batch: pa.RecordBatch, rows: Sequence[int], report: Report, observe: Observer | None = None) -> Cells:
+    def migrate_cells(
+        self, batch: pa.RecordBatch, rows: Sequence[int], report: Report, observe: Observer | None = None
+    ) -> Cells:
         """Run every cell of the messages column of ``batch`` through the engine's record loop
         (:func:`~histmig.engine.run_records`), into ``report`` (the columns are found by name:
         ``batch`` may hold only the messages and id columns); ``rows`` holds each row's
@@ -297,7 +320,9 @@ class ColumnMigrator:
             return Record(raw, self.source, f"row {rows[i]}", None if ids is None or ids[i] is None else str(ids[i]))
 
         def accept(i: int, outcome: Outcome) -> Outcome:
-            if ids is not None and ids[i] is None and outcome.record.record_id is not None:  # a null id names no record, not the envelope's
+            if (
+                ids is not None and ids[i] is None and outcome.record.record_id is not None
+            ):  # a null id names no record, not the envelope's
                 outcome.record = replace(outcome.record, record_id=None)
             if outcome.status == "changed":
                 outcome = self._store(values, i, outcome)
@@ -311,7 +336,9 @@ class ColumnMigrator:
 
         run_records(cells(), self.job.processor(), report, record, accept)
         if nested:
-            return Cells(list(range(len(values))), pa.array(values, type=self.output_type), len(values), positions, rejected)
+            return Cells(
+                list(range(len(values))), pa.array(values, type=self.output_type), len(values), positions, rejected
+            )
         return Cells(positions, self._array([values[i] for i in positions]), len(values), positions, rejected)
 
     def _store(self, values: list[Any], i: int, outcome: Outcome) -> Outcome:
@@ -444,4 +471,3 @@ def jsonl_line(row: dict[str, Any], column: str, raw: bytes | None, rejected: bo
     if raw is not None:
         row[column] = orjson.Fragment(raw) if not rejected or is_json(raw) else raw.decode("utf-8", "backslashreplace")
     return orjson.dumps(row, default=_json_default, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
-

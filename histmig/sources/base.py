@@ -262,4 +262,3 @@ class _Lazy:
         value = getattr(importlib.import_module(self._name), attribute)
         setattr(self, attribute, value)
         return value
-

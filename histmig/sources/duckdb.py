@@ -18,9 +18,30 @@ from dataclasses import dataclass
 from typing import Any
 
 from histmig.report import Report
-from histmig.sources.arrow import Cells, ColumnError, ColumnMigrator, find_id_column, find_messages_column, indices, write_jsonl_rows
+from histmig.sources.arrow import (
+    Cells,
+    ColumnError,
+    ColumnMigrator,
+    find_id_column,
+    find_messages_column,
+    indices,
+    write_jsonl_rows,
+)
 from histmig.sources.atomic import atomic_output
-from histmig.sources.base import Format, Input, Job, Target, Task, TaskResult, UnwritableOutput, UsageError, Written, folded, lazy, starts_with
+from histmig.sources.base import (
+    Format,
+    Input,
+    Job,
+    Target,
+    Task,
+    TaskResult,
+    UnwritableOutput,
+    UsageError,
+    Written,
+    folded,
+    lazy,
+    starts_with,
+)
 from histmig.sources.parquet import parquet_sink
 
 duckdb = lazy("duckdb")
@@ -104,7 +125,9 @@ class TableInput(Input):
         self._table, self._target = table, target
         self._stack = ExitStack()
         try:
-            self._con = self._stack.enter_context(duckdb.connect(path, read_only=not (target.in_place or target.to_table is not None)))
+            self._con = self._stack.enter_context(
+                duckdb.connect(path, read_only=not (target.in_place or target.to_table is not None))
+            )
         except duckdb.Error as exc:
             raise ColumnError(f"{path}: {exc}") from exc
         try:
@@ -119,9 +142,16 @@ class TableInput(Input):
             if target.to_table is not None and self._exists(target.to_table) and not target.overwrite:
                 raise UnwritableOutput(f"{path}: table {target.to_table!r} already exists (--overwrite replaces it)")
             schema = _arrow_schema(self._con, table)
-            self._column = find_messages_column(schema, options.messages_column, where=self.name, first=self._first_cell)
+            self._column = find_messages_column(
+                schema, options.messages_column, where=self.name, first=self._first_cell
+            )
             keys = self._constraints("PRIMARY KEY")
-            self._id_column = find_id_column(schema, options.id_column, key=keys[0][0] if len(keys) == 1 and len(keys[0]) == 1 else None, where=self.name)
+            self._id_column = find_id_column(
+                schema,
+                options.id_column,
+                key=keys[0][0] if len(keys) == 1 and len(keys[0]) == 1 else None,
+                where=self.name,
+            )
         except BaseException:
             self._stack.close()
             raise
@@ -132,24 +162,36 @@ class TableInput(Input):
     def _exists(self, table: str, kind: str = "%") -> bool:
         """Whether the database has a table (``kind`` ``VIEW``: a view) named ``table``, as
         DuckDB compares names (:func:`~histmig.sources.base.folded`)."""
-        names = self._con.execute("SELECT table_name FROM information_schema.tables WHERE table_type LIKE ?", [kind]).fetchall()
+        names = self._con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_type LIKE ?", [kind]
+        ).fetchall()
         return any(folded(name) == folded(table) for (name,) in names)
 
     def _first_cell(self, column: str) -> Any:
         """The first non-null cell of ``column`` of the table, or ``None``."""
-        row = self._con.execute(f"SELECT {quote(column)} FROM {quote(self._table)} WHERE {quote(column)} IS NOT NULL LIMIT 1").fetchone()
+        row = self._con.execute(
+            f"SELECT {quote(column)} FROM {quote(self._table)} WHERE {quote(column)} IS NOT NULL LIMIT 1"
+        ).fetchone()
         return None if row is None else row[0]
 
     def _constraints(self, kind: str) -> list[list[str]]:
         """The columns of each ``kind`` constraint (``PRIMARY KEY``, ``UNIQUE``) of the table."""
-        return [list(row[0]) for row in self._con.execute(
-            "SELECT constraint_column_names FROM duckdb_constraints() WHERE table_name = ? AND database_name = current_database() AND constraint_type = ? ORDER BY constraint_index",
-            [self._table, kind],
-        ).fetchall()]
+        return [
+            list(row[0])
+            for row in self._con.execute(
+                "SELECT constraint_column_names FROM duckdb_constraints() WHERE table_name = ? AND database_name = current_database() AND constraint_type = ? ORDER BY constraint_index",
+                [self._table, kind],
+            ).fetchall()
+        ]
 
     def _tables(self) -> str:
         """The database's tables, in words, for an error line."""
-        names = [row[0] for row in self._con.execute("SELECT table_name FROM information_schema.tables ORDER BY table_name").fetchall()]
+        names = [
+            row[0]
+            for row in self._con.execute(
+                "SELECT table_name FROM information_schema.tables ORDER BY table_name"
+            ).fetchall()
+        ]
         return f"its tables: {', '.join(names)}" if names else "it has no table"
 
     def __enter__(self) -> TableInput:
@@ -193,7 +235,11 @@ class TableInput(Input):
         with self._con.cursor() as cursor:
             try:
                 relation = cursor.sql(query)
-                reader = relation.to_arrow_reader(BATCH_ROWS) if hasattr(relation, "to_arrow_reader") else relation.fetch_record_batch(BATCH_ROWS)
+                reader = (
+                    relation.to_arrow_reader(BATCH_ROWS)
+                    if hasattr(relation, "to_arrow_reader")
+                    else relation.fetch_record_batch(BATCH_ROWS)
+                )
             except duckdb.Error as exc:
                 raise ColumnError(f"{self.name}: {str(exc).strip()}") from exc
             migrator = ColumnMigrator(reader.schema, self._column, self.name, self._job, self._id_column)
@@ -220,13 +266,19 @@ class TableInput(Input):
 
         if output_format(formats()["duckdb"], output) == "jsonl":
             out = self._stack.enter_context(atomic_output(output))
-            return (lambda result: write_jsonl_rows(out, result.batch, self._column, self.migrator.kind, result.cells.rejected)), lambda: None  # type: ignore[union-attr]
+            return (
+                lambda result: write_jsonl_rows(
+                    out, result.batch, self._column, self.migrator.kind, result.cells.rejected
+                )
+            ), lambda: None  # type: ignore[union-attr]
         pending: list[Any] = []
         sink: list[Callable[[Any], None]] = []
 
         def flush() -> None:
             if not sink:
-                schema = ColumnMigrator(_arrow_schema(self._con, self._table), self._column, self.name, self._job, self._id_column).output_schema
+                schema = ColumnMigrator(
+                    _arrow_schema(self._con, self._table), self._column, self.name, self._job, self._id_column
+                ).output_schema
                 sink.append(self._stack.enter_context(parquet_sink(output, schema)))
             if pending:
                 sink[0](pa.Table.from_batches(pending, pending[0].schema))
@@ -280,10 +332,13 @@ class TableInput(Input):
             columns.append(column)
         for kind in ("PRIMARY KEY", "UNIQUE"):
             columns += [f"{kind} ({', '.join(map(quote, names))})" for names in self._constraints(kind)]
-        columns += [row[0] for row in self._con.execute(
-            "SELECT constraint_text FROM duckdb_constraints() WHERE table_name = ? AND database_name = current_database() AND constraint_type = 'CHECK' ORDER BY constraint_index",
-            [self._table],
-        ).fetchall()]
+        columns += [
+            row[0]
+            for row in self._con.execute(
+                "SELECT constraint_text FROM duckdb_constraints() WHERE table_name = ? AND database_name = current_database() AND constraint_type = 'CHECK' ORDER BY constraint_index",
+                [self._table],
+            ).fetchall()
+        ]
         return f"CREATE TABLE {quote(to_table)} ({', '.join(columns)})"
 
     def _updates(self) -> tuple[Callable[[BatchResult], None], Callable[[], None]]:
@@ -296,7 +351,9 @@ class TableInput(Input):
             if not changed:
                 return
             taken = indices(changed)
-            rows = pa.table({"rid": result.batch.column(_ROWID).take(taken), "value": result.batch.column(self._column).take(taken)})
+            rows = pa.table(
+                {"rid": result.batch.column(_ROWID).take(taken), "value": result.batch.column(self._column).take(taken)}
+            )
             if not created:
                 self._con.register(_BATCH, rows)
                 self._con.execute(f"CREATE TEMP TABLE {quote(_UPDATES)} AS SELECT * FROM {quote(_BATCH)} LIMIT 0")
@@ -310,7 +367,9 @@ class TableInput(Input):
             migrator = self.migrator
             if migrator.output_type != migrator.input_type:
                 new_type = _duckdb_type(self._con, migrator.output_type)
-                self._con.execute(f"ALTER TABLE {quote(self._table)} ALTER {quote(self._column)} SET DATA TYPE {new_type}")
+                self._con.execute(
+                    f"ALTER TABLE {quote(self._table)} ALTER {quote(self._column)} SET DATA TYPE {new_type}"
+                )
             self._con.execute(
                 f"UPDATE {quote(self._table)} SET {quote(self._column)} = u.value FROM {quote(_UPDATES)} AS u "
                 f"WHERE {quote(self._table)}.rowid = u.rid"
@@ -332,7 +391,9 @@ FORMAT = Format(
     suffixes=(".duckdb", ".db", ".ddb"),
     open=open_table,
     written_as=("parquet", "jsonl"),
-    claims=lambda path: starts_with(path, b"DUCK", 8),  # a DuckDB file's header, whatever its name (.db is SQLite's too)
+    claims=lambda path: starts_with(
+        path, b"DUCK", 8
+    ),  # a DuckDB file's header, whatever its name (.db is SQLite's too)
     columnar=True,
     description="DuckDB",
     takes=frozenset({"messages_column", "id_column", "table", "to_table", "in_place", "overwrite"}),

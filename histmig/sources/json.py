@@ -54,7 +54,9 @@ class Document(Task):
             return outcome
 
         record = self.data[len(BOM) :] if self.data.startswith(BOM) else self.data
-        run_records([(record, None)], job.processor(), result.report, lambda raw, key: Record(raw, self.source, "file"), keep)
+        run_records(
+            [(record, None)], job.processor(), result.report, lambda raw, key: Record(raw, self.source, "file"), keep
+        )
         return result
 
 
@@ -70,7 +72,9 @@ class DocumentInput(Input):
         self._stack = ExitStack()
         self._output = path if target.in_place else target.output
         self._keep_rejected = target.keep_rejected
-        self._rejects = Rejects(target.rejects, self._stack) if self._output is not None and target.rejects is not None else None
+        self._rejects = (
+            Rejects(target.rejects, self._stack) if self._output is not None and target.rejects is not None else None
+        )
         self._withheld = False
 
     def __exit__(self, kind: type[BaseException] | None, *rest: Any) -> None:

@@ -195,7 +195,9 @@ class _Edits:
         """Every edit, in order, a run of migrated records as its outputs joined by ``\\n``;
         when ``slot`` is given and every run fits in it, the runs are written there one
         after another and given as :class:`Placed`."""
-        if slot is None or sum(len(output) + 1 for *_, run in self._items if run is not None for output in run) > len(slot):
+        if slot is None or sum(len(output) + 1 for *_, run in self._items if run is not None for output in run) > len(
+            slot
+        ):
             return [(start, end, None if run is None else b"\n".join(run)) for start, end, run in self._items]
         edits: list[Edit] = []
         offset = 0
@@ -219,7 +221,10 @@ def placed(edits: list[Edit], slot: memoryview | None) -> list[Edit]:
     until the next chunk is asked for: write it before)."""
     if slot is None:
         return edits
-    return [(start, end, slot[new.offset : new.offset + new.length] if isinstance(new, Placed) else new) for start, end, new in edits]
+    return [
+        (start, end, slot[new.offset : new.offset + new.length] if isinstance(new, Placed) else new)
+        for start, end, new in edits
+    ]
 
 
 def read_chunks(stream: BinaryIO, source: str) -> Iterator[Chunk]:

@@ -26,7 +26,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from histmig.report import Report
-from histmig.sources.arrow import Cells, ColumnError, ColumnMigrator, find_id_column, find_messages_column, write_jsonl_rows
+from histmig.sources.arrow import (
+    Cells,
+    ColumnError,
+    ColumnMigrator,
+    find_id_column,
+    find_messages_column,
+    write_jsonl_rows,
+)
 from histmig.sources.atomic import atomic_output, temp_beside, unwritable
 from histmig.sources.base import Format, Input, Job, Target, Task, TaskResult, Written, lazy
 
@@ -116,7 +123,11 @@ class RowGroup(Task):
         column it cannot use, and pyarrow's errors for a row group it cannot read."""
         cursor, migrator = _opened(self, job)
         result = GroupResult(Report.in_memory())
-        columns = None if self.output == "jsonl" else list(dict.fromkeys(c for c in (self.column, self.id_column) if c is not None))
+        columns = (
+            None
+            if self.output == "jsonl"
+            else list(dict.fromkeys(c for c in (self.column, self.id_column) if c is not None))
+        )
         first = self.first_row
         for batch in cursor.take(self.group, self.offset, self.row_count, columns):
             rows = range(first, first + batch.num_rows)
@@ -155,7 +166,10 @@ def _opened(task: RowGroup, job: Job) -> tuple[BatchCursor, ColumnMigrator]:
     if key not in _OPEN:
         _OPEN.clear()
         parquet = open_parquet(task.path)
-        _OPEN[key] = BatchCursor(parquet), ColumnMigrator(parquet.schema_arrow, task.column, task.path, job, task.id_column)
+        _OPEN[key] = (
+            BatchCursor(parquet),
+            ColumnMigrator(parquet.schema_arrow, task.column, task.path, job, task.id_column),
+        )
     return _OPEN[key]
 
 
@@ -174,7 +188,9 @@ class BatchCursor:
         self._held: pa.RecordBatch | None = None
         self._row = 0
 
-    def take(self, group: int, offset: int = 0, count: int | None = None, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
+    def take(
+        self, group: int, offset: int = 0, count: int | None = None, columns: list[str] | None = None
+    ) -> Iterator[pa.RecordBatch]:
         """The rows ``offset`` to ``offset + count`` (``count`` ``None``: to the end) of row
         group ``group`` (``columns`` only, when given), as batches. Raises
         :class:`ValueError` when the row group ends before."""
@@ -231,13 +247,23 @@ class ParquetInput(Input):
     """A row group's result may hold every cell of its messages column: at most two a worker
     wait for their turn (measured: no slower than four)."""
 
-    def __init__(self, path: str, output: str | None, output_format: str | None, job: Job, messages_column: str | None, id_column: str | None) -> None:
+    def __init__(
+        self,
+        path: str,
+        output: str | None,
+        output_format: str | None,
+        job: Job,
+        messages_column: str | None,
+        id_column: str | None,
+    ) -> None:
         self.name = path
         self.size = os.path.getsize(path)
         self._stack = ExitStack()
         self._parquet = open_parquet(path)
         schema = self._parquet.schema_arrow
-        column = find_messages_column(schema, messages_column, where=path, first=lambda name: _first_cell(self._parquet, name))
+        column = find_messages_column(
+            schema, messages_column, where=path, first=lambda name: _first_cell(self._parquet, name)
+        )
         self._migrator = ColumnMigrator(schema, column, path, job, find_id_column(schema, id_column, where=path))
         self._output = output
         self._output_format: Literal["parquet", "jsonl"] | None = output_format if output is not None else None  # type: ignore[assignment]
@@ -248,7 +274,9 @@ class ParquetInput(Input):
             out = self._stack.enter_context(atomic_output(self._output))  # type: ignore[arg-type]
             self._emit = lambda task, result: out.writelines(result.jsonl)
         elif self._output_format == "parquet":
-            write = self._stack.enter_context(parquet_sink(self._output, self._migrator.output_schema, compression(self._parquet.metadata)))  # type: ignore[arg-type]
+            write = self._stack.enter_context(
+                parquet_sink(self._output, self._migrator.output_schema, compression(self._parquet.metadata))
+            )  # type: ignore[arg-type]
             cursor = BatchCursor(self._parquet)
             self._emit = lambda task, result: write(_migrated_group(cursor, task, self._migrator, result.cells))
         return self
@@ -261,7 +289,10 @@ class ParquetInput(Input):
         metadata = self._parquet.metadata
         tasks, first = [], 0
         for group in range(metadata.num_row_groups):
-            tasks += _slices(self._parquet, RowGroup(self.name, group, first, self._migrator.column, self._migrator.id_column, self._output_format))
+            tasks += _slices(
+                self._parquet,
+                RowGroup(self.name, group, first, self._migrator.column, self._migrator.id_column, self._output_format),
+            )
             first += metadata.row_group(group).num_rows
         pa.default_memory_pool().release_unused()
         return iter(tasks)
@@ -300,7 +331,13 @@ def _slices(parquet: pq.ParquetFile, group: RowGroup) -> list[RowGroup]:
         return [replace(group, size=size)]
     per_slice = -(-rows // -(-rows // limit))
     return [
-        replace(group, first_row=group.first_row + offset, offset=offset, row_count=min(per_slice, rows - offset), size=size * min(per_slice, rows - offset) // rows)
+        replace(
+            group,
+            first_row=group.first_row + offset,
+            offset=offset,
+            row_count=min(per_slice, rows - offset),
+            size=size * min(per_slice, rows - offset) // rows,
+        )
         for offset in range(0, rows, per_slice)
     ]
 
@@ -318,7 +355,9 @@ def _bytes_per_row(parquet: pq.ParquetFile, group: RowGroup, meta: pq.RowGroupMe
     if not any(chunk.has_dictionary_page for chunk in chunks):
         return max(stored, 1.0)
     rows = size = 0
-    for batch in parquet.iter_batches(batch_size=PROBE_BATCH, row_groups=[group.group], columns=[group.column], use_threads=False):
+    for batch in parquet.iter_batches(
+        batch_size=PROBE_BATCH, row_groups=[group.group], columns=[group.column], use_threads=False
+    ):
         rows, size = rows + batch.num_rows, size + batch.nbytes
         if rows >= BATCH_ROWS or size >= TASK_BYTES:
             break
@@ -333,7 +372,13 @@ def _leaves(type_: pa.DataType) -> int:
         return sum(_leaves(field.type) for field in type_)
     if pa.types.is_map(type_):
         return _leaves(type_.key_type) + _leaves(type_.item_type)
-    if pa.types.is_list(type_) or pa.types.is_large_list(type_) or pa.types.is_fixed_size_list(type_) or pa.types.is_list_view(type_) or pa.types.is_large_list_view(type_):
+    if (
+        pa.types.is_list(type_)
+        or pa.types.is_large_list(type_)
+        or pa.types.is_fixed_size_list(type_)
+        or pa.types.is_list_view(type_)
+        or pa.types.is_large_list_view(type_)
+    ):
         return _leaves(type_.value_type)
     return 1
 
@@ -348,7 +393,9 @@ def _migrated_group(cursor: BatchCursor, task: RowGroup, migrator: ColumnMigrato
     table = pa.Table.from_batches(list(cursor.take(task.group, task.offset, task.row_count)), migrator.schema)
     column = table.column(migrator.index)
     if sum(batch.length for batch in cells) != len(column):
-        raise ValueError(f"{migrator.source}: row group {task.group} has {len(column)} rows from row {task.offset}, its cells {sum(batch.length for batch in cells)}")
+        raise ValueError(
+            f"{migrator.source}: row group {task.group} has {len(column)} rows from row {task.offset}, its cells {sum(batch.length for batch in cells)}"
+        )
     pieces: list[pa.Array] = []
     start = 0
     for batch in cells:

@@ -87,7 +87,9 @@ class PostgresTable(TableInput):
         try:
             connect = psycopg.connect
         except ImportError as exc:
-            raise UnreadableInput(f"{self.display(location)}: reading PostgreSQL needs psycopg 3 and libpq: pip install 'psycopg[binary]' ({exc})") from exc
+            raise UnreadableInput(
+                f"{self.display(location)}: reading PostgreSQL needs psycopg 3 and libpq: pip install 'psycopg[binary]' ({exc})"
+            ) from exc
         try:
             self._con = connect(location if given else "", autocommit=True, **({} if given else {"dbname": location}))
         except psycopg.Error as exc:
@@ -108,7 +110,9 @@ class PostgresTable(TableInput):
         return self._qualified(self.table)
 
     def _oid(self, table: str) -> int | None:
-        return self._query("SELECT to_regclass(%s)::oid", [self._identifier(*filter(None, (self._schema, table)))])[0][0]
+        return self._query("SELECT to_regclass(%s)::oid", [self._identifier(*filter(None, (self._schema, table)))])[0][
+            0
+        ]
 
     def _exists(self, table: str) -> bool:
         return self._oid(table) is not None
@@ -116,7 +120,9 @@ class PostgresTable(TableInput):
     def _columns(self) -> list[Column]:
         oid = self._oid(self.table)
         if oid is None:
-            raise ColumnError(f"{self.name}: no table {self.table!r}" + (f" in schema {self._schema!r}" if self._schema else ""))
+            raise ColumnError(
+                f"{self.name}: no table {self.table!r}" + (f" in schema {self._schema!r}" if self._schema else "")
+            )
         self._table_oid = oid
         rows = self._query(
             "SELECT a.attname, COALESCE(b.typname, t.typname) FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
@@ -188,7 +194,9 @@ class PostgresTable(TableInput):
             new = self._qualified(target.to_table)
             if target.overwrite:  # in the run's one transaction: the old table stays if the run fails
                 self._query(f"DROP TABLE IF EXISTS {new}")
-            self._query(f"CREATE TABLE {new} (LIKE {self._relation()} INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES)")
+            self._query(
+                f"CREATE TABLE {new} (LIKE {self._relation()} INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES)"
+            )
             self._query(f"INSERT INTO {new} SELECT * FROM {self._relation()}")
             self._write = lambda page, result: self.apply(new, self.changes(page, result))
 
@@ -208,6 +216,18 @@ FORMAT = Format(
     claims=lambda path: path.startswith(SCHEMES),
     columnar=True,
     description="PostgreSQL",
-    takes=frozenset({"messages_column", "id_column", "table", "to_table", "in_place", "overwrite", "schema", "key_column", "single_transaction"}),
+    takes=frozenset(
+        {
+            "messages_column",
+            "id_column",
+            "table",
+            "to_table",
+            "in_place",
+            "overwrite",
+            "schema",
+            "key_column",
+            "single_transaction",
+        }
+    ),
 )
 PostgresTable.FORMAT = FORMAT

@@ -76,10 +76,14 @@ class SqliteTable(TableInput):
             raise ColumnError(f"{path}: no such file")
         uri = f"file:{url_quote(os.path.abspath(path))}?mode="
         try:
-            if not write and os.path.exists(path + "-journal"):  # a writer killed mid-transaction: SQLite rolls its journal back at the first read, which needs write access
+            if (
+                not write and os.path.exists(path + "-journal")
+            ):  # a writer killed mid-transaction: SQLite rolls its journal back at the first read, which needs write access
                 with closing(sqlite3.connect(uri + "rw", uri=True, timeout=LOCK_WAIT)) as recovering:
                     recovering.execute("SELECT count(*) FROM sqlite_master").fetchall()
-            self._con = sqlite3.connect(uri + ("rw" if write else "ro"), uri=True, timeout=LOCK_WAIT, isolation_level=None)
+            self._con = sqlite3.connect(
+                uri + ("rw" if write else "ro"), uri=True, timeout=LOCK_WAIT, isolation_level=None
+            )
             self._con.execute("SELECT count(*) FROM sqlite_master").fetchall()
         except sqlite3.Error as exc:
             self._disconnect()
@@ -103,7 +107,11 @@ class SqliteTable(TableInput):
         return folded(one) == folded(other)  # quoted or not
 
     def _exists(self, table: str) -> bool:
-        return bool(self._query("SELECT 1 FROM sqlite_master WHERE type IN ('table', 'view') AND name = ? COLLATE NOCASE", [table]))
+        return bool(
+            self._query(
+                "SELECT 1 FROM sqlite_master WHERE type IN ('table', 'view') AND name = ? COLLATE NOCASE", [table]
+            )
+        )
 
     def _columns(self) -> list[Column]:
         rows = self._query("SELECT name, type FROM pragma_table_info(?) ORDER BY cid", [self.table])
@@ -112,11 +120,18 @@ class SqliteTable(TableInput):
         return [Column(*row) for row in rows]
 
     def _primary_key(self) -> tuple[str, ...]:
-        key = tuple(row[0] for row in self._query("SELECT name FROM pragma_table_info(?) WHERE pk > 0 ORDER BY pk", [self.table]))
+        key = tuple(
+            row[0]
+            for row in self._query("SELECT name FROM pragma_table_info(?) WHERE pk > 0 ORDER BY pk", [self.table])
+        )
         return key or self._hidden_columns()
 
     def _hidden_columns(self) -> tuple[str, ...]:
-        return ("rowid",) if self._query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [self.table]) else ()
+        return (
+            ("rowid",)
+            if self._query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [self.table])
+            else ()
+        )
 
     def _kind(self, column: Column) -> Kind | None:
         return "binary" if "BLOB" in column.type.upper() else "text"
@@ -142,7 +157,9 @@ class SqliteTable(TableInput):
         return done
 
     def _arrow_type(self, column: Column) -> Any:
-        return {"INTEGER": pa.int64, "TEXT": pa.string, "BLOB": pa.binary, "REAL": pa.float64}.get(affinity(column.type), lambda: None)()
+        return {"INTEGER": pa.int64, "TEXT": pa.string, "BLOB": pa.binary, "REAL": pa.float64}.get(
+            affinity(column.type), lambda: None
+        )()
 
     def _as_text(self, expression: str) -> str:
         return f"CAST({expression} AS TEXT)"
@@ -159,7 +176,10 @@ class SqliteTable(TableInput):
         marks = ", ".join("?" * (4 + len(self.key)))
         rows = [(c.new, c.stored, c.location, c.id, *c.key) for c in self.changes(page, result)]
         try:
-            self._con.executemany(f"INSERT INTO temp.{quote(_CHANGES)} (new, stored, location, id, {', '.join(f'k{i}' for i in range(len(self.key)))}) VALUES ({marks})", rows)
+            self._con.executemany(
+                f"INSERT INTO temp.{quote(_CHANGES)} (new, stored, location, id, {', '.join(f'k{i}' for i in range(len(self.key)))}) VALUES ({marks})",
+                rows,
+            )
         except sqlite3.Error as exc:
             raise UnwritableOutput(f"{self.name}: {self._problem(exc)}") from exc
 
@@ -178,7 +198,9 @@ class SqliteTable(TableInput):
                 if target.to_table is not None:
                     table = self._copy(target.to_table)
                 seq = 0
-                while rows := con.execute(f"SELECT * FROM temp.{quote(_CHANGES)} WHERE seq > ? ORDER BY seq LIMIT {_BATCH_ROWS}", [seq]).fetchall():
+                while rows := con.execute(
+                    f"SELECT * FROM temp.{quote(_CHANGES)} WHERE seq > ? ORDER BY seq LIMIT {_BATCH_ROWS}", [seq]
+                ).fetchall():
                     self.apply(table, [Change(tuple(row[5:]), row[2], row[1], row[3], row[4]) for row in rows])
                     seq = rows[-1][0]
                 if target.to_table is not None:
@@ -196,8 +218,11 @@ class SqliteTable(TableInput):
         and copy every row into it: ``to_table``, or with ``--overwrite`` a new table that
         :meth:`_put_in_place` then renames to it (the table read may be a view of the table
         replaced: it is read before that one is dropped); returns it quoted."""
-        info = self._query("SELECT name, type, \"notnull\", pk FROM pragma_table_info(?) ORDER BY cid", [self.table])
-        columns = [f"{quote(name)} {quote(type_) if type_ else ''}{' NOT NULL' if notnull else ''}" for name, type_, notnull, _ in info]
+        info = self._query('SELECT name, type, "notnull", pk FROM pragma_table_info(?) ORDER BY cid', [self.table])
+        columns = [
+            f"{quote(name)} {quote(type_) if type_ else ''}{' NOT NULL' if notnull else ''}"
+            for name, type_, notnull, _ in info
+        ]
         key = [quote(name) for name, _, _, pk in sorted(info, key=lambda row: row[3]) if pk]
         columns += [f"PRIMARY KEY ({', '.join(key)})"] if key else []
         new = quote(_SCRATCH if self._target.overwrite else to_table)

@@ -38,7 +38,19 @@ from histmig.records import MESSAGE_FIELD_CANDIDATES, Outcome, Record
 from histmig.report import Report
 from histmig.sources.arrow import ColumnError, jsonl_line
 from histmig.sources.atomic import atomic_output
-from histmig.sources.base import Format, Input, Job, Skipped, Target, Task, TaskResult, UnwritableOutput, UsageError, Written, lazy
+from histmig.sources.base import (
+    Format,
+    Input,
+    Job,
+    Skipped,
+    Target,
+    Task,
+    TaskResult,
+    UnwritableOutput,
+    UsageError,
+    Written,
+    lazy,
+)
 
 pa = lazy("pyarrow")
 
@@ -116,7 +128,9 @@ class Page(Task):
             return Record(raw, self.source, self.names[i], None if ids is None else ids[i])
 
         def accept(i: int, outcome: Outcome) -> Outcome:
-            if ids is not None and ids[i] is None and outcome.record.record_id is not None:  # a null id names no record, not the envelope's
+            if (
+                ids is not None and ids[i] is None and outcome.record.record_id is not None
+            ):  # a null id names no record, not the envelope's
                 outcome.record = replace(outcome.record, record_id=None)
             if outcome.status == "changed":
                 result.outputs[i] = outcome.output  # type: ignore[assignment]
@@ -124,7 +138,13 @@ class Page(Task):
                 result.rejected.append(i)
             return outcome
 
-        run_records(((raw, i) for i, raw in enumerate(self.cells) if raw is not None), job.processor(), result.report, record, accept)
+        run_records(
+            ((raw, i) for i, raw in enumerate(self.cells) if raw is not None),
+            job.processor(),
+            result.report,
+            record,
+            accept,
+        )
         result.last = self.names[-1] if self.names else None
         return result
 
@@ -274,7 +294,9 @@ class TableInput(Input):
         by_name = dict(zip(names, columns))
         name = options.messages_column
         if name is None:
-            name = next((c for c in MESSAGE_FIELD_CANDIDATES if c in by_name and self._kind(by_name[c]) is not None), None)
+            name = next(
+                (c for c in MESSAGE_FIELD_CANDIDATES if c in by_name and self._kind(by_name[c]) is not None), None
+            )
             if name is None:
                 raise ColumnError(f"{self.name}: cannot tell the messages column (name it with --messages-column)")
         elif name not in by_name:
@@ -289,7 +311,9 @@ class TableInput(Input):
             if column is not None and column not in by_name and column not in self._hidden_columns():
                 raise ColumnError(f"{self.name}: no {what} {column!r}")
         if self._target.to_table is not None and not self._target.overwrite and self._exists(self._target.to_table):
-            raise UnwritableOutput(f"{self.display(self.location)}: table {self._target.to_table!r} already exists (--overwrite replaces it)")
+            raise UnwritableOutput(
+                f"{self.display(self.location)}: table {self._target.to_table!r} already exists (--overwrite replaces it)"
+            )
         self.columns, self.column, self.kind, self.key = columns, name, kind, key
         self.stored = self._stored(name)
 
@@ -330,11 +354,22 @@ class TableInput(Input):
         head = f"SELECT {', '.join(selected)} FROM {self._relation()}"
         tail = f" ORDER BY {keys} LIMIT {self.PARAM}"
         id_column = self._options.id_column
-        id_at = key.index(id_column) if id_column in key else next((k + s + i for i, c in enumerate(extra) if c.name == id_column), None)
-        if self._options.key_column is not None:  # keyset pages never reach a null key where the engine sorts nulls last (PostgreSQL)
-            nulls = self._query(f"SELECT {keys} FROM {self._relation()} WHERE {' OR '.join(f'{self.quote(c)} IS NULL' for c in key)} LIMIT 1", [])
+        id_at = (
+            key.index(id_column)
+            if id_column in key
+            else next((k + s + i for i, c in enumerate(extra) if c.name == id_column), None)
+        )
+        if (
+            self._options.key_column is not None
+        ):  # keyset pages never reach a null key where the engine sorts nulls last (PostgreSQL)
+            nulls = self._query(
+                f"SELECT {keys} FROM {self._relation()} WHERE {' OR '.join(f'{self.quote(c)} IS NULL' for c in key)} LIMIT 1",
+                [],
+            )
             if nulls:
-                raise ColumnError(f"{self.name}: a row has a null key ({row_name(key, nulls[0])}); name a unique non-null column with --key-column")
+                raise ColumnError(
+                    f"{self.name}: a row has a null key ({row_name(key, nulls[0])}); name a unique non-null column with --key-column"
+                )
         last: tuple[Any, ...] | None = None
         limit = FIRST_PAGE_ROWS
         while True:
@@ -374,14 +409,18 @@ class TableInput(Input):
         for row in rows[start:]:
             values = tuple(row[:k])
             if None in values:
-                raise ColumnError(f"{self.name}: a row has a null key ({row_name(self.key, values)}); name a unique non-null column with --key-column")
+                raise ColumnError(
+                    f"{self.name}: a row has a null key ({row_name(self.key, values)}); name a unique non-null column with --key-column"
+                )
             if values == previous:
                 raise self._not_unique(values)
             previous = values
         return rows[start:]
 
     def _not_unique(self, values: tuple[Any, ...]) -> ColumnError:
-        return ColumnError(f"{self.name}: key {row_name(self.key, values)} is on two rows; name a unique column with --key-column")
+        return ColumnError(
+            f"{self.name}: key {row_name(self.key, values)} is on two rows; name a unique column with --key-column"
+        )
 
     @staticmethod
     def _cell(value: Any) -> bytes | None:
@@ -430,7 +469,15 @@ class TableInput(Input):
         found = []
         for i in sorted(result.outputs):
             row = page.rows[i]
-            found.append(Change(tuple(row[:k]), row[k], self._new_value(result.outputs[i], tuple(row[k : k + s])), page.names[i], None if page.ids is None else page.ids[i]))
+            found.append(
+                Change(
+                    tuple(row[:k]),
+                    row[k],
+                    self._new_value(result.outputs[i], tuple(row[k : k + s])),
+                    page.names[i],
+                    None if page.ids is None else page.ids[i],
+                )
+            )
         return found
 
     def update_statement(self, table: str) -> str:
@@ -476,7 +523,14 @@ class TableInput(Input):
             return write_lines
         from histmig.sources.parquet import parquet_sink
 
-        types = [pa.binary() if c.name == self.column and self.kind == "binary" else pa.string() if c.name == self.column else self._arrow_type(c) or pa.string() for c in self.columns]
+        types = [
+            pa.binary()
+            if c.name == self.column and self.kind == "binary"
+            else pa.string()
+            if c.name == self.column
+            else self._arrow_type(c) or pa.string()
+            for c in self.columns
+        ]
         schema = pa.schema([pa.field(c.name, t) for c, t in zip(self.columns, types)])
         sink = self._stack.enter_context(parquet_sink(output, schema))
         pending: list[Any] = []

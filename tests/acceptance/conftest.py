@@ -66,7 +66,9 @@ def _locked(path: Path) -> Iterator[None]:
 def _run(command: list[Any]) -> None:
     done = subprocess.run([str(part) for part in command], capture_output=True, text=True)
     if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(map(str, command))} exited {done.returncode}: {(done.stderr or done.stdout)[-2000:]}")
+        raise RuntimeError(
+            f"{' '.join(map(str, command))} exited {done.returncode}: {(done.stderr or done.stdout)[-2000:]}"
+        )
 
 
 def environment(name: str) -> Path:
@@ -80,7 +82,18 @@ def environment(name: str) -> Path:
             shutil.rmtree(home, ignore_errors=True)
             _run([sys.executable, "-m", "venv", home])
             extra = [OTEL_PIN] if release(name) <= OTEL_UNTIL else []
-            _run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", f"pydantic-ai-slim=={name}", *extra])
+            _run(
+                [
+                    python,
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    f"pydantic-ai-slim=={name}",
+                    *extra,
+                ]
+            )
             _run([python, "-c", "from pydantic_ai.messages import ModelMessagesTypeAdapter"])
             ready.write_text(f"pydantic-ai-slim=={name}\n")
     return python

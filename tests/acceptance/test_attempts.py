@@ -32,9 +32,18 @@ default of 1."""
 
 NO_RETRY_WRITTEN = {
     ("0.4.11", "h_empty_text_part"): "0.4.11 took the empty text as the run's output: it wrote no retry",
-    ("1.0.18", "h_empty_response"): "an empty response was re-sent as an empty request, no retry part (framework-facts §1.1, 1.0.10-1.3.0)",
-    ("1.107.10", "h_empty_response"): "an empty response was re-sent as an empty request, no retry part (framework-facts §1.1, 1.74.0-2.5.0)",
-    ("2.0.0", "h_empty_response"): "an empty response was re-sent as an empty request, no retry part (framework-facts §1.1, 1.74.0-2.5.0)",
+    (
+        "1.0.18",
+        "h_empty_response",
+    ): "an empty response was re-sent as an empty request, no retry part (framework-facts §1.1, 1.0.10-1.3.0)",
+    (
+        "1.107.10",
+        "h_empty_response",
+    ): "an empty response was re-sent as an empty request, no retry part (framework-facts §1.1, 1.74.0-2.5.0)",
+    (
+        "2.0.0",
+        "h_empty_response",
+    ): "an empty response was re-sent as an empty request, no retry part (framework-facts §1.1, 1.74.0-2.5.0)",
 }
 """Scenarios where the native release writes a retry part for an event the legacy one wrote none
 for: nothing to compare."""
@@ -49,13 +58,19 @@ UNKNOWN_RESULT_BUDGET = "0.0.3-0.4.3 charged an unknown tool name to the run-wid
 UNKNOWN_BOTH = "0.4.4-1.79.0 also charged an unknown tool name to the run-wide output budget, once per step (framework-facts §4 History): the later feedback is the run's 2nd output retry"
 UNKNOWN_LIMIT_ONE = "0.4.4-1.39.1 hard-coded an unknown tool name's own budget to 1 (framework-facts §4 History)"
 
-_DEFERRED_PART = {("m_deferred_tool_model_retry", 2, "run_job", 1, "attempt"): DEFERRED, ("m_deferred_tool_model_retry", 2, "run_job", 1, "max_retries"): DEFERRED}
+_DEFERRED_PART = {
+    ("m_deferred_tool_model_retry", 2, "run_job", 1, "attempt"): DEFERRED,
+    ("m_deferred_tool_model_retry", 2, "run_job", 1, "max_retries"): DEFERRED,
+}
 _OLD_UNKNOWN = {
     ("i_multi_run", 12, None, 1, "attempt"): UNKNOWN_BOTH,
     ("i_multi_run", 8, "weather_lookup", 1, "max_retries"): UNKNOWN_LIMIT_ONE,
     ("j_rich_content", 2, "stock_price", 1, "max_retries"): UNKNOWN_LIMIT_ONE,
 }
-_OLDEST = {("d_parallel_same_tool_fail", 2, "get_weather", 2, "attempt"): PER_CALL, ("i_multi_run", 12, None, 1, "attempt"): UNKNOWN_RESULT_BUDGET}
+_OLDEST = {
+    ("d_parallel_same_tool_fail", 2, "get_weather", 2, "attempt"): PER_CALL,
+    ("i_multi_run", 12, None, 1, "attempt"): UNKNOWN_RESULT_BUDGET,
+}
 
 EXPLAINED: dict[tuple[str, str], dict[tuple[Any, ...], str]] = {
     ("current", "1.0.18"): _DEFERRED_PART,
@@ -77,9 +92,33 @@ wrote the history) and legacy release: ``(scenario, message, tool_name, nth such
 field)`` and the counting rule and release that explain it. Any other pair of parts agrees."""
 
 AGREEMENT = {
-    "current": {"0.0.20": (20, 20, 20), "0.0.55": (20, 20, 20), "0.4.11": (24, 24, 24), "1.0.18": (28, 27, 27), "1.107.10": (28, 28, 28), "2.0.0": (28, 28, 28), "2.59.0": (29, 29, 29)},
-    "writer": {"0.0.20": (20, 18, 20), "0.0.55": (20, 18, 20), "0.4.11": (24, 22, 21), "1.0.18": (28, 26, 25), "1.107.10": (28, 28, 28), "2.0.0": (28, 28, 28), "2.59.0": (29, 29, 29)},
-    "release": {"0.0.20": (20, 18, 20), "0.0.55": (20, 18, 20), "0.4.11": (24, 23, 22), "1.0.18": (28, 26, 25), "1.107.10": (28, 28, 28), "2.0.0": (28, 28, 28), "2.59.0": (29, 29, 29)},
+    "current": {
+        "0.0.20": (20, 20, 20),
+        "0.0.55": (20, 20, 20),
+        "0.4.11": (24, 24, 24),
+        "1.0.18": (28, 27, 27),
+        "1.107.10": (28, 28, 28),
+        "2.0.0": (28, 28, 28),
+        "2.59.0": (29, 29, 29),
+    },
+    "writer": {
+        "0.0.20": (20, 18, 20),
+        "0.0.55": (20, 18, 20),
+        "0.4.11": (24, 22, 21),
+        "1.0.18": (28, 26, 25),
+        "1.107.10": (28, 28, 28),
+        "2.0.0": (28, 28, 28),
+        "2.59.0": (29, 29, 29),
+    },
+    "release": {
+        "0.0.20": (20, 18, 20),
+        "0.0.55": (20, 18, 20),
+        "0.4.11": (24, 23, 22),
+        "1.0.18": (28, 26, 25),
+        "1.107.10": (28, 28, 28),
+        "2.0.0": (28, 28, 28),
+        "2.59.0": (29, 29, 29),
+    },
 }
 """Per counting mode and legacy release (against 2.60.0 and 2.68.0 alike): the retry parts
 compared, those agreeing on ``attempt``, those agreeing on ``max_retries``."""
@@ -93,15 +132,24 @@ def retry_parts(messages: list[Any]) -> dict[tuple[int, Any, int], tuple[Any, An
     seen: Counter[tuple[int, Any]] = Counter()
     for m_index, message in enumerate(messages):
         for part in message["parts"]:
-            if part["part_kind"] == "retry-feedback" or (part["part_kind"] == "tool-return" and part.get("outcome") == "retried"):
+            if part["part_kind"] == "retry-feedback" or (
+                part["part_kind"] == "tool-return" and part.get("outcome") == "retried"
+            ):
                 seen[m_index, part.get("tool_name")] += 1
                 retry = part.get("retry") or {}
-                found[m_index, part.get("tool_name"), seen[m_index, part.get("tool_name")]] = (retry.get("attempt"), retry.get("max_retries"))
+                found[m_index, part.get("tool_name"), seen[m_index, part.get("tool_name")]] = (
+                    retry.get("attempt"),
+                    retry.get("max_retries"),
+                )
     return found
 
 
 def _pairs(legacy: str, native: str) -> list[tuple[str, Path, Path]]:
-    return [(path.stem, path, CORPUS / f"v{native}" / path.name) for path in sorted((CORPUS / f"v{legacy}").glob("*.json")) if (CORPUS / f"v{native}" / path.name).exists()]
+    return [
+        (path.stem, path, CORPUS / f"v{native}" / path.name)
+        for path in sorted((CORPUS / f"v{legacy}").glob("*.json"))
+        if (CORPUS / f"v{native}" / path.name).exists()
+    ]
 
 
 @pytest.mark.parametrize("native", NATIVE_RELEASES)
@@ -113,10 +161,19 @@ def test_reconstructed_attempts_equal_what_the_native_release_recorded(mode: str
     for scenario, legacy_path, native_path in _pairs(legacy, native):
         messages = load(legacy_path)
         budget = BUDGETS.get(scenario, 1)
-        migrate(messages, Options(attempts=True, counting=legacy if mode == "release" else mode, max_retries=f"tools={budget},output={budget}"))
+        migrate(
+            messages,
+            Options(
+                attempts=True,
+                counting=legacy if mode == "release" else mode,
+                max_retries=f"tools={budget},output={budget}",
+            ),
+        )
         framework_dump(messages)
         ours, theirs = retry_parts(messages), retry_parts(load(native_path))
-        assert (set(theirs) - set(ours) != set()) is ((legacy, scenario) in NO_RETRY_WRITTEN) and set(ours) <= set(theirs), scenario
+        assert (set(theirs) - set(ours) != set()) is ((legacy, scenario) in NO_RETRY_WRITTEN) and set(ours) <= set(
+            theirs
+        ), scenario
         for key in ours:
             compared += 1
             for field, mine, native_value in zip(("attempt", "max_retries"), ours[key], theirs[key]):
@@ -156,12 +213,20 @@ def test_attempts_are_total_idempotent_and_only_fill_retry_counts(history: list[
             if isinstance(old.get("retry"), dict):
                 for key in ("attempt", "max_retries"):
                     stored, filled = old["retry"].get(key), new["retry"].get(key)
-                    assert filled == stored if stored is not None else filled in (None, *((1, 2) if key == "attempt" else (2,)))
+                    assert (
+                        filled == stored
+                        if stored is not None
+                        else filled in (None, *((1, 2) if key == "attempt" else (2,)))
+                    )
 
 
 def _without_counts(part: dict[str, Any]) -> dict[str, Any]:
     retry = part.get("retry")
-    return {**part, "retry": {k: v for k, v in retry.items() if k not in ("attempt", "max_retries")}} if isinstance(retry, dict) else part
+    return (
+        {**part, "retry": {k: v for k, v in retry.items() if k not in ("attempt", "max_retries")}}
+        if isinstance(retry, dict)
+        else part
+    )
 
 
 def _readme_block(marker: str) -> str:
@@ -172,19 +237,40 @@ def _readme_block(marker: str) -> str:
 
 def test_the_readme_audit_counts_retries_that_reached_their_budget(tmp_path: Path) -> None:
     out, again = tmp_path / "chats.v2.jsonl", tmp_path / "again.jsonl"
-    result = convert(str(CORPUS / "all.jsonl"), str(out), Options(attempts=True, max_retries="tools=2,output=1", jobs=1))
-    other = convert(str(CORPUS / "all.jsonl"), str(again), Options(attempts=True, max_retries="tools=2,output=1", jobs=2))
-    assert (result.exit_code, out.read_bytes(), result.report.to_json()["changes"]) == (0, again.read_bytes(), other.report.to_json()["changes"])
-    assert (result.report.by_rule["HM104"], result.report.counts["findings"]) == (174, 5)  # 177 legacy retries, 3 handed back through deferred results (+2 native ones)
+    result = convert(
+        str(CORPUS / "all.jsonl"), str(out), Options(attempts=True, max_retries="tools=2,output=1", jobs=1)
+    )
+    other = convert(
+        str(CORPUS / "all.jsonl"), str(again), Options(attempts=True, max_retries="tools=2,output=1", jobs=2)
+    )
+    assert (result.exit_code, out.read_bytes(), result.report.to_json()["changes"]) == (
+        0,
+        again.read_bytes(),
+        other.report.to_json()["changes"],
+    )
+    assert (result.report.by_rule["HM104"], result.report.counts["findings"]) == (
+        174,
+        5,
+    )  # 177 legacy retries, 3 handed back through deferred results (+2 native ones)
     query = _readme_block("<!-- audit: retries at their budget -->").replace("chats.v2.jsonl", str(out))
     rows = duckdb.sql(query).fetchall()
-    assert rows == [("(output)", 67), ("final_result", 25), ("fetch_page", 9), ("get_weather", 6), ("add", 4), ("get_wether", 2)]
+    assert rows == [
+        ("(output)", 67),
+        ("final_result", 25),
+        ("fetch_page", 9),
+        ("get_weather", 6),
+        ("add", 4),
+        ("get_wether", 2),
+    ]
 
 
 def test_a_nested_parquet_column_gets_the_attempts_the_jsonl_path_writes(tmp_path: Path) -> None:
     records = nested_records()
     options = Options(attempts=True, max_retries="tools=2,output=1", jobs=1)
-    source, out = write_parquet(tmp_path / "nested.parquet", table_of(records, nested=True)), tmp_path / "nested.v2.parquet"
+    source, out = (
+        write_parquet(tmp_path / "nested.parquet", table_of(records, nested=True)),
+        tmp_path / "nested.v2.parquet",
+    )
     report = convert(str(source), str(out), options).report
     expected, _ = jsonl_path_output(records, tmp_path, options)
     rejected = {int(row["location"].removeprefix("row ")) for row in report.errors}

@@ -23,15 +23,37 @@ RETRY = {"part_kind": "retry-prompt", "content": "x", "tool_name": None}
 BAD_LINES = {
     "invalid JSON": (b'{"id": "a", "messages": [', "invalid JSON"),
     "not a history": (b'{"id": "b", "note": 42}', "no messages field found"),
-    "messages not an array": (b'{"id": "m", "messages": "no"}', "field 'messages' is not an array (if the messages are in another field, name it with --messages-field)"),
+    "messages not an array": (
+        b'{"id": "m", "messages": "no"}',
+        "field 'messages' is not an array (if the messages are in another field, name it with --messages-field)",
+    ),
     "a scalar": (b"42", "expected a JSON array or object, got a number"),
     "a string": (b'"hi"', "expected a JSON array or object, got a string"),
     "null": (b"null", "expected a JSON array or object, got null"),
     "false": (b"false", "expected a JSON array or object, got false"),
-    "non-UTF-8 bytes": (b'[{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"\xff\xfe","tool_name":null}]}]', "invalid JSON"),
-    "unknown kind": (orjson.dumps([{"kind": "tool-log", "parts": []}, {"kind": "request", "parts": [RETRY]}]), "messages[0]"),
-    "wrong field types": (orjson.dumps([{"kind": "request", "parts": "oops"}, {"kind": "request", "parts": [RETRY]}]), "messages[0].parts"),
-    "a retry part of the wrong shape": (orjson.dumps([{"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": 7, "tool_name": "t", "tool_call_id": "c"}]}]), "messages[0].parts[0].content"),
+    "non-UTF-8 bytes": (
+        b'[{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"\xff\xfe","tool_name":null}]}]',
+        "invalid JSON",
+    ),
+    "unknown kind": (
+        orjson.dumps([{"kind": "tool-log", "parts": []}, {"kind": "request", "parts": [RETRY]}]),
+        "messages[0]",
+    ),
+    "wrong field types": (
+        orjson.dumps([{"kind": "request", "parts": "oops"}, {"kind": "request", "parts": [RETRY]}]),
+        "messages[0].parts",
+    ),
+    "a retry part of the wrong shape": (
+        orjson.dumps(
+            [
+                {
+                    "kind": "request",
+                    "parts": [{"part_kind": "retry-prompt", "content": 7, "tool_name": "t", "tool_call_id": "c"}],
+                }
+            ]
+        ),
+        "messages[0].parts[0].content",
+    ),
     "too deeply nested": (b"[" * 2000 + b"]" * 2000, "invalid JSON"),
     "a number beyond double range": (
         b'[{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"x","tool_name":null}],"n":1e400}]',
@@ -93,7 +115,10 @@ def test_a_rejects_file_of_an_earlier_run_is_kept_and_named(tmp_path: Path) -> N
     result = runner.invoke(app, ["convert", str(good), str(out), "-q"])
     assert result.exit_code == 0
     assert rejects.read_bytes() == before  # never deleted: it may hold the only copy of a record
-    assert f"histmig: note: {rejects} already held rejected records of an earlier run; this run wrote no rejected record to it" in result.stderr
+    assert (
+        f"histmig: note: {rejects} already held rejected records of an earlier run; this run wrote no rejected record to it"
+        in result.stderr
+    )
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(b"[1\n")
     result = runner.invoke(app, ["convert", str(bad), str(out), "-q"])
@@ -131,7 +156,12 @@ def test_an_unknown_part_kind_is_carried_and_warned_about(tmp_path: Path) -> Non
     assert report.counts["changed"] == 1 and report.counts["rejected"] == 0
     assert orjson.loads(out.read_bytes())["messages"][0]["parts"][0] == future
     assert report.warnings == [
-        {"source": str(source), "location": "line 1", "id": "f1", "warnings": ["messages[0].parts[0]: unknown part_kind 'hologram', carried unchanged"]}
+        {
+            "source": str(source),
+            "location": "line 1",
+            "id": "f1",
+            "warnings": ["messages[0].parts[0]: unknown part_kind 'hologram', carried unchanged"],
+        }
     ]
 
 
@@ -172,7 +202,14 @@ def test_blank_lines_are_carried(tmp_path: Path) -> None:
 
 def test_a_100_mb_line(tmp_path: Path) -> None:
     big = "y" * (100 * 1024 * 1024)
-    record = orjson.dumps([{"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": big, "tool_name": "t", "tool_call_id": "c"}]}])
+    record = orjson.dumps(
+        [
+            {
+                "kind": "request",
+                "parts": [{"part_kind": "retry-prompt", "content": big, "tool_name": "t", "tool_call_id": "c"}],
+            }
+        ]
+    )
     source = tmp_path / "big.jsonl"
     source.write_bytes(record + b"\n")
     out = tmp_path / "out.jsonl"
@@ -192,7 +229,9 @@ def test_in_place_replaces_the_input_only_when_complete(tmp_path: Path) -> None:
 
 
 def test_a_part_kind_spelled_with_a_unicode_escape_is_still_migrated() -> None:
-    raw = b'{"messages":[{"kind":"request","parts":[{"part_kind":"retry\\u002dprompt","content":"x","tool_name":null}]}]}'
+    raw = (
+        b'{"messages":[{"kind":"request","parts":[{"part_kind":"retry\\u002dprompt","content":"x","tool_name":null}]}]}'
+    )
     outcome = process(Record(raw, "in.jsonl", "line 1"))
     assert outcome.status == "changed"
     assert [c.rule for c in outcome.changes] == ["HM102"]
@@ -206,13 +245,25 @@ def test_bytes_that_are_not_utf8_are_named_with_their_place_in_the_record() -> N
 
 
 def test_a_lone_surrogate_is_named_as_orjson_names_it() -> None:
-    raw = b'{"messages":[{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"\\ud800","tool_name":null}]}]}'
+    raw = (
+        b'{"messages":[{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"\\ud800","tool_name":null}]}]}'
+    )
     outcome = process(Record(raw, "in.jsonl", "line 1"))
-    assert (outcome.status, outcome.errors) == ("rejected", ["invalid JSON: no low surrogate in string at character 80 of the record"])
+    assert (outcome.status, outcome.errors) == (
+        "rejected",
+        ["invalid JSON: no low surrogate in string at character 80 of the record"],
+    )
 
 
-@pytest.mark.parametrize("depth", [1010, 1500])  # orjson reads up to 1024 levels, msgspec as deep as Python's recursion limit
+@pytest.mark.parametrize(
+    "depth", [1010, 1500]
+)  # orjson reads up to 1024 levels, msgspec as deep as Python's recursion limit
 def test_a_record_nested_deeper_than_msgspec_reads_is_rejected_and_says_so(depth: int) -> None:
-    raw = b'{"messages":[{"kind":"request","parts":[{"part_kind":"retry-prompt","tool_name":null,"content":' + b"[" * depth + b"]" * depth + b"}]}]}"
+    raw = (
+        b'{"messages":[{"kind":"request","parts":[{"part_kind":"retry-prompt","tool_name":null,"content":'
+        + b"[" * depth
+        + b"]" * depth
+        + b"}]}]}"
+    )
     outcome = process(Record(raw, "in.jsonl", "line 1"))
     assert (outcome.status, outcome.errors) == ("rejected", ["invalid JSON: nested deeper than 1000 levels"])

@@ -19,7 +19,9 @@ RETRY = {"attempt": None, "max_retries": None}
 def run(raw: bytes, options: Options = Options()) -> tuple[object, list]:
     outcome = process(Record(raw, "case.json", "file"), options.plan())
     assert outcome.status == "changed", outcome.errors
-    return orjson.loads(outcome.output), [(c.rule, c.message, c.part, c.cause, c.evidence, c.certainty) for c in outcome.changes]
+    return orjson.loads(outcome.output), [
+        (c.rule, c.message, c.part, c.cause, c.evidence, c.certainty) for c in outcome.changes
+    ]
 
 
 BC1 = b"""[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"weather in Oslo?","timestamp":"2025-05-01T10:00:00Z"}]},
@@ -87,7 +89,9 @@ def test_bc2_every_no_output_wording_across_releases() -> None:
         "Please include your response in a tool call or return an image.",
     ]
     for text in wordings:
-        raw = orjson.dumps([{"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": text, "tool_name": None}]}])
+        raw = orjson.dumps(
+            [{"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": text, "tool_name": None}]}]
+        )
         out, _ = run(raw)
         assert out[0]["parts"][0]["retry"]["cause"] == "no_output", text
 
@@ -103,7 +107,9 @@ BC3 = b'[{"kind":"request","parts":[{"part_kind":"retry-prompt","content":[{"typ
 
 def test_bc3_error_details_without_input_load_and_are_reported() -> None:
     out, changes = run(BC3)
-    assert out[0]["parts"][0]["content"] == [{"type": "missing", "loc": ["city"], "msg": "Field required", "input": None}]
+    assert out[0]["parts"][0]["content"] == [
+        {"type": "missing", "loc": ["city"], "msg": "Field required", "input": None}
+    ]
     assert out[0]["parts"][0]["retry"] == {"cause": "validation_error", **RETRY}
     assert changes == [
         ("HM203", 0, 0, None, "missing-input:1", "shape"),
@@ -131,12 +137,27 @@ def test_bc3_the_original_does_not_load_for_want_of_input_and_does_once_it_has_o
 
 
 def test_bc4_a_retry_part_with_no_timestamp_gets_none() -> None:
-    raw = b'[{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"Please return text.","tool_name":null}]}]'
+    raw = (
+        b'[{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"Please return text.","tool_name":null}]}]'
+    )
     first, _ = run(raw)
     second, _ = run(raw)
-    assert first == second == [
-        {"kind": "request", "parts": [{"part_kind": "retry-feedback", "content": "Please return text.", "retry": {"cause": "no_output", **RETRY}}]}
-    ]
+    assert (
+        first
+        == second
+        == [
+            {
+                "kind": "request",
+                "parts": [
+                    {
+                        "part_kind": "retry-feedback",
+                        "content": "Please return text.",
+                        "retry": {"cause": "no_output", **RETRY},
+                    }
+                ],
+            }
+        ]
+    )
 
 
 def test_bc4_a_null_timestamp_is_removed_not_filled() -> None:
@@ -151,7 +172,9 @@ BC5 = b'[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"hi"},{
 
 def test_bc5_an_instruction_part_moves_to_instructions() -> None:
     out, changes = run(BC5)
-    assert out == [{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "hi"}], "instructions": "Be concise."}]
+    assert out == [
+        {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "hi"}], "instructions": "Be concise."}
+    ]
     assert changes == [("HM204", 0, 1, None, "instruction-part", "exact")]
     framework_dump(out)
 
@@ -178,7 +201,21 @@ def test_bc6_nested_repeated_inputs_are_carried_as_the_framework_carries_them() 
         {"type": "missing", "loc": ["report", "summary"], "msg": "Field required", "input": big},
         {"type": "missing", "loc": ["report", "owner"], "msg": "Field required", "input": big},
     ]
-    raw = orjson.dumps([{"kind": "request", "parts": [{"part_kind": "retry-prompt", "tool_name": "final_result", "tool_call_id": "call_3", "content": content}]}])
+    raw = orjson.dumps(
+        [
+            {
+                "kind": "request",
+                "parts": [
+                    {
+                        "part_kind": "retry-prompt",
+                        "tool_name": "final_result",
+                        "tool_call_id": "call_3",
+                        "content": content,
+                    }
+                ],
+            }
+        ]
+    )
     out, _ = run(raw)
     assert out[0]["parts"][0]["content"] == content
     assert framework_dump(orjson.loads(raw))[0]["parts"][0]["content"] == content

@@ -20,7 +20,10 @@ RETRY_RULES = {"HM101", "HM102"}
 def test_the_corpus_is_all_there() -> None:
     assert len(HISTORIES) == 212
     assert sum(1 for _ in (CORPUS / "oracle-2.68").glob("v*/*.json")) == 196
-    assert (len(list(CORPUS.glob("captured/v*/*.json"))), len(list(CORPUS.glob("oracle-2.68/captured/v*/*.json")))) == (25, 23)
+    assert (len(list(CORPUS.glob("captured/v*/*.json"))), len(list(CORPUS.glob("oracle-2.68/captured/v*/*.json")))) == (
+        25,
+        23,
+    )
 
 
 def test_every_stored_history_is_a_shape_the_legacy_schema_knows(history_path: Path) -> None:
@@ -58,7 +61,9 @@ def test_every_derived_id_of_the_oldest_histories_is_distinct_and_pairs_its_resu
     assert derived == 29
 
 
-def _without(messages: list[dict[str, Any]], skip: set[tuple[int, int | None]], untimed: set[tuple[int, int | None]]) -> list[Any]:
+def _without(
+    messages: list[dict[str, Any]], skip: set[tuple[int, int | None]], untimed: set[tuple[int, int | None]]
+) -> list[Any]:
     """``messages`` without ``retry`` fields, without the parts a repair rule changed
     (``skip``) and without the timestamps the loader filled from its clock (``untimed``)."""
     out = []
@@ -70,7 +75,11 @@ def _without(messages: list[dict[str, Any]], skip: set[tuple[int, int | None]], 
         for p_index, part in enumerate(message["parts"]):
             if (m_index, p_index) in skip:
                 continue
-            part = {k: v for k, v in part.items() if k != "retry" and not ((m_index, p_index) in untimed and k == "timestamp")}
+            part = {
+                k: v
+                for k, v in part.items()
+                if k != "retry" and not ((m_index, p_index) in untimed and k == "timestamp")
+            }
             parts.append(part)
         message["parts"] = parts
         out.append(message)
@@ -111,7 +120,12 @@ def test_the_framework_reads_the_converted_history_as_it_reads_the_original(orac
 
 def _retry_parts(messages: list[dict[str, Any]]) -> list[tuple[str, str | None, Any, str | None]]:
     return [
-        (part["part_kind"], part.get("tool_name"), part["content"], part["retry"]["cause"] if part.get("retry") else None)
+        (
+            part["part_kind"],
+            part.get("tool_name"),
+            part["content"],
+            part["retry"]["cause"] if part.get("retry") else None,
+        )
         for message in messages
         for part in message["parts"]
         if part.get("part_kind") == "retry-feedback" or part.get("outcome") == "retried"
@@ -126,7 +140,9 @@ def test_inferred_causes_equal_what_2_60_records_natively(legacy_path: Path) -> 
     messages, _ = converted(load(legacy_path))
     native = load(CORPUS / "v2.60.0" / legacy_path.name)
     ours, theirs = _retry_parts(framework_dump(messages)), _retry_parts(framework_dump(native))
-    assert [(kind, name, cause) for kind, name, _, cause in ours] == [(kind, name, cause) for kind, name, _, cause in theirs]
+    assert [(kind, name, cause) for kind, name, _, cause in ours] == [
+        (kind, name, cause) for kind, name, _, cause in theirs
+    ]
     assert [content for *_, content, _ in ours] == [content for *_, content, _ in theirs]
 
 

@@ -46,7 +46,9 @@ def test_check_takes_several_json_files_and_names_each_in_the_report(exports: Pa
     assert result.exit_code == 1, result.output
     data = orjson.loads(report.read_bytes())
     assert data["summary"]["records_in"] == 3
-    assert {row["source"] for row in data["changes"]} <= set(files) and len({row["source"] for row in data["changes"]}) >= 2
+    assert {row["source"] for row in data["changes"]} <= set(files) and len(
+        {row["source"] for row in data["changes"]}
+    ) >= 2
 
 
 def test_every_command_reads_a_directory_of_json_and_jsonl_files(exports: Path, tmp_path: Path) -> None:
@@ -56,9 +58,14 @@ def test_every_command_reads_a_directory_of_json_and_jsonl_files(exports: Path, 
     out = tmp_path / "out"
     converted = invoke("convert", str(exports), str(out), "-q")
     assert converted.exit_code == 0, converted.output
-    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in exports.iterdir() if p.suffix in (".json", ".jsonl"))
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        p.name for p in exports.iterdir() if p.suffix in (".json", ".jsonl")
+    )
     checked = invoke("check", str(out))
-    assert (checked.exit_code, checked.stderr.splitlines()[-1]) == (0, "histmig check: all 60 records are current and valid")
+    assert (checked.exit_code, checked.stderr.splitlines()[-1]) == (
+        0,
+        "histmig check: all 60 records are current and valid",
+    )
     for command, source in (("otel", out), ("otel-upgrade", tmp_path / "otel")):
         exported = invoke(command, str(source), str(tmp_path / command), "-q")
         assert exported.exit_code == 0, (command, exported.output)
@@ -66,7 +73,11 @@ def test_every_command_reads_a_directory_of_json_and_jsonl_files(exports: Path, 
 
 
 def test_a_quoted_glob_and_stdin_are_inputs_too(exports: Path, tmp_path: Path) -> None:
-    result = runner.invoke(app, ["audit", str(exports / "v0.0.*.json"), "-", "-q", "--report", "-", "--report-format", "json"], input=LINES[0] + b"\n")
+    result = runner.invoke(
+        app,
+        ["audit", str(exports / "v0.0.*.json"), "-", "-q", "--report", "-", "--report-format", "json"],
+        input=LINES[0] + b"\n",
+    )
     assert result.exit_code == 0, result.output
     sources = {row["source"] for row in orjson.loads(result.stdout)["changes"]}
     assert "-" in sources and all(source == "-" or "/v0.0." in source for source in sources)
@@ -79,7 +90,10 @@ def test_a_parquet_directory_to_a_jsonl_name_is_refused_and_writes_nothing(tmp_p
     (lake / "b.jsonl").write_bytes(LINES[1] + b"\n")
     result = invoke("convert", str(lake), str(tmp_path / "lake.jsonl"))
     assert result.exit_code == 2
-    assert result.stderr == f"histmig: {tmp_path}/lake.jsonl: several inputs are written into a directory, each under its own name; this name is a JSONL file's (name a directory)\n"
+    assert (
+        result.stderr
+        == f"histmig: {tmp_path}/lake.jsonl: several inputs are written into a directory, each under its own name; this name is a JSONL file's (name a directory)\n"
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["lake"]
 
 
@@ -95,7 +109,10 @@ def test_an_existing_empty_directory_takes_the_output_and_the_same_command_runs_
     assert invoke("check", str(out / "all.jsonl"), "-q").exit_code == 0
     several = tmp_path / "several"
     for _ in range(2):
-        assert invoke("convert", str(ALL), str(CORPUS / "v0.0.20" / "c_unknown_tool.json"), str(several), "-q").exit_code == 0
+        assert (
+            invoke("convert", str(ALL), str(CORPUS / "v0.0.20" / "c_unknown_tool.json"), str(several), "-q").exit_code
+            == 0
+        )
     assert sorted(p.name for p in several.iterdir()) == ["all.jsonl", "c_unknown_tool.json"]
 
 
@@ -117,23 +134,46 @@ def test_rejected_records_of_several_inputs_go_to_one_file_beside_the_output_dir
     assert result.stderr.rstrip().endswith(f"rejected records to {tmp_path}/out.rejects.jsonl")
     assert "already held" not in result.stderr
     again = invoke("convert", str(a), str(b), str(tmp_path / "out"))
-    assert f"histmig: note: {tmp_path}/out.rejects.jsonl already held rejected records of an earlier run; this run's rejected records were added after them" in again.stderr
+    assert (
+        f"histmig: note: {tmp_path}/out.rejects.jsonl already held rejected records of an earlier run; this run's rejected records were added after them"
+        in again.stderr
+    )
 
 
 @pytest.mark.parametrize(
     ("args", "said"),
     [
         (("check", "chast.jsonl"), "histmig: cannot read chast.jsonl: no such file or directory"),
-        (("check", "notes.txt"), "histmig: cannot read notes.txt: cannot tell the format from the name (use --format json|jsonl)"),
-        (("audit", "in.jsonl", "--table", "t"), "histmig: in.jsonl: --table does not apply to a JSONL input (only to a DuckDB, PostgreSQL or SQLite one)"),
-        (("audit", "in.jsonl", "--messages-column", "m"), "histmig: in.jsonl: --messages-column does not apply to a JSONL input (only to a DuckDB, Parquet, PostgreSQL or SQLite one)"),
-        (("convert", "in.jsonl", "--to-table", "t"), "histmig: in.jsonl: --to-table does not apply to a JSONL input (only to a DuckDB, PostgreSQL or SQLite one)"),
-        (("convert", "in.jsonl"), "histmig: give OUTPUT after INPUT, or --in-place, or --to-table for a database input"),
-        (("convert", "in.jsonl", "missing/out.jsonl"), "histmig: cannot write missing/out.jsonl: no such directory 'missing'"),
+        (
+            ("check", "notes.txt"),
+            "histmig: cannot read notes.txt: cannot tell the format from the name (use --format json|jsonl)",
+        ),
+        (
+            ("audit", "in.jsonl", "--table", "t"),
+            "histmig: in.jsonl: --table does not apply to a JSONL input (only to a DuckDB, PostgreSQL or SQLite one)",
+        ),
+        (
+            ("audit", "in.jsonl", "--messages-column", "m"),
+            "histmig: in.jsonl: --messages-column does not apply to a JSONL input (only to a DuckDB, Parquet, PostgreSQL or SQLite one)",
+        ),
+        (
+            ("convert", "in.jsonl", "--to-table", "t"),
+            "histmig: in.jsonl: --to-table does not apply to a JSONL input (only to a DuckDB, PostgreSQL or SQLite one)",
+        ),
+        (
+            ("convert", "in.jsonl"),
+            "histmig: give OUTPUT after INPUT, or --in-place, or --to-table for a database input",
+        ),
+        (
+            ("convert", "in.jsonl", "missing/out.jsonl"),
+            "histmig: cannot write missing/out.jsonl: no such directory 'missing'",
+        ),
         (("convert", "in.jsonl", "in.jsonl"), "histmig: in.jsonl is the input; use --in-place to replace it"),
     ],
 )
-def test_every_error_is_one_line_with_the_path_and_the_cause_and_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...], said: str) -> None:
+def test_every_error_is_one_line_with_the_path_and_the_cause_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...], said: str
+) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "in.jsonl").write_bytes(LINES[0] + b"\n")
     (tmp_path / "notes.txt").write_text("x")
@@ -141,7 +181,9 @@ def test_every_error_is_one_line_with_the_path_and_the_cause_and_exit_2(tmp_path
     assert (result.exit_code, result.stderr) == (2, said + "\n")
 
 
-def test_in_place_in_a_directory_the_user_cannot_write_is_one_line_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_in_place_in_a_directory_the_user_cannot_write_is_one_line_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     folder = tmp_path / "readonly"
     folder.mkdir()
     source = folder / "chats.jsonl"
@@ -157,7 +199,9 @@ def test_in_place_in_a_directory_the_user_cannot_write_is_one_line_exit_2(tmp_pa
     assert source.read_bytes() == b"\n".join(LINES[:5]) + b"\n"
 
 
-def test_a_write_that_fails_is_one_line_exit_2_and_leaves_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_write_that_fails_is_one_line_exit_2_and_leaves_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def full(fd: int) -> None:
         raise OSError(28, "No space left on device")
 
@@ -171,7 +215,12 @@ def test_a_write_that_fails_is_one_line_exit_2_and_leaves_no_file(tmp_path: Path
 def test_a_stdout_closed_early_ends_the_run_silently_with_exit_1(tmp_path: Path) -> None:
     big = tmp_path / "big.jsonl"
     big.write_bytes(ALL.read_bytes() * 40)
-    process = subprocess.Popen([sys.executable, "-m", "histmig", "convert", str(big), "-", "-q", "--jobs", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "histmig", "convert", str(big), "-", "-q", "--jobs", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+    )
     assert process.stdout is not None and process.stdout.read(100)
     process.stdout.close()
     assert (process.wait(timeout=60), process.stderr.read()) == (1, b"")

@@ -71,7 +71,17 @@ def _group(pgid: int) -> list[int]:
 def test_workers_end_when_their_parent_is_killed(tmp_path: Path) -> None:
     source = tmp_path / "big.jsonl"
     source.write_bytes((CORPUS / "all.jsonl").read_bytes() * 200)
-    command = [sys.executable, "-m", "histmig", "convert", str(source), str(tmp_path / "out.jsonl"), "-q", "--jobs", "2"]
+    command = [
+        sys.executable,
+        "-m",
+        "histmig",
+        "convert",
+        str(source),
+        str(tmp_path / "out.jsonl"),
+        "-q",
+        "--jobs",
+        "2",
+    ]
     process = subprocess.Popen(command, start_new_session=True)
     deadline = time.monotonic() + 20
     while len(_group(process.pid)) < 3 and time.monotonic() < deadline:

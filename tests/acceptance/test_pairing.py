@@ -64,7 +64,9 @@ def pinned(messages: list[Any]) -> list[Any]:
 def framework_passes(messages: list[Any], repair_last_response: bool) -> list[Any]:
     """What 2.68's two pairing passes make of ``messages`` (loaded), dumped as JSON data."""
     loaded = ModelMessagesTypeAdapter.validate_python(messages)
-    repaired = _repair_dangling_tool_calls(_drop_orphaned_tool_results(loaded), repair_last_response=repair_last_response)
+    repaired = _repair_dangling_tool_calls(
+        _drop_orphaned_tool_results(loaded), repair_last_response=repair_last_response
+    )
     return ModelMessagesTypeAdapter.dump_python(repaired, mode="json")
 
 
@@ -75,10 +77,16 @@ def _repaired(changes: list[Change], output: list[Any]) -> list[tuple[int, int]]
     for change in changes:
         if change.evidence == "only-open-call":
             was = {k: v for k, v in change.removed.items() if k != "tool_call_id"}
-            places.append(next(
-                (m, p) for m, message in enumerate(output) for p, part in enumerate(message["parts"])
-                if (m, p) not in places and part.get("tool_call_id") != change.removed["tool_call_id"] and {k: v for k, v in part.items() if k != "tool_call_id"} == was
-            ))
+            places.append(
+                next(
+                    (m, p)
+                    for m, message in enumerate(output)
+                    for p, part in enumerate(message["parts"])
+                    if (m, p) not in places
+                    and part.get("tool_call_id") != change.removed["tool_call_id"]
+                    and {k: v for k, v in part.items() if k != "tool_call_id"} == was
+                )
+            )
     return places
 
 
@@ -94,7 +102,10 @@ def _set_aside(loaded: list[Any], expected: list[Any], places: list[tuple[int, i
     for m, p in places:
         turn = sum(message["kind"] == "response" for message in loaded[:m])
         turns.setdefault(turn, []).append(loaded[m]["parts"][p]["tool_call_id"])
-    kept = [{**message, "parts": [part for p, part in enumerate(message["parts"]) if (m, p) not in places]} for m, message in enumerate(loaded)]
+    kept = [
+        {**message, "parts": [part for p, part in enumerate(message["parts"]) if (m, p) not in places]}
+        for m, message in enumerate(loaded)
+    ]
     return _merged(kept, turns, drop=False), _merged(expected, turns, drop=True)
 
 
@@ -110,7 +121,11 @@ def _merged(messages: list[Any], turns: dict[int, list[Any]], drop: bool) -> lis
             if pending is not None:
                 if drop:
                     for call_id in turns[turn]:
-                        synthesized = [part for part in pending if part.get("tool_call_id") == call_id and (part.get("metadata") or {}).get(SYNTHESIZED_KEY)]
+                        synthesized = [
+                            part
+                            for part in pending
+                            if part.get("tool_call_id") == call_id and (part.get("metadata") or {}).get(SYNTHESIZED_KEY)
+                        ]
                         if synthesized:
                             pending.remove(synthesized[0])
                 if pending:
@@ -178,11 +193,17 @@ def _figures(paths: list[Path]) -> dict[str, Any]:
         except ValidationError:
             figures["unloadable"] += 1
             stored = None
-        versions = {"stored": stored, "converted": pinned(_migrated(history, Options())), "unsafe": pinned(_migrated(history, Options(unsafe_fixes=True)))}
+        versions = {
+            "stored": stored,
+            "converted": pinned(_migrated(history, Options())),
+            "unsafe": pinned(_migrated(history, Options(unsafe_fixes=True))),
+        }
         for name, version in versions.items():
             for repair_last_response in (False, True):
                 key = f"{name}, repair_last_response={repair_last_response}"
-                figures[key] = figures.get(key, 0) + (version is not None and framework_passes(version, repair_last_response) != framework_dump(version))
+                figures[key] = figures.get(key, 0) + (
+                    version is not None and framework_passes(version, repair_last_response) != framework_dump(version)
+                )
     return figures
 
 
@@ -196,16 +217,24 @@ def test_the_corpus_and_captured_findings_and_what_2_68_would_repair() -> None:
     """The figures of the issue's note: framework-written histories pair, but for the calls of
     their last response (deferred calls awaiting results, runs that raised mid-tool)."""
     assert _figures(HISTORIES) == {
-        "findings": Counter({"HM407": 6}), "unloadable": 16,
-        "stored, repair_last_response=False": 0, "stored, repair_last_response=True": 6,
-        "converted, repair_last_response=False": 0, "converted, repair_last_response=True": 6,
-        "unsafe, repair_last_response=False": 0, "unsafe, repair_last_response=True": 0,
+        "findings": Counter({"HM407": 6}),
+        "unloadable": 16,
+        "stored, repair_last_response=False": 0,
+        "stored, repair_last_response=True": 6,
+        "converted, repair_last_response=False": 0,
+        "converted, repair_last_response=True": 6,
+        "unsafe, repair_last_response=False": 0,
+        "unsafe, repair_last_response=True": 0,
     }
     assert _figures(CAPTURED) == {
-        "findings": Counter({"HM407": 9}), "unloadable": 2,
-        "stored, repair_last_response=False": 0, "stored, repair_last_response=True": 8,
-        "converted, repair_last_response=False": 0, "converted, repair_last_response=True": 9,
-        "unsafe, repair_last_response=False": 0, "unsafe, repair_last_response=True": 0,
+        "findings": Counter({"HM407": 9}),
+        "unloadable": 2,
+        "stored, repair_last_response=False": 0,
+        "stored, repair_last_response=True": 8,
+        "converted, repair_last_response=False": 0,
+        "converted, repair_last_response=True": 9,
+        "unsafe, repair_last_response=False": 0,
+        "unsafe, repair_last_response=True": 0,
     }
 
 
@@ -220,33 +249,80 @@ def conversations(draw: st.DrawFn) -> list[Any]:
     """A framework-shaped conversation: a prompt, then turns of a response with tool calls
     (sometimes a native call beside them) and the request answering them (in any order,
     sometimes retried, with user content after), ending in a text response."""
-    messages: list[Any] = [{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "go", "timestamp": "2025-05-01T09:59:59Z"}], "run_id": "r1"}]
+    messages: list[Any] = [
+        {
+            "kind": "request",
+            "parts": [{"part_kind": "user-prompt", "content": "go", "timestamp": "2025-05-01T09:59:59Z"}],
+            "run_id": "r1",
+        }
+    ]
     for turn in range(draw(st.integers(0, 4))):
         stamp = draw(TIMESTAMPS)
         names = draw(st.lists(st.sampled_from(TOOLS), min_size=1, max_size=3))
         ids = draw(st.lists(IDS, min_size=len(names), max_size=len(names)))
-        calls = [{"part_kind": "tool-call", "tool_name": n, "args": draw(ARGS), "tool_call_id": i, "tool_kind": None} for n, i in zip(names, ids)]
+        calls = [
+            {"part_kind": "tool-call", "tool_name": n, "args": draw(ARGS), "tool_call_id": i, "tool_kind": None}
+            for n, i in zip(names, ids)
+        ]
         if draw(st.booleans()):
-            calls.append({"part_kind": "builtin-tool-call", "tool_name": "web_search", "args": None, "tool_call_id": draw(IDS), "provider_name": "openai"})
-        messages.append({"kind": "response", "parts": calls, **({"timestamp": stamp} if stamp else {}), "model_name": "m"})
+            calls.append(
+                {
+                    "part_kind": "builtin-tool-call",
+                    "tool_name": "web_search",
+                    "args": None,
+                    "tool_call_id": draw(IDS),
+                    "provider_name": "openai",
+                }
+            )
+        messages.append(
+            {"kind": "response", "parts": calls, **({"timestamp": stamp} if stamp else {}), "model_name": "m"}
+        )
         results = [
             {
-                "part_kind": "tool-return", "tool_name": call["tool_name"], "content": f"result {turn}.{n}", "tool_call_id": call["tool_call_id"],
-                "timestamp": "2025-05-01T10:00:02Z", **draw(st.sampled_from([{}, {"outcome": "retried", "retry": {"cause": "model_retry"}}])),
+                "part_kind": "tool-return",
+                "tool_name": call["tool_name"],
+                "content": f"result {turn}.{n}",
+                "tool_call_id": call["tool_call_id"],
+                "timestamp": "2025-05-01T10:00:02Z",
+                **draw(st.sampled_from([{}, {"outcome": "retried", "retry": {"cause": "model_retry"}}])),
             }
-            for n, call in enumerate(calls) if call["part_kind"] == "tool-call"
+            for n, call in enumerate(calls)
+            if call["part_kind"] == "tool-call"
         ]
-        extra = [{"part_kind": "user-prompt", "content": "also this", "timestamp": "2025-05-01T10:00:03Z"}] if draw(st.booleans()) else []
+        extra = (
+            [{"part_kind": "user-prompt", "content": "also this", "timestamp": "2025-05-01T10:00:03Z"}]
+            if draw(st.booleans())
+            else []
+        )
         messages.append({"kind": "request", "parts": draw(st.permutations(results)) + extra, "metadata": {"n": turn}})
-    messages.append({"kind": "response", "parts": [{"part_kind": "text", "content": "done"}], "timestamp": "2025-05-01T10:01:00Z"})
+    messages.append(
+        {"kind": "response", "parts": [{"part_kind": "text", "content": "done"}], "timestamp": "2025-05-01T10:01:00Z"}
+    )
     return messages
 
 
-DAMAGE = st.sampled_from(["drop-result", "duplicate-result", "result-before-call", "cut-tail", "reuse-id", "orphan", "rename-result", "evict-response"])
+DAMAGE = st.sampled_from(
+    [
+        "drop-result",
+        "duplicate-result",
+        "result-before-call",
+        "cut-tail",
+        "reuse-id",
+        "orphan",
+        "rename-result",
+        "evict-response",
+    ]
+)
 
 
 def _results(history: list[Any]) -> list[tuple[int, int]]:
-    return [(m, p) for m, message in enumerate(history) if message["kind"] == "request" for p, part in enumerate(message["parts"]) if part["part_kind"] == "tool-return"]
+    return [
+        (m, p)
+        for m, message in enumerate(history)
+        if message["kind"] == "request"
+        for p, part in enumerate(message["parts"])
+        if part["part_kind"] == "tool-return"
+    ]
 
 
 _FRESH = itertools.count()
@@ -278,7 +354,13 @@ def _damage(history: list[Any], kind: str, at: int) -> None:
         part["tool_call_id"] = "mis-built"
     elif kind == "reuse-id":
         calls = [c for c in history[m - 1]["parts"] if c["part_kind"] == "tool-call"]
-        earlier = [c["tool_call_id"] for message in history[: m - 1] if message["kind"] == "response" for c in message["parts"] if c["part_kind"] == "tool-call"]
+        earlier = [
+            c["tool_call_id"]
+            for message in history[: m - 1]
+            if message["kind"] == "response"
+            for c in message["parts"]
+            if c["part_kind"] == "tool-call"
+        ]
         if calls and earlier:
             old = calls[0]["tool_call_id"]
             calls[0]["tool_call_id"] = earlier[0]
@@ -289,7 +371,9 @@ def _damage(history: list[Any], kind: str, at: int) -> None:
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(conversations(), st.lists(st.tuples(DAMAGE, st.integers(0, 40)), max_size=4), st.booleans())
-def test_damaged_histories_pair_as_the_framework(history: list[Any], damages: list[tuple[str, int]], close_frontier: bool) -> None:
+def test_damaged_histories_pair_as_the_framework(
+    history: list[Any], damages: list[tuple[str, int]], close_frontier: bool
+) -> None:
     for kind, at in damages:
         _damage(history, kind, at)
     assert_pairs_as_the_framework(history, close_frontier)
@@ -297,7 +381,9 @@ def test_damaged_histories_pair_as_the_framework(history: list[Any], damages: li
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(conversations(), st.lists(st.tuples(DAMAGE, st.integers(0, 40)), max_size=3))
-def test_what_the_screen_passes_needs_nothing_but_the_findings_it_gives(history: list[Any], damages: list[tuple[str, int]]) -> None:
+def test_what_the_screen_passes_needs_nothing_but_the_findings_it_gives(
+    history: list[Any], damages: list[tuple[str, int]]
+) -> None:
     for kind, at in damages:
         _damage(history, kind, at)
     verdict = Options().plan().screen(orjson.dumps(history))  # type: ignore[misc]

@@ -28,10 +28,19 @@ TS = st.sampled_from(["2025-05-01T10:00:00Z", "2024-01-02T03:04:05.123456Z"])
 TEXT = st.text(max_size=30)
 NAMES = st.sampled_from(["get_weather", "final_result", "add", "search_tools", ""])
 IDS = st.sampled_from(["call_1", "call_2", "pyd_ai_x", ""])
-EXTRA = st.dictionaries(st.sampled_from(["x_note", "x_rank", "x_tags"]), st.one_of(st.integers(), TEXT, st.lists(st.integers(), max_size=3)), max_size=2)
+EXTRA = st.dictionaries(
+    st.sampled_from(["x_note", "x_rank", "x_tags"]),
+    st.one_of(st.integers(), TEXT, st.lists(st.integers(), max_size=3)),
+    max_size=2,
+)
 SCALAR = st.one_of(st.none(), st.booleans(), st.integers(-1000, 1000), TEXT)
 ERROR = st.fixed_dictionaries(
-    {"type": st.sampled_from(["missing", "int_parsing"]), "loc": st.lists(st.one_of(TEXT, st.integers(0, 3)), max_size=3), "msg": TEXT, "input": SCALAR},
+    {
+        "type": st.sampled_from(["missing", "int_parsing"]),
+        "loc": st.lists(st.one_of(TEXT, st.integers(0, 3)), max_size=3),
+        "msg": TEXT,
+        "input": SCALAR,
+    },
     optional={"ctx": st.fixed_dictionaries({"error": TEXT})},
 )
 RETRY_TEXT = st.one_of(
@@ -71,8 +80,19 @@ REQUEST_PARTS = st.one_of(
     RETRY_PROMPT,
     _part("system-prompt", content=TEXT, timestamp=TS),
     _part("user-prompt", content=st.one_of(TEXT, st.lists(TEXT, max_size=2)), timestamp=TS),
-    _part("tool-return", tool_name=NAMES, content=st.one_of(TEXT, st.lists(SCALAR, max_size=2)), tool_call_id=IDS, timestamp=TS, outcome=st.sampled_from(["success", "failed", "denied"])),
-    _part("retry-feedback", content=TEXT, retry=st.fixed_dictionaries({"cause": st.sampled_from(["validation_error", "no_output", "model_retry"])})),
+    _part(
+        "tool-return",
+        tool_name=NAMES,
+        content=st.one_of(TEXT, st.lists(SCALAR, max_size=2)),
+        tool_call_id=IDS,
+        timestamp=TS,
+        outcome=st.sampled_from(["success", "failed", "denied"]),
+    ),
+    _part(
+        "retry-feedback",
+        content=TEXT,
+        retry=st.fixed_dictionaries({"cause": st.sampled_from(["validation_error", "no_output", "model_retry"])}),
+    ),
     _part("tool-availability-delta", tools_added=st.lists(NAMES, max_size=2)),
     _part("model-settings-delta", settings=st.fixed_dictionaries({"thinking": st.sampled_from(["high", "low"])})),
     _part("instruction-delta", id=st.one_of(st.none(), TEXT), content=st.one_of(st.none(), TEXT)),
@@ -81,13 +101,24 @@ REQUEST_PARTS = st.one_of(
 RESPONSE_PARTS = st.one_of(
     _part("text", content=TEXT),
     _part("thinking", content=TEXT),
-    _part("tool-call", tool_name=NAMES, args=st.one_of(st.none(), TEXT, st.dictionaries(st.text(max_size=5), SCALAR, max_size=2)), tool_call_id=IDS),
+    _part(
+        "tool-call",
+        tool_name=NAMES,
+        args=st.one_of(st.none(), TEXT, st.dictionaries(st.text(max_size=5), SCALAR, max_size=2)),
+        tool_call_id=IDS,
+    ),
     _part("builtin-tool-call", tool_name=NAMES, args=st.none(), tool_call_id=IDS),
     _part("builtin-tool-return", tool_name=NAMES, content=TEXT, tool_call_id=IDS, timestamp=TS),
 )
 MESSAGE = st.one_of(
-    st.builds(lambda parts, extra: {"parts": parts, **extra, "kind": "request"}, st.lists(REQUEST_PARTS, max_size=4), EXTRA),
-    st.builds(lambda parts, ts: {"parts": parts, "timestamp": ts, "kind": "response"}, st.lists(RESPONSE_PARTS, max_size=3), TS),
+    st.builds(
+        lambda parts, extra: {"parts": parts, **extra, "kind": "request"}, st.lists(REQUEST_PARTS, max_size=4), EXTRA
+    ),
+    st.builds(
+        lambda parts, ts: {"parts": parts, "timestamp": ts, "kind": "response"},
+        st.lists(RESPONSE_PARTS, max_size=3),
+        TS,
+    ),
 )
 HISTORY = st.lists(MESSAGE, max_size=6)
 
@@ -116,7 +147,9 @@ def test_the_rewrite_rules_rewrite_each_retry_prompt_part_in_place(history: list
     original = copy.deepcopy(history)
     changes = migrate(history, REWRITES)
     assert [len(m["parts"]) for m in history] == [len(m["parts"]) for m in original]
-    assert len([c for c in changes if c.rule.startswith("HM1")]) == sum(p["part_kind"] == "retry-prompt" for m in original for p in m["parts"])
+    assert len([c for c in changes if c.rule.startswith("HM1")]) == sum(
+        p["part_kind"] == "retry-prompt" for m in original for p in m["parts"]
+    )
 
 
 @SETTINGS
@@ -130,12 +163,16 @@ def test_parts_no_rule_targets_are_untouched(history: list[dict[str, Any]]) -> N
             if old["part_kind"] != "retry-prompt":
                 assert list(new.items()) == list(old.items())
             else:
-                assert {k: v for k, v in new.items() if k not in ("part_kind", "outcome", "retry", "content", "tool_name", "tool_call_id")} == {
-                    k: v for k, v in old.items() if k not in ("part_kind", "content", "tool_name", "tool_call_id")
-                }
+                assert {
+                    k: v
+                    for k, v in new.items()
+                    if k not in ("part_kind", "outcome", "retry", "content", "tool_name", "tool_call_id")
+                } == {k: v for k, v in old.items() if k not in ("part_kind", "content", "tool_name", "tool_call_id")}
 
 
-DAMAGE = st.sampled_from(["null-id", "null-timestamp", "args-wrapper", "provider-request-id", "instruction", "feedback-without-input"])
+DAMAGE = st.sampled_from(
+    ["null-id", "null-timestamp", "args-wrapper", "provider-request-id", "instruction", "feedback-without-input"]
+)
 
 
 def _damage(history: list[dict[str, Any]], kind: str, at: int) -> None:
@@ -147,7 +184,11 @@ def _damage(history: list[dict[str, Any]], kind: str, at: int) -> None:
         history[at % len(history)]["parts"].append({"part_kind": "instruction", "content": "be brief"})
     elif kind == "feedback-without-input" and history:
         history[at % len(history)]["parts"].append(
-            {"part_kind": "retry-feedback", "content": [{"type": "missing", "loc": ["a"], "msg": "m"}], "retry": {"cause": "validation_error"}}
+            {
+                "part_kind": "retry-feedback",
+                "content": [{"type": "missing", "loc": ["a"], "msg": "m"}],
+                "retry": {"cause": "validation_error"},
+            }
         )
     elif parts:
         message, part = parts[at % len(parts)]
@@ -161,13 +202,21 @@ def _damage(history: list[dict[str, Any]], kind: str, at: int) -> None:
 
 @SETTINGS
 @given(HISTORY, st.lists(st.tuples(DAMAGE, st.integers(0, 50)), max_size=3))
-def test_the_pending_rules_change_what_every_rule_would(history: list[dict[str, Any]], damages: list[tuple[str, int]]) -> None:
+def test_the_pending_rules_change_what_every_rule_would(
+    history: list[dict[str, Any]], damages: list[tuple[str, int]]
+) -> None:
     for kind, at in damages:
         _damage(history, kind, at)
     every_rule = copy.deepcopy(history)
     every = select(enabled=opt_ins())  # HM104 too
     plan = engine.Plan(every, unsafe_fixes=True)
-    changes = [done for rule in every if rule.code in plan.fixing for done in rule.fix(every_rule, Context()) if isinstance(done, Change)]  # type: ignore[misc]
+    changes = [
+        done
+        for rule in every
+        if rule.code in plan.fixing
+        for done in rule.fix(every_rule, Context())
+        if isinstance(done, Change)
+    ]  # type: ignore[misc]
     only_pending = copy.deepcopy(history)
     assert engine.migrate(only_pending, plan) == changes
     assert only_pending == every_rule

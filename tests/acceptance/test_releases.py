@@ -50,17 +50,37 @@ PROBES: dict[str, list[dict[str, Any]]] = {
     "null-timestamp-system-prompt": _request({"part_kind": "system-prompt", "content": "x", "timestamp": None}),
     "null-timestamp-response": _response(timestamp=None),
     "null-timestamp-request": _request(timestamp=None),
-    "error-details-without-input": _request({**RETRY, "content": [{"type": "missing", "loc": ["a"], "msg": "Field required"}]}),
-    "error-details": _request({**RETRY, "content": [{"type": "missing", "loc": ["a"], "msg": "Field required", "input": {}}]}),
-    "user-list-content": _request({"part_kind": "user-prompt", "content": ["x", {"kind": "image-url", "url": "https://example.com/a.png"}]}),
+    "error-details-without-input": _request(
+        {**RETRY, "content": [{"type": "missing", "loc": ["a"], "msg": "Field required"}]}
+    ),
+    "error-details": _request(
+        {**RETRY, "content": [{"type": "missing", "loc": ["a"], "msg": "Field required", "input": {}}]}
+    ),
+    "user-list-content": _request(
+        {"part_kind": "user-prompt", "content": ["x", {"kind": "image-url", "url": "https://example.com/a.png"}]}
+    ),
     "instruction-part": _request({"part_kind": "instruction", "content": "x"}),
     "unknown-part": _request({"part_kind": "hologram", "content": "x"}),
-    **{f"outcome-{value}": _request({**RETURN, "outcome": value}) for value in ("success", "failed", "denied", "interrupted", "retried")},
-    "retried-return": _request({**RETURN, "outcome": "retried", "retry": {"cause": "model_retry", "attempt": None, "max_retries": None}}),
-    **{f"response-state-{value}": _response(state=value) for value in ("complete", "incomplete", "suspended", "interrupted")},
+    **{
+        f"outcome-{value}": _request({**RETURN, "outcome": value})
+        for value in ("success", "failed", "denied", "interrupted", "retried")
+    },
+    "retried-return": _request(
+        {**RETURN, "outcome": "retried", "retry": {"cause": "model_retry", "attempt": None, "max_retries": None}}
+    ),
+    **{
+        f"response-state-{value}": _response(state=value)
+        for value in ("complete", "incomplete", "suspended", "interrupted")
+    },
     "request-state-interrupted": _request(state="interrupted"),
     "finish-reason": _response(finish_reason="tool_call"),
-    "retry-feedback": _request({"part_kind": "retry-feedback", "content": "x", "retry": {"cause": "model_retry", "attempt": None, "max_retries": None}}),
+    "retry-feedback": _request(
+        {
+            "part_kind": "retry-feedback",
+            "content": "x",
+            "retry": {"cause": "model_retry", "attempt": None, "max_retries": None},
+        }
+    ),
     "tool-availability-delta": _request({"part_kind": "tool-availability-delta", "tools_added": ["t"]}),
     "capability-load-delta": _request({"part_kind": "capability-load-delta", "loaded": ["c"]}),
     "model-settings-delta": _request({"part_kind": "model-settings-delta", "settings": {"thinking": "high"}}),
@@ -69,8 +89,12 @@ PROBES: dict[str, list[dict[str, Any]]] = {
     "request-compaction": _request({"part_kind": "compaction", "content": "x"}),
     "request-speech": _request({"part_kind": "speech", "speaker": "user", "transcript": "x"}),
     "thinking": _response({"part_kind": "thinking", "content": "x"}),
-    "builtin-tool-call": _response({"part_kind": "builtin-tool-call", "tool_name": "web_search", "args": {}, "tool_call_id": "b"}),
-    "builtin-tool-return": _response({"part_kind": "builtin-tool-return", "tool_name": "web_search", "content": "x", "tool_call_id": "b"}),
+    "builtin-tool-call": _response(
+        {"part_kind": "builtin-tool-call", "tool_name": "web_search", "args": {}, "tool_call_id": "b"}
+    ),
+    "builtin-tool-return": _response(
+        {"part_kind": "builtin-tool-return", "tool_name": "web_search", "content": "x", "tool_call_id": "b"}
+    ),
     "file": _response({"part_kind": "file", "content": {"kind": "binary", "data": "aGk=", "media_type": "image/png"}}),
     "response-compaction": _response({"part_kind": "compaction", "content": "x"}),
     "response-speech": _response({"part_kind": "speech", "speaker": "assistant", "transcript": "x"}),
@@ -104,7 +128,9 @@ def sets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     with ``--target`` each old release; the ``probes``."""
     work = tmp_path_factory.mktemp("sets")
     found = {"stored": CORPUS / "all.jsonl", "newest": work / "newest.jsonl", "probes": work / "probes.jsonl"}
-    found["probes"].write_bytes(b"".join(orjson.dumps({"id": f"probe/{name}", "messages": history}) + b"\n" for name, history in PROBES.items()))
+    found["probes"].write_bytes(
+        b"".join(orjson.dumps({"id": f"probe/{name}", "messages": history}) + b"\n" for name, history in PROBES.items())
+    )
     assert api.convert(str(found["stored"]), str(found["newest"]), Options(jobs=1)).exit_code == 0
     for name in OLD_RELEASES:
         found[f"target-{name}"] = work / f"target-{name}.jsonl"
@@ -114,17 +140,27 @@ def sets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="session")
-def loaded(release_pythons: dict[str, Path], sets: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str | None]]:
+def loaded(
+    release_pythons: dict[str, Path], sets: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, dict[str, str | None]]:
     """By release (the three old ones, then 2.68.0 in this process), by ``set/id``, ``None``
     where the release loads the history, else its first error; plus, under ``tags/request``
     and ``tags/response``, the error naming every part kind tag of the release. One process a
     release for every history."""
-    names = [(set_name, record["id"], record["messages"]) for set_name, path in sets.items() for record in _records(path)]
+    names = [
+        (set_name, record["id"], record["messages"]) for set_name, path in sets.items() for record in _records(path)
+    ]
     names += [("tags", kind, [{"kind": kind, "parts": [{"part_kind": "zzz"}]}]) for kind in ("request", "response")]
     keys = [f"{set_name}/{key}" for set_name, key, _ in names]
     found = {}
     for name, python in release_pythons.items():
-        found[name] = dict(zip(keys, load_in_release(python, [history for *_, history in names], tmp_path_factory.mktemp(name)), strict=True))
+        found[name] = dict(
+            zip(
+                keys,
+                load_in_release(python, [history for *_, history in names], tmp_path_factory.mktemp(name)),
+                strict=True,
+            )
+        )
     found[str(NEWEST)] = dict(zip(keys, [_newest_error(history) for *_, history in names], strict=True))
     return found
 
@@ -142,14 +178,21 @@ def _loads(loaded: dict[str, str | None], set_name: str) -> int:
     return sum(error is None for key, error in loaded.items() if key.startswith(f"{set_name}/"))
 
 
-def test_the_rolled_back_corpus_loads_in_each_release_and_the_counts_before_and_after(loaded: dict[str, dict[str, str | None]]) -> None:
-    counts = {name: (_loads(loaded[name], "stored"), _loads(loaded[name], "newest"), _loads(loaded[name], f"target-{name}")) for name in OLD_RELEASES}
+def test_the_rolled_back_corpus_loads_in_each_release_and_the_counts_before_and_after(
+    loaded: dict[str, dict[str, str | None]],
+) -> None:
+    counts = {
+        name: (_loads(loaded[name], "stored"), _loads(loaded[name], "newest"), _loads(loaded[name], f"target-{name}"))
+        for name in OLD_RELEASES
+    }
     assert counts == {"2.59.0": (150, 31, 212), "2.0.0": (150, 31, 212), "1.107.10": (150, 31, 212)}
     assert (_loads(loaded[str(NEWEST)], "stored"), _loads(loaded[str(NEWEST)], "newest")) == (196, 212)
 
 
 @pytest.mark.parametrize("name", [*OLD_RELEASES, str(NEWEST)])
-def test_reader_predicts_what_each_release_loads_with_no_miss(name: str, loaded: dict[str, dict[str, str | None]], sets: dict[str, Path]) -> None:
+def test_reader_predicts_what_each_release_loads_with_no_miss(
+    name: str, loaded: dict[str, dict[str, str | None]], sets: dict[str, Path]
+) -> None:
     predicted: dict[str, bool] = {}
     for set_name, path in sets.items():
         report = api.check(str(path), Options(jobs=1, target=name)).report
@@ -187,9 +230,32 @@ timestamp loaded)."""
 
 
 def test_each_release_refuses_the_probes_the_catalogue_says(loaded: dict[str, dict[str, str | None]]) -> None:
-    refused = {name: [key.removeprefix("probes/probe/") for key, error in found.items() if key.startswith("probes/") and error is not None] for name, found in loaded.items()}
-    before_2_60 = [*REFUSED_BY_EVERY_RELEASE, "outcome-retried", "retried-return", "retry-feedback", "capability-load-delta", "model-settings-delta", "request-compaction"]
-    before_2_10 = before_2_60 + ["outcome-interrupted", "response-state-suspended", "tool-availability-delta", "instruction-delta", "instruction-baseline", "request-speech", "response-speech"]
+    refused = {
+        name: [
+            key.removeprefix("probes/probe/")
+            for key, error in found.items()
+            if key.startswith("probes/") and error is not None
+        ]
+        for name, found in loaded.items()
+    }
+    before_2_60 = [
+        *REFUSED_BY_EVERY_RELEASE,
+        "outcome-retried",
+        "retried-return",
+        "retry-feedback",
+        "capability-load-delta",
+        "model-settings-delta",
+        "request-compaction",
+    ]
+    before_2_10 = before_2_60 + [
+        "outcome-interrupted",
+        "response-state-suspended",
+        "tool-availability-delta",
+        "instruction-delta",
+        "instruction-baseline",
+        "request-speech",
+        "response-speech",
+    ]
     assert {name: sorted(found) for name, found in refused.items()} == {
         "2.59.0": sorted(before_2_60),
         "2.0.0": sorted(before_2_10),

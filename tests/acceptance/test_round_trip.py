@@ -28,11 +28,21 @@ def differences(stored: Any, back: Any, path: str = "") -> list[str]:
         return [path]
     if isinstance(stored, dict):
         keys = [*stored, *(key for key in back if key not in stored)]
-        return [found for key in keys for found in (differences(stored[key], back[key], f"{path}.{key}") if key in stored and key in back else [f"{path}.{key}"])]
+        return [
+            found
+            for key in keys
+            for found in (
+                differences(stored[key], back[key], f"{path}.{key}")
+                if key in stored and key in back
+                else [f"{path}.{key}"]
+            )
+        ]
     if isinstance(stored, list):
         if len(stored) != len(back):
             return [f"{path}[len]"]
-        return [found for index, (a, b) in enumerate(zip(stored, back)) for found in differences(a, b, f"{path}[{index}]")]
+        return [
+            found for index, (a, b) in enumerate(zip(stored, back)) for found in differences(a, b, f"{path}[{index}]")
+        ]
     return [] if stored == back else [path]
 
 
@@ -40,7 +50,9 @@ def _explained(field: str, rows: list[dict[str, Any]]) -> bool:
     """Whether the change ``rows`` at one part name a difference in its ``field``."""
     rules = {(row["rule"], row["certainty"]) for row in rows}
     if field == "tool_call_id":
-        return ("HM201", "derived") in rules or any(certainty == "derived" for rule, certainty in rules if rule.startswith("HM5"))
+        return ("HM201", "derived") in rules or any(
+            certainty == "derived" for rule, certainty in rules if rule.startswith("HM5")
+        )
     if field == "content":
         return any(rule == "HM101" for rule, _ in rules)
     return field == "timestamp" and any(rule == "HM202" for rule, _ in rules)
@@ -62,7 +74,14 @@ def round_trips(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[str, Any
         assert (forward.exit_code, rollback.exit_code) == (0, 0)
         rows = [*forward.report.changes, *rollback.report.changes]
         for before, after in zip(_read(stored), _read(back), strict=True):
-            found.append((before["id"], before["messages"], after["messages"], [row for row in rows if row["id"] == before["id"]]))
+            found.append(
+                (
+                    before["id"],
+                    before["messages"],
+                    after["messages"],
+                    [row for row in rows if row["id"] == before["id"]],
+                )
+            )
     return found
 
 
@@ -70,7 +89,9 @@ def _read(path: Path) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in path.read_bytes().splitlines()]
 
 
-def test_every_legacy_history_comes_back_apart_from_what_the_reports_name(round_trips: list[tuple[str, Any, Any, list[dict[str, Any]]]]) -> None:
+def test_every_legacy_history_comes_back_apart_from_what_the_reports_name(
+    round_trips: list[tuple[str, Any, Any, list[dict[str, Any]]]],
+) -> None:
     assert len(round_trips) == 160
     unexplained, named = [], Counter()
     for history, stored, back, rows in round_trips:
@@ -85,19 +106,42 @@ def test_every_legacy_history_comes_back_apart_from_what_the_reports_name(round_
     assert named == {"tool_call_id": 102, "content": 2}
 
 
-def test_most_come_back_byte_for_byte_and_the_rest_only_where_named(round_trips: list[tuple[str, Any, Any, list[dict[str, Any]]]]) -> None:
+def test_most_come_back_byte_for_byte_and_the_rest_only_where_named(
+    round_trips: list[tuple[str, Any, Any, list[dict[str, Any]]]],
+) -> None:
     same = [history for history, stored, back, _ in round_trips if orjson.dumps(back) == orjson.dumps(stored)]
     assert len(same) == 99
     by_release = Counter(history.split("/")[0] for history, stored, back, _ in round_trips if stored != back)
-    assert by_release == {"v0.0.20": 14, "v0.0.55": 4, "v0.4.11": 6, "v1.0.18": 9, "v1.107.10": 9, "v2.0.0": 9, "v2.59.0": 10}
+    assert by_release == {
+        "v0.0.20": 14,
+        "v0.0.55": 4,
+        "v0.4.11": 6,
+        "v1.0.18": 9,
+        "v1.107.10": 9,
+        "v2.0.0": 9,
+        "v2.59.0": 10,
+    }
 
 
-def test_the_oldest_release_gets_its_own_shapes_back(round_trips: list[tuple[str, Any, Any, list[dict[str, Any]]]]) -> None:
+def test_the_oldest_release_gets_its_own_shapes_back(
+    round_trips: list[tuple[str, Any, Any, list[dict[str, Any]]]],
+) -> None:
     """0.0.20 wrote wrapped arguments, null ids on tool-less retries and tool-less
     unknown-tool retries: the rollback writes them again (HM506, HM502, HM501)."""
     back = {history: messages for history, _, messages, _ in round_trips}
     unknown = back["v0.0.20/c_unknown_tool"]
     retry = next(part for message in unknown for part in message["parts"] if part["part_kind"] == "retry-prompt")
-    assert (retry["tool_name"], retry["tool_call_id"], retry["content"].startswith("Unknown tool name: ")) == (None, None, True)
-    calls = [part for history, messages in back.items() if history.startswith("v0.0.20/") for message in messages for part in message["parts"] if part["part_kind"] == "tool-call"]
+    assert (retry["tool_name"], retry["tool_call_id"], retry["content"].startswith("Unknown tool name: ")) == (
+        None,
+        None,
+        True,
+    )
+    calls = [
+        part
+        for history, messages in back.items()
+        if history.startswith("v0.0.20/")
+        for message in messages
+        for part in message["parts"]
+        if part["part_kind"] == "tool-call"
+    ]
     assert calls and all(set(part["args"]) <= {"args_json", "args_dict"} and len(part["args"]) == 1 for part in calls)

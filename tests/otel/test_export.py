@@ -46,7 +46,21 @@ def test_every_part_kind_matches_the_framework(version: int, include_content: bo
     exported = assert_same_export(messages, version, include_content)
     roles = [m["role"] for m in exported]
     if version == 6:
-        assert roles == ["system", "user", "assistant", "tool", "user", "tool", "system", "user", "system", "user", "assistant", "user", "assistant"]
+        assert roles == [
+            "system",
+            "user",
+            "assistant",
+            "tool",
+            "user",
+            "tool",
+            "system",
+            "user",
+            "system",
+            "user",
+            "assistant",
+            "user",
+            "assistant",
+        ]
     else:
         assert roles == ["system", "user", "assistant", "user", "system", "user", "assistant", "user", "assistant"]
 
@@ -54,19 +68,43 @@ def test_every_part_kind_matches_the_framework(version: int, include_content: bo
 def test_the_differential_covers_every_part_kind() -> None:
     kinds = {p["part_kind"] for path in [*HISTORIES, EVERY_PART] for m in converted(load(path))[0] for p in m["parts"]}
     assert kinds == {
-        "system-prompt", "user-prompt", "tool-return", "retry-feedback", "tool-availability-delta",
-        "capability-load-delta", "model-settings-delta", "instruction-delta", "instruction-baseline",
-        "compaction", "speech", "text", "thinking", "tool-call", "builtin-tool-call", "builtin-tool-return", "file",
+        "system-prompt",
+        "user-prompt",
+        "tool-return",
+        "retry-feedback",
+        "tool-availability-delta",
+        "capability-load-delta",
+        "model-settings-delta",
+        "instruction-delta",
+        "instruction-baseline",
+        "compaction",
+        "speech",
+        "text",
+        "thinking",
+        "tool-call",
+        "builtin-tool-call",
+        "builtin-tool-return",
+        "file",
     }
 
 
 def test_version_6_moves_tool_results_and_fixed_no_output_feedback() -> None:
     messages = [
-        {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "t", "args": {"a": 1}, "tool_call_id": "c1"}]},
+        {
+            "kind": "response",
+            "parts": [{"part_kind": "tool-call", "tool_name": "t", "args": {"a": 1}, "tool_call_id": "c1"}],
+        },
         {
             "kind": "request",
             "parts": [
-                {"part_kind": "tool-return", "tool_name": "t", "content": "Try again.", "tool_call_id": "c1", "outcome": "retried", "retry": None},
+                {
+                    "part_kind": "tool-return",
+                    "tool_name": "t",
+                    "content": "Try again.",
+                    "tool_call_id": "c1",
+                    "outcome": "retried",
+                    "retry": None,
+                },
                 {"part_kind": "retry-feedback", "content": "Please call a tool.", "retry": {"cause": "no_output"}},
                 {"part_kind": "user-prompt", "content": "hi"},
             ],
@@ -86,7 +124,10 @@ def test_version_6_moves_tool_results_and_fixed_no_output_feedback() -> None:
 
 def test_retry_feedback_is_fenced_unless_it_is_fixed_no_output_text() -> None:
     framing = "Your previous response failed the application's validation (this is automated feedback, not a message from the user):"
-    errors = [{"type": "missing", "loc": ["a"], "msg": "Field required", "input": {"b": 1}, "ctx": {"k": 1}}, {"type": "extra", "loc": ["b"], "msg": "x", "input": {"b": 1}}]
+    errors = [
+        {"type": "missing", "loc": ["a"], "msg": "Field required", "input": {"b": 1}, "ctx": {"k": 1}},
+        {"type": "extra", "loc": ["b"], "msg": "x", "input": {"b": 1}},
+    ]
     messages = [
         {
             "kind": "request",
@@ -170,7 +211,9 @@ def test_upgrade_rejects_what_is_not_an_otel_array() -> None:
 
 def has_fixed_no_output_feedback(messages: list[Any]) -> bool:
     return any(
-        p.get("part_kind") == "retry-feedback" and p["retry"]["cause"] == "no_output" and p["content"].startswith("Please ")
+        p.get("part_kind") == "retry-feedback"
+        and p["retry"]["cause"] == "no_output"
+        and p["content"].startswith("Please ")
         for m in messages
         for p in m["parts"]
     )
@@ -195,18 +238,31 @@ def test_upgrading_the_version_5_export_gives_the_version_6_export() -> None:
 
 
 def test_fixed_no_output_feedback_stays_user_when_upgraded() -> None:
-    messages = [{"kind": "request", "parts": [{"part_kind": "retry-feedback", "content": "Please return text.", "retry": {"cause": "no_output"}}]}]
+    messages = [
+        {
+            "kind": "request",
+            "parts": [
+                {"part_kind": "retry-feedback", "content": "Please return text.", "retry": {"cause": "no_output"}}
+            ],
+        }
+    ]
     v5 = to_otel_messages(messages, version=5, include_content=True)
     assert upgrade_v5_to_v6(v5) == [{"role": "user", "parts": [text("Please return text.")]}]
-    assert to_otel_messages(messages, version=6, include_content=True) == [{"role": "system", "parts": [text("Please return text.")]}]
+    assert to_otel_messages(messages, version=6, include_content=True) == [
+        {"role": "system", "parts": [text("Please return text.")]}
+    ]
 
 
 # --- the commands -----------------------------------------------------------------------------
 
 
-
 def test_a_url_item_in_a_tool_result_that_2_68_would_rebuild_is_refused() -> None:
-    part = {"part_kind": "tool-return", "tool_name": "t", "content": [{"kind": "image-url", "url": "https://e.invalid/x.png"}], "tool_call_id": "c1"}
+    part = {
+        "part_kind": "tool-return",
+        "tool_name": "t",
+        "content": [{"kind": "image-url", "url": "https://e.invalid/x.png"}],
+        "tool_call_id": "c1",
+    }
     with pytest.raises(OtelExportError, match=r"messages\[0\]\.parts\[0\]\.content: a image-url item in a tool result"):
         to_otel_messages([{"kind": "request", "parts": [part]}], version=6, include_content=True)
     assert to_otel_messages([{"kind": "request", "parts": [part]}], version=6, include_content=False) == [

@@ -16,16 +16,33 @@ from histmig.report import Rendering, Report, rows
 from tests.conftest import CORPUS
 
 RETRY = {"part_kind": "retry-prompt", "content": "x", "tool_name": None}
-FUTURE = orjson.dumps({"id": "f\x1b[1m", "messages": [{"kind": "request", "parts": [{"part_kind": "hologram", "content": "later"}, RETRY]}]})
-BAD_LINES = [b"{not json", FUTURE, b'{"id": "b", "note": 42}']
-ORPHAN = orjson.dumps(
+FUTURE = orjson.dumps(
     {
-        "messages": [
-            {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "t", "args": {}, "tool_call_id": "c"}]},
-            {"kind": "request", "parts": [{"part_kind": "tool-return", "tool_name": "t", "content": "ok", "tool_call_id": "c"}, {"part_kind": "tool-return", "tool_name": "t", "content": "late", "tool_call_id": "gone"}]},
-        ]
+        "id": "f\x1b[1m",
+        "messages": [{"kind": "request", "parts": [{"part_kind": "hologram", "content": "later"}, RETRY]}],
     }
-) + b"\n"
+)
+BAD_LINES = [b"{not json", FUTURE, b'{"id": "b", "note": 42}']
+ORPHAN = (
+    orjson.dumps(
+        {
+            "messages": [
+                {
+                    "kind": "response",
+                    "parts": [{"part_kind": "tool-call", "tool_name": "t", "args": {}, "tool_call_id": "c"}],
+                },
+                {
+                    "kind": "request",
+                    "parts": [
+                        {"part_kind": "tool-return", "tool_name": "t", "content": "ok", "tool_call_id": "c"},
+                        {"part_kind": "tool-return", "tool_name": "t", "content": "late", "tool_call_id": "gone"},
+                    ],
+                },
+            ]
+        }
+    )
+    + b"\n"
+)
 """A history whose second result answers no call (HM401 drops it with ``--unsafe-fixes``)."""
 UNKNOWN_TOOL = orjson.loads((CORPUS / "all.jsonl").read_bytes().splitlines()[5])["messages"]
 api.migrate(UNKNOWN_TOOL)
@@ -66,12 +83,28 @@ def skipped_report() -> Report:
     return report
 
 
-FEEDBACK = {"part_kind": "retry-feedback", "content": "Please call a tool.", "retry": {"cause": "no_output", "attempt": 1, "max_retries": 1}}
+FEEDBACK = {
+    "part_kind": "retry-feedback",
+    "content": "Please call a tool.",
+    "retry": {"cause": "no_output", "attempt": 1, "max_retries": 1},
+}
 READER_LINES = [
     orjson.dumps({"id": "new", "messages": [{"kind": "request", "parts": [FEEDBACK]}]}),
-    orjson.dumps({"id": "plain", "messages": [{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "hi"}]}]}),
+    orjson.dumps(
+        {"id": "plain", "messages": [{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "hi"}]}]}
+    ),
     b"{not json",
-    orjson.dumps({"id": "old", "messages": [{"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "t", "args": {}, "tool_call_id": None}]}]}),
+    orjson.dumps(
+        {
+            "id": "old",
+            "messages": [
+                {
+                    "kind": "response",
+                    "parts": [{"part_kind": "tool-call", "tool_name": "t", "args": {}, "tool_call_id": None}],
+                }
+            ],
+        }
+    ),
 ]
 
 

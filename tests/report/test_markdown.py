@@ -18,7 +18,11 @@ from tests.report.conftest import ORPHAN, REBOUND_ID, legacy_report, reader_repo
 def test_markdown_report_lines(tmp_path: Path, batch_size: int) -> None:
     report, source = legacy_report(tmp_path)
     lines = rendered(report, "markdown").split("\n")
-    assert lines[:3] == ["# ❌ fail (exit 1): histmig audit", "", "histmig audit: 139 of 215 records would be migrated, 74 need nothing, 2 would be rejected; nothing was written"]
+    assert lines[:3] == [
+        "# ❌ fail (exit 1): histmig audit",
+        "",
+        "histmig audit: 139 of 215 records would be migrated, 74 need nothing, 2 would be rejected; nothing was written",
+    ]
     assert lines[4:7] == ["| summary | value |", "| --- | --- |", "| records_in | 215 |"]
     assert "| would change | 139 |" in lines and "| would be rejected | 2 |" in lines
     assert "| parts_by_cause | model_retry: 99, no_output: 17, unknown_tool: 21, validation_error: 41 |" in lines
@@ -41,8 +45,13 @@ def test_markdown_report_lines(tmp_path: Path, batch_size: int) -> None:
     )
     assert [line.split(" HM407 ")[1][:10] for line in lines[findings + 2 : findings + 8]] == ["(warning):"] * 6
     table = lines.index("| record | message | part | rule | before -> after | cause | tool_call_id | evidence |")
-    assert lines[table + 2].startswith(f"| {source}:line 1 [v0.0.20/a_tool_model_retry] | 1 | 0 | HM201 | tool-call -> tool-call |  | pyd_ai_")
-    assert f"| {source}:line 6 [v0.0.20/c_unknown_tool] | 2 | 0 | HM103 | retry-prompt -> tool-return | unknown_tool | {REBOUND_ID} | unknown-tool+preceding-call (template) |" in lines
+    assert lines[table + 2].startswith(
+        f"| {source}:line 1 [v0.0.20/a_tool_model_retry] | 1 | 0 | HM201 | tool-call -> tool-call |  | pyd_ai_"
+    )
+    assert (
+        f"| {source}:line 6 [v0.0.20/c_unknown_tool] | 2 | 0 | HM103 | retry-prompt -> tool-return | unknown_tool | {REBOUND_ID} | unknown-tool+preceding-call (template) |"
+        in lines
+    )
     assert lines[table + 2 + 271 :] == [""]
 
 
@@ -59,8 +68,34 @@ def _big(changes: int) -> Report:
     report = Report()
     for n in range(changes // 25):
         record = Record(b"[]", "big.jsonl", f"line {n + 1}", f"conversation-{n}")
-        report.add(Outcome(record, "changed", b"[]", [Change("HM201", m, 0, "tool-call", "tool-call", "position", "derived", tool_call_id=f"pyd_ai_{n:016x}{m:016x}") for m in range(25)]))
-    report.add(Outcome(Record(b"{", "big.jsonl", f"line {changes // 25 + 1}"), "rejected", None, errors=["invalid JSON: unexpected end of data"]))
+        report.add(
+            Outcome(
+                record,
+                "changed",
+                b"[]",
+                [
+                    Change(
+                        "HM201",
+                        m,
+                        0,
+                        "tool-call",
+                        "tool-call",
+                        "position",
+                        "derived",
+                        tool_call_id=f"pyd_ai_{n:016x}{m:016x}",
+                    )
+                    for m in range(25)
+                ],
+            )
+        )
+    report.add(
+        Outcome(
+            Record(b"{", "big.jsonl", f"line {changes // 25 + 1}"),
+            "rejected",
+            None,
+            errors=["invalid JSON: unexpected end of data"],
+        )
+    )
     return report
 
 
@@ -74,7 +109,9 @@ def test_a_report_of_any_size_stays_within_what_a_ci_job_summary_takes(batch_siz
     shown = sum(1 for line in lines if line.startswith("| big.jsonl:"))
     assert 4000 < shown < 20_000 and lines[-6].startswith("| big.jsonl:line ")
     assert f"_{20_000 - shown:,} more not shown here._" in lines
-    assert lines[-2].startswith(f"_{20_000 - shown:,} lines are not in this report: it is kept within 1,024 KiB, what a CI job summary takes")
+    assert lines[-2].startswith(
+        f"_{20_000 - shown:,} lines are not in this report: it is kept within 1,024 KiB, what a CI job summary takes"
+    )
 
 
 def test_summary_detail_leaves_every_row_out() -> None:
@@ -94,11 +131,41 @@ def test_a_removed_part_is_written_whole_in_its_change_row(tmp_path: Path) -> No
 
 
 def test_an_empty_and_a_rejects_only_report_render(tmp_path: Path) -> None:
-    assert rendered(Report(), "markdown") == "# histmig report\n\n" + "\n".join(["| summary | value |", "| --- | --- |", *(f"| {key} | {value} |" for key, value in [("records_in", 0), ("changed", 0), ("unchanged", 0), ("rejected", 0), ("skipped", 0), ("invalid", 0), ("warnings", 0), ("findings", 0), ("read_errors", 0), ("parts_by_rule", "-"), ("parts_by_cause", "-"), ("parts_by_evidence", "-"), ("findings_by_rule", "-")])]) + "\n"
+    assert (
+        rendered(Report(), "markdown")
+        == "# histmig report\n\n"
+        + "\n".join(
+            [
+                "| summary | value |",
+                "| --- | --- |",
+                *(
+                    f"| {key} | {value} |"
+                    for key, value in [
+                        ("records_in", 0),
+                        ("changed", 0),
+                        ("unchanged", 0),
+                        ("rejected", 0),
+                        ("skipped", 0),
+                        ("invalid", 0),
+                        ("warnings", 0),
+                        ("findings", 0),
+                        ("read_errors", 0),
+                        ("parts_by_rule", "-"),
+                        ("parts_by_cause", "-"),
+                        ("parts_by_evidence", "-"),
+                        ("findings_by_rule", "-"),
+                    ]
+                ),
+            ]
+        )
+        + "\n"
+    )
     source = tmp_path / "bad.jsonl"
     source.write_bytes(b"{not json\n")
     rejected = api.audit(str(source)).report
-    assert rendered(rejected, "markdown").endswith(f"\n\n## Errors\n\n- {source}:line 1 (rejected): invalid JSON: unexpected character, expected a string key at character 2 of the record\n")
+    assert rendered(rejected, "markdown").endswith(
+        f"\n\n## Errors\n\n- {source}:line 1 (rejected): invalid JSON: unexpected character, expected a string key at character 2 of the record\n"
+    )
 
 
 def test_a_skipped_row_is_listed_under_errors() -> None:

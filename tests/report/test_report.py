@@ -17,25 +17,48 @@ from tests.conftest import CORPUS
 from tests.report.conftest import reader_report, skipped_report
 
 
-def test_change_rows_come_back_in_order_whatever_the_batch_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_change_rows_come_back_in_order_whatever_the_batch_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     source = tmp_path / "many.jsonl"
     source.write_bytes((CORPUS / "all.jsonl").read_bytes() * 3)
     whole = api.audit(str(source), Options(jobs=2)).report
     monkeypatch.setattr(rows, "ROWS_PER_BATCH", 3)
-    assert api.audit(str(source), Options(jobs=1)).report.to_json() == api.audit(str(source), Options(jobs=2)).report.to_json() == whole.to_json()
+    assert (
+        api.audit(str(source), Options(jobs=1)).report.to_json()
+        == api.audit(str(source), Options(jobs=2)).report.to_json()
+        == whole.to_json()
+    )
     assert len(whole.changes) == sum(whole.by_rule.values()) > 300
 
 
 def test_a_records_rows_are_kept_in_the_order_of_their_places() -> None:
     record = Record(b"{}", "in.jsonl", "line 3", "r3")
-    changes = [Change("HM101", 2, 0, "retry-prompt", "tool-return", "free-text", "default", "model_retry"), Change("HM202", 1, None, "response", "response", "null-timestamp", "exact")]
-    findings = [Finding("HM402", 4, 1, "orphaned result", "no-call", "exact"), Finding("HM401", 1, 0, "dangling call", "unanswered", "exact")]
+    changes = [
+        Change("HM101", 2, 0, "retry-prompt", "tool-return", "free-text", "default", "model_retry"),
+        Change("HM202", 1, None, "response", "response", "null-timestamp", "exact"),
+    ]
+    findings = [
+        Finding("HM402", 4, 1, "orphaned result", "no-call", "exact"),
+        Finding("HM401", 1, 0, "dangling call", "unanswered", "exact"),
+    ]
     report = Report.in_memory()
     report.add(Outcome(record, "changed", b"{}", changes, findings=findings))
-    assert [(row["rule"], row["message"], row["part"], row["cause"]) for row in report.changes] == [("HM202", 1, None, None), ("HM101", 2, 0, "model_retry")]
-    assert [(row["rule"], row["text"]) for row in report.findings] == [("HM401", "dangling call"), ("HM402", "orphaned result")]
+    assert [(row["rule"], row["message"], row["part"], row["cause"]) for row in report.changes] == [
+        ("HM202", 1, None, None),
+        ("HM101", 2, 0, "model_retry"),
+    ]
+    assert [(row["rule"], row["text"]) for row in report.findings] == [
+        ("HM401", "dangling call"),
+        ("HM402", "orphaned result"),
+    ]
     summary = report.summary()
-    assert (summary["changed"], summary["findings"], summary["parts_by_rule"], summary["findings_by_rule"]) == (1, 2, {"HM101": 1, "HM202": 1}, {"HM401": 1, "HM402": 1})
+    assert (summary["changed"], summary["findings"], summary["parts_by_rule"], summary["findings_by_rule"]) == (
+        1,
+        2,
+        {"HM101": 1, "HM202": 1},
+        {"HM401": 1, "HM402": 1},
+    )
     assert (report.needs_attention, report.failed) == (True, False)
     assert record_name(report.changes[0]) == "in.jsonl:line 3 [r3]"
 
@@ -44,29 +67,78 @@ def test_a_merged_report_keeps_every_count_and_row_in_order() -> None:
     total = Report()
     for n in range(3):
         part = Report.in_memory()
-        part.add(Outcome(Record(b"{}", "in", f"line {n}"), "changed", b"{}", [Change("HM201", n, 0, "tool-call", "tool-call", "position", "derived")]))
-        part.add(Outcome(Record(b"{}", "in", f"line {n}"), "unchanged", b"{}", findings=[Finding("HM401", n, 0, "t", "e", "exact")]))
+        part.add(
+            Outcome(
+                Record(b"{}", "in", f"line {n}"),
+                "changed",
+                b"{}",
+                [Change("HM201", n, 0, "tool-call", "tool-call", "position", "derived")],
+            )
+        )
+        part.add(
+            Outcome(
+                Record(b"{}", "in", f"line {n}"),
+                "unchanged",
+                b"{}",
+                findings=[Finding("HM401", n, 0, "t", "e", "exact")],
+            )
+        )
         part.add_unchanged(2)
         total.merge(part)
     total.add_read_error("in", "after line 2", "input ends early")
     assert [row["location"] for row in total.changes] == ["line 0", "line 1", "line 2"]
     assert [row["message"] for row in total.findings] == [0, 1, 2]
-    assert {key: total.counts[key] for key in ("records_in", "changed", "unchanged", "findings", "read_errors")} == {"records_in": 12, "changed": 3, "unchanged": 9, "findings": 3, "read_errors": 1}
-    assert total.failed and total.errors[-1] == {"source": "in", "location": "after line 2", "id": None, "status": "unreadable", "errors": ["input ends early"]}
+    assert {key: total.counts[key] for key in ("records_in", "changed", "unchanged", "findings", "read_errors")} == {
+        "records_in": 12,
+        "changed": 3,
+        "unchanged": 9,
+        "findings": 3,
+        "read_errors": 1,
+    }
+    assert total.failed and total.errors[-1] == {
+        "source": "in",
+        "location": "after line 2",
+        "id": None,
+        "status": "unreadable",
+        "errors": ["input ends early"],
+    }
 
 
 def test_a_rejected_records_changes_are_not_rows_but_its_errors_are() -> None:
     report = Report()
-    report.add(Outcome(Record(b"{}", "in", "line 1"), "rejected", None, [Change("HM101", 0, 0, "a", "b", "e", "exact")], ["messages[0]: bad"]))
-    report.add(Outcome(Record(b"{}", "in", "line 2"), "unchanged", b"{}", errors=["messages: invalid"], warnings=["w1", "w2"]))
-    assert report.changes == [] and report.counts["rejected"] == 1 and report.counts["invalid"] == 1 and report.counts["warnings"] == 2
+    report.add(
+        Outcome(
+            Record(b"{}", "in", "line 1"),
+            "rejected",
+            None,
+            [Change("HM101", 0, 0, "a", "b", "e", "exact")],
+            ["messages[0]: bad"],
+        )
+    )
+    report.add(
+        Outcome(Record(b"{}", "in", "line 2"), "unchanged", b"{}", errors=["messages: invalid"], warnings=["w1", "w2"])
+    )
+    assert (
+        report.changes == []
+        and report.counts["rejected"] == 1
+        and report.counts["invalid"] == 1
+        and report.counts["warnings"] == 2
+    )
     assert [row["status"] for row in report.errors] == ["rejected", "invalid"]
 
 
 def test_a_skipped_row_moves_from_changed_to_skipped_and_fails_the_run() -> None:
     report = skipped_report()
-    assert {key: report.counts[key] for key in ("records_in", "changed", "unchanged", "rejected", "skipped")} == {"records_in": 2, "changed": 1, "unchanged": 0, "rejected": 0, "skipped": 1}
-    assert report.errors == [{"source": "db:chats", "location": "id=2", "id": "c-2", "status": "skipped", "errors": [SKIPPED]}]
+    assert {key: report.counts[key] for key in ("records_in", "changed", "unchanged", "rejected", "skipped")} == {
+        "records_in": 2,
+        "changed": 1,
+        "unchanged": 0,
+        "rejected": 0,
+        "skipped": 1,
+    }
+    assert report.errors == [
+        {"source": "db:chats", "location": "id=2", "id": "c-2", "status": "skipped", "errors": [SKIPPED]}
+    ]
     assert report.failed and list(report.summary())[:5] == ["records_in", "changed", "unchanged", "rejected", "skipped"]
 
 
@@ -80,7 +152,10 @@ def test_readers_rows_one_a_record_and_their_counts(tmp_path: Path) -> None:
     ]
     summary = report.summary()
     assert {key: summary[key] for key in ("reader", "reader_loads", "reader_cannot_load", "oldest_releases")} == {
-        "reader": "2.0.0", "reader_loads": 1, "reader_cannot_load": 3, "oldest_releases": {"0.0.13": 1, "0.0.21": 1, "2.60.0": 1, "none": 1},
+        "reader": "2.0.0",
+        "reader_loads": 1,
+        "reader_cannot_load": 3,
+        "oldest_releases": {"0.0.13": 1, "0.0.21": 1, "2.60.0": 1, "none": 1},
     }
     assert reader_report(tmp_path, jobs=2)[0].to_json() == report.to_json()
     assert "reader" not in api.check(source).report.summary() and "readers" not in api.check(source).report.to_json()

@@ -9,7 +9,21 @@ from histmig.report.rows import ChangeRow, FindingRow, Spill
 
 
 def _row(n: int) -> tuple:
-    return ("in", f"line {n}", None, "HM201", n, 0, "tool-call", "tool-call", None, "position", "derived", f"pyd_ai_{n}", None)
+    return (
+        "in",
+        f"line {n}",
+        None,
+        "HM201",
+        n,
+        0,
+        "tool-call",
+        "tool-call",
+        None,
+        "position",
+        "derived",
+        f"pyd_ai_{n}",
+        None,
+    )
 
 
 @pytest.mark.parametrize("batch", [1, 3, 4096])
@@ -20,7 +34,9 @@ def test_rows_come_back_in_order_as_named_tuples(monkeypatch: pytest.MonkeyPatch
     assert sum(len(f) for f in flushed if f) == (10 // batch) * batch
     back = [row for batch_rows in spill.batches() for row in batch_rows]
     assert [row.location for row in back] == [f"line {n}" for n in range(10)]
-    assert back[3] == ChangeRow("in", "line 3", None, "HM201", 3, 0, "tool-call", "tool-call", None, "position", "derived", "pyd_ai_3", None)
+    assert back[3] == ChangeRow(
+        "in", "line 3", None, "HM201", 3, 0, "tool-call", "tool-call", None, "position", "derived", "pyd_ai_3", None
+    )
     assert [row.message for batch_rows in spill.batches() for row in batch_rows] == list(range(10))  # read twice
 
 

@@ -23,9 +23,15 @@ def test_text_report_lines(tmp_path: Path, batch_size: int) -> None:
     lines = rendered(report, "text").splitlines()
     first = orjson.loads((CORPUS / "all.jsonl").read_bytes().splitlines()[0])["messages"]
     api.migrate(first)
-    assert lines[0] == f"{source}:line 1 [v0.0.20/a_tool_model_retry]: messages[1].parts[0] HM201 tool-call -> tool-call tool_call_id={first[1]['parts'][0]['tool_call_id']} evidence=position (derived)"
+    assert (
+        lines[0]
+        == f"{source}:line 1 [v0.0.20/a_tool_model_retry]: messages[1].parts[0] HM201 tool-call -> tool-call tool_call_id={first[1]['parts'][0]['tool_call_id']} evidence=position (derived)"
+    )
     assert f"{source}:line 6 {CHANGE}" in lines
-    assert lines[270] == f"{source}:line 214 [f\\x1b[1m]: messages[0].parts[1] HM102 retry-prompt -> retry-feedback cause=model_retry evidence=free-text (default)"
+    assert (
+        lines[270]
+        == f"{source}:line 214 [f\\x1b[1m]: messages[0].parts[1] HM102 retry-prompt -> retry-feedback cause=model_retry evidence=free-text (default)"
+    )
     assert lines[271] == (
         f"{source}:line 82 [v1.0.18/m_deferred_tool_model_retry]: messages[3].parts[0] HM407 warning: tool-call 'run_job' "
         "(pyd_ai_f93a0b6a98114066a071244304e8e723) of the last response has no result yet evidence=frontier (exact)"
@@ -53,7 +59,10 @@ def test_text_report_is_styled_on_a_terminal(tmp_path: Path, monkeypatch: pytest
     terminal = Terminal()
     render(report, terminal)
     text = terminal.getvalue()
-    assert f"{source}:line 6 [v0.0.20/c_unknown_tool]: messages[2].parts[0] \x1b[1mHM103\x1b[0m retry-prompt -> tool-return" in text
+    assert (
+        f"{source}:line 6 [v0.0.20/c_unknown_tool]: messages[2].parts[0] \x1b[1mHM103\x1b[0m retry-prompt -> tool-return"
+        in text
+    )
     assert f"{source}:line 213: \x1b[31mrejected\x1b[0m: invalid JSON" in text
     assert "[f\\x1b[1m]: \x1b[33mwarning\x1b[0m: messages[0].parts[0]" in text
     monkeypatch.setenv("NO_COLOR", "1")
@@ -88,20 +97,30 @@ def test_a_skipped_row_is_a_line_naming_its_key() -> None:
     assert any(line.startswith("│ skipped ") and "│ 1 " in line for line in lines)
 
 
-def test_past_a_thousand_rows_the_text_report_is_its_summary_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_past_a_thousand_rows_the_text_report_is_its_summary_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     report, source = legacy_report(tmp_path)
+
     def change_lines(lines: list[str]) -> int:
         return sum(line.startswith(source) and " -> " in line for line in lines)
 
     assert change_lines(rendered(report, "text").splitlines()) == 271  # 271 <= 1,000: every line
     monkeypatch.setattr(text_report, "DETAIL_ROWS", 100)
     lines = rendered(report, "text").splitlines()
-    assert lines[0] == "(277 change and finding lines not shown, more than 100: --report-detail full shows them, --report-format json lists them)"
+    assert (
+        lines[0]
+        == "(277 change and finding lines not shown, more than 100: --report-detail full shows them, --report-format json lists them)"
+    )
     assert lines[1].startswith(f"{source}:line 213: rejected: invalid JSON")
     assert any(line.startswith("│ would change ") and "│ 139 " in line for line in lines)
     assert any(line.startswith("│ would be rejected ") and "│ 2 " in line for line in lines)
     full = rendered(report, "text", Rendering(detail="full")).splitlines()
-    assert change_lines(full) == 271 and " HM407 warning: " in full[271] and full[277].startswith(f"{source}:line 213: rejected")
+    assert (
+        change_lines(full) == 271
+        and " HM407 warning: " in full[271]
+        and full[277].startswith(f"{source}:line 213: rejected")
+    )
     summary = rendered(report, "text", Rendering(detail="summary")).splitlines()
     assert summary[0].startswith(f"{source}:line 213: rejected") and change_lines(summary) == 0
 
@@ -111,7 +130,9 @@ def test_convert_says_changed(tmp_path: Path) -> None:
     source.write_bytes((CORPUS / "all.jsonl").read_bytes())
     report = api.convert(str(source), str(tmp_path / "out.jsonl")).report
     lines = rendered(report, "text").splitlines()
-    assert any(line.startswith("│ changed ") and "│ 138 " in line for line in lines) and not any("would" in line for line in lines)
+    assert any(line.startswith("│ changed ") and "│ 138 " in line for line in lines) and not any(
+        "would" in line for line in lines
+    )
 
 
 def test_text_report_names_each_record_the_reader_cannot_load(tmp_path: Path) -> None:
@@ -122,4 +143,6 @@ def test_text_report_names_each_record_the_reader_cannot_load(tmp_path: Path) ->
         f"{source}:line 3: not loaded: 2.0.0 cannot load it; no release loads it",
         f"{source}:line 4 [old]: not loaded: 2.0.0 cannot load it; oldest 0.0.21, loaded 0.0.21 to before 0.0.45",
     ]
-    assert any(line.startswith("│ oldest_releases ") and "0.0.13: 1, 0.0.21: 1, 2.60.0: 1, none: 1" in line for line in lines)
+    assert any(
+        line.startswith("│ oldest_releases ") and "0.0.13: 1, 0.0.21: 1, 2.60.0: 1, none: 1" in line for line in lines
+    )

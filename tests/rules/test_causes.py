@@ -10,7 +10,11 @@ TOOL_BOUND = [
     ("Unknown tool name: 'get_wether'. Available tools: get_weather", "unknown_tool", "unknown-tool"),
     ("Unknown tool name: 'x'. Available tools: 'a', 'b'", "unknown_tool", "unknown-tool"),
     ("Unknown tool name: 'x'. No tools available.", "unknown_tool", "unknown-tool"),
-    ("Unknown tool name: 'x'. No tools are available yet: search for the tools you need.", "unknown_tool", "unknown-tool"),
+    (
+        "Unknown tool name: 'x'. No tools are available yet: search for the tools you need.",
+        "unknown_tool",
+        "unknown-tool",
+    ),
     (
         "Tool 'deploy' is not available yet: it belongs to capability 'ops'. Call `load_capability` for it first, "
         "then call the tool again once you've read the capability's instructions.",
@@ -45,15 +49,27 @@ TOOL_BOUND = [
     ("MCP tool call failed", "model_retry", "mcp:call-failed"),
     ("Tool 'search' returned an error", "model_retry", "mcp:returned-error"),
     ("Failed to fetch https://x.invalid/: 404", "model_retry", "web-fetch"),
-    ('1 validation error:\n```json\n[{"type":"missing"}]\n```\n\nFix the errors and try again.', "validation_error", "rendered:validation-errors"),
+    (
+        '1 validation error:\n```json\n[{"type":"missing"}]\n```\n\nFix the errors and try again.',
+        "validation_error",
+        "rendered:validation-errors",
+    ),
     ("city not found\n\nFix the errors and try again.", "model_retry", "rendered:retry"),
     ("City not found, use the full name.", "model_retry", "free-text"),
 ]
 
 TOOL_LESS = [
     *[(text, "no_output", "no-output:please") for text in sorted(NO_OUTPUT_TEXTS)],
-    ("Plain text responses are not permitted, please call one of the functions instead.", "no_output", "no-output:plain-text-functions"),
-    ("Plain text responses are not permitted, please include your response in a tool call", "no_output", "no-output:plain-text-tool-call"),
+    (
+        "Plain text responses are not permitted, please call one of the functions instead.",
+        "no_output",
+        "no-output:plain-text-functions",
+    ),
+    (
+        "Plain text responses are not permitted, please include your response in a tool call",
+        "no_output",
+        "no-output:plain-text-tool-call",
+    ),
     ("Responses without text or tool calls are not permitted.", "no_output", "no-output:no-text-or-tool-calls"),
     ("Invalid kind: banana", "model_retry", "invalid-kind"),
     ("Unknown tool name: 'x'. Available tools: add", "model_retry", "free-text"),
@@ -89,7 +105,12 @@ def test_every_catalogue_entry_is_exercised() -> None:
 
 @pytest.mark.parametrize(
     ("content", "tool_bound", "cause"),
-    [("x", True, None), ("Please return text.", False, "model_retry"), ([{}], True, "validation_error"), ([{}], False, "validation_error")],
+    [
+        ("x", True, None),
+        ("Please return text.", False, "model_retry"),
+        ([{}], True, "validation_error"),
+        ([{}], False, "validation_error"),
+    ],
 )
 def test_framework_causes_are_the_loaders(content: object, tool_bound: bool, cause: str | None) -> None:
     assert framework_cause(content, tool_bound=tool_bound).cause == cause

@@ -10,8 +10,21 @@ NULL_RETRY = {"attempt": None, "max_retries": None}
 
 def _unknown_tool_history() -> list:
     return [
-        {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "nope", "args": {}, "tool_call_id": "c9"}]},
-        {"kind": "request", "parts": [{"content": "Unknown tool name: 'nope'. Available tools: add", "tool_name": None, "tool_call_id": None, "part_kind": "retry-prompt"}]},
+        {
+            "kind": "response",
+            "parts": [{"part_kind": "tool-call", "tool_name": "nope", "args": {}, "tool_call_id": "c9"}],
+        },
+        {
+            "kind": "request",
+            "parts": [
+                {
+                    "content": "Unknown tool name: 'nope'. Available tools: add",
+                    "tool_name": None,
+                    "tool_call_id": None,
+                    "part_kind": "retry-prompt",
+                }
+            ],
+        },
     ]
 
 
@@ -42,7 +55,11 @@ def test_hm103_is_off_in_framework_mode() -> None:
 
 def test_hm103_uses_each_call_once_in_order() -> None:
     call = {"part_kind": "tool-call", "tool_name": "nope", "args": {}}
-    retry = {"content": "Unknown tool name: 'nope'. No tools available.", "tool_name": None, "part_kind": "retry-prompt"}
+    retry = {
+        "content": "Unknown tool name: 'nope'. No tools available.",
+        "tool_name": None,
+        "part_kind": "retry-prompt",
+    }
     messages = [
         {"kind": "response", "parts": [{**call, "tool_call_id": "c1"}, {**call, "tool_call_id": "c2"}]},
         {"kind": "request", "parts": [dict(retry), dict(retry), dict(retry)]},

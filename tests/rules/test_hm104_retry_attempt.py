@@ -100,7 +100,12 @@ def test_an_attempt_above_the_budget_given_is_a_contradiction_and_neither_is_wri
     assert retries(messages) == [(1, 1), (None, None), (1, None)]
     assert [change[:3] for change in changes] == [(2, 0, "attempt=1 max_retries=1"), (6, 0, "attempt=1")]
     assert findings == [
-        (4, 0, "budget-contradiction", "attempt 2 is above the budget 1 it was checked against: a contradiction (another budget, or other counting rules), neither is written")
+        (
+            4,
+            0,
+            "budget-contradiction",
+            "attempt 2 is above the budget 1 it was checked against: a contradiction (another budget, or other counting rules), neither is written",
+        )
     ]
 
 
@@ -117,7 +122,17 @@ def test_what_cannot_be_known_stays_null_and_the_report_says_why() -> None:
     deferred = [prompt("a"), calls("job", run_id="a"), answers(("job", "retry"), run_id="b")]
     cut = [answers(("t", "retry")), calls("t", step=1), answers(("t", "retry"), step=1)]
     refused = [prompt(), calls("s"), answers(("s", "retry"), cause="unavailable_tool")]
-    assert fill(deferred) == ([], [(2, 0, "deferred-retry", "a retry handed back through DeferredToolResults (its call was made by an earlier run): the framework charges no budget for it, attempt stays null")])
+    assert fill(deferred) == (
+        [],
+        [
+            (
+                2,
+                0,
+                "deferred-retry",
+                "a retry handed back through DeferredToolResults (its call was made by an earlier run): the framework charges no budget for it, attempt stays null",
+            )
+        ],
+    )
     text = "the history does not begin with its run's start (it opens on results of calls it does not hold: cut short, or resumed with deferred tool results): the count is not known, attempt stays null"
     assert fill(cut) == ([], [(0, 0, "history-cut", text), (2, 0, "history-cut", text)])
     assert fill(refused) == ([], [])  # the framework does not charge a first refusal: null, as it records it
@@ -126,11 +141,21 @@ def test_what_cannot_be_known_stays_null_and_the_report_says_why() -> None:
 
 def test_releases_that_may_have_written_a_run_but_count_it_differently_leave_it_null() -> None:
     legacy = {"part_kind": "retry-prompt", "content": "Ambiguous.", "tool_name": "t"}
-    old = {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "t", "args": {}, "tool_call_id": f"c{n}"} for n in (1, 2)], "usage": {"request_tokens": 1}}
-    messages = [prompt(), old, {"kind": "request", "parts": [{**legacy, "tool_call_id": "c1"}, {**legacy, "tool_call_id": "c2"}]}]
+    old = {
+        "kind": "response",
+        "parts": [{"part_kind": "tool-call", "tool_name": "t", "args": {}, "tool_call_id": f"c{n}"} for n in (1, 2)],
+        "usage": {"request_tokens": 1},
+    }
+    messages = [
+        prompt(),
+        old,
+        {"kind": "request", "parts": [{**legacy, "tool_call_id": "c1"}, {**legacy, "tool_call_id": "c2"}]},
+    ]
     one = copy.deepcopy(messages)
     changes, findings = fill(messages, counting="writer", max_retries="tools=2")
-    assert changes == [(2, 0, "attempt=1 max_retries=2", "tool counter, run start at the history's start, counted as 0.2.0-0.7.2 did")]
+    assert changes == [
+        (2, 0, "attempt=1 max_retries=2", "tool counter, run start at the history's start, counted as 0.2.0-0.7.2 did")
+    ]
     assert findings == [
         (
             2,
@@ -140,16 +165,26 @@ def test_releases_that_may_have_written_a_run_but_count_it_differently_leave_it_
             "(2 as 0.0.1-0.4.3 counted; 2 as 0.4.4-0.4.8 counted; 1 as 0.4.9-1.39.1 counted): attempt stays null",
         )
     ]
-    assert fill(one, counting="0.4.11", max_retries="tools=2")[0][1][2:] == ("attempt=1 max_retries=2", "tool counter, run start at the history's start, counted as 0.4.9-1.39.1 did")
+    assert fill(one, counting="0.4.11", max_retries="tools=2")[0][1][2:] == (
+        "attempt=1 max_retries=2",
+        "tool counter, run start at the history's start, counted as 0.4.9-1.39.1 did",
+    )
 
 
 def test_a_budget_the_writing_releases_disagree_on_is_left_null_and_said() -> None:
-    unknown = {"part_kind": "retry-prompt", "content": "Unknown tool name: 'nope'. No tools available.", "tool_name": "nope", "tool_call_id": "c0.0"}
+    unknown = {
+        "part_kind": "retry-prompt",
+        "content": "Unknown tool name: 'nope'. No tools available.",
+        "tool_name": "nope",
+        "tool_call_id": "c0.0",
+    }
     thinking = {"part_kind": "thinking", "content": "hm"}  # 0.3.0+
     messages = [prompt(), {**calls("nope"), "usage": {"request_tokens": 1}}, {"kind": "request", "parts": [unknown]}]
     messages[1]["parts"].append(thinking)
     changes, findings = fill(messages, counting="writer", max_retries="tools=3,output=5")
-    assert [change[2:] for change in changes] == [("attempt=1", "output/unknown tool counter, run start at the history's start, counted as 0.3.0-0.7.2 did")]
+    assert [change[2:] for change in changes] == [
+        ("attempt=1", "output/unknown tool counter, run start at the history's start, counted as 0.3.0-0.7.2 did")
+    ]
     assert findings == [
         (
             2,
@@ -179,8 +214,13 @@ def test_a_second_pass_changes_nothing_and_every_run_is_the_same() -> None:
 
 def test_it_runs_only_with_attempts() -> None:
     migration = [rule for rule in select() if not rule.code.startswith("HM4")]
-    assert RULE.opt_in == "attempts" and max(rule.phase for rule in migration) < RULE.phase < min(rule.phase for rule in select() if rule.code.startswith("HM4"))
-    assert "HM104" not in [rule.code for rule in Options().rules] and [rule.code for rule in Options(attempts=True).rules if not rule.code.startswith("HM4")][-1] == "HM104"
+    assert RULE.opt_in == "attempts" and max(rule.phase for rule in migration) < RULE.phase < min(
+        rule.phase for rule in select() if rule.code.startswith("HM4")
+    )
+    assert (
+        "HM104" not in [rule.code for rule in Options().rules]
+        and [rule.code for rule in Options(attempts=True).rules if not rule.code.startswith("HM4")][-1] == "HM104"
+    )
     messages = legacy_two_retries()
     migrate(messages)
     assert retries(messages) == [(None, None)] * 3
@@ -193,7 +233,9 @@ def test_the_screen_passes_what_has_nothing_to_fill_and_the_settled_check_wants_
     null = [prompt(), calls("t"), answers(("t", "retry"))]
     loader = copy.deepcopy(null)
     loader[2]["parts"][0]["retry"] = None
-    assert [screen(orjson.dumps(h)) == () for h in (counted, null, loader, [prompt(), TEXT], [prompt(), TEXT, feedback()])] == [True, False, True, True, False]
+    assert [
+        screen(orjson.dumps(h)) == () for h in (counted, null, loader, [prompt(), TEXT], [prompt(), TEXT, feedback()])
+    ] == [True, False, True, True, False]
     assert [settled(orjson.dumps(h)) for h in (counted, null, loader)] == [True, False, True]
     assert Screen(select())(orjson.dumps(null)) == () and settled_for(select(), None)(orjson.dumps(null))
 
@@ -203,5 +245,8 @@ def test_on_the_corpus_the_screen_with_attempts_passes_exactly_the_histories_wit
     passed = {path for path in HISTORIES if screen(orjson.dumps({"messages": load(path)})) == ()}
     untouched = {path for path in HISTORIES if not converted(load(path), Options(attempts=True))[1]}
     assert passed == {path for path in HISTORIES if not pending(load(path), WITH)}
-    assert {f"{p.parent.name}/{p.stem}" for p in untouched - passed} == {"v2.60.0/m_deferred_tool_model_retry", "v2.68.0/m_deferred_tool_model_retry"}
+    assert {f"{p.parent.name}/{p.stem}" for p in untouched - passed} == {
+        "v2.60.0/m_deferred_tool_model_retry",
+        "v2.68.0/m_deferred_tool_model_retry",
+    }
     assert (len(passed), len(untouched)) == (72, 74)

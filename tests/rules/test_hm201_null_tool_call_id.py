@@ -27,7 +27,11 @@ def test_hm201_pairs_null_ids_in_order() -> None:
     ]
     key = conversation_key(messages)
     changes = run(messages, "HM201")
-    first, second, third = derived_tool_call_id(key, 1, 0, "a"), derived_tool_call_id(key, 1, 1, "a"), derived_tool_call_id(key, 3, 0, "a")
+    first, second, third = (
+        derived_tool_call_id(key, 1, 0, "a"),
+        derived_tool_call_id(key, 1, 1, "a"),
+        derived_tool_call_id(key, 3, 0, "a"),
+    )
     assert [p["tool_call_id"] for m in messages[1:] for p in m["parts"]] == [first, second, first, second, third, third]
     assert first.startswith("pyd_ai_") and len(first) == 39 and len({first, second, third}) == 3
     assert [c[3] for c in changes] == ["position", "position", "paired-call", "paired-call", "position", "paired-call"]
@@ -36,7 +40,13 @@ def test_hm201_pairs_null_ids_in_order() -> None:
 def test_hm201_skips_calls_already_answered_by_id() -> None:
     messages = [
         {"kind": "response", "parts": [call("a", "c1"), call("a", "c2")]},
-        {"kind": "request", "parts": [result("tool-return", "a", "c1"), {"part_kind": "retry-prompt", "tool_name": "a", "content": "x"}]},
+        {
+            "kind": "request",
+            "parts": [
+                result("tool-return", "a", "c1"),
+                {"part_kind": "retry-prompt", "tool_name": "a", "content": "x"},
+            ],
+        },
     ]
     run(messages, "HM201")
     assert messages[1]["parts"][1]["tool_call_id"] == "c2"
@@ -51,13 +61,22 @@ def test_hm201_a_result_without_a_call_gets_its_own_id() -> None:
 def test_hm201_leaves_absent_ids_on_calls_and_tool_less_retries() -> None:
     messages = [
         {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "a", "args": {}}]},
-        {"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": "x", "tool_name": None, "tool_call_id": None}]},
+        {
+            "kind": "request",
+            "parts": [{"part_kind": "retry-prompt", "content": "x", "tool_name": None, "tool_call_id": None}],
+        },
     ]
     assert run(messages, "HM201") == []
 
 
 def test_derived_ids_differ_by_conversation_place_and_tool_and_are_the_same_on_every_run() -> None:
-    ids = {derived_tool_call_id(key, m, p, name) for key in ("k1", "k2") for m in range(3) for p in range(3) for name in ("a", "b")}
+    ids = {
+        derived_tool_call_id(key, m, p, name)
+        for key in ("k1", "k2")
+        for m in range(3)
+        for p in range(3)
+        for name in ("a", "b")
+    }
     assert len(ids) == 36
     expected = "pyd_ai_" + hashlib.sha256(b"histmig:k1:1:2:a").hexdigest()[:32]
     assert derived_tool_call_id("k1", 1, 2, "a") == derived_tool_call_id("k1", 1, 2, "a") == expected
@@ -65,14 +84,25 @@ def test_derived_ids_differ_by_conversation_place_and_tool_and_are_the_same_on_e
 
 def test_the_conversation_key_is_its_opening_prompts_and_their_times() -> None:
     assert conversation_key([_opened("hi")]) == conversation_key([_opened("hi"), {"kind": "response", "parts": []}])
-    assert len({conversation_key([_opened("hi")]), conversation_key([_opened("ho")]), conversation_key([_opened("hi", "2024-10-01T10:00:01Z")])}) == 3
+    assert (
+        len(
+            {
+                conversation_key([_opened("hi")]),
+                conversation_key([_opened("ho")]),
+                conversation_key([_opened("hi", "2024-10-01T10:00:01Z")]),
+            }
+        )
+        == 3
+    )
     with_null = {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "hi", "timestamp": None}]}
     without = {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "hi"}]}
     assert conversation_key([with_null]) == conversation_key([without])  # HM202 removing the null changes nothing
     assert conversation_key([]) == conversation_key(["not a message"]) == hashlib.sha256(b"[]").hexdigest()[:32]
 
 
-LEGACY_NULL_IDS = [orjson.loads(line) for line in (CORPUS / "all.jsonl").read_bytes().splitlines() if b'"tool_call_id":null' in line]
+LEGACY_NULL_IDS = [
+    orjson.loads(line) for line in (CORPUS / "all.jsonl").read_bytes().splitlines() if b'"tool_call_id":null' in line
+]
 
 
 def _export(records: int) -> list[dict]:
@@ -111,15 +141,38 @@ def test_no_derived_id_is_shared_by_two_conversations_of_an_export(tmp_path: Pat
 
 
 def test_the_ids_are_the_same_whichever_rules_run_with_it() -> None:
-    alone, every = orjson.loads(orjson.dumps(LEGACY_NULL_IDS[0]["messages"])), orjson.loads(orjson.dumps(LEGACY_NULL_IDS[0]["messages"]))
+    alone, every = (
+        orjson.loads(orjson.dumps(LEGACY_NULL_IDS[0]["messages"])),
+        orjson.loads(orjson.dumps(LEGACY_NULL_IDS[0]["messages"])),
+    )
     run(alone, "HM201")
     api.migrate(every)
-    ids = [[p.get("tool_call_id") for m in history for p in m["parts"] if p.get("part_kind") == "tool-call"] for history in (alone, every)]
+    ids = [
+        [p.get("tool_call_id") for m in history for p in m["parts"] if p.get("part_kind") == "tool-call"]
+        for history in (alone, every)
+    ]
     assert ids[0] == ids[1] and all(ids[0])
 
 
 def test_hm201_derives_a_tool_less_retrys_null_id_for_a_target_before_2_60_0() -> None:
-    messages = [{"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": "x", "tool_name": None, "tool_call_id": None}]}]
+    messages = [
+        {
+            "kind": "request",
+            "parts": [{"part_kind": "retry-prompt", "content": "x", "tool_name": None, "tool_call_id": None}],
+        }
+    ]
     assert run(messages, "HM201", target="2.59.0") == [("HM201", 0, 0, "position:tool-less")]
     assert messages[0]["parts"][0]["tool_call_id"] == derived_tool_call_id(conversation_key(messages), 0, 0, None)
-    assert run([{"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": "x", "tool_name": None, "tool_call_id": None}]}], "HM201", target="2.60.0") == []
+    assert (
+        run(
+            [
+                {
+                    "kind": "request",
+                    "parts": [{"part_kind": "retry-prompt", "content": "x", "tool_name": None, "tool_call_id": None}],
+                }
+            ],
+            "HM201",
+            target="2.60.0",
+        )
+        == []
+    )

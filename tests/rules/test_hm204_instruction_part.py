@@ -23,7 +23,18 @@ def test_hm204_joins_existing_instructions_and_keeps_unmovable_parts() -> None:
 
 
 def test_hm204_moves_the_part_as_the_framework_dumps_it() -> None:
-    dumped = {"content": "Be concise.", "dynamic": False, "on_change": "rewrite", "name": None, "id": None, "part_kind": "instruction"}
-    messages = [{"parts": [{"content": "hi", "part_kind": "user-prompt"}, dumped], "instructions": None, "kind": "request"}]
+    dumped = {
+        "content": "Be concise.",
+        "dynamic": False,
+        "on_change": "rewrite",
+        "name": None,
+        "id": None,
+        "part_kind": "instruction",
+    }
+    messages = [
+        {"parts": [{"content": "hi", "part_kind": "user-prompt"}, dumped], "instructions": None, "kind": "request"}
+    ]
     assert run(messages, "HM204") == [("HM204", 0, 1, "instruction-part")]
-    assert messages == [{"parts": [{"content": "hi", "part_kind": "user-prompt"}], "instructions": "Be concise.", "kind": "request"}]
+    assert messages == [
+        {"parts": [{"content": "hi", "part_kind": "user-prompt"}], "instructions": "Be concise.", "kind": "request"}
+    ]

@@ -21,5 +21,8 @@ def test_hm402_drops_an_early_result_and_hm406_answers_its_call() -> None:
 
 
 def test_hm402_is_not_an_orphan() -> None:
-    messages = [{"kind": "request", "parts": [result("tool-return", "t", "a")]}, {"kind": "response", "parts": [call("t", "a")]}]
+    messages = [
+        {"kind": "request", "parts": [result("tool-return", "t", "a")]},
+        {"kind": "response", "parts": [call("t", "a")]},
+    ]
     assert run(messages, "HM401", unsafe_fixes=True) == []

@@ -22,5 +22,8 @@ def test_hm404_reports_the_reusing_call_and_hm406_closes_the_shadowed_one() -> N
 
 
 def test_hm404_within_one_response_is_fifo_not_reuse() -> None:
-    messages = [{"kind": "response", "parts": [call("t", "a"), call("t", "a")]}, {"kind": "request", "parts": [result("tool-return", "t", "a"), result("tool-return", "t", "a")]}]
+    messages = [
+        {"kind": "response", "parts": [call("t", "a"), call("t", "a")]},
+        {"kind": "request", "parts": [result("tool-return", "t", "a"), result("tool-return", "t", "a")]},
+    ]
     assert validate(messages) == []

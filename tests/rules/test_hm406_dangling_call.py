@@ -14,14 +14,25 @@ from tests.rules.conftest import call, run
 def test_hm406_answers_a_crashed_runs_calls_in_the_next_request() -> None:
     messages = [
         {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "weather?"}]},
-        {"kind": "response", "parts": [call("get_weather", "c1") | {"tool_kind": "function"}], "timestamp": "2025-05-01T10:00:01Z"},
+        {
+            "kind": "response",
+            "parts": [call("get_weather", "c1") | {"tool_kind": "function"}],
+            "timestamp": "2025-05-01T10:00:01Z",
+        },
         {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "hello?"}]},
         {"kind": "response", "parts": [{"part_kind": "text", "content": "Hi."}]},
     ]
     assert run(messages, "HM406") == [("HM406", 2, 0, "dangling")]
     assert messages[2]["parts"][0] == {
-        "tool_name": "get_weather", "content": INTERRUPTED_CONTENT, "tool_call_id": "c1", "tool_kind": "function",
-        "metadata": {SYNTHESIZED_KEY: True}, "timestamp": "2025-05-01T10:00:01Z", "outcome": "interrupted", "retry": None, "part_kind": "tool-return",
+        "tool_name": "get_weather",
+        "content": INTERRUPTED_CONTENT,
+        "tool_call_id": "c1",
+        "tool_kind": "function",
+        "metadata": {SYNTHESIZED_KEY: True},
+        "timestamp": "2025-05-01T10:00:01Z",
+        "outcome": "interrupted",
+        "retry": None,
+        "part_kind": "tool-return",
     }
     assert migrate(messages, Options()) == []
 

@@ -16,5 +16,8 @@ def test_hm407_is_a_warning_and_its_fix_is_unsafe() -> None:
     assert [(f.code, f.message, f.part, f.severity) for f in validate(messages)] == [("HM407", 1, 0, "warning")]
     assert run(messages, "HM407") == []
     assert run(messages, "HM407", unsafe_fixes=True) == [("HM407", 2, 1, "frontier")]
-    assert [(p["tool_call_id"], p.get("outcome")) for p in messages[2]["parts"]] == [("c2", None), ("c1", "interrupted")]
+    assert [(p["tool_call_id"], p.get("outcome")) for p in messages[2]["parts"]] == [
+        ("c2", None),
+        ("c1", "interrupted"),
+    ]
     assert validate(messages) == []

@@ -47,13 +47,26 @@ def test_hm501_names_a_tool_kind_or_metadata_it_cannot_keep_and_keeps_unknown_ke
     assert _rolled({**RETRIED, "retry": None}, "2.0.0")[1] == [("HM501", "nothing lost", "exact")]
 
 
-@pytest.mark.parametrize(("target", "tool_call_id"), [("0.0.20", None), ("0.0.46", derived_tool_call_id(conversation_key([]), 0, 0, None))])  # a history opening with no prompt
+@pytest.mark.parametrize(
+    ("target", "tool_call_id"), [("0.0.20", None), ("0.0.46", derived_tool_call_id(conversation_key([]), 0, 0, None))]
+)  # a history opening with no prompt
 def test_hm501_an_unknown_tool_retry_is_tool_less_before_0_0_47(target: str, tool_call_id: str | None) -> None:
-    unknown = {**RETRIED, "tool_name": "get_wether", "content": "Unknown tool name: 'get_wether'. No tools available.", "retry": {"cause": "unknown_tool", "attempt": None, "max_retries": None}}
+    unknown = {
+        **RETRIED,
+        "tool_name": "get_wether",
+        "content": "Unknown tool name: 'get_wether'. No tools available.",
+        "retry": {"cause": "unknown_tool", "attempt": None, "max_retries": None},
+    }
     part, changes = _rolled(unknown, target)
     assert (part["tool_name"], part["tool_call_id"]) == (None, tool_call_id)
     notes = "tool-less before 0.0.47" if tool_call_id is None else "tool-less before 0.0.47; tool_call_id derived"
-    assert changes == [("HM501", f"lost retry.cause='unknown_tool', tool_name, tool_call_id; {notes}", "exact" if tool_call_id is None else "derived")]
+    assert changes == [
+        (
+            "HM501",
+            f"lost retry.cause='unknown_tool', tool_name, tool_call_id; {notes}",
+            "exact" if tool_call_id is None else "derived",
+        )
+    ]
     assert _rolled(unknown, "0.0.47")[0]["tool_name"] == "get_wether"
 
 

@@ -38,7 +38,9 @@ def test_the_walk_answers_the_oldest_open_call_and_tells_each_kind_apart() -> No
     assert pairing.orphaned == [(2, 1)]
     assert pairing.before_call == [(0, 0)]
     assert pairing.reused == [((3, 0), (1, 2))]  # the second response's "early" shadows the first's
-    assert pairing.duplicate == [((4, 1), (1, 1))]  # "a" twice in one response: answered FIFO, a third result is one too many
+    assert pairing.duplicate == [
+        ((4, 1), (1, 1))
+    ]  # "a" twice in one response: answered FIFO, a third result is one too many
     assert pairing.truncated == [(1, 3)]
     assert sorted(pairing.dangling) == [(1, 2), (1, 3), (3, 0)]
     assert pairing.frontier == [(5, 0)]
@@ -51,17 +53,33 @@ def test_a_retried_result_answers_a_cut_call_and_null_ids_are_left_to_hm201() ->
     assert analyse(answered).truncated == [] and found(answered) == frozenset()
     assert found([response(cut), request(result("tool-return", "t", "c"))]) == {"HM405"}
     assert found([response(call("t", None)), request(result("tool-return", "t", None))]) == frozenset(CODES.values())
-    assert found([response(call("t", "c")), request(result("retry-prompt", "t", "c"))]) == frozenset()  # a tool-bound retry-prompt answers
+    assert (
+        found([response(call("t", "c")), request(result("retry-prompt", "t", "c"))]) == frozenset()
+    )  # a tool-bound retry-prompt answers
 
 
 @pytest.mark.parametrize(
     "messages",
     [
-        [response(call("t", "a"), call("u", "b")), request(result("tool-return", "u", "b"), result("tool-return", "t", "a")), response()],
-        [response(call("t", "a")), request(result("tool-return", "t", "a") | {"outcome": "retried"}), response(call("t", "a") | {"args": "{}"})],
+        [
+            response(call("t", "a"), call("u", "b")),
+            request(result("tool-return", "u", "b"), result("tool-return", "t", "a")),
+            response(),
+        ],
+        [
+            response(call("t", "a")),
+            request(result("tool-return", "t", "a") | {"outcome": "retried"}),
+            response(call("t", "a") | {"args": "{}"}),
+        ],
         [response(call("t", "a")), request(result("tool-return", "t", "b"))],
-        [response(call("t", "a") | {"args": "{nope"}), request(result("tool-return", "t", "a") | {"outcome": "retried"})],
-        [response(call("t", "a") | {"args": "{nope"}), request(result("tool-return", "t", "a") | {"outcome": "failed"})],
+        [
+            response(call("t", "a") | {"args": "{nope"}),
+            request(result("tool-return", "t", "a") | {"outcome": "retried"}),
+        ],
+        [
+            response(call("t", "a") | {"args": "{nope"}),
+            request(result("tool-return", "t", "a") | {"outcome": "failed"}),
+        ],
         [request(result("tool-return", "t", "a")), response(call("t", "a"))],
     ],
     ids=["answered-in-turn", "frontier", "orphan", "cut-but-retried", "cut-not-retried", "early"],
@@ -84,7 +102,9 @@ def test_the_interrupted_return_is_the_one_2_68_synthesizes() -> None:
     stored = response(call("get_weather", "c1") | {"tool_kind": None}, timestamp=STAMP, model_name="m")
     loaded = ModelMessagesTypeAdapter.validate_python([stored])[0]
     assert isinstance(loaded, ModelResponse)
-    framework = ModelMessagesTypeAdapter.dump_json([ModelRequest(parts=_synthesized_tool_returns(loaded, list(loaded.tool_calls)))])
+    framework = ModelMessagesTypeAdapter.dump_json(
+        [ModelRequest(parts=_synthesized_tool_returns(loaded, list(loaded.tool_calls)))]
+    )
     ours = new_request([interrupted_return(stored["parts"][0], stored)])
     assert orjson.dumps([ours]) == framework
     assert "timestamp" not in interrupted_return(stored["parts"][0], response())  # never the clock
@@ -105,10 +125,20 @@ def test_returns_go_after_the_results_of_the_next_request_or_into_a_new_one() ->
 
 
 def test_dropping_keeps_an_emptied_last_request_and_reports_a_gone_one_whole() -> None:
-    messages = [request(result("tool-return", "t", "x"), run_id="r1"), response(), request(result("tool-return", "t", "y"))]
+    messages = [
+        request(result("tool-return", "t", "x"), run_id="r1"),
+        response(),
+        request(result("tool-return", "t", "y")),
+    ]
     changes = drop_parts(messages, [(0, 0), (2, 0)], "HM401", "orphaned")
     assert messages == [response(), request()]
     assert [(c.message, c.part, c.before, c.after, c.evidence) for c in changes] == [
-        (0, 0, "tool-return", "absent", "orphaned"), (2, 0, "tool-return", "absent", "orphaned"), (0, None, "request", "absent", "emptied"),
+        (0, 0, "tool-return", "absent", "orphaned"),
+        (2, 0, "tool-return", "absent", "orphaned"),
+        (0, None, "request", "absent", "emptied"),
     ]
-    assert changes[0].removed == result("tool-return", "t", "x") and changes[2].removed == {"kind": "request", "parts": [], "run_id": "r1"}
+    assert changes[0].removed == result("tool-return", "t", "x") and changes[2].removed == {
+        "kind": "request",
+        "parts": [],
+        "run_id": "r1",
+    }

@@ -17,7 +17,13 @@ def test_dump_error_details_matches_the_framework() -> None:
         {"type": "missing", "loc": ["b", "c"], "msg": "m", "input": {"x": 1}},
         {"type": "missing", "loc": [], "msg": "m", "input": {"x": 2}},
     ]
-    part = {"part_kind": "retry-prompt", "content": errors, "tool_name": "t", "tool_call_id": "c", "timestamp": "2025-01-01T00:00:00Z"}
+    part = {
+        "part_kind": "retry-prompt",
+        "content": errors,
+        "tool_name": "t",
+        "tool_call_id": "c",
+        "timestamp": "2025-01-01T00:00:00Z",
+    }
     expected = framework_dump([{"kind": "request", "parts": [part]}])[0]["parts"][0]["content"]
     assert dump_error_details(errors) == expected
     assert [list(e) for e in dump_error_details(errors)] == [list(e) for e in expected]
@@ -25,7 +31,9 @@ def test_dump_error_details_matches_the_framework() -> None:
 
 @pytest.mark.parametrize("tool_name", ["t", None])
 def test_a_content_no_release_wrote_is_malformed(tool_name: str | None) -> None:
-    messages = [{"kind": "request", "parts": [{"content": {"a": 1}, "tool_name": tool_name, "part_kind": "retry-prompt"}]}]
+    messages = [
+        {"kind": "request", "parts": [{"content": {"a": 1}, "tool_name": tool_name, "part_kind": "retry-prompt"}]}
+    ]
     with pytest.raises(Malformed, match=r"^messages\[0\]\.parts\[0\]\.content: "):
         migrate(messages)
 
@@ -38,11 +46,23 @@ def test_a_content_no_release_wrote_is_malformed(tool_name: str | None) -> None:
             ["content", "tool_name", "tool_call_id", "outcome", "retry", "part_kind"],
         ),
         (
-            {"part_kind": "retry-prompt", "content": "x", "tool_name": "t", "tool_call_id": "c", "timestamp": "2025-01-01T00:00:00Z"},
+            {
+                "part_kind": "retry-prompt",
+                "content": "x",
+                "tool_name": "t",
+                "tool_call_id": "c",
+                "timestamp": "2025-01-01T00:00:00Z",
+            },
             ["part_kind", "content", "tool_name", "tool_call_id", "timestamp", "outcome", "retry"],
         ),
         (
-            {"tool_call_id": None, "content": "x", "part_kind": "retry-prompt", "tool_name": None, "timestamp": "2025-01-01T00:00:00Z"},
+            {
+                "tool_call_id": None,
+                "content": "x",
+                "part_kind": "retry-prompt",
+                "tool_name": None,
+                "timestamp": "2025-01-01T00:00:00Z",
+            },
             ["content", "part_kind", "timestamp", "retry"],
         ),
         (

@@ -26,37 +26,130 @@ PAIRING = {"HM401", "HM402", "HM403", "HM404", "HM405", "HM406", "HM407"}
 
 TARGETED = {
     "tool-bound-retry-prompt": (
-        [{"kind": "response", "parts": [CALL]}, {"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": "x", "tool_name": "t", "tool_call_id": "c"}]}],
+        [
+            {"kind": "response", "parts": [CALL]},
+            {
+                "kind": "request",
+                "parts": [{"part_kind": "retry-prompt", "content": "x", "tool_name": "t", "tool_call_id": "c"}],
+            },
+        ],
         {"HM101", "HM104"},
     ),
-    "tool-less-retry-prompt": ([{"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": "x"}]}], {"HM102", "HM103", "HM104"}),
+    "tool-less-retry-prompt": (
+        [{"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": "x"}]}],
+        {"HM102", "HM103", "HM104"},
+    ),
     "instruction": ([{"kind": "request", "parts": [{"part_kind": "instruction", "content": "x"}]}], {"HM204"}),
     "feedback-without-input": (
-        [{"kind": "request", "parts": [{"part_kind": "retry-feedback", "content": [{"type": "t", "loc": [], "msg": "m"}], "retry": {"cause": "validation_error"}}]}],
+        [
+            {
+                "kind": "request",
+                "parts": [
+                    {
+                        "part_kind": "retry-feedback",
+                        "content": [{"type": "t", "loc": [], "msg": "m"}],
+                        "retry": {"cause": "validation_error"},
+                    }
+                ],
+            }
+        ],
         {"HM203", "HM104"},
     ),
     "retried-return-without-attempt": (
-        [{"kind": "response", "parts": [CALL]}, {"kind": "request", "parts": [{**RETURN, "outcome": "retried", "retry": {"cause": "model_retry", "attempt": None}}]}],
+        [
+            {"kind": "response", "parts": [CALL]},
+            {
+                "kind": "request",
+                "parts": [{**RETURN, "outcome": "retried", "retry": {"cause": "model_retry", "attempt": None}}],
+            },
+        ],
         {"HM104"},
     ),
-    "null-id": ([{"kind": "response", "parts": [{**CALL, "tool_call_id": None}]}, {"kind": "request", "parts": [{**RETURN, "tool_call_id": None}]}], {"HM201", *PAIRING}),
-    "null-part-timestamp": ([{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "x", "timestamp": None}]}], {"HM202"}),
+    "null-id": (
+        [
+            {"kind": "response", "parts": [{**CALL, "tool_call_id": None}]},
+            {"kind": "request", "parts": [{**RETURN, "tool_call_id": None}]},
+        ],
+        {"HM201", *PAIRING},
+    ),
+    "null-part-timestamp": (
+        [{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "x", "timestamp": None}]}],
+        {"HM202"},
+    ),
     "null-response-timestamp": ([{"kind": "response", "parts": [], "timestamp": None}], {"HM202"}),
-    "args-wrapper": ([{"kind": "response", "parts": [{**CALL, "args": {"args_json": "{}"}}]}, {"kind": "request", "parts": [RETURN]}], {"HM301"}),
+    "args-wrapper": (
+        [
+            {"kind": "response", "parts": [{**CALL, "args": {"args_json": "{}"}}]},
+            {"kind": "request", "parts": [RETURN]},
+        ],
+        {"HM301"},
+    ),
     "orphaned-result": ([{"kind": "request", "parts": [RETURN]}], {"HM401"}),
-    "result-before-call": ([{"kind": "request", "parts": [RETURN]}, {"kind": "response", "parts": [CALL]}, {"kind": "request", "parts": [RETURN]}], {"HM402"}),
-    "duplicate-result": ([{"kind": "response", "parts": [CALL]}, {"kind": "request", "parts": [RETURN, RETURN]}], {"HM403"}),
-    "reused-call-id": ([{"kind": "response", "parts": [CALL]}, {"kind": "request", "parts": []}, {"kind": "response", "parts": [CALL]}, {"kind": "request", "parts": [RETURN]}], {"HM404", "HM406"}),
-    "truncated-args": ([{"kind": "response", "parts": [{**CALL, "args": '{"a": '}]}, {"kind": "request", "parts": [RETURN]}], {"HM405"}),
-    "dangling-call": ([{"kind": "response", "parts": [CALL]}, {"kind": "request", "parts": []}, {"kind": "response", "parts": []}], {"HM406"}),
+    "result-before-call": (
+        [
+            {"kind": "request", "parts": [RETURN]},
+            {"kind": "response", "parts": [CALL]},
+            {"kind": "request", "parts": [RETURN]},
+        ],
+        {"HM402"},
+    ),
+    "duplicate-result": (
+        [{"kind": "response", "parts": [CALL]}, {"kind": "request", "parts": [RETURN, RETURN]}],
+        {"HM403"},
+    ),
+    "reused-call-id": (
+        [
+            {"kind": "response", "parts": [CALL]},
+            {"kind": "request", "parts": []},
+            {"kind": "response", "parts": [CALL]},
+            {"kind": "request", "parts": [RETURN]},
+        ],
+        {"HM404", "HM406"},
+    ),
+    "truncated-args": (
+        [{"kind": "response", "parts": [{**CALL, "args": '{"a": '}]}, {"kind": "request", "parts": [RETURN]}],
+        {"HM405"},
+    ),
+    "dangling-call": (
+        [{"kind": "response", "parts": [CALL]}, {"kind": "request", "parts": []}, {"kind": "response", "parts": []}],
+        {"HM406"},
+    ),
     "unanswered-last-call": ([{"kind": "response", "parts": [CALL]}], {"HM407"}),
     "provider-request-id": ([{"kind": "response", "parts": [], "provider_request_id": "r"}], {"HM302"}),
 }
 
 
 def test_rules_run_in_phase_order_then_by_code() -> None:
-    migration = ["HM201", "HM202", "HM203", "HM204", "HM301", "HM302", "HM103", "HM101", "HM102", "HM401", "HM402", "HM403", "HM404", "HM405", "HM406", "HM407"]
-    assert [rule.code for rule in registry()] == [*migration[:9], "HM104", *migration[9:], "HM501", "HM502", "HM503", "HM504", "HM505", "HM506", "HM507"]
+    migration = [
+        "HM201",
+        "HM202",
+        "HM203",
+        "HM204",
+        "HM301",
+        "HM302",
+        "HM103",
+        "HM101",
+        "HM102",
+        "HM401",
+        "HM402",
+        "HM403",
+        "HM404",
+        "HM405",
+        "HM406",
+        "HM407",
+    ]
+    assert [rule.code for rule in registry()] == [
+        *migration[:9],
+        "HM104",
+        *migration[9:],
+        "HM501",
+        "HM502",
+        "HM503",
+        "HM504",
+        "HM505",
+        "HM506",
+        "HM507",
+    ]
     assert [rule.code for rule in select()] == migration
 
 
@@ -99,13 +192,17 @@ def test_what_is_derived_from_the_looks() -> None:
 def test_each_rules_documented_example_is_what_its_fix_does(rule) -> None:
     before, after = orjson.loads(rule.docs.before), orjson.loads(rule.docs.after)
     assert before != after and rule.docs.what and rule.docs.why
-    options = Options(select=(rule.code,), target=rule.docs.target, unsafe_fixes=True, **({rule.opt_in: True} if rule.opt_in else {}))
+    options = Options(
+        select=(rule.code,), target=rule.docs.target, unsafe_fixes=True, **({rule.opt_in: True} if rule.opt_in else {})
+    )
     changes = migrate(before, options)
     assert before == after
     assert {change.rule for change in changes} == {rule.code}
     assert migrate(before, options) == []
     findings = rule.check(orjson.loads(rule.docs.before), options.plan().context)
-    assert [finding.code for finding in findings] == [rule.code] * len(changes) and {f.severity for f in findings} == {rule.severity}
+    assert [finding.code for finding in findings] == [rule.code] * len(changes) and {f.severity for f in findings} == {
+        rule.severity
+    }
 
 
 @pytest.mark.parametrize("rule", [rule for rule in registry() if rule.fix is None], ids=lambda rule: rule.code)
@@ -164,7 +261,9 @@ def toy_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     (unsafe: strips ``DROP:`` from a thinking part), each one module in a folder added to the
     rules package's path; the registry is found again before and after."""
     for n, applicability, prefix, kind in ((1, "safe", "TOY:", "text"), (2, "unsafe", "DROP:", "thinking")):
-        (tmp_path / f"hm90{n}_toy.py").write_text(textwrap.dedent(TOY.format(n=f"0{n}", applicability=applicability, prefix=prefix, kind=kind)))
+        (tmp_path / f"hm90{n}_toy.py").write_text(
+            textwrap.dedent(TOY.format(n=f"0{n}", applicability=applicability, prefix=prefix, kind=kind))
+        )
     monkeypatch.setattr(histmig.rules, "__path__", [*histmig.rules.__path__, str(tmp_path)])
     registry.cache_clear()
     yield tmp_path
@@ -174,13 +273,20 @@ def toy_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
 
 
 def test_a_rule_added_as_one_module_is_picked_up_everywhere(toy_rules: Path) -> None:
-    history = [{"kind": "response", "parts": [{"part_kind": "text", "content": "TOY:hi"}, {"part_kind": "thinking", "content": "DROP:bye"}]}]
+    history = [
+        {
+            "kind": "response",
+            "parts": [{"part_kind": "text", "content": "TOY:hi"}, {"part_kind": "thinking", "content": "DROP:bye"}],
+        }
+    ]
     quiet = [{"kind": "response", "parts": [{"part_kind": "text", "content": "hi"}]}]
     assert [rule.code for rule in select() if rule.code.startswith("HM9")] == ["HM901", "HM902"]
     assert {rule.code for rule in pending(history, select())} == {"HM901", "HM902"}
     assert Screen(select())(orjson.dumps(history)) is None and Screen(select())(orjson.dumps(quiet)) == ()
     source = toy_rules / "in.jsonl"
-    source.write_bytes(orjson.dumps({"id": "r1", "messages": history}) + b"\n" + orjson.dumps({"id": "r2", "messages": quiet}) + b"\n")
+    source.write_bytes(
+        orjson.dumps({"id": "r1", "messages": history}) + b"\n" + orjson.dumps({"id": "r2", "messages": quiet}) + b"\n"
+    )
     runner = CliRunner()
     check = runner.invoke(app, ["check", str(source), "--report", "-", "--report-format", "json"])
     assert check.exit_code == 1
@@ -188,7 +294,12 @@ def test_a_rule_added_as_one_module_is_picked_up_everywhere(toy_rules: Path) -> 
     assert report["summary"]["parts_by_rule"] == {"HM901": 1} and report["summary"]["findings_by_rule"] == {"HM902": 1}
     assert "histmig check: 1 of 2 records to migrate, 0 invalid, 0 rejected, 1 finding" in check.stderr
     shown = runner.invoke(app, ["rules", "HM90"])
-    assert shown.exit_code == 0 and "HM901 (toy-01)" in shown.stdout and "Fix: unsafe" in shown.stdout and '"TOY:hi"' in shown.stdout
+    assert (
+        shown.exit_code == 0
+        and "HM901 (toy-01)" in shown.stdout
+        and "Fix: unsafe" in shown.stdout
+        and '"TOY:hi"' in shown.stdout
+    )
 
 
 def test_an_unsafe_fix_applies_only_with_unsafe_fixes(toy_rules: Path) -> None:
@@ -201,14 +312,20 @@ def test_an_unsafe_fix_applies_only_with_unsafe_fixes(toy_rules: Path) -> None:
     source, out = toy_rules / "in.jsonl", toy_rules / "out.jsonl"
     source.write_bytes(orjson.dumps(history) + b"\n")
     runner = CliRunner()
-    kept = runner.invoke(app, ["convert", str(source), str(out), "--select", "HM902", "--report", "-", "--report-format", "json"])
+    kept = runner.invoke(
+        app, ["convert", str(source), str(out), "--select", "HM902", "--report", "-", "--report-format", "json"]
+    )
     assert kept.exit_code == 0 and out.read_bytes() == source.read_bytes()
     assert [(row["rule"], row["line"]) for row in orjson.loads(kept.stdout)["findings"]] == [("HM902", 1)]
     fixed = runner.invoke(app, ["convert", str(source), str(out), "--select", "HM902", "--unsafe-fixes", "-q"])
-    assert fixed.exit_code == 0 and orjson.loads(out.read_bytes()) == [{"kind": "response", "parts": [{"part_kind": "thinking", "content": "hi"}]}]
+    assert fixed.exit_code == 0 and orjson.loads(out.read_bytes()) == [
+        {"kind": "response", "parts": [{"part_kind": "thinking", "content": "hi"}]}
+    ]
 
 
-def test_a_rule_module_without_a_rule_and_a_code_defined_twice_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_rule_module_without_a_rule_and_a_code_defined_twice_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(histmig.rules, "__path__", [*histmig.rules.__path__, str(tmp_path)])
     (tmp_path / "hm999_empty.py").write_text("")
     registry.cache_clear()

@@ -38,7 +38,12 @@ def test_releases_are_read_and_ordered_as_versions() -> None:
 
 @pytest.mark.parametrize(
     ("text", "message"),
-    [("2.59", "'2.59' is not a release"), ("latest", "'latest' is not a release"), ("0.0.12", "not 0.0.12"), ("2.69.0", "not 2.69.0")],
+    [
+        ("2.59", "'2.59' is not a release"),
+        ("latest", "'latest' is not a release"),
+        ("0.0.12", "not 0.0.12"),
+        ("2.69.0", "not 2.69.0"),
+    ],
 )
 def test_what_is_no_release_histmig_knows_is_refused(text: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
@@ -47,29 +52,70 @@ def test_what_is_no_release_histmig_knows_is_refused(text: str, message: str) ->
 
 def test_spans_intersect_and_say_themselves_in_words() -> None:
     retried = but(Release(1, 67, 0), Release(2, 60, 0))
-    assert intersect(retried, since(Release(0, 0, 21))) == (Span(Release(0, 0, 21), Release(1, 67, 0)), Span(Release(2, 60, 0), None))
+    assert intersect(retried, since(Release(0, 0, 21))) == (
+        Span(Release(0, 0, 21), Release(1, 67, 0)),
+        Span(Release(2, 60, 0), None),
+    )
     assert intersect(before(Release(0, 0, 45)), since(Release(0, 0, 45))) == ()
-    assert [includes(retried, release(name)) for name in ("0.4.11", "1.107.10", "2.59.0", "2.60.0")] == [True, False, False, True]
+    assert [includes(retried, release(name)) for name in ("0.4.11", "1.107.10", "2.59.0", "2.60.0")] == [
+        True,
+        False,
+        False,
+        True,
+    ]
     assert describe(retried) == "before 1.67.0 and from 2.60.0"
-    assert (describe(EVERY), describe(()), describe((Span(Release(0, 7, 3), Release(0, 8, 1)),))) == ("every release", "no release", "0.7.3 to before 0.8.1")
+    assert (describe(EVERY), describe(()), describe((Span(Release(0, 7, 3), Release(0, 8, 1)),))) == (
+        "every release",
+        "no release",
+        "0.7.3 to before 0.8.1",
+    )
     assert from_pairs([["0.0.21", "1.67.0"], ["2.60.0", None]]) == intersect(retried, since(Release(0, 0, 21)))
 
 
 def test_the_newest_release_writes_the_kinds_of_the_current_schema() -> None:
-    assert written_kinds(NEWEST, "request") == REQUEST_PART_KINDS and written_kinds(NEWEST, "response") == RESPONSE_PART_KINDS
-    assert "retry-prompt" in written_kinds(release("2.59.0"), "request") and "retry-feedback" not in written_kinds(release("2.59.0"), "request")
-    assert written_kinds(OLDEST, "request") | written_kinds(OLDEST, "response") == {"system-prompt", "user-prompt", "tool-return", "retry-prompt", "text", "tool-call"}
-    assert newer_kinds("response") == {"thinking", "builtin-tool-call", "builtin-tool-return", "file", "compaction", "speech"}
+    assert (
+        written_kinds(NEWEST, "request") == REQUEST_PART_KINDS
+        and written_kinds(NEWEST, "response") == RESPONSE_PART_KINDS
+    )
+    assert "retry-prompt" in written_kinds(release("2.59.0"), "request") and "retry-feedback" not in written_kinds(
+        release("2.59.0"), "request"
+    )
+    assert written_kinds(OLDEST, "request") | written_kinds(OLDEST, "response") == {
+        "system-prompt",
+        "user-prompt",
+        "tool-return",
+        "retry-prompt",
+        "text",
+        "tool-call",
+    }
+    assert newer_kinds("response") == {
+        "thinking",
+        "builtin-tool-call",
+        "builtin-tool-return",
+        "file",
+        "compaction",
+        "speech",
+    }
 
 
 def test_a_history_is_loaded_by_the_releases_all_its_features_are() -> None:
     history = [
-        {"kind": "response", "parts": [{"part_kind": "thinking", "content": "x"}, {"part_kind": "tool-call", "tool_name": "t", "args": "{}", "tool_call_id": "c"}]},
+        {
+            "kind": "response",
+            "parts": [
+                {"part_kind": "thinking", "content": "x"},
+                {"part_kind": "tool-call", "tool_name": "t", "args": "{}", "tool_call_id": "c"},
+            ],
+        },
         {"kind": "request", "parts": [RETRIED]},
     ]
     assert readers(history) == (Span(Release(0, 3, 0), Release(1, 67, 0)), Span(Release(2, 60, 0), None))
-    assert load_errors(history, release("2.0.0")) == ["messages[1].parts[0].outcome: 2.0.0 cannot load outcome 'retried' (loaded before 1.67.0 and from 2.60.0)"]
-    assert load_errors(history, release("0.2.0")) == ["messages[0].parts[0].part_kind: 0.2.0 cannot load a 'thinking' part (loaded from 0.3.0)"]
+    assert load_errors(history, release("2.0.0")) == [
+        "messages[1].parts[0].outcome: 2.0.0 cannot load outcome 'retried' (loaded before 1.67.0 and from 2.60.0)"
+    ]
+    assert load_errors(history, release("0.2.0")) == [
+        "messages[0].parts[0].part_kind: 0.2.0 cannot load a 'thinking' part (loaded from 0.3.0)"
+    ]
     assert readers([{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "hi"}]}]) == EVERY
 
 
@@ -93,11 +139,23 @@ def test_response_part_features(part: dict, loaded: str) -> None:
 @pytest.mark.parametrize(
     ("message", "loaded"),
     [
-        ({"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": "x", "tool_call_id": None}]}, "before 0.0.45"),
-        ({"kind": "request", "parts": [{"part_kind": "system-prompt", "content": "x", "timestamp": None}]}, "before 0.0.43"),
+        (
+            {"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": "x", "tool_call_id": None}]},
+            "before 0.0.45",
+        ),
+        (
+            {"kind": "request", "parts": [{"part_kind": "system-prompt", "content": "x", "timestamp": None}]},
+            "before 0.0.43",
+        ),
         ({"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "x", "timestamp": None}]}, "no release"),
         ({"kind": "request", "parts": [{"part_kind": "user-prompt", "content": ["x"]}]}, "from 0.0.26"),
-        ({"kind": "request", "parts": [{"part_kind": "retry-feedback", "content": [{"type": "t", "loc": [], "msg": "m"}]}]}, "no release"),
+        (
+            {
+                "kind": "request",
+                "parts": [{"part_kind": "retry-feedback", "content": [{"type": "t", "loc": [], "msg": "m"}]}],
+            },
+            "no release",
+        ),
         ({"kind": "request", "parts": [{"part_kind": "instruction", "content": "x"}]}, "no release"),
         ({"kind": "request", "parts": [{**RETRIED, "outcome": "interrupted"}]}, "before 1.67.0 and from 2.10.0"),
         ({"kind": "request", "parts": [], "state": "interrupted"}, "every release"),

@@ -9,7 +9,12 @@ RETRY = {"part_kind": "retry-prompt", "content": "x", "tool_name": "t", "tool_ca
 
 
 def test_an_error_is_named_by_its_path_inside_the_history_without_union_tags() -> None:
-    history = [{"kind": "request", "parts": [{"part_kind": "tool-return", "tool_name": "t", "content": "c", "tool_call_id": None}]}]
+    history = [
+        {
+            "kind": "request",
+            "parts": [{"part_kind": "tool-return", "tool_name": "t", "content": "c", "tool_call_id": None}],
+        }
+    ]
     assert current_errors(history) == ["messages[0].parts[0].tool_call_id: Input should be a valid string"]
     assert current_errors([{"kind": "request"}]) == ["messages[0].parts: Field required"]
     assert current_errors("no") == ["messages: Input should be a valid list"]

@@ -49,7 +49,9 @@ def test_bound_jsonl_fails_when_a_process_fails(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("fmt", ["postgres", "sqlite"])
-def test_floor_table_writes_back_the_rows_holding_a_retry_prompt_part_unchanged(tmp_path: Path, postgres_db: str, fmt: str) -> None:
+def test_floor_table_writes_back_the_rows_holding_a_retry_prompt_part_unchanged(
+    tmp_path: Path, postgres_db: str, fmt: str
+) -> None:
     bench.build_tables(tmp_path, 300, postgres_db)
     bench.reset_table(fmt, tmp_path, 300, postgres_db)
     if fmt == "postgres":
@@ -58,15 +60,24 @@ def test_floor_table_writes_back_the_rows_holding_a_retry_prompt_part_unchanged(
         location = bench.table_paths(tmp_path, 300)["sqlite"]
         with sqlite3.connect(location) as con:
             con.execute("CREATE TABLE written (id TEXT)")
-            con.execute("CREATE TRIGGER logged AFTER UPDATE ON conversations BEGIN INSERT INTO written VALUES (old.id); END")
-        read = lambda: {key: f"{n} {text}" for key, text, n in sqlite3.connect(location).execute("SELECT id, messages, (SELECT count(*) FROM written w WHERE w.id = c.id) FROM conversations c")}  # noqa: E731
+            con.execute(
+                "CREATE TRIGGER logged AFTER UPDATE ON conversations BEGIN INSERT INTO written VALUES (old.id); END"
+            )
+        read = lambda: {
+            key: f"{n} {text}"
+            for key, text, n in sqlite3.connect(location).execute(
+                "SELECT id, messages, (SELECT count(*) FROM written w WHERE w.id = c.id) FROM conversations c"
+            )
+        }  # noqa: E731
     before = read()
     bench.floor_table(fmt, postgres_db if fmt == "postgres" else location)
     after = read()
     rewritten = {key for key in before if before[key] != after[key]}
     holding = {key for key, value in before.items() if "retry-prompt" in value}
     assert rewritten == holding and len(holding) == 30
-    assert {key: value.split(" ", 1)[1] for key, value in after.items()} == {key: value.split(" ", 1)[1] for key, value in before.items()}
+    assert {key: value.split(" ", 1)[1] for key, value in after.items()} == {
+        key: value.split(" ", 1)[1] for key, value in before.items()
+    }
 
 
 def query_pg(url: str, statement: str) -> list[tuple]:
@@ -76,9 +87,15 @@ def query_pg(url: str, statement: str) -> list[tuple]:
         return con.execute(statement).fetchall()
 
 
-def test_the_tables_are_measured_against_their_floor(tmp_path: Path, postgres_db: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_tables_are_measured_against_their_floor(
+    tmp_path: Path, postgres_db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     bench.measure_tables(["postgres", "sqlite"], tmp_path, 300, postgres_db, 1)
-    rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.splitlines() if line.startswith("| PostgreSQL") or line.startswith("| SQLite")]
+    rows = [
+        line.split("|")[1:-1]
+        for line in capsys.readouterr().out.splitlines()
+        if line.startswith("| PostgreSQL") or line.startswith("| SQLite")
+    ]
     assert [row[0].strip() for row in rows] == ["PostgreSQL jsonb 10%", "SQLite TEXT 10%"]
     for row in rows:  # (a child's peak RSS starts from this process's, so it says nothing here)
         assert float(row[1]) > 0 and float(row[3]) > 0 and float(row[5]) > 0 and float(row[6]) > 0
@@ -87,7 +104,13 @@ def test_the_tables_are_measured_against_their_floor(tmp_path: Path, postgres_db
 
 def test_a_throwaway_postgres_serves_the_bench_and_is_removed() -> None:
     seen: list[str] = []
-    bench.with_postgres(None, lambda url: seen.append(query_pg(url, "SELECT current_setting('server_version_num')")[0][0]) or seen.append(url), wanted=True)
+    bench.with_postgres(
+        None,
+        lambda url: (
+            seen.append(query_pg(url, "SELECT current_setting('server_version_num')")[0][0]) or seen.append(url)
+        ),
+        wanted=True,
+    )
     assert seen[0].startswith("15")
     assert not Path(seen[1].split("host=")[1]).exists()
 
@@ -97,16 +120,23 @@ def test_the_spark_baselines_write_the_table_back(spark, tmp_path: Path, kind: s
     from pyspark import cloudpickle
 
     cloudpickle.register_pickle_by_value(bench)  # run as a script, it is __main__, which goes by value
-    table = pa.table({"id": list(range(3000)), "messages": [f'[{{"kind":"request","parts":[],"n":{i}}}]' for i in range(3000)]})
+    table = pa.table(
+        {"id": list(range(3000)), "messages": [f'[{{"kind":"request","parts":[],"n":{i}}}]' for i in range(3000)]}
+    )
     pq.write_table(table, tmp_path / "in.parquet", row_group_size=1000, compression="zstd")
     bench.BASELINES[(kind, "parquet")](str(tmp_path / "in.parquet"), str(tmp_path / "out"))
     written = pq.read_table(tmp_path / "out")
     assert written.select(["id", "messages"]).sort_by("id").to_pylist() == table.to_pylist()
-    assert {pq.ParquetFile(part).metadata.row_group(0).column(0).compression for part in (tmp_path / "out").glob("*.parquet")} == {"ZSTD"}
+    assert {
+        pq.ParquetFile(part).metadata.row_group(0).column(0).compression
+        for part in (tmp_path / "out").glob("*.parquet")
+    } == {"ZSTD"}
     assert spark.range(2).count() == 2  # the session it was given is still running
 
 
-def test_the_spark_table_times_histmig_on_spark_against_jobs_2_and_the_floors(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_spark_table_times_histmig_on_spark_against_jobs_2_and_the_floors(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     asked: list[list[str]] = []
 
     def best(commands: list[list[str]], repeat: int) -> list:
@@ -116,7 +146,18 @@ def test_the_spark_table_times_histmig_on_spark_against_jobs_2_and_the_floors(mo
     monkeypatch.setattr(bench, "best", best)
     files = {name: {"jsonl": CORPUS / "all.jsonl", "parquet": Path(f"/in/{name}.parquet")} for name, _ in bench.SHARES}
     bench.print_spark(files, 212, Path("/out"), 1)
-    assert asked[0][1:] == ["-m", "histmig", "convert", "/in/1%.parquet", "/out/spark-histmig", "-q", "--jobs", "2", "--engine", "spark"]
+    assert asked[0][1:] == [
+        "-m",
+        "histmig",
+        "convert",
+        "/in/1%.parquet",
+        "/out/spark-histmig",
+        "-q",
+        "--jobs",
+        "2",
+        "--engine",
+        "spark",
+    ]
     assert asked[1][-4:] == ["/out/jobs2.parquet", "-q", "--jobs", "2"]
     assert [argv[3] for argv in asked[2:5]] == ["spark-floor", "spark-start", "spark-arrow"]
     assert len(asked) == 15

@@ -72,8 +72,12 @@ def table_of(records: list[dict[str, Any]], nested: bool) -> pa.Table:
         {
             "id": pa.array(range(1000, 1000 + len(records)), pa.int64()),
             "name": pa.array([r["id"] for r in records], pa.string()),
-            "created": pa.array([start + timedelta(minutes=i) for i in range(len(records))], pa.timestamp("us", tz="UTC")),
-            "tags": pa.array([[r["version"], r["scenario"]][: i % 3] for i, r in enumerate(records)], pa.list_(pa.string())),
+            "created": pa.array(
+                [start + timedelta(minutes=i) for i in range(len(records))], pa.timestamp("us", tz="UTC")
+            ),
+            "tags": pa.array(
+                [[r["version"], r["scenario"]][: i % 3] for i, r in enumerate(records)], pa.list_(pa.string())
+            ),
             "nothing": pa.nulls(len(records)),
             "messages": messages,
             "score": pa.array([None if i % 4 == 0 else i / 8 for i in range(len(records))], pa.float64()),
@@ -88,7 +92,9 @@ def write_parquet(path: Path, table: pa.Table) -> Path:
     return path
 
 
-def jsonl_path_output(records: list[dict[str, Any]], tmp: Path, options: Options = Options()) -> tuple[list[bytes], dict]:
+def jsonl_path_output(
+    records: list[dict[str, Any]], tmp: Path, options: Options = Options()
+) -> tuple[list[bytes], dict]:
     """What the JSONL path makes of the same histories (one bare array a line): the output
     lines (rejected ones replaced by their input line) and the JSON report."""
     source, out = tmp / "same.jsonl", tmp / "same.out.jsonl"
@@ -121,24 +127,41 @@ def start_postgres(folder: Path) -> str:
     missing, or :class:`subprocess.CalledProcessError`."""
     initdb, pg_ctl = PG_BIN / "initdb", PG_BIN / "pg_ctl"
     if not initdb.exists() or not pg_ctl.exists():
-        raise RuntimeError(f"PostgreSQL 15 is not installed ({initdb} is missing); the PostgreSQL tests need a real server: apt-get install postgresql-15")
+        raise RuntimeError(
+            f"PostgreSQL 15 is not installed ({initdb} is missing); the PostgreSQL tests need a real server: apt-get install postgresql-15"
+        )
     if os.geteuid() == 0:
         try:
             pwd.getpwnam("postgres")
         except KeyError:
-            raise RuntimeError("there is no postgres user to run PostgreSQL as (the tests run as root, which PostgreSQL refuses)") from None
+            raise RuntimeError(
+                "there is no postgres user to run PostgreSQL as (the tests run as root, which PostgreSQL refuses)"
+            ) from None
         shutil.chown(folder, "postgres", "postgres")
     data = folder / "data"
-    subprocess.run(_as_postgres([str(initdb), "-D", str(data), "-A", "trust", "-U", "postgres", "-E", "UTF8", "--locale=C", "--no-sync"]), check=True, capture_output=True)
+    subprocess.run(
+        _as_postgres(
+            [str(initdb), "-D", str(data), "-A", "trust", "-U", "postgres", "-E", "UTF8", "--locale=C", "--no-sync"]
+        ),
+        check=True,
+        capture_output=True,
+    )
     settings = f"-k {folder} -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-    subprocess.run(_as_postgres([str(pg_ctl), "-D", str(data), "-l", str(folder / "log"), "-w", "-o", settings, "start"]), check=True, capture_output=True)
+    subprocess.run(
+        _as_postgres([str(pg_ctl), "-D", str(data), "-l", str(folder / "log"), "-w", "-o", settings, "start"]),
+        check=True,
+        capture_output=True,
+    )
     return postgres_url(folder, "postgres")
 
 
 def stop_postgres(folder: Path) -> None:
     """Stop the cluster of :func:`start_postgres` and remove ``folder``."""
     try:
-        subprocess.run(_as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(folder / "data"), "-m", "immediate", "stop"]), capture_output=True)
+        subprocess.run(
+            _as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(folder / "data"), "-m", "immediate", "stop"]),
+            capture_output=True,
+        )
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -156,7 +179,11 @@ def postgres_server() -> Iterator[Path]:
     try:
         start_postgres(folder)
     except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
-        log = (folder / "log").read_text() if (folder / "log").exists() else getattr(exc, "stderr", b"").decode(errors="replace")
+        log = (
+            (folder / "log").read_text()
+            if (folder / "log").exists()
+            else getattr(exc, "stderr", b"").decode(errors="replace")
+        )
         shutil.rmtree(folder, ignore_errors=True)
         pytest.fail(f"cannot start the PostgreSQL server the tests need: {exc}\n{log}", pytrace=False)
     yield folder

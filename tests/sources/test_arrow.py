@@ -17,7 +17,16 @@ from histmig.records import Record
 from histmig.report import Report
 from histmig.rules import select
 from histmig.screen import Screen
-from histmig.sources.arrow import Cells, ColumnError, ColumnMigrator, bytes_array, find_id_column, find_messages_column, indices, widened_type
+from histmig.sources.arrow import (
+    Cells,
+    ColumnError,
+    ColumnMigrator,
+    bytes_array,
+    find_id_column,
+    find_messages_column,
+    indices,
+    widened_type,
+)
 from tests.sources.conftest import corpus_records
 
 
@@ -29,7 +38,14 @@ def records():
 def test_a_batch_reports_every_cell_as_record_by_record_and_lists_what_changed(records) -> None:
     legacy = next(r for r in records if b"retry-prompt" in orjson.dumps(r))
     clean = next(r for r in records if Screen(select())(orjson.dumps(r["messages"])) == ())
-    cells = [orjson.dumps(clean["messages"]), orjson.dumps(legacy["messages"]), None, b"[{", orjson.dumps(clean["messages"]), b'{"messages": 1}']
+    cells = [
+        orjson.dumps(clean["messages"]),
+        orjson.dumps(legacy["messages"]),
+        None,
+        b"[{",
+        orjson.dumps(clean["messages"]),
+        b'{"messages": 1}',
+    ]
     batch = pa.record_batch({"messages": pa.array(cells, pa.binary())})
     migrator = ColumnMigrator(batch.schema, "messages", "t.parquet", Plan())
     report = Report.in_memory()
@@ -59,14 +75,28 @@ def test_a_nested_column_is_widened_with_the_fields_the_rules_write() -> None:
     parts = widened.value_type.field("parts").type.value_type
     assert [f.name for f in widened.value_type] == ["kind", "parts", "instructions"]
     assert [f.name for f in parts] == ["part_kind", "content", "outcome", "retry"]
-    assert parts.field("retry").type == pa.struct([("cause", pa.string()), ("attempt", pa.int64()), ("max_retries", pa.int64())])
+    assert parts.field("retry").type == pa.struct(
+        [("cause", pa.string()), ("attempt", pa.int64()), ("max_retries", pa.int64())]
+    )
 
 
 def test_the_messages_column_is_named_or_found_else_refused() -> None:
-    schema = pa.schema([("id", pa.int64()), ("chat", pa.list_(pa.struct([("kind", pa.string()), ("parts", pa.list_(pa.struct([("part_kind", pa.string())])))])))])
+    schema = pa.schema(
+        [
+            ("id", pa.int64()),
+            (
+                "chat",
+                pa.list_(
+                    pa.struct([("kind", pa.string()), ("parts", pa.list_(pa.struct([("part_kind", pa.string())])))])
+                ),
+            ),
+        ]
+    )
     assert find_messages_column(schema) == "chat"
     assert find_messages_column(schema, "chat") == "chat"
-    with pytest.raises(ColumnError, match="x.parquet: column 'id' is int64: expected JSON text, binary or list<struct>"):
+    with pytest.raises(
+        ColumnError, match="x.parquet: column 'id' is int64: expected JSON text, binary or list<struct>"
+    ):
         find_messages_column(schema, "id", where="x.parquet")
     with pytest.raises(ColumnError, match="no column 'nope'"):
         find_messages_column(schema, "nope")
@@ -93,10 +123,21 @@ OLD = ["a", "b", None, "d", "e", "f"]
 
 @pytest.mark.parametrize(
     "type_",
-    [pa.string(), pa.large_string(), pa.binary(), pa.large_binary(), pa.string_view(), pa.binary_view(), JsonText(), pa.json_()],
+    [
+        pa.string(),
+        pa.large_string(),
+        pa.binary(),
+        pa.large_binary(),
+        pa.string_view(),
+        pa.binary_view(),
+        JsonText(),
+        pa.json_(),
+    ],
     ids=str,
 )
-@pytest.mark.parametrize("positions", [[], [0], [5], [1, 2], [0, 2, 4], [3, 4, 5], [0, 1, 3, 4], [0, 1, 2, 3, 4, 5]], ids=str)
+@pytest.mark.parametrize(
+    "positions", [[], [0], [5], [1, 2], [0, 2, 4], [3, 4, 5], [0, 1, 3, 4], [0, 1, 2, 3, 4, 5]], ids=str
+)
 def test_apply_puts_the_new_cells_in_place(type_: pa.DataType, positions: list[int]) -> None:
     migrator = ColumnMigrator(pa.schema([("messages", type_)]), "messages", "t.parquet", Plan())
     storage = type_.storage_type if isinstance(type_, pa.ExtensionType) else type_
@@ -121,18 +162,30 @@ HISTORY = '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"hi"
 
 
 def test_a_column_holding_histories_is_found_whatever_its_name() -> None:
-    schema = pa.schema([("id", pa.int64()), ("chat-history", pa.string()), ("note", pa.string()), ("blob", pa.binary())])
+    schema = pa.schema(
+        [("id", pa.int64()), ("chat-history", pa.string()), ("note", pa.string()), ("blob", pa.binary())]
+    )
     cells = {"chat-history": HISTORY, "note": "not json", "blob": None}
     assert find_messages_column(schema, first=cells.get) == "chat-history"
     cells["blob"] = b'{"id": 1, "history": ' + HISTORY.encode() + b"}"
-    with pytest.raises(ColumnError, match=r"several columns hold histories \(chat-history, blob\): name one with --messages-column"):
+    with pytest.raises(
+        ColumnError, match=r"several columns hold histories \(chat-history, blob\): name one with --messages-column"
+    ):
         find_messages_column(schema, first=cells.get)
     with pytest.raises(ColumnError, match="cannot tell the messages column .*columns: id, chat-history, note, blob"):
         find_messages_column(schema)
 
 
 def test_an_id_like_column_names_the_rows() -> None:
-    schema = pa.schema([("record_id", pa.string()), ("conversation_id", pa.int32()), ("messages", pa.string()), ("pk", pa.string()), ("id", pa.list_(pa.int8()))])
+    schema = pa.schema(
+        [
+            ("record_id", pa.string()),
+            ("conversation_id", pa.int32()),
+            ("messages", pa.string()),
+            ("pk", pa.string()),
+            ("id", pa.list_(pa.int8())),
+        ]
+    )
     assert find_id_column(schema) == "conversation_id"
     assert find_id_column(schema, key="pk") == "pk"
     assert find_id_column(schema, "record_id", key="pk") == "record_id"
@@ -142,7 +195,9 @@ def test_an_id_like_column_names_the_rows() -> None:
 
 
 @pytest.mark.parametrize("type_", [pa.binary(), pa.large_binary(), pa.binary_view()], ids=str)
-@pytest.mark.parametrize("values", [[], [b""], [b'[{"kind":"request"}]', b"", "\u00e9t\u00e9".encode()]], ids=["none", "empty", "three"])
+@pytest.mark.parametrize(
+    "values", [[], [b""], [b'[{"kind":"request"}]', b"", "\u00e9t\u00e9".encode()]], ids=["none", "empty", "three"]
+)
 def test_bytes_array_is_pa_array(values: list[bytes], type_: pa.DataType) -> None:
     built = bytes_array(values, type_)
     assert (built.type, built.to_pylist()) == (type_, values)
@@ -164,9 +219,13 @@ def test_converting_parquet_and_duckdb_never_imports_pandas(tmp_path: Path) -> N
     from tests.conftest import CORPUS
 
     records = [orjson.loads(line) for line in (CORPUS / "all.jsonl").read_bytes().splitlines()]
-    pq.write_table(pa.table({"messages": [orjson.dumps(r["messages"]).decode() for r in records]}), tmp_path / "in.parquet")
+    pq.write_table(
+        pa.table({"messages": [orjson.dumps(r["messages"]).decode() for r in records]}), tmp_path / "in.parquet"
+    )
     with duckdb.connect(str(tmp_path / "in.duckdb")) as con:
-        con.execute(f"CREATE TABLE chats AS SELECT * FROM read_json('{CORPUS / 'all.jsonl'}', columns={{'id': 'VARCHAR', 'messages': 'JSON'}})")
+        con.execute(
+            f"CREATE TABLE chats AS SELECT * FROM read_json('{CORPUS / 'all.jsonl'}', columns={{'id': 'VARCHAR', 'messages': 'JSON'}})"
+        )
     script = (
         "import runpy, sys\n"
         "sys.argv = ['histmig', *sys.argv[1:]]\n"
@@ -174,5 +233,11 @@ def test_converting_parquet_and_duckdb_never_imports_pandas(tmp_path: Path) -> N
         "except SystemExit as exit:\n    print(exit.code, 'pandas' in sys.modules)\n"
     )
     for args in (["in.parquet", "out.parquet"], ["in.duckdb", "--table", "chats", "--in-place"]):
-        done = subprocess.run([sys.executable, "-c", script, "convert", *args, "-q", "--jobs", "1"], cwd=tmp_path, capture_output=True, text=True, check=True)
+        done = subprocess.run(
+            [sys.executable, "-c", script, "convert", *args, "-q", "--jobs", "1"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         assert done.stdout == "0 False\n", (args, done.stderr)

@@ -37,7 +37,9 @@ def test_the_data_is_synced_in_the_background_and_kept_whole(tmp_path: Path, mon
     assert threading.active_count() == threads
 
 
-def test_an_error_of_a_background_sync_leaves_the_target_as_it_was(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_error_of_a_background_sync_leaves_the_target_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     called = threading.Event()
 
     def failing(fd: int) -> None:
@@ -68,7 +70,9 @@ def test_keep_adds_to_the_file_already_there(tmp_path: Path, name: str) -> None:
     assert (gzip.decompress(data) if name.endswith(".gz") else data) == b"first\nsecond\n"
 
 
-def test_a_file_that_cannot_be_created_or_written_is_unwritable_naming_the_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_file_that_cannot_be_created_or_written_is_unwritable_naming_the_target(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import tempfile
 
     def refused(*args: object, **kwargs: object) -> None:

@@ -25,9 +25,18 @@ def test_finding_the_formats_imports_no_heavy_library() -> None:
 
 def test_a_file_is_claimed_by_its_first_bytes(tmp_path) -> None:
     (tmp_path / "f").write_bytes(b"0123456789DUCK")
-    assert [starts_with(str(tmp_path / "f"), b"0123"), starts_with(str(tmp_path / "f"), b"89DU", 8), starts_with(str(tmp_path / "f"), b"1234")] == [True, True, False]
+    assert [
+        starts_with(str(tmp_path / "f"), b"0123"),
+        starts_with(str(tmp_path / "f"), b"89DU", 8),
+        starts_with(str(tmp_path / "f"), b"1234"),
+    ] == [True, True, False]
     assert not starts_with(str(tmp_path), b"") and not starts_with(str(tmp_path / "none"), b"")
 
 
 def test_a_target_writes_when_it_has_a_destination() -> None:
-    assert [Target().writes, Target("o").writes, Target(in_place=True).writes, Target(to_table="t").writes] == [False, True, True, True]
+    assert [Target().writes, Target("o").writes, Target(in_place=True).writes, Target(to_table="t").writes] == [
+        False,
+        True,
+        True,
+        True,
+    ]

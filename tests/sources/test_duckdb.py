@@ -64,7 +64,19 @@ def test_to_parquet_matches_the_jsonl_path(tmp_path: Path, records, messages_typ
     db = make_db(tmp_path / "chats.duckdb", records, messages_type)
     out = tmp_path / "out.parquet"
     report = tmp_path / "r.json"
-    result = invoke("convert", str(db), str(out), "--table", TABLE, "--messages-column", "messages", "--report", str(report), "--report-format", "json")
+    result = invoke(
+        "convert",
+        str(db),
+        str(out),
+        "--table",
+        TABLE,
+        "--messages-column",
+        "messages",
+        "--report",
+        str(report),
+        "--report-format",
+        "json",
+    )
     assert result.exit_code == 0, result.output
     expected, jsonl_report = jsonl_path_output(records, tmp_path)
     written = pq.read_table(out)
@@ -114,7 +126,9 @@ def test_in_place_then_check(tmp_path: Path, records) -> None:
     assert invoke("check", str(db), "--table", TABLE, "--id-column", "name", "-q").exit_code == 0
 
 
-def test_failed_in_place_run_leaves_the_table_untouched(tmp_path: Path, records, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failed_in_place_run_leaves_the_table_untouched(
+    tmp_path: Path, records, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db = make_db(tmp_path / "chats.duckdb", records, "JSON")
     before, types = read_table(db), column_types(db)
     calls = {"n": 0}
@@ -132,7 +146,9 @@ def test_failed_in_place_run_leaves_the_table_untouched(tmp_path: Path, records,
     assert calls["n"] > len(records) // 2
     after = read_table(db)
     assert after.equals(before)
-    assert [c.encode() for c in after.column("messages").to_pylist()] == [c.encode() for c in before.column("messages").to_pylist()]
+    assert [c.encode() for c in after.column("messages").to_pylist()] == [
+        c.encode() for c in before.column("messages").to_pylist()
+    ]
     assert column_types(db) == types
     with duckdb.connect(str(db), read_only=True) as con:
         assert [t[0] for t in con.execute("SELECT table_name FROM information_schema.tables").fetchall()] == [TABLE]
@@ -180,7 +196,10 @@ def test_an_existing_table_is_replaced_only_with_overwrite(tmp_path: Path, recor
     assert invoke("convert", str(db), "--table", TABLE, "--to-table", "converted", "-q").exit_code == 0
     first = read_table(db, "converted")
     again = invoke("convert", str(db), "--table", TABLE, "--to-table", "converted", "-q")
-    assert (again.exit_code, again.stderr) == (2, f"histmig: cannot write {db}: table 'converted' already exists (--overwrite replaces it)\n")
+    assert (again.exit_code, again.stderr) == (
+        2,
+        f"histmig: cannot write {db}: table 'converted' already exists (--overwrite replaces it)\n",
+    )
     with duckdb.connect(str(db)) as con:
         con.execute("DELETE FROM converted")
     replaced = invoke("convert", str(db), "--table", TABLE, "--to-table", "converted", "--overwrite", "-q")
@@ -188,10 +207,16 @@ def test_an_existing_table_is_replaced_only_with_overwrite(tmp_path: Path, recor
     assert read_table(db, "converted").equals(first)
     for name in (TABLE, TABLE.upper()):  # DuckDB's names ignore case
         itself = invoke("convert", str(db), "--table", TABLE, "--to-table", name, "--overwrite", "-q")
-        assert (itself.exit_code, itself.stderr) == (2, f"histmig: {db}: --to-table names the table read; use --in-place to rewrite it\n")
+        assert (itself.exit_code, itself.stderr) == (
+            2,
+            f"histmig: {db}: --to-table names the table read; use --in-place to rewrite it\n",
+        )
     assert read_table(db).num_rows == 20
     cased = invoke("convert", str(db), "--table", TABLE, "--to-table", "CONVERTED", "-q")
-    assert (cased.exit_code, cased.stderr) == (2, f"histmig: cannot write {db}: table 'CONVERTED' already exists (--overwrite replaces it)\n")
+    assert (cased.exit_code, cased.stderr) == (
+        2,
+        f"histmig: cannot write {db}: table 'CONVERTED' already exists (--overwrite replaces it)\n",
+    )
 
 
 def test_a_database_without_table_says_which_tables_it_has(tmp_path: Path, records) -> None:
@@ -199,9 +224,12 @@ def test_a_database_without_table_says_which_tables_it_has(tmp_path: Path, recor
     with duckdb.connect(str(db)) as con:
         con.execute("CREATE TABLE archive (x INTEGER)")
     result = invoke("audit", str(db), "-q")
-    assert (result.exit_code, result.stderr) == (2, f'histmig: {db}: a DuckDB input needs --table (its tables: archive, {TABLE})\n')
+    assert (result.exit_code, result.stderr) == (
+        2,
+        f"histmig: {db}: a DuckDB input needs --table (its tables: archive, {TABLE})\n",
+    )
     missing = invoke("audit", str(db), "--table", "chats", "-q")
-    assert missing.stderr == f'histmig: cannot read {db}: no table \'chats\' (its tables: archive, {TABLE})\n'
+    assert missing.stderr == f"histmig: cannot read {db}: no table 'chats' (its tables: archive, {TABLE})\n"
 
 
 def test_to_table_keeps_the_keys_and_constraints_and_rows_are_named_by_the_primary_key(tmp_path: Path, records) -> None:
@@ -211,15 +239,30 @@ def test_to_table_keeps_the_keys_and_constraints_and_rows_are_named_by_the_prima
         con.execute(
             'CREATE TABLE conv (conv_key VARCHAR PRIMARY KEY, "chat-history" JSON NOT NULL, n INTEGER DEFAULT 3 CHECK (n > 0), u VARCHAR UNIQUE, a INTEGER, b INTEGER, UNIQUE (a, b))'
         )
-        con.executemany("INSERT INTO conv VALUES (?, ?, ?, ?, ?, ?)", [(f"k-{i}", orjson.dumps(r["messages"]).decode(), i + 1, f"u{i}", i, i) for i, r in enumerate(legacy)])
-    result = invoke("convert", str(db), "--table", "conv", "--to-table", "conv_v2", "--report", "-", "--report-format", "json")
+        con.executemany(
+            "INSERT INTO conv VALUES (?, ?, ?, ?, ?, ?)",
+            [(f"k-{i}", orjson.dumps(r["messages"]).decode(), i + 1, f"u{i}", i, i) for i, r in enumerate(legacy)],
+        )
+    result = invoke(
+        "convert", str(db), "--table", "conv", "--to-table", "conv_v2", "--report", "-", "--report-format", "json"
+    )
     assert result.exit_code == 0, result.output
     assert {row["id"] for row in orjson.loads(result.stdout)["changes"]} == {f"k-{i}" for i in range(4)}
     with duckdb.connect(str(db)) as con:
+
         def shape(table: str) -> list:
-            return sorted(con.execute(
-                "SELECT constraint_type, constraint_text FROM duckdb_constraints() WHERE table_name = ?", [table]
-            ).fetchall()) + con.execute("SELECT column_name, data_type, is_nullable, column_default FROM duckdb_columns() WHERE table_name = ? ORDER BY column_index", [table]).fetchall()
+            return (
+                sorted(
+                    con.execute(
+                        "SELECT constraint_type, constraint_text FROM duckdb_constraints() WHERE table_name = ?",
+                        [table],
+                    ).fetchall()
+                )
+                + con.execute(
+                    "SELECT column_name, data_type, is_nullable, column_default FROM duckdb_columns() WHERE table_name = ? ORDER BY column_index",
+                    [table],
+                ).fetchall()
+            )
 
         assert shape("conv_v2") == shape("conv")
         assert con.execute("SELECT count(*) FROM conv_v2").fetchone() == (4,)
@@ -227,7 +270,9 @@ def test_to_table_keeps_the_keys_and_constraints_and_rows_are_named_by_the_prima
             con.execute("INSERT INTO conv_v2 (conv_key, \"chat-history\") VALUES ('k-0', '[]')")
 
 
-def test_to_table_of_a_table_without_rows_is_created_or_replaced_and_without_table_is_a_usage_error(tmp_path: Path, records) -> None:
+def test_to_table_of_a_table_without_rows_is_created_or_replaced_and_without_table_is_a_usage_error(
+    tmp_path: Path, records
+) -> None:
     db = make_db(tmp_path / "chats.duckdb", records[:3], "JSON")
     with duckdb.connect(str(db)) as con:
         con.execute(f"CREATE TABLE empty AS SELECT * FROM {quote(TABLE)} LIMIT 0")
@@ -237,7 +282,9 @@ def test_to_table_of_a_table_without_rows_is_created_or_replaced_and_without_tab
     assert (read_table(db, "fresh").num_rows, read_table(db, "old").num_rows) == (0, 0)
     assert read_table(db, "old").schema == read_table(db, "empty").schema
     missing = invoke("convert", str(db), "--to-table", "out")
-    assert missing.exit_code == 2 and missing.stderr.startswith(f"histmig: {db}: a DuckDB input needs --table (its tables: ")
+    assert missing.exit_code == 2 and missing.stderr.startswith(
+        f"histmig: {db}: a DuckDB input needs --table (its tables: "
+    )
 
 
 def test_a_view_is_no_in_place_input_nor_a_table_to_overwrite(tmp_path: Path, records) -> None:
@@ -245,8 +292,14 @@ def test_a_view_is_no_in_place_input_nor_a_table_to_overwrite(tmp_path: Path, re
     with duckdb.connect(str(db)) as con:
         con.execute(f"CREATE VIEW recent AS SELECT * FROM {quote(TABLE)}")
     in_place = invoke("convert", str(db), "--table", "recent", "--in-place")
-    assert (in_place.exit_code, in_place.stderr) == (2, f"histmig: {db}: 'recent' is a view, which --in-place cannot write; use --to-table\n")
+    assert (in_place.exit_code, in_place.stderr) == (
+        2,
+        f"histmig: {db}: 'recent' is a view, which --in-place cannot write; use --to-table\n",
+    )
     over = invoke("convert", str(db), "--table", TABLE, "--to-table", "recent", "--overwrite")
     assert over.exit_code == 2
-    assert over.stderr == f'histmig: cannot write {db}:{TABLE}: Catalog Error: Existing object "recent" is of type View, trying to drop type Table\n'
+    assert (
+        over.stderr
+        == f'histmig: cannot write {db}:{TABLE}: Catalog Error: Existing object "recent" is of type View, trying to drop type Table\n'
+    )
     assert read_table(db).num_rows == 5 and read_table(db, "recent").num_rows == 5

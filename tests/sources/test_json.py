@@ -63,7 +63,9 @@ def test_a_truncated_document_is_an_unreadable_input_and_nothing_is_written(tmp_
     source, out = tmp_path / "cut.json.gz", tmp_path / "out.json"
     source.write_bytes(whole[: len(whole) // 2])
     result = api.convert(str(source), str(out), Options(jobs=1))
-    assert result.exit_code == 1 and result.report.counts["read_errors"] == 1 and result.report.counts["records_in"] == 0
+    assert (
+        result.exit_code == 1 and result.report.counts["read_errors"] == 1 and result.report.counts["records_in"] == 0
+    )
     assert result.report.errors[0]["location"] == "after the start" and not out.exists()
 
 

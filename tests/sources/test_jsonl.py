@@ -34,7 +34,9 @@ def convert(source: Path, out: Path, jobs: int = 1) -> Report:
 
 def _convert_cli(tmp_path: Path, source: Path, jobs: int) -> tuple[bytes, str]:
     out, report = tmp_path / f"out{jobs}.jsonl", tmp_path / f"report{jobs}.json"
-    result = runner.invoke(app, ["convert", str(source), str(out), "--jobs", str(jobs), "--report", str(report), "--report-format", "json"])
+    result = runner.invoke(
+        app, ["convert", str(source), str(out), "--jobs", str(jobs), "--report", str(report), "--report-format", "json"]
+    )
     assert result.exit_code == 0, result.output
     return out.read_bytes(), without_run(orjson.loads(report.read_bytes()))
 
@@ -83,8 +85,15 @@ class _Pipe(io.RawIOBase):
 
 
 @settings(max_examples=200)
-@given(st.lists(st.sampled_from([b"{}\n", b"\n", b"x" * 40 + b"\n", b"y" * 300, b"z"]), max_size=200), st.integers(1, 97), st.integers(8, 200), st.booleans())
-def test_a_stream_is_cut_after_line_ends_and_read_to_its_last_byte(pieces: list[bytes], step: int, chunk_bytes: int, fail: bool) -> None:
+@given(
+    st.lists(st.sampled_from([b"{}\n", b"\n", b"x" * 40 + b"\n", b"y" * 300, b"z"]), max_size=200),
+    st.integers(1, 97),
+    st.integers(8, 200),
+    st.booleans(),
+)
+def test_a_stream_is_cut_after_line_ends_and_read_to_its_last_byte(
+    pieces: list[bytes], step: int, chunk_bytes: int, fail: bool
+) -> None:
     data = b"".join(pieces)
     chunks = []
     with pytest.MonkeyPatch.context() as patch:
@@ -97,7 +106,9 @@ def test_a_stream_is_cut_after_line_ends_and_read_to_its_last_byte(pieces: list[
             chunks.extend(reader)
     assert b"".join(c.data for c in chunks) == data
     assert all(c.data.endswith(b"\n") for c in chunks[:-1])
-    assert [c.first for c in chunks] == [1 + b"".join(c.data for c in chunks[:i]).count(b"\n") for i in range(len(chunks))]
+    assert [c.first for c in chunks] == [
+        1 + b"".join(c.data for c in chunks[:i]).count(b"\n") for i in range(len(chunks))
+    ]
 
 
 def test_two_jobs_on_a_truncated_gz_keep_every_record_read(tmp_path: Path) -> None:
@@ -123,15 +134,31 @@ def _migrated(line: bytes) -> bytes:
 @pytest.mark.parametrize(
     ("name", "text", "expected_out", "expected_rejects"),
     [
-        ("last line unchanged, no newline", CLEAN_LINE + b"\n\n  \n" + CLEAN_LINE, CLEAN_LINE + b"\n\n  \n" + CLEAN_LINE + b"\n", None),
-        ("last line migrated, no newline", CLEAN_LINE + b"\n" + LEGACY_LINE, CLEAN_LINE + b"\n" + _migrated(LEGACY_LINE) + b"\n", None),
+        (
+            "last line unchanged, no newline",
+            CLEAN_LINE + b"\n\n  \n" + CLEAN_LINE,
+            CLEAN_LINE + b"\n\n  \n" + CLEAN_LINE + b"\n",
+            None,
+        ),
+        (
+            "last line migrated, no newline",
+            CLEAN_LINE + b"\n" + LEGACY_LINE,
+            CLEAN_LINE + b"\n" + _migrated(LEGACY_LINE) + b"\n",
+            None,
+        ),
         ("last line rejected, no newline", CLEAN_LINE + b"\n{oops", CLEAN_LINE + b"\n", b"{oops\n"),
         ("rejected between", b"{oops\n" + CLEAN_LINE + b"\n[1\n", CLEAN_LINE + b"\n", b"{oops\n[1\n"),
-        ("CRLF lines", CLEAN_LINE + b"\r\n" + LEGACY_LINE + b"\r\n", CLEAN_LINE + b"\r\n" + _migrated(LEGACY_LINE) + b"\r\n", None),
+        (
+            "CRLF lines",
+            CLEAN_LINE + b"\r\n" + LEGACY_LINE + b"\r\n",
+            CLEAN_LINE + b"\r\n" + _migrated(LEGACY_LINE) + b"\r\n",
+            None,
+        ),
         (
             "migrated lines in a row, a blank line, a rejected one",
             b"\n".join([LEGACY_LINE, LEGACY_LINE, b"", LEGACY_LINE, b"{oops", LEGACY_LINE, LEGACY_LINE]),
-            b"\n".join([_migrated(LEGACY_LINE)] * 2 + [b"", _migrated(LEGACY_LINE)] + [_migrated(LEGACY_LINE)] * 2) + b"\n",
+            b"\n".join([_migrated(LEGACY_LINE)] * 2 + [b"", _migrated(LEGACY_LINE)] + [_migrated(LEGACY_LINE)] * 2)
+            + b"\n",
             b"{oops\n",
         ),
     ],
@@ -149,7 +176,10 @@ def test_lines_are_written_as_read_with_migrated_and_rejected_ones_replaced(
 
 
 def test_migrated_records_on_consecutive_lines_make_one_edit() -> None:
-    data = b"\n".join([LEGACY_LINE, LEGACY_LINE, CLEAN_LINE, LEGACY_LINE, b"{oops", LEGACY_LINE, LEGACY_LINE, LEGACY_LINE]) + b"\n"
+    data = (
+        b"\n".join([LEGACY_LINE, LEGACY_LINE, CLEAN_LINE, LEGACY_LINE, b"{oops", LEGACY_LINE, LEGACY_LINE, LEGACY_LINE])
+        + b"\n"
+    )
     starts = [0]
     for line in data.splitlines(keepends=True):
         starts.append(starts[-1] + len(line))
@@ -174,7 +204,11 @@ def test_migrated_records_go_into_the_chunk_slot_when_they_fit() -> None:
     assert slots.view(1)[: 3 * len(migrated) + 1].tobytes() == migrated + b"\n" + migrated + migrated
     assert slots.view(0).tobytes() == bytes(jsonl.SLOT_BYTES)
     assert [edit[:2] for edit in result.edits] == [edit[:2] for edit in Chunk(data, 1, "x").run(Plan(), None).edits]
-    assert [edit[2] for edit in jsonl.placed(result.edits, slots.view(1))] == [migrated + b"\n" + migrated, None, migrated]
+    assert [edit[2] for edit in jsonl.placed(result.edits, slots.view(1))] == [
+        migrated + b"\n" + migrated,
+        None,
+        migrated,
+    ]
 
 
 def test_migrated_records_that_do_not_fit_the_slot_cross_the_pipe() -> None:
@@ -184,7 +218,9 @@ def test_migrated_records_that_do_not_fit_the_slot_cross_the_pipe() -> None:
 
 
 @pytest.mark.parametrize(("jobs", "in_slots"), [(2, True), (5, False)])
-def test_jobs_reuse_slots_over_many_chunks_without_mixing_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: int, in_slots: bool) -> None:
+def test_jobs_reuse_slots_over_many_chunks_without_mixing_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: int, in_slots: bool
+) -> None:
     monkeypatch.setattr(jsonl, "CHUNK_BYTES", 4096)
     lines = (CORPUS / "all.jsonl").read_bytes().splitlines()
     source = tmp_path / "many.jsonl"
@@ -194,7 +230,12 @@ def test_jobs_reuse_slots_over_many_chunks_without_mixing_them(tmp_path: Path, m
     assert len(chunks) > 4 * WINDOW * jobs
     plan = Plan()
     with Workers(lambda task, slot: task.run(plan, slot), jobs, slot_bytes=jsonl.SLOT_BYTES) as workers:
-        kinds = {type(new) for _, result, _ in workers.map(iter(chunks), message=lambda chunk: chunk.sent()) for *_, new in result.edits if new is not None}
+        kinds = {
+            type(new)
+            for _, result, _ in workers.map(iter(chunks), message=lambda chunk: chunk.sent())
+            for *_, new in result.edits
+            if new is not None
+        }
     assert kinds == ({Placed} if in_slots else {bytes})
     one, many = convert(source, tmp_path / "a.jsonl"), convert(source, tmp_path / "b.jsonl", jobs=jobs)
     assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
@@ -244,7 +285,9 @@ def test_envelope_field_names_that_are_not_identifiers_convert(tmp_path: Path, k
 def test_messages_held_as_json_text_convert_and_stay_text(tmp_path: Path) -> None:
     import orjson
 
-    source = _envelopes(tmp_path, lambda record: {"id": record["id"], "messages": orjson.dumps(record["messages"]).decode()})
+    source = _envelopes(
+        tmp_path, lambda record: {"id": record["id"], "messages": orjson.dumps(record["messages"]).decode()}
+    )
     out = tmp_path / "out.jsonl"
     report = api.convert(str(source), str(out)).report
     assert report.counts["changed"] == 138 and report.counts["unchanged"] == 74 and report.counts["rejected"] == 0
@@ -253,14 +296,21 @@ def test_messages_held_as_json_text_convert_and_stay_text(tmp_path: Path) -> Non
     assert all(isinstance(orjson.loads(line)["messages"], str) for line in lines_out)
     plain = tmp_path / "plain.jsonl"
     api.convert(str(CORPUS / "all.jsonl"), str(plain))
-    assert [orjson.loads(orjson.loads(line)["messages"]) for line in lines_out] == [orjson.loads(line)["messages"] for line in plain.read_bytes().splitlines()]
-    assert api.check(str(out)).verdict == "histmig check: all 212 records are current and valid; 6 warnings (see the report)"
+    assert [orjson.loads(orjson.loads(line)["messages"]) for line in lines_out] == [
+        orjson.loads(line)["messages"] for line in plain.read_bytes().splitlines()
+    ]
+    assert (
+        api.check(str(out)).verdict
+        == "histmig check: all 212 records are current and valid; 6 warnings (see the report)"
+    )
 
 
 def test_a_nested_messages_field_converts(tmp_path: Path) -> None:
     source = _envelopes(tmp_path, lambda record: {"id": record["id"], "payload": {"messages": record["messages"]}})
     out = tmp_path / "out.jsonl"
-    assert api.convert(str(source), str(out), Options(messages_field="payload.messages")).report.counts["changed"] == 138
+    assert (
+        api.convert(str(source), str(out), Options(messages_field="payload.messages")).report.counts["changed"] == 138
+    )
     assert api.check(str(out), Options(messages_field="payload.messages")).exit_code == 0
 
 

@@ -98,7 +98,12 @@ def test_check_and_audit_name_rows_by_id_column(tmp_path: Path, records) -> None
     assert invoke("convert", str(source), str(out), "-q").exit_code == 0
     assert invoke("check", str(out), "-q").exit_code == 0
     report = tmp_path / "audit.json"
-    assert invoke("audit", str(source), "--id-column", "name", "--report", str(report), "--report-format", "json").exit_code == 0
+    assert (
+        invoke(
+            "audit", str(source), "--id-column", "name", "--report", str(report), "--report-format", "json"
+        ).exit_code
+        == 0
+    )
     rows = orjson.loads(report.read_bytes())["changes"]
     names = [r["id"] for r in records]
     for row in rows:
@@ -106,8 +111,14 @@ def test_check_and_audit_name_rows_by_id_column(tmp_path: Path, records) -> None
 
 
 def test_a_null_id_column_value_names_no_record_even_when_the_envelope_has_an_id(tmp_path: Path) -> None:
-    legacy = next(line for line in (CORPUS / "all.jsonl").read_bytes().splitlines() if b"retry-prompt" in line and line.startswith(b'{"id"'))
-    table = pa.table({"conv": pa.array([None, "c-1"], pa.string()), "messages": pa.array([legacy.decode(), legacy.decode()])})
+    legacy = next(
+        line
+        for line in (CORPUS / "all.jsonl").read_bytes().splitlines()
+        if b"retry-prompt" in line and line.startswith(b'{"id"')
+    )
+    table = pa.table(
+        {"conv": pa.array([None, "c-1"], pa.string()), "messages": pa.array([legacy.decode(), legacy.decode()])}
+    )
     source = write_parquet(tmp_path / "t.parquet", table)
     report = api.audit(str(source), Options(id_column="conv")).report
     assert {(row["row"], row["id"]) for row in report.to_json()["changes"]} == {(0, None), (1, "c-1")}
@@ -122,7 +133,12 @@ def test_rejected_rows_are_written_unchanged_and_reported(tmp_path: Path, record
     assert report.counts["rejected"] == jsonl_report["summary"]["rejected"] == 11
     assert [c.encode() for c in pq.read_table(out).column("messages").to_pylist()] == expected
     assert pq.read_table(out).num_rows == len(records)
-    assert invoke("convert", str(source), str(tmp_path / "o2.parquet"), "--select", "HM1", "--ignore", "HM103", "-q").exit_code == 1
+    assert (
+        invoke(
+            "convert", str(source), str(tmp_path / "o2.parquet"), "--select", "HM1", "--ignore", "HM103", "-q"
+        ).exit_code
+        == 1
+    )
 
 
 def test_nested_column_is_widened_and_matches_the_jsonl_path(tmp_path: Path, nested) -> None:
@@ -188,7 +204,9 @@ def test_usage_errors_exit_2(tmp_path: Path, records, args: tuple[str, ...]) -> 
     assert result.exit_code == 2, result.output
 
 
-def test_stdout_is_refused_as_the_output_of_a_parquet_input(tmp_path: Path, records, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_stdout_is_refused_as_the_output_of_a_parquet_input(
+    tmp_path: Path, records, monkeypatch: pytest.MonkeyPatch
+) -> None:
     source = write_parquet(tmp_path / "chats.parquet", table_of(records[:5], nested=False))
     monkeypatch.chdir(tmp_path)
     result = invoke("convert", str(source), "-")
@@ -206,7 +224,9 @@ def test_the_verdict_says_rejected_rows_stay_in_the_output(tmp_path: Path, recor
 
 
 def test_an_arrow_json_column_is_migrated_and_keeps_its_type(tmp_path: Path, records) -> None:
-    cells = pa.ExtensionArray.from_storage(pa.json_(), pa.array([orjson.dumps(r["messages"]).decode() for r in records]))
+    cells = pa.ExtensionArray.from_storage(
+        pa.json_(), pa.array([orjson.dumps(r["messages"]).decode() for r in records])
+    )
     source = write_parquet(tmp_path / "json.parquet", pa.table({"id": range(len(records)), "messages": cells}))
     out = tmp_path / "out.parquet"
     assert invoke("convert", str(source), str(out), "-q").exit_code == 0
@@ -233,7 +253,9 @@ def test_a_directory_of_parquet_and_json_files_reads_each_in_its_own_format(tmp_
     report = api.audit(str(lake), Options(messages_column="messages")).report
     assert [row["source"] for row in report.errors] == []
     assert report.counts["records_in"] == len(records) + 1
-    assert {row["source"] for row in report.changes} == {str(lake / name) for name in ("a.parquet", "b.jsonl", "c.json")}
+    assert {row["source"] for row in report.changes} == {
+        str(lake / name) for name in ("a.parquet", "b.jsonl", "c.json")
+    }
 
 
 def test_table_options_need_a_columnar_input() -> None:
@@ -349,12 +371,20 @@ def test_two_jobs_over_a_directory_and_without_output(tmp_path: Path, records) -
     one, two = convert(lake, tmp_path / "one", 1), convert(lake, tmp_path / "two", 2)
     assert two == one
     for name in ("a.parquet", "b.parquet"):
-        assert pq.read_table(tmp_path / "two" / name).equals(pq.read_table(tmp_path / "one" / name), check_metadata=True)
-    assert without_run(api.audit(str(lake), Options(jobs=2)).report.to_json()) == without_run(api.audit(str(lake), Options(jobs=1)).report.to_json()) == two
+        assert pq.read_table(tmp_path / "two" / name).equals(
+            pq.read_table(tmp_path / "one" / name), check_metadata=True
+        )
+    assert (
+        without_run(api.audit(str(lake), Options(jobs=2)).report.to_json())
+        == without_run(api.audit(str(lake), Options(jobs=1)).report.to_json())
+        == two
+    )
     assert two["summary"]["records_in"] == len(records) - sum(1 for i in range(120) if i % 7 == 3 and i % 11 != 5)
 
 
-def test_an_error_in_a_worker_reaches_the_caller_and_leaves_no_output(tmp_path: Path, records, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_error_in_a_worker_reaches_the_caller_and_leaves_no_output(
+    tmp_path: Path, records, monkeypatch: pytest.MonkeyPatch
+) -> None:
     source = write_parquet(tmp_path / "chats.parquet", table_of(records, nested=False))
     real = Stream.screened
     poisoned = orjson.dumps(records[3 * ROW_GROUP + 1]["messages"])
@@ -378,15 +408,24 @@ def one_group(records, path: Path) -> Path:
 
 @pytest.mark.usefixtures("small_batches")
 @pytest.mark.parametrize("output", ["parquet", "jsonl"])
-def test_a_row_group_larger_than_a_task_is_migrated_in_slices(tmp_path: Path, records, monkeypatch: pytest.MonkeyPatch, output: str) -> None:
+def test_a_row_group_larger_than_a_task_is_migrated_in_slices(
+    tmp_path: Path, records, monkeypatch: pytest.MonkeyPatch, output: str
+) -> None:
     source = one_group(records, tmp_path / "one.parquet")
     whole = convert(source, tmp_path / f"whole.{output}", 1)
     monkeypatch.setattr(parquet, "TASK_BYTES", 40_000)
-    sliced_one, sliced_two = convert(source, tmp_path / f"s1.{output}", 1), convert(source, tmp_path / f"s2.{output}", 2)
+    sliced_one, sliced_two = (
+        convert(source, tmp_path / f"s1.{output}", 1),
+        convert(source, tmp_path / f"s2.{output}", 2),
+    )
     assert sliced_one == sliced_two == whole
     assert whole["summary"]["records_in"] == 185 and whole["summary"]["rejected"] == 19
     if output == "jsonl":
-        assert (tmp_path / "s2.jsonl").read_bytes() == (tmp_path / "s1.jsonl").read_bytes() == (tmp_path / "whole.jsonl").read_bytes()
+        assert (
+            (tmp_path / "s2.jsonl").read_bytes()
+            == (tmp_path / "s1.jsonl").read_bytes()
+            == (tmp_path / "whole.jsonl").read_bytes()
+        )
         return
     expected = pq.read_table(tmp_path / "whole.parquet")
     for name in ("s1.parquet", "s2.parquet"):
@@ -409,13 +448,21 @@ def test_slices_cover_the_row_group_evenly(tmp_path: Path, records, monkeypatch:
     per_row = parquet._bytes_per_row(file, task, meta)
     monkeypatch.setattr(parquet, "TASK_BYTES", int(per_row * 50) + 1)
     slices = parquet._slices(file, task)
-    assert [(s.offset, s.row_count, s.first_row) for s in slices] == [(0, 43, 1000), (43, 43, 1043), (86, 43, 1086), (129, 43, 1129), (172, 40, 1172)]
+    assert [(s.offset, s.row_count, s.first_row) for s in slices] == [
+        (0, 43, 1000),
+        (43, 43, 1043),
+        (86, 43, 1086),
+        (129, 43, 1129),
+        (172, 40, 1172),
+    ]
     assert compressed - 5 <= sum(s.size for s in slices) <= compressed
 
 
 def test_the_messages_column_is_found_among_leaf_columns_by_the_schema(tmp_path: Path) -> None:
     cell = '[{"kind":"request","parts":[]}]'
-    opaque = pa.ExtensionArray.from_storage(pa.opaque(pa.struct([("x", pa.int64()), ("y", pa.string())]), "t", "v"), pa.array([{"x": 1, "y": "z"}] * 3))
+    opaque = pa.ExtensionArray.from_storage(
+        pa.opaque(pa.struct([("x", pa.int64()), ("y", pa.string())]), "t", "v"), pa.array([{"x": 1, "y": "z"}] * 3)
+    )
     table = pa.table({"a.b": opaque, "chat.messages": [cell] * 3, "messages.x": ["q" * 1000] * 3})
     pq.write_table(table, tmp_path / "d.parquet", use_dictionary=False)
     file = pq.ParquetFile(tmp_path / "d.parquet")
@@ -435,7 +482,10 @@ def test_a_dictionary_encoded_column_is_sized_as_read(tmp_path: Path) -> None:
 
 
 def test_a_dictionary_encoded_column_is_sized_over_a_batch_of_rows_not_its_first_few(tmp_path: Path) -> None:
-    small, big = '[{"kind":"request","parts":[]}]', '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"' + "y" * 4000 + '"}]}]'
+    small, big = (
+        '[{"kind":"request","parts":[]}]',
+        '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"' + "y" * 4000 + '"}]}]',
+    )
     cells = [small + " " * (i % 3) for i in range(40)] + [big + " " * (i % 5) for i in range(1960)]
     pq.write_table(pa.table({"messages": cells}), tmp_path / "d.parquet", use_dictionary=True)
     file = pq.ParquetFile(tmp_path / "d.parquet")
@@ -444,7 +494,9 @@ def test_a_dictionary_encoded_column_is_sized_over_a_batch_of_rows_not_its_first
     assert parquet._bytes_per_row(file, task, file.metadata.row_group(0)) >= sum(map(len, first_rows)) / len(first_rows)
 
 
-def test_the_batch_cursor_reads_slices_on_and_starts_again_when_it_must(tmp_path: Path, records, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_batch_cursor_reads_slices_on_and_starts_again_when_it_must(
+    tmp_path: Path, records, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(parquet, "BATCH_ROWS", 10)
     file = pq.ParquetFile(one_group(records, tmp_path / "one.parquet"))
     ids = pq.read_table(tmp_path / "one.parquet").column("id").to_pylist()
@@ -477,14 +529,18 @@ def ragged(batches):
 
 @pytest.mark.usefixtures("small_batches")
 @pytest.mark.parametrize("jobs", [1, 2])
-def test_slices_keep_every_row_however_pyarrow_cuts_the_batches(tmp_path: Path, records, monkeypatch: pytest.MonkeyPatch, jobs: int) -> None:
+def test_slices_keep_every_row_however_pyarrow_cuts_the_batches(
+    tmp_path: Path, records, monkeypatch: pytest.MonkeyPatch, jobs: int
+) -> None:
     source = one_group(records, tmp_path / "one.parquet")
     whole = convert(source, tmp_path / "whole.parquet", 1)
     monkeypatch.setattr(parquet, "_batches", ragged(parquet._batches))
     monkeypatch.setattr(parquet, "TASK_BYTES", 40_000)
     sliced = convert(source, tmp_path / "sliced.parquet", jobs)
     assert sliced == whole
-    assert pq.read_table(tmp_path / "sliced.parquet").equals(pq.read_table(tmp_path / "whole.parquet"), check_metadata=True)
+    assert pq.read_table(tmp_path / "sliced.parquet").equals(
+        pq.read_table(tmp_path / "whole.parquet"), check_metadata=True
+    )
     assert pq.ParquetFile(tmp_path / "sliced.parquet").metadata.num_row_groups > 3
     lines = convert(source, tmp_path / "sliced.jsonl", jobs)
     assert lines == whole
@@ -493,7 +549,12 @@ def test_slices_keep_every_row_however_pyarrow_cuts_the_batches(tmp_path: Path, 
 
 def test_rows_are_named_by_an_id_like_column_and_an_odd_messages_column_is_found(tmp_path: Path, records) -> None:
     legacy = [r for r in records if b"retry-prompt" in orjson.dumps(r)][:3]
-    table = pa.table({"conversation_id": [f"c-{n}" for n in range(3)], "chat-history": [orjson.dumps(r["messages"]).decode() for r in legacy]})
+    table = pa.table(
+        {
+            "conversation_id": [f"c-{n}" for n in range(3)],
+            "chat-history": [orjson.dumps(r["messages"]).decode() for r in legacy],
+        }
+    )
     source = write_parquet(tmp_path / "t.parquet", table)
     result = invoke("audit", str(source), "--report", "-", "--report-format", "json")
     assert result.exit_code == 0, result.output

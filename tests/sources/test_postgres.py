@@ -51,13 +51,25 @@ def stored(records: list[dict[str, Any]], messages_type: str) -> list[Any]:
     return texts if messages_type == "bytea" else [t.decode() for t in texts]
 
 
-def make_table(url: str, records: list[dict[str, Any]], messages_type: str = "jsonb", table: str = TABLE, first_id: int = 1000) -> None:
+def make_table(
+    url: str, records: list[dict[str, Any]], messages_type: str = "jsonb", table: str = TABLE, first_id: int = 1000
+) -> None:
     """A table ``table`` of ``records``: ``id`` bigint primary key, ``name`` text,
     ``created`` timestamptz, ``tags`` text[], ``nothing`` integer (null), ``messages`` of
     ``messages_type``, ``score`` float8 (some null), ``amount`` numeric, ``ref`` uuid."""
     start = datetime(2025, 1, 1, tzinfo=timezone.utc)
     rows = [
-        (first_id + i, r["id"], start + timedelta(minutes=i), [r["version"], r["scenario"]][: i % 3], None, value, None if i % 4 == 0 else i / 8, Decimal(i) / 7, uuid.UUID(int=i))
+        (
+            first_id + i,
+            r["id"],
+            start + timedelta(minutes=i),
+            [r["version"], r["scenario"]][: i % 3],
+            None,
+            value,
+            None if i % 4 == 0 else i / 8,
+            Decimal(i) / 7,
+            uuid.UUID(int=i),
+        )
         for i, (r, value) in enumerate(zip(records, stored(records, messages_type)))
     ]
     with psycopg.connect(url, autocommit=True) as con:
@@ -77,12 +89,22 @@ def query(url: str, statement: str, params: tuple = ()) -> list[tuple]:
 
 def messages(url: str, table: str = TABLE) -> list[Any]:
     """The messages of each row in id order, as JSON values."""
-    return [orjson.loads(text) for (text,) in query(url, f"SELECT convert_to(CASE WHEN pg_typeof(messages) = 'bytea'::regtype THEN convert_from(messages::text::bytea, 'UTF8') ELSE messages::text END, 'UTF8') FROM {table} ORDER BY id")]
+    return [
+        orjson.loads(text)
+        for (text,) in query(
+            url,
+            f"SELECT convert_to(CASE WHEN pg_typeof(messages) = 'bytea'::regtype THEN convert_from(messages::text::bytea, 'UTF8') ELSE messages::text END, 'UTF8') FROM {table} ORDER BY id",
+        )
+    ]
 
 
 def raw_messages(url: str, table: str = TABLE) -> list[bytes]:
     """The stored text of each row's messages in id order (bytea: its bytes)."""
-    kind = query(url, "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = %s::regclass AND attname = 'messages'", (table,))[0][0]
+    kind = query(
+        url,
+        "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = %s::regclass AND attname = 'messages'",
+        (table,),
+    )[0][0]
     expression = "messages" if kind == "bytea" else "convert_to(messages::text, 'UTF8')"
     return [bytes(value) for (value,) in query(url, f"SELECT {expression} FROM {table} ORDER BY id")]
 
@@ -96,11 +118,17 @@ def others(url: str, table: str = TABLE) -> list[tuple]:
 
 
 def column_types(url: str, table: str = TABLE) -> list[tuple]:
-    return query(url, "SELECT attname, format_type(atttypid, atttypmod), attnotnull FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0 ORDER BY attnum", (table,))
+    return query(
+        url,
+        "SELECT attname, format_type(atttypid, atttypmod), attnotnull FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0 ORDER BY attnum",
+        (table,),
+    )
 
 
 @pytest.mark.parametrize("messages_type", COLUMN_TYPES)
-def test_in_place_matches_the_jsonl_path_and_rewrites_only_changed_rows(postgres_db: str, records, tmp_path: Path, messages_type: str) -> None:
+def test_in_place_matches_the_jsonl_path_and_rewrites_only_changed_rows(
+    postgres_db: str, records, tmp_path: Path, messages_type: str
+) -> None:
     make_table(postgres_db, records, messages_type)
     before, xmin_before, values_before = others(postgres_db), xmins(postgres_db), messages(postgres_db)
     result = api.convert(postgres_db, None, Options(table=TABLE, messages_column="messages", jobs=2), in_place=True)
@@ -119,8 +147,14 @@ def test_in_place_matches_the_jsonl_path_and_rewrites_only_changed_rows(postgres
     assert report["summary"] == jsonl_report["summary"]
     assert without_place(report["changes"]) == without_place(jsonl_report["changes"])
     first = report["changes"][0]
-    assert (first["source"], first["key"]) == (f"{postgres_db}:{TABLE}", f"id={1000 + jsonl_report['changes'][0]['line'] - 1}")
-    assert result.verdict == f"histmig convert: 138 of 212 records migrated, 74 unchanged, 0 rejected; written to {postgres_db}:{TABLE} (in place)"
+    assert (first["source"], first["key"]) == (
+        f"{postgres_db}:{TABLE}",
+        f"id={1000 + jsonl_report['changes'][0]['line'] - 1}",
+    )
+    assert (
+        result.verdict
+        == f"histmig convert: 138 of 212 records migrated, 74 unchanged, 0 rejected; written to {postgres_db}:{TABLE} (in place)"
+    )
 
     again = api.convert(postgres_db, None, Options(table=TABLE, jobs=1), in_place=True)
     assert again.report.counts["changed"] == 0 and again.report.counts["unchanged"] == 212
@@ -138,29 +172,56 @@ def test_to_table_and_files_match_the_jsonl_path(postgres_db: str, records, tmp_
     assert messages(postgres_db, "converted") == expected
     assert others(postgres_db, "converted") == before
     assert column_types(postgres_db, "converted") == column_types(postgres_db)
-    assert query(postgres_db, "SELECT indexdef LIKE '%%PRIMARY%%' OR indexdef LIKE '%%UNIQUE%%' FROM pg_indexes WHERE tablename = 'converted'") == [(True,)]
+    assert query(
+        postgres_db,
+        "SELECT indexdef LIKE '%%PRIMARY%%' OR indexdef LIKE '%%UNIQUE%%' FROM pg_indexes WHERE tablename = 'converted'",
+    ) == [(True,)]
     refused = invoke("convert", "--to-table", "converted")  # it exists now
-    assert (refused.exit_code, refused.stderr.endswith(": table 'converted' already exists (--overwrite replaces it)\n")) == (2, True)
+    assert (
+        refused.exit_code,
+        refused.stderr.endswith(": table 'converted' already exists (--overwrite replaces it)\n"),
+    ) == (2, True)
     query(postgres_db, "UPDATE converted SET messages = '[]'")
     assert invoke("convert", "--to-table", "converted", "--overwrite").exit_code == 0
     assert messages(postgres_db, "converted") == expected
     same = invoke("convert", "--to-table", TABLE, "--overwrite")
-    assert (same.exit_code, same.stderr.endswith(": --to-table names the table read; use --in-place to rewrite it\n")) == (2, True)
+    assert (
+        same.exit_code,
+        same.stderr.endswith(": --to-table names the table read; use --in-place to rewrite it\n"),
+    ) == (2, True)
 
     assert invoke("convert", str(tmp_path / "out.jsonl")).exit_code == 0
     rows = [orjson.loads(line) for line in (tmp_path / "out.jsonl").read_bytes().splitlines()]
     assert [r["messages"] for r in rows] == expected
-    assert [(r["id"], r["name"], r["tags"], r["nothing"], r["score"], r["ref"]) for r in rows] == [(b[0], b[1], b[3], b[4], b[5], str(b[7])) for b in before]
+    assert [(r["id"], r["name"], r["tags"], r["nothing"], r["score"], r["ref"]) for r in rows] == [
+        (b[0], b[1], b[3], b[4], b[5], str(b[7])) for b in before
+    ]
     assert rows[1]["created"] == "2025-01-01T00:01:00+00:00" and rows[1]["amount"] == "0.142857"
 
     assert invoke("convert", str(tmp_path / "out.parquet")).exit_code == 0
     table = pq.read_table(tmp_path / "out.parquet")
     assert [orjson.loads(cell) for cell in table.column("messages").to_pylist()] == expected
-    assert [str(t) for t in table.schema.types] == ["int64", "string", "timestamp[us, tz=UTC]", "string", "int32", "string", "double", "string", "string"]
-    assert table.column("id").to_pylist() == [b[0] for b in before] and table.column("created").to_pylist() == [b[2] for b in before]
+    assert [str(t) for t in table.schema.types] == [
+        "int64",
+        "string",
+        "timestamp[us, tz=UTC]",
+        "string",
+        "int32",
+        "string",
+        "double",
+        "string",
+        "string",
+    ]
+    assert table.column("id").to_pylist() == [b[0] for b in before] and table.column("created").to_pylist() == [
+        b[2] for b in before
+    ]
     assert table.column("tags").to_pylist()[2] == "{" + ",".join(records[2][k] for k in ("version", "scenario")) + "}"
-    assert table.column("amount").to_pylist()[1] == "0.142857" and table.column("ref").to_pylist()[1] == str(uuid.UUID(int=1))
-    assert others(postgres_db) == before and query(postgres_db, "SELECT count(*) FROM conversations WHERE messages::text LIKE '%%retry-prompt%%'") != [(0,)]
+    assert table.column("amount").to_pylist()[1] == "0.142857" and table.column("ref").to_pylist()[1] == str(
+        uuid.UUID(int=1)
+    )
+    assert others(postgres_db) == before and query(
+        postgres_db, "SELECT count(*) FROM conversations WHERE messages::text LIKE '%%retry-prompt%%'"
+    ) != [(0,)]
 
 
 def test_bad_rows_are_named_by_key_and_left_as_they_were(postgres_db: str, records) -> None:
@@ -170,23 +231,37 @@ def test_bad_rows_are_named_by_key_and_left_as_they_were(postgres_db: str, recor
             "INSERT INTO conversations VALUES ('a', %s, null), ('b', '[{\"kind\": \"request\", \"parts\"', null), ('c', '{\"note\": 1}', null), ('d', '42', null), ('e', null, null), ('f', %s, null)",
             (orjson.dumps(records[0]["messages"]).decode(), orjson.dumps(records[5]["messages"]).decode()),
         )
-    before, xmin_before = query(postgres_db, "SELECT * FROM conversations ORDER BY id"), dict(query(postgres_db, "SELECT id, xmin::text FROM conversations"))
+    before, xmin_before = (
+        query(postgres_db, "SELECT * FROM conversations ORDER BY id"),
+        dict(query(postgres_db, "SELECT id, xmin::text FROM conversations")),
+    )
     result = api.convert(postgres_db, None, Options(table=TABLE, messages_column="messages"), in_place=True)
     assert result.exit_code == 1
-    assert {(row["location"], row["status"]) for row in result.report.errors} == {("id=b", "rejected"), ("id=c", "rejected"), ("id=d", "rejected")}
+    assert {(row["location"], row["status"]) for row in result.report.errors} == {
+        ("id=b", "rejected"),
+        ("id=c", "rejected"),
+        ("id=d", "rejected"),
+    }
     errors = {row["location"]: row["errors"][0] for row in result.report.errors}
-    assert errors["id=b"].startswith("invalid JSON: unexpected end of data") and errors["id=d"] == "expected a JSON array or object, got a number"
+    assert (
+        errors["id=b"].startswith("invalid JSON: unexpected end of data")
+        and errors["id=d"] == "expected a JSON array or object, got a number"
+    )
     assert "no messages field found" in errors["id=c"]
     after = query(postgres_db, "SELECT * FROM conversations ORDER BY id")
     xmin_after = dict(query(postgres_db, "SELECT id, xmin::text FROM conversations"))
     assert [row for row in after if row[0] in "bcde"] == [row for row in before if row[0] in "bcde"]
-    assert {key for key in xmin_before if xmin_before[key] != xmin_after[key]} == ({"a"} if "retry-prompt" in before[0][1] else set()) | ({"f"} if "retry-prompt" in before[5][1] else set())
+    assert {key for key in xmin_before if xmin_before[key] != xmin_after[key]} == (
+        {"a"} if "retry-prompt" in before[0][1] else set()
+    ) | ({"f"} if "retry-prompt" in before[5][1] else set())
     assert result.report.counts["records_in"] == 5 and result.verdict.endswith("rejected rows unchanged")
     checked = runner.invoke(app, ["check", postgres_db, "--table", TABLE, "--messages-column", "messages"])
     assert checked.exit_code == 1 and f"{postgres_db}:{TABLE}:id=b: rejected: invalid JSON" in checked.stderr
 
 
-def test_an_application_update_between_read_and_write_is_kept_and_reported(postgres_db: str, records, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_application_update_between_read_and_write_is_kept_and_reported(
+    postgres_db: str, records, monkeypatch: pytest.MonkeyPatch
+) -> None:
     make_table(postgres_db, records, "jsonb")
     legacy = [i for i, r in enumerate(records) if b"retry-prompt" in orjson.dumps(r["messages"])]
     victim, other_legacy = 1000 + legacy[0], records[legacy[-1]]["messages"]
@@ -195,7 +270,11 @@ def test_an_application_update_between_read_and_write_is_kept_and_reported(postg
 
     def app_writes_first(table: PostgresTable, page: Any, result: Any) -> None:
         if not written:  # the application rewrites a row histmig has read and migrated, not yet written
-            query(postgres_db, "UPDATE conversations SET messages = %s WHERE id = %s", (orjson.dumps(other_legacy).decode(), victim))
+            query(
+                postgres_db,
+                "UPDATE conversations SET messages = %s WHERE id = %s",
+                (orjson.dumps(other_legacy).decode(), victim),
+            )
         written.append(len(page.rows))
         real(table, page, result)
 
@@ -205,8 +284,19 @@ def test_an_application_update_between_read_and_write_is_kept_and_reported(postg
     assert messages(postgres_db)[victim - 1000] == other_legacy  # the application's value, not overwritten
     counts = result.report.counts
     assert (counts["changed"], counts["skipped"], counts["records_in"]) == (137, 1, 212)
-    assert result.report.errors == [{"source": f"{postgres_db}:{TABLE}", "location": f"id={victim}", "id": None, "status": "skipped", "errors": [SKIPPED]}]
-    assert result.exit_code == 1 and "1 skipped (another client wrote them after histmig read them; run again to migrate them)" in result.verdict
+    assert result.report.errors == [
+        {
+            "source": f"{postgres_db}:{TABLE}",
+            "location": f"id={victim}",
+            "id": None,
+            "status": "skipped",
+            "errors": [SKIPPED],
+        }
+    ]
+    assert (
+        result.exit_code == 1
+        and "1 skipped (another client wrote them after histmig read them; run again to migrate them)" in result.verdict
+    )
 
     monkeypatch.undo()
     again = api.convert(postgres_db, None, Options(table=TABLE), in_place=True)
@@ -215,12 +305,27 @@ def test_an_application_update_between_read_and_write_is_kept_and_reported(postg
 
 
 def _killed_run(url: str, single: bool) -> subprocess.Popen[bytes]:
-    command = [sys.executable, "-m", "histmig", "convert", url, "--table", TABLE, "--in-place", "-q", "--jobs", "1", *(["--single-transaction"] if single else [])]
+    command = [
+        sys.executable,
+        "-m",
+        "histmig",
+        "convert",
+        url,
+        "--table",
+        TABLE,
+        "--in-place",
+        "-q",
+        "--jobs",
+        "1",
+        *(["--single-transaction"] if single else []),
+    ]
     return subprocess.Popen(command, cwd=ROOT)
 
 
 @pytest.mark.parametrize("single", [False, True], ids=["pages", "single-transaction"])
-def test_a_run_killed_mid_way_leaves_rows_old_or_migrated_and_a_second_run_completes(postgres_db: str, records, tmp_path: Path, single: bool) -> None:
+def test_a_run_killed_mid_way_leaves_rows_old_or_migrated_and_a_second_run_completes(
+    postgres_db: str, records, tmp_path: Path, single: bool
+) -> None:
     copies = 30
     for n in range(copies):
         make_table(postgres_db, records, "jsonb", first_id=1000 + n * 1000)
@@ -236,7 +341,11 @@ def test_a_run_killed_mid_way_leaves_rows_old_or_migrated_and_a_second_run_compl
         else "SELECT count(*) FROM conversations WHERE xmin::text::bigint > %s"
     )
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and process.poll() is None and not query(postgres_db, written, () if single else (loaded,))[0][0]:
+    while (
+        time.monotonic() < deadline
+        and process.poll() is None
+        and not query(postgres_db, written, () if single else (loaded,))[0][0]
+    ):
         time.sleep(0.01)
     process.send_signal(signal.SIGKILL)
     assert process.wait() == -signal.SIGKILL, "the run ended before it was killed: make the table larger"
@@ -248,7 +357,12 @@ def test_a_run_killed_mid_way_leaves_rows_old_or_migrated_and_a_second_run_compl
         assert migrated == 0
     else:
         assert 0 < migrated < changed
-    assert subprocess.run([sys.executable, "-m", "histmig", "convert", postgres_db, "--table", TABLE, "--in-place", "-q"], cwd=ROOT).returncode == 0
+    assert (
+        subprocess.run(
+            [sys.executable, "-m", "histmig", "convert", postgres_db, "--table", TABLE, "--in-place", "-q"], cwd=ROOT
+        ).returncode
+        == 0
+    )
     assert messages(postgres_db) == expected
 
 
@@ -265,7 +379,9 @@ def fail_after(monkeypatch: pytest.MonkeyPatch, records: int) -> None:
     monkeypatch.setattr(Stream, "screened", failing)
 
 
-def test_single_transaction_is_all_or_nothing_and_pages_commit_one_by_one(postgres_db: str, records, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_single_transaction_is_all_or_nothing_and_pages_commit_one_by_one(
+    postgres_db: str, records, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for n in range(4):
         make_table(postgres_db, records, "jsonb", first_id=1000 + n * 1000)
     original = messages(postgres_db)
@@ -281,40 +397,61 @@ def test_single_transaction_is_all_or_nothing_and_pages_commit_one_by_one(postgr
     assert now != original and now[-212:] == original[-212:]  # the first pages committed, the last never read
 
 
-def test_keys_schemas_views_and_environment(postgres_db: str, postgres_server: Path, records, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_keys_schemas_views_and_environment(
+    postgres_db: str, postgres_server: Path, records, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     expected = [orjson.loads(line) for line in jsonl_path_output(records[:40], tmp_path)[0]]
     with psycopg.connect(postgres_db, autocommit=True) as con:
         con.execute('CREATE SCHEMA "chat app"')
-        con.execute('CREATE TABLE "chat app"."by tenant" (tenant int, seq int, "the messages" jsonb, PRIMARY KEY (tenant, seq))')
+        con.execute(
+            'CREATE TABLE "chat app"."by tenant" (tenant int, seq int, "the messages" jsonb, PRIMARY KEY (tenant, seq))'
+        )
         with con.cursor() as cursor:
-            cursor.executemany('INSERT INTO "chat app"."by tenant" VALUES (%s, %s, %s)', [(i % 3, i, orjson.dumps(r["messages"]).decode()) for i, r in enumerate(records[:40])])
+            cursor.executemany(
+                'INSERT INTO "chat app"."by tenant" VALUES (%s, %s, %s)',
+                [(i % 3, i, orjson.dumps(r["messages"]).decode()) for i, r in enumerate(records[:40])],
+            )
     options = Options(table="by tenant", schema="chat app", messages_column="the messages", jobs=1)
     audit = api.audit(postgres_db, options)
-    assert audit.report.counts["records_in"] == 40 and {row["location"] for row in audit.report.changes} <= {f"tenant={i % 3},seq={i}" for i in range(40)}
+    assert audit.report.counts["records_in"] == 40 and {row["location"] for row in audit.report.changes} <= {
+        f"tenant={i % 3},seq={i}" for i in range(40)
+    }
     assert api.convert(postgres_db, None, options, in_place=True).exit_code == 0
     rows = query(postgres_db, 'SELECT seq, "the messages" FROM "chat app"."by tenant" ORDER BY seq')
     assert [value for _, value in rows] == expected
 
     with psycopg.connect(postgres_db, autocommit=True) as con:
-        con.execute('CREATE VIEW recent AS SELECT seq, "the messages" AS messages FROM "chat app"."by tenant" WHERE seq < 10')
-        con.execute('CREATE VIEW doubled AS SELECT seq % 5 AS k, messages FROM recent')
+        con.execute(
+            'CREATE VIEW recent AS SELECT seq, "the messages" AS messages FROM "chat app"."by tenant" WHERE seq < 10'
+        )
+        con.execute("CREATE VIEW doubled AS SELECT seq % 5 AS k, messages FROM recent")
     with pytest.raises(UnreadableInput, match="no primary key; name a unique column with --key-column"):
         api.audit(postgres_db, Options(table="recent"))
     assert api.check(postgres_db, Options(table="recent", key_column="seq")).report.counts["records_in"] == 10
     with pytest.raises(UnreadableInput, match="key k=0 is on two rows"):
         api.audit(postgres_db, Options(table="doubled", key_column="k"))
-    with psycopg.connect(postgres_db, autocommit=True) as con:  # PostgreSQL sorts nulls last: pages after the first never reach them
+    with psycopg.connect(
+        postgres_db, autocommit=True
+    ) as con:  # PostgreSQL sorts nulls last: pages after the first never reach them
         con.execute("CREATE VIEW holed AS SELECT CASE WHEN seq = 3 THEN NULL ELSE seq END AS k, messages FROM recent")
     monkeypatch.setattr(table, "FIRST_PAGE_ROWS", 2)
-    for run in (lambda: api.audit(postgres_db, Options(table="holed", key_column="k")), lambda: api.convert(postgres_db, str(tmp_path / "holed.jsonl"), Options(table="holed", key_column="k"))):
-        with pytest.raises(UnreadableInput, match=r"holed: a row has a null key \(k=None\); name a unique non-null column with --key-column"):
+    for run in (
+        lambda: api.audit(postgres_db, Options(table="holed", key_column="k")),
+        lambda: api.convert(postgres_db, str(tmp_path / "holed.jsonl"), Options(table="holed", key_column="k")),
+    ):
+        with pytest.raises(
+            UnreadableInput,
+            match=r"holed: a row has a null key \(k=None\); name a unique non-null column with --key-column",
+        ):
             run()
     assert not (tmp_path / "holed.jsonl").exists()
 
     for name, value in (("PGHOST", str(postgres_server)), ("PGUSER", "postgres")):
         monkeypatch.setenv(name, value)
     database = postgres_db.split("@/")[1].split("?")[0]
-    by_name = runner.invoke(app, ["check", database, "--format", "postgres", "--table", "recent", "--key-column", "seq", "-q"])
+    by_name = runner.invoke(
+        app, ["check", database, "--format", "postgres", "--table", "recent", "--key-column", "seq", "-q"]
+    )
     assert by_name.exit_code == 0, by_name.output
     monkeypatch.setenv("PGDATABASE", database)
     assert api.check("", Options(format="postgres", table="recent", key_column="seq")).report.counts["records_in"] == 10
@@ -333,7 +470,9 @@ def test_keys_schemas_views_and_environment(postgres_db: str, postgres_server: P
         (("--table", TABLE, "--in-place", "--to-table", "x"), "give one of OUTPUT, --to-table and --in-place"),
     ],
 )
-def test_usage_errors_exit_2_before_anything_is_written(postgres_db: str, records, args: tuple[str, ...], message: str) -> None:
+def test_usage_errors_exit_2_before_anything_is_written(
+    postgres_db: str, records, args: tuple[str, ...], message: str
+) -> None:
     make_table(postgres_db, records[:5])
     command = "convert" if "--in-place" in args or "--single-transaction" in args else "audit"
     xmin_before = xmins(postgres_db)
@@ -343,27 +482,42 @@ def test_usage_errors_exit_2_before_anything_is_written(postgres_db: str, record
 
 
 def test_unreachable_server_and_options_of_other_inputs(postgres_server: Path, tmp_path: Path) -> None:
-    result = runner.invoke(app, ["audit", "postgresql://postgres:hunter2@/nowhere?host=" + str(postgres_server), "--table", "t"])
+    result = runner.invoke(
+        app, ["audit", "postgresql://postgres:hunter2@/nowhere?host=" + str(postgres_server), "--table", "t"]
+    )
     assert result.exit_code == 2 and "cannot connect" in result.stderr and "hunter2" not in result.stderr
     source = tmp_path / "a.jsonl"
     source.write_bytes(b"[]\n")
-    assert runner.invoke(app, ["audit", str(source), "--schema", "x"]).stderr.strip() == f"histmig: {source}: --schema does not apply to a JSONL input (only to a PostgreSQL one)"
+    assert (
+        runner.invoke(app, ["audit", str(source), "--schema", "x"]).stderr.strip()
+        == f"histmig: {source}: --schema does not apply to a JSONL input (only to a PostgreSQL one)"
+    )
     with duckdb.connect(str(tmp_path / "x.duckdb")) as con:
         con.execute("CREATE TABLE t (messages VARCHAR)")
-    with pytest.raises(UsageError, match="--key-column does not apply to a DuckDB input \\(only to a PostgreSQL or SQLite one\\)"):
+    with pytest.raises(
+        UsageError, match="--key-column does not apply to a DuckDB input \\(only to a PostgreSQL or SQLite one\\)"
+    ):
         api.audit(str(tmp_path / "x.duckdb"), Options(table="t", key_column="k"))
 
 
 def test_a_url_is_postgres_and_its_password_is_never_shown() -> None:
     assert format_of("postgresql://u@h/db").name == format_of("postgres://h/db").name == "postgres"
-    assert PostgresTable.display("postgresql://app:s3cr%40t@db.example:5432/app?sslmode=require") == "postgresql://app@db.example:5432/app?sslmode=require"
-    assert PostgresTable.display("host=/tmp dbname=app password='a b' user=x") == "host=/tmp dbname=app password=*** user=x"
+    assert (
+        PostgresTable.display("postgresql://app:s3cr%40t@db.example:5432/app?sslmode=require")
+        == "postgresql://app@db.example:5432/app?sslmode=require"
+    )
+    assert (
+        PostgresTable.display("host=/tmp dbname=app password='a b' user=x")
+        == "host=/tmp dbname=app password=*** user=x"
+    )
     assert PostgresTable.display("postgresql:///app?password=x&host=/tmp") == "postgresql:///app?password=***&host=/tmp"
 
 
 def test_without_psycopg_the_error_says_what_to_install(postgres_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(postgres, "psycopg", lazy("psycopg_not_installed"))
-    with pytest.raises(UnreadableInput, match=r"reading PostgreSQL needs psycopg 3 and libpq: pip install 'psycopg\[binary\]'"):
+    with pytest.raises(
+        UnreadableInput, match=r"reading PostgreSQL needs psycopg 3 and libpq: pip install 'psycopg\[binary\]'"
+    ):
         api.audit(postgres_db, Options(table=TABLE))
 
 

@@ -23,7 +23,17 @@ from tests.conftest import CORPUS
 
 @pytest.mark.parametrize(
     ("path", "name"),
-    [("a.jsonl", "jsonl"), ("A.NDJSON.GZ", "jsonl"), ("h.json", "json"), ("h.json.gz", "json"), ("c.parquet", "parquet"), ("c.pq", "parquet"), ("c.duckdb", "duckdb"), ("c.db", "duckdb"), ("c.sqlite", "sqlite")],
+    [
+        ("a.jsonl", "jsonl"),
+        ("A.NDJSON.GZ", "jsonl"),
+        ("h.json", "json"),
+        ("h.json.gz", "json"),
+        ("c.parquet", "parquet"),
+        ("c.pq", "parquet"),
+        ("c.duckdb", "duckdb"),
+        ("c.db", "duckdb"),
+        ("c.sqlite", "sqlite"),
+    ],
 )
 def test_a_path_names_its_format(tmp_path: Path, path: str, name: str) -> None:
     (tmp_path / path).touch()
@@ -43,7 +53,16 @@ def test_a_missing_path_is_said_missing_and_an_explicit_format_wins(tmp_path: Pa
 
 
 def test_a_directory_is_its_input_files_each_in_its_own_format(tmp_path: Path) -> None:
-    for name in ("b.jsonl", "a.json", "c.parquet", "d.txt", ".e.jsonl.tmp", "f.jsonl.rejects.jsonl", "g.duckdb", ".hidden.json"):
+    for name in (
+        "b.jsonl",
+        "a.json",
+        "c.parquet",
+        "d.txt",
+        ".e.jsonl.tmp",
+        "f.jsonl.rejects.jsonl",
+        "g.duckdb",
+        ".hidden.json",
+    ):
         (tmp_path / name).touch()
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "x.jsonl").touch()
@@ -53,10 +72,17 @@ def test_a_directory_is_its_input_files_each_in_its_own_format(tmp_path: Path) -
     assert every == ["a.json", "b.jsonl", "c.parquet", "d.txt", "g.duckdb"]
     globbed = [(Path(path).name, fmt.name) for path, fmt in input_paths([str(tmp_path / "*.json*"), "-"])]
     assert globbed == [("a.json", "json"), ("b.jsonl", "jsonl"), ("f.jsonl.rejects.jsonl", "jsonl"), ("-", "jsonl")]
-    assert expands(str(tmp_path)) and expands(str(tmp_path / "*.json")) and not expands(str(tmp_path / "a.json")) and not expands("-")
+    assert (
+        expands(str(tmp_path))
+        and expands(str(tmp_path / "*.json"))
+        and not expands(str(tmp_path / "a.json"))
+        and not expands("-")
+    )
 
 
-@pytest.mark.parametrize(("name", "said"), [("empty", "no input in this directory (files ending in"), ("none-*.jsonl", "no file matches")])
+@pytest.mark.parametrize(
+    ("name", "said"), [("empty", "no input in this directory (files ending in"), ("none-*.jsonl", "no file matches")]
+)
 def test_a_directory_or_glob_that_names_no_input_is_unreadable(tmp_path: Path, name: str, said: str) -> None:
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "notes.txt").touch()
@@ -75,7 +101,10 @@ def test_one_input_is_written_to_the_file_output_names(tmp_path: Path) -> None:
     assert output_paths(one, "o.jsonl.gz", False) == (["o.jsonl.gz"], None)
     assert output_paths(one, "-", False) == (["-"], None)
     (tmp_path / "out").mkdir()
-    assert output_paths(one, str(tmp_path / "out"), False) == ([str(tmp_path / "out" / "a.jsonl")], str(tmp_path / "out"))
+    assert output_paths(one, str(tmp_path / "out"), False) == (
+        [str(tmp_path / "out" / "a.jsonl")],
+        str(tmp_path / "out"),
+    )
     assert output_paths(one, "new/", False) == (["new/a.jsonl"], "new/")
     assert output_paths(_inputs(tmp_path, "c.duckdb"), "dir/", False) == (["dir/c.parquet"], "dir/")
     with pytest.raises(UsageError, match="choose an output name that says so"):
@@ -85,7 +114,10 @@ def test_one_input_is_written_to_the_file_output_names(tmp_path: Path) -> None:
 def test_several_inputs_are_written_into_a_directory_under_their_own_names(tmp_path: Path) -> None:
     several = _inputs(tmp_path, "a.jsonl", "b.json", "c.parquet")
     assert output_paths(several, "lake2", True) == (["lake2/a.jsonl", "lake2/b.json", "lake2/c.parquet"], "lake2")
-    with pytest.raises(UsageError, match="lake.jsonl: several inputs are written into a directory, each under its own name; this name is a JSONL file's"):
+    with pytest.raises(
+        UsageError,
+        match="lake.jsonl: several inputs are written into a directory, each under its own name; this name is a JSONL file's",
+    ):
         output_paths(several, "lake.jsonl", True)
     (tmp_path / "file").touch()
     with pytest.raises(UsageError, match="and this is a file"):
@@ -210,4 +242,6 @@ def test_a_format_added_as_one_module_serves_every_command(toy_format: Path) -> 
     checked = runner.invoke(app, ["check", str(source), "--report", "-", "--report-format", "json"])
     assert checked.exit_code == 1
     assert orjson.loads(checked.stdout)["changes"][0]["key"] == "toy 1"
-    assert runner.invoke(app, ["convert", str(source), str(toy_format / "x.jsonl")]).exit_code == 2  # a toy input is written as toy
+    assert (
+        runner.invoke(app, ["convert", str(source), str(toy_format / "x.jsonl")]).exit_code == 2
+    )  # a toy input is written as toy

@@ -46,7 +46,9 @@ def make_db(path: Path, records: list[dict[str, Any]], messages_type: str = "TEX
     ``messages_type`` (a BLOB column holds bytes, any other text), ``score`` REAL (some
     null), ``data`` BLOB, ``n`` NUMERIC; and a ``log`` of the ids its UPDATE trigger saw."""
     with sqlite3.connect(path) as con:
-        con.execute(f"CREATE TABLE {TABLE} (id INTEGER PRIMARY KEY, name TEXT, created TEXT, messages {messages_type}, score REAL, data BLOB, n NUMERIC)")
+        con.execute(
+            f"CREATE TABLE {TABLE} (id INTEGER PRIMARY KEY, name TEXT, created TEXT, messages {messages_type}, score REAL, data BLOB, n NUMERIC)"
+        )
         con.execute("CREATE TABLE log (id INTEGER)")
         con.execute(f"CREATE TRIGGER logged AFTER UPDATE ON {TABLE} BEGIN INSERT INTO log VALUES (old.id); END")
         rows = []
@@ -54,7 +56,17 @@ def make_db(path: Path, records: list[dict[str, Any]], messages_type: str = "TEX
             for i, r in enumerate(records):
                 text = orjson.dumps(r["messages"])
                 key = 1000 + c * len(records) + i
-                rows.append((key, r["id"], f"2025-01-01T00:{i % 60:02d}:00Z", text if messages_type == "BLOB" else text.decode(), None if i % 4 == 0 else i / 8, bytes([i % 256]) * 3, i * 7))
+                rows.append(
+                    (
+                        key,
+                        r["id"],
+                        f"2025-01-01T00:{i % 60:02d}:00Z",
+                        text if messages_type == "BLOB" else text.decode(),
+                        None if i % 4 == 0 else i / 8,
+                        bytes([i % 256]) * 3,
+                        i * 7,
+                    )
+                )
         con.executemany(f"INSERT INTO {TABLE} VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
     return path
 
@@ -72,9 +84,14 @@ def stored(path: Path, table: str = TABLE) -> list[bytes]:
 
 
 @pytest.mark.parametrize("messages_type", ["TEXT", "BLOB", "JSON"])
-def test_in_place_matches_the_jsonl_path_and_rewrites_only_changed_rows(tmp_path: Path, records, messages_type: str) -> None:
+def test_in_place_matches_the_jsonl_path_and_rewrites_only_changed_rows(
+    tmp_path: Path, records, messages_type: str
+) -> None:
     db = make_db(tmp_path / "chats.sqlite", records, messages_type)
-    before, classes = query(db, f"SELECT {OTHER} FROM {TABLE} ORDER BY id"), query(db, f"SELECT typeof(messages) FROM {TABLE} ORDER BY id")
+    before, classes = (
+        query(db, f"SELECT {OTHER} FROM {TABLE} ORDER BY id"),
+        query(db, f"SELECT typeof(messages) FROM {TABLE} ORDER BY id"),
+    )
     original = stored(db)
     result = api.convert(str(db), None, Options(table=TABLE, messages_column="messages", jobs=2), in_place=True)
     assert result.exit_code == 0
@@ -88,7 +105,10 @@ def test_in_place_matches_the_jsonl_path_and_rewrites_only_changed_rows(tmp_path
     assert report["summary"] == jsonl_report["summary"]
     assert without_place(report["changes"]) == without_place(jsonl_report["changes"])
     assert report["changes"][0]["source"] == f"{db}:{TABLE}" and report["changes"][0]["key"].startswith("id=10")
-    assert result.verdict == f"histmig convert: 138 of 212 records migrated, 74 unchanged, 0 rejected; written to {db}:{TABLE} (in place)"
+    assert (
+        result.verdict
+        == f"histmig convert: 138 of 212 records migrated, 74 unchanged, 0 rejected; written to {db}:{TABLE} (in place)"
+    )
     again = api.convert(str(db), None, Options(table=TABLE, jobs=1), in_place=True)
     assert again.report.counts["changed"] == 0 and len(query(db, "SELECT id FROM log")) == 138
     assert api.check(str(db), Options(table=TABLE)).exit_code == 0
@@ -103,19 +123,30 @@ def test_to_table_and_files_match_the_jsonl_path(tmp_path: Path, records) -> Non
     assert invoke("convert", "--to-table", "converted").exit_code == 0
     assert stored(db, "converted") == expected
     assert query(db, f"SELECT {OTHER} FROM converted ORDER BY id") == before
-    assert [row[1:] for row in query(db, "SELECT * FROM pragma_table_info('converted')")] == [row[1:] for row in query(db, f"SELECT * FROM pragma_table_info('{TABLE}')")]
+    assert [row[1:] for row in query(db, "SELECT * FROM pragma_table_info('converted')")] == [
+        row[1:] for row in query(db, f"SELECT * FROM pragma_table_info('{TABLE}')")
+    ]
     refused = invoke("convert", "--to-table", "converted")
-    assert (refused.exit_code, refused.stderr) == (2, f"histmig: cannot write {db}: table 'converted' already exists (--overwrite replaces it)\n")
+    assert (refused.exit_code, refused.stderr) == (
+        2,
+        f"histmig: cannot write {db}: table 'converted' already exists (--overwrite replaces it)\n",
+    )
     with closing(sqlite3.connect(db)) as con, con:
         con.execute("UPDATE converted SET messages = '[]'")
     assert invoke("convert", "--to-table", "converted", "--overwrite").exit_code == 0
     assert stored(db, "converted") == expected
     for name in (TABLE, "Conversations"):  # SQLite's names ignore ASCII case: the input table must not be dropped
         same = invoke("convert", "--to-table", name, "--overwrite")
-        assert (same.exit_code, same.stderr) == (2, f"histmig: {db}: --to-table names the table read; use --in-place to rewrite it\n")
+        assert (same.exit_code, same.stderr) == (
+            2,
+            f"histmig: {db}: --to-table names the table read; use --in-place to rewrite it\n",
+        )
     assert query(db, f"SELECT count(*) FROM {TABLE}") == [(len(records),)]
     cased = invoke("convert", "--to-table", "CONVERTED")
-    assert (cased.exit_code, cased.stderr) == (2, f"histmig: cannot write {db}: table 'CONVERTED' already exists (--overwrite replaces it)\n")
+    assert (cased.exit_code, cased.stderr) == (
+        2,
+        f"histmig: cannot write {db}: table 'CONVERTED' already exists (--overwrite replaces it)\n",
+    )
 
     assert invoke("convert", str(tmp_path / "out.jsonl")).exit_code == 0
     rows = [orjson.loads(line) for line in (tmp_path / "out.jsonl").read_bytes().splitlines()]
@@ -135,9 +166,14 @@ def test_bad_rows_are_named_by_key_and_left_as_they_were(tmp_path: Path, records
     with sqlite3.connect(db) as con:
         con.execute("CREATE TABLE messages (id INT PRIMARY KEY, message_list TEXT)")  # pydantic-ai's chat app example
         good = orjson.dumps(records[5]["messages"]).decode()
-        con.executemany("INSERT INTO messages VALUES (?, ?)", [(1, good), (2, '[{"kind": "request"'), (3, '{"note": 1}'), (4, 42), (5, None), (6, b"\xff[]")])
+        con.executemany(
+            "INSERT INTO messages VALUES (?, ?)",
+            [(1, good), (2, '[{"kind": "request"'), (3, '{"note": 1}'), (4, 42), (5, None), (6, b"\xff[]")],
+        )
     before = query(db, "SELECT id, message_list, typeof(message_list) FROM messages ORDER BY id")
-    result = runner.invoke(app, ["convert", str(db), "--table", "messages", "--messages-column", "message_list", "--in-place"])
+    result = runner.invoke(
+        app, ["convert", str(db), "--table", "messages", "--messages-column", "message_list", "--in-place"]
+    )
     assert result.exit_code == 1
     lines = [line for line in result.stderr.splitlines() if ": rejected: " in line]
     assert [line.split(": rejected: ")[0] for line in lines] == [f"{db}:messages:id={n}" for n in (2, 3, 4, 6)]
@@ -147,7 +183,9 @@ def test_bad_rows_are_named_by_key_and_left_as_they_were(tmp_path: Path, records
     assert "rejected rows unchanged" in result.stderr.splitlines()[-1]
 
 
-def test_an_application_update_between_read_and_write_is_kept_and_reported(tmp_path: Path, records, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_application_update_between_read_and_write_is_kept_and_reported(
+    tmp_path: Path, records, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db = make_db(tmp_path / "chats.sqlite", records)
     legacy = [i for i, r in enumerate(records) if b"retry-prompt" in orjson.dumps(r["messages"])]
     victim, app_value = 1000 + legacy[0], orjson.dumps(records[legacy[-1]]["messages"]).decode()
@@ -163,14 +201,18 @@ def test_an_application_update_between_read_and_write_is_kept_and_reported(tmp_p
     assert query(db, f"SELECT messages FROM {TABLE} WHERE id = ?", (victim,)) == [(app_value,)]
     counts = result.report.counts
     assert (counts["changed"], counts["skipped"], result.exit_code) == (137, 1, 1)
-    assert result.report.errors == [{"source": f"{db}:{TABLE}", "location": f"id={victim}", "id": None, "status": "skipped", "errors": [SKIPPED]}]
+    assert result.report.errors == [
+        {"source": f"{db}:{TABLE}", "location": f"id={victim}", "id": None, "status": "skipped", "errors": [SKIPPED]}
+    ]
     monkeypatch.undo()
     assert api.convert(str(db), None, Options(table=TABLE), in_place=True).report.counts["changed"] == 1
     assert api.check(str(db), Options(table=TABLE)).exit_code == 0
 
 
 @pytest.mark.parametrize("lock", ["EXCLUSIVE", "IMMEDIATE"])
-def test_a_locked_database_is_waited_for_then_refused_with_nothing_written(tmp_path: Path, records, monkeypatch: pytest.MonkeyPatch, lock: str) -> None:
+def test_a_locked_database_is_waited_for_then_refused_with_nothing_written(
+    tmp_path: Path, records, monkeypatch: pytest.MonkeyPatch, lock: str
+) -> None:
     db = make_db(tmp_path / "chats.sqlite", records[:30])
     original = stored(db)
     monkeypatch.setattr(sqlite, "LOCK_WAIT", 0.3)
@@ -179,7 +221,9 @@ def test_a_locked_database_is_waited_for_then_refused_with_nothing_written(tmp_p
     holder.execute("INSERT INTO log VALUES (-1)")  # an uncommitted write: another client mid-transaction
     started = time.monotonic()
     error = UnreadableInput if lock == "EXCLUSIVE" else UnwritableOutput  # EXCLUSIVE: not even read
-    with pytest.raises(error, match=r"the database is locked by another connection \(waited 0.3 s\); nothing was written"):
+    with pytest.raises(
+        error, match=r"the database is locked by another connection \(waited 0.3 s\); nothing was written"
+    ):
         api.convert(str(db), None, Options(table=TABLE, jobs=1), in_place=True)
     assert 0.3 <= time.monotonic() - started < 5
     holder.execute("ROLLBACK")
@@ -188,7 +232,9 @@ def test_a_locked_database_is_waited_for_then_refused_with_nothing_written(tmp_p
     assert query(db, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name") == [(TABLE,), ("log",)]
 
 
-def test_a_run_killed_mid_way_leaves_the_table_old_or_migrated_and_a_second_run_completes(tmp_path: Path, records) -> None:
+def test_a_run_killed_mid_way_leaves_the_table_old_or_migrated_and_a_second_run_completes(
+    tmp_path: Path, records
+) -> None:
     expected = jsonl_path_output(records, tmp_path)[0] * 25
     command = [sys.executable, "-m", "histmig", "convert", "", "--table", TABLE, "--in-place", "-q"]
     timing = make_db(tmp_path / "timing.sqlite", records, copies=25)
@@ -217,11 +263,16 @@ def test_keys_views_names_and_errors(tmp_path: Path, records) -> None:
     db = tmp_path / "plain.data"
     with sqlite3.connect(db) as con:
         con.execute("CREATE TABLE plain (messages TEXT, tenant TEXT)")  # no primary key: the rowid
-        con.executemany("INSERT INTO plain VALUES (?, ?)", [(orjson.dumps(r["messages"]).decode(), f"t{i % 2}") for i, r in enumerate(records[:20])])
+        con.executemany(
+            "INSERT INTO plain VALUES (?, ?)",
+            [(orjson.dumps(r["messages"]).decode(), f"t{i % 2}") for i, r in enumerate(records[:20])],
+        )
         con.execute("CREATE VIEW by_tenant AS SELECT tenant, messages FROM plain")
     assert format_of(str(db)).name == "sqlite"  # its first bytes, whatever its name
     audit = api.audit(str(db), Options(format="sqlite", table="plain", id_column="tenant"))
-    assert audit.report.counts["records_in"] == 20 and {(c["location"], c["id"]) for c in audit.report.changes} <= {(f"rowid={i + 1}", f"t{i % 2}") for i in range(20)}
+    assert audit.report.counts["records_in"] == 20 and {(c["location"], c["id"]) for c in audit.report.changes} <= {
+        (f"rowid={i + 1}", f"t{i % 2}") for i in range(20)
+    }
     assert api.convert(str(db), None, Options(format="sqlite", table="plain"), in_place=True).exit_code == 0
     with pytest.raises(UnreadableInput, match="no primary key; name a unique column with --key-column"):
         api.check(str(db), Options(format="sqlite", table="by_tenant"))
@@ -231,7 +282,10 @@ def test_keys_views_names_and_errors(tmp_path: Path, records) -> None:
         api.check(str(db), Options(format="sqlite", table="plain", schema="main"))
     text = tmp_path / "not.sqlite"
     text.write_text("hello")
-    assert "file is not a database" in runner.invoke(app, ["audit", str(text), "--format", "sqlite", "--table", "t"]).stderr
+    assert (
+        "file is not a database"
+        in runner.invoke(app, ["audit", str(text), "--format", "sqlite", "--table", "t"]).stderr
+    )
     assert runner.invoke(app, ["audit", str(tmp_path / "none.sqlite"), "--table", "t"]).exit_code == 2
     assert not (tmp_path / "none.sqlite").exists()
 
@@ -243,23 +297,62 @@ def test_db_files_are_told_apart_by_their_first_bytes(tmp_path: Path) -> None:
         con.execute("CREATE TABLE t (x INTEGER)")
     (tmp_path / "c.duckdb").write_bytes((tmp_path / "a.db").read_bytes())
     (tmp_path / "x.sqlite3").touch()
-    assert [format_of(str(tmp_path / name)).name for name in ("a.db", "b.db", "c.duckdb", "x.sqlite3")] == ["sqlite", "duckdb", "sqlite", "sqlite"]
+    assert [format_of(str(tmp_path / name)).name for name in ("a.db", "b.db", "c.duckdb", "x.sqlite3")] == [
+        "sqlite",
+        "duckdb",
+        "sqlite",
+        "sqlite",
+    ]
 
 
 def test_affinity_follows_sqlites_rules() -> None:
-    declared = ["INT", "BIGINT", "VARCHAR(20)", "CLOB", "TEXT", "BLOB", "", "REAL", "DOUBLE PRECISION", "FLOAT", "NUMERIC", "JSON", "DECIMAL(10,5)", "BOOLEAN"]
-    assert [affinity(d) for d in declared] == ["INTEGER", "INTEGER", "TEXT", "TEXT", "TEXT", "BLOB", "BLOB", "REAL", "REAL", "REAL", "NUMERIC", "NUMERIC", "NUMERIC", "NUMERIC"]
+    declared = [
+        "INT",
+        "BIGINT",
+        "VARCHAR(20)",
+        "CLOB",
+        "TEXT",
+        "BLOB",
+        "",
+        "REAL",
+        "DOUBLE PRECISION",
+        "FLOAT",
+        "NUMERIC",
+        "JSON",
+        "DECIMAL(10,5)",
+        "BOOLEAN",
+    ]
+    assert [affinity(d) for d in declared] == [
+        "INTEGER",
+        "INTEGER",
+        "TEXT",
+        "TEXT",
+        "TEXT",
+        "BLOB",
+        "BLOB",
+        "REAL",
+        "REAL",
+        "REAL",
+        "NUMERIC",
+        "NUMERIC",
+        "NUMERIC",
+        "NUMERIC",
+    ]
 
 
 def test_jobs_give_the_same_table_and_report(tmp_path: Path, records) -> None:
     one, two = make_db(tmp_path / "one.sqlite", records, copies=3), make_db(tmp_path / "two.sqlite", records, copies=3)
     first = api.convert(str(one), None, Options(table=TABLE, jobs=1), in_place=True).report.to_json()
     second = api.convert(str(two), None, Options(table=TABLE, jobs=2), in_place=True).report.to_json()
-    assert stored(one) == stored(two) and first["summary"] == second["summary"] and first["summary"]["changed"] == 3 * 138
+    assert (
+        stored(one) == stored(two) and first["summary"] == second["summary"] and first["summary"]["changed"] == 3 * 138
+    )
     assert without_place(first["changes"]) == without_place(second["changes"])
 
 
-def test_overwrite_keeps_the_table_when_the_run_fails_and_reads_a_view_before_it_replaces_its_table(tmp_path: Path, records) -> None:
+def test_overwrite_keeps_the_table_when_the_run_fails_and_reads_a_view_before_it_replaces_its_table(
+    tmp_path: Path, records
+) -> None:
     """The new table is filled under another name and takes the old one's name last, in the
     one transaction: a view of the replaced table is read whole first; SQLite then refuses to
     rename past the view it breaks, and the old table stays as it was."""
@@ -267,8 +360,13 @@ def test_overwrite_keeps_the_table_when_the_run_fails_and_reads_a_view_before_it
     with closing(sqlite3.connect(db)) as con, con:
         con.execute(f"CREATE VIEW chats AS SELECT * FROM {TABLE}")
     before = query(db, f"SELECT * FROM {TABLE} ORDER BY id")
-    result = runner.invoke(app, ["convert", str(db), "--table", "chats", "--key-column", "id", "--to-table", TABLE, "--overwrite", "-q"])
-    assert (result.exit_code, result.stderr) == (2, f"histmig: cannot write {db}:chats: error in view chats: no such table: main.{TABLE}\n")
+    result = runner.invoke(
+        app, ["convert", str(db), "--table", "chats", "--key-column", "id", "--to-table", TABLE, "--overwrite", "-q"]
+    )
+    assert (result.exit_code, result.stderr) == (
+        2,
+        f"histmig: cannot write {db}:chats: error in view chats: no such table: main.{TABLE}\n",
+    )
     assert query(db, f"SELECT * FROM {TABLE} ORDER BY id") == before
     assert [row[0] for row in query(db, "SELECT name FROM sqlite_master WHERE type = 'table'")] == [TABLE, "log"]
 
@@ -290,5 +388,8 @@ def test_a_journal_a_killed_writer_left_is_rolled_back_before_reading(tmp_path: 
     assert subprocess.run([sys.executable, "-c", killed, str(db)]).returncode == 9
     assert (tmp_path / "chats.db-journal").stat().st_size > 0
     audited = api.audit(str(db), Options(table=TABLE))
-    assert (audited.exit_code, audited.report.counts["changed"]) == (0, 138)  # the rows as they were before the killed transaction
+    assert (audited.exit_code, audited.report.counts["changed"]) == (
+        0,
+        138,
+    )  # the rows as they were before the killed transaction
     assert query(db, f"SELECT id, messages FROM {TABLE} ORDER BY id") == before

@@ -43,7 +43,9 @@ def test_a_row_is_named_by_its_key() -> None:
     assert (row_name(("id",), (42,)), row_name(("tenant", "id"), (7, "x"))) == ("id=42", "tenant=7,id=x")
 
 
-def test_pages_hold_every_row_once_in_key_order_whatever_their_size(tmp_path: Path, texts: list[bytes], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pages_hold_every_row_once_in_key_order_whatever_their_size(
+    tmp_path: Path, texts: list[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
     keys = [(i % 5, i) for i in range(len(texts))]
     db = make_db(tmp_path / "t.sqlite", keys[::-1], texts[::-1])
     monkeypatch.setattr(table, "FIRST_PAGE_ROWS", 3)
@@ -58,7 +60,9 @@ def test_pages_hold_every_row_once_in_key_order_whatever_their_size(tmp_path: Pa
 
 
 @pytest.mark.parametrize(("keys", "first_page"), [([1, 2, 3, 3, 4], 3), ([1, 2, 2, 3], 5), ([1, 2, 3, 4, 4, 4], 4)])
-def test_a_key_on_two_rows_stops_the_run_within_a_page_or_across_a_boundary(tmp_path: Path, texts: list[bytes], keys: list[int], first_page: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_key_on_two_rows_stops_the_run_within_a_page_or_across_a_boundary(
+    tmp_path: Path, texts: list[bytes], keys: list[int], first_page: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db = make_db(tmp_path / "t.sqlite", [(a, n) for n, a in enumerate(keys)], texts[: len(keys)])
     monkeypatch.setattr(table, "FIRST_PAGE_ROWS", first_page)
     duplicate = next(a for a in keys if keys.count(a) > 1)
@@ -75,7 +79,9 @@ def test_a_null_key_stops_the_run(tmp_path: Path, texts: list[bytes]) -> None:
         pages(db, key_column="k")
 
 
-def test_a_row_deleted_between_two_pages_is_not_missed(tmp_path: Path, texts: list[bytes], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_row_deleted_between_two_pages_is_not_missed(
+    tmp_path: Path, texts: list[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
     keys = [(0, i) for i in range(20)]
     db = make_db(tmp_path / "t.sqlite", keys, texts[:20])
     monkeypatch.setattr(table, "FIRST_PAGE_ROWS", 5)
