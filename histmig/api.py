@@ -30,12 +30,12 @@ from histmig import __version__
 from histmig.engine import Plan, process_full
 from histmig.engine import findings as _findings
 from histmig.engine import migrate as _migrate
+from histmig.options import Options
 from histmig.parallel import Workers
 from histmig.records import NotAHistory, Record, check_messages, dumps
 from histmig.report import Report, RunInfo
 from histmig.rules import registry
 from histmig.rules.base import Change, Finding, Rule
-from histmig.options import Options
 from histmig.sources import expands, formats, input_paths, output_paths
 from histmig.sources.atomic import check_directory, check_writable
 from histmig.sources.base import (
@@ -118,23 +118,35 @@ class Result:
                 if not self.report.needs_attention:
                     return f"histmig check: {self.target} loads {_every(counts['records_in'])} as they are{warned}"
                 return (
-                    f"histmig check: {self.target} loads {summary.get('reader_loads', 0)} of {counts['records_in']} records as they are; "
-                    f"{counts['changed']} to rewrite for it (convert --target {self.target}), {counts['invalid']} that no rule makes loadable, {counts['rejected']} rejected{found}{cut}"
+                    f"histmig check: {self.target} loads {summary.get('reader_loads', 0)} of "
+                    f"{counts['records_in']} records as they are; "
+                    f"{counts['changed']} to rewrite for it (convert --target {self.target}), "
+                    f"{counts['invalid']} that no rule makes loadable, {counts['rejected']} rejected{found}{cut}"
                 )
             if not self.report.needs_attention:
                 if unknown:
                     fails = "--strict fails on them" if self.strict else "--strict would fail on them"
-                    return f"histmig check: {_plural(counts['records_in'], 'record')} need{'s' if counts['records_in'] == 1 else ''} no rule, but {unknown}, carried unchanged ({fails}){warned}"
+                    return (
+                        f"histmig check: {_plural(counts['records_in'], 'record')} "
+                        f"need{'s' if counts['records_in'] == 1 else ''} no rule, but {unknown}, carried unchanged "
+                        f"({fails}){warned}"
+                    )
                 are = "is" if counts["records_in"] == 1 else "are"
                 return f"histmig check: {_every(counts['records_in'])} {are} current and valid{warned}"
             unknown = f"; {unknown}" if unknown else ""
-            return f"histmig check: {of} to migrate, {counts['invalid']} invalid, {counts['rejected']} rejected{found}{unknown}{cut}"
+            return (
+                f"histmig check: {of} to migrate, {counts['invalid']} invalid, {counts['rejected']} "
+                f"rejected{found}{unknown}{cut}"
+            )
         migrated, kept = ("migrated", "") if self.target is None else (f"rewritten for {self.target}", self._kept())
         left = (
             f", {_plural(counts['findings'], 'finding')} left as found (see the report)" if counts["findings"] else ""
         )
         if self.command == "audit":
-            return f"histmig audit: {of} would be {migrated}, {counts['unchanged']} need nothing{kept}, {counts['rejected']} would be rejected{left}; nothing was written{cut}"
+            return (
+                f"histmig audit: {of} would be {migrated}, {counts['unchanged']} need nothing{kept}, "
+                f"{counts['rejected']} would be rejected{left}; nothing was written{cut}"
+            )
         if self.command in ("otel", "otel-upgrade"):
             done = counts["records_in"] - counts["rejected"]
             what = (
@@ -142,11 +154,15 @@ class Result:
             )
             return f"histmig: {done} records {what}, {counts['rejected']} rejected"
         skipped = (
-            f", {counts['skipped']} skipped (another client wrote them after histmig read them; run again to migrate them)"
+            f", {counts['skipped']} skipped (another client wrote them after histmig read them; run again to "
+            "migrate them)"
             if counts["skipped"]
             else ""
         )
-        return f"histmig convert: {of} {migrated}, {counts['unchanged']} unchanged{kept}, {counts['rejected']} rejected{skipped}{left}; {self._written()}{cut}"
+        return (
+            f"histmig convert: {of} {migrated}, {counts['unchanged']} unchanged{kept}, {counts['rejected']} "
+            f"rejected{skipped}{left}; {self._written()}{cut}"
+        )
 
     def _unknown_part_count(self) -> int:
         """The parts of an unknown ``part_kind`` (a newer release's) carried unchanged: a
@@ -217,14 +233,16 @@ class Result:
             and first["errors"][0].startswith("invalid JSON")
         ):
             notes.append(
-                "stdin was read as JSONL and no line of it is a record; if it holds one JSON document, add --format json"
+                "stdin was read as JSONL and no line of it is a record; "
+                "if it holds one JSON document, add --format json"
             )
         for row in self.report.errors:
             if row["location"] == "file" and row["errors"][0].startswith(
                 "invalid JSON: unexpected content after document: line 2 "
             ):
                 notes.append(
-                    f"{row['source']} holds more than one JSON document; if it holds one record a line, add --format jsonl"
+                    f"{row['source']} holds more than one JSON document; if it holds one record a line, add "
+                    "--format jsonl"
                 )
         return notes
 
@@ -379,7 +397,8 @@ def _check_history(messages: Any) -> None:
         )
     if isinstance(messages, dict):
         raise NotAHistory(
-            "expected a history (a list of messages), got an object: pass the list it holds (record['messages']), or use migrate_json"
+            "expected a history (a list of messages), got an object: pass the list it holds "
+            "(record['messages']), or use migrate_json"
         )
     if not isinstance(messages, list):
         raise NotAHistory(f"expected a history (a list of messages), got {type(messages).__name__}")
@@ -476,14 +495,14 @@ def _plan(command: Command, paths: list[str], target: Target, options: Options) 
     directory = None
     if target.output is not None:
         several = len(paths) > 1 or any(expands(path) for path in paths)
-        outputs, directory = output_paths(found, target.output, several)  # type: ignore[assignment]
+        outputs, directory = output_paths(found, target.output, several)  # type: ignore[assignment]  # only read
         if directory is not None:
             check_directory(directory)
         elif target.output != "-":
             check_writable(target.output)
     planned = []
     for (path, fmt), output in zip(found, outputs):
-        if output not in (None, "-") and path != "-" and os.path.exists(output) and os.path.samefile(output, path):  # type: ignore[arg-type]
+        if output not in (None, "-") and path != "-" and os.path.exists(output) and os.path.samefile(output, path):
             raise UsageError(f"{output} is the input; use --in-place to replace it")
         if target.in_place and not fmt.columnar:
             check_writable(path)
@@ -523,7 +542,8 @@ def _check_options(command: Command, found: list[tuple[str, Format]], target: Ta
     }
     if target.overwrite and target.to_table is None:
         raise UsageError(
-            "--overwrite replaces the table --to-table names (an output file is always replaced, once the new one is complete)"
+            "--overwrite replaces the table --to-table names (an output "
+            "file is always replaced, once the new one is complete)"
         )
     if target.to_table is not None and len(found) > 1:
         raise UsageError("--to-table writes one table: give one DuckDB input")
@@ -579,13 +599,13 @@ def _run(
             for item in planned
             if item.target.rejects not in (None, "-") and os.path.exists(item.target.rejects)
         )
-    )  # type: ignore[arg-type]
+    )
     if directory is not None:
         os.makedirs(directory, exist_ok=True)
     report = Report()
     if progress is not None:
         sizes = [i.size for i in inputs]
-        progress.start(None if None in sizes else sum(sizes))  # type: ignore[arg-type]
+        progress.start(None if None in sizes else sum(sizes))  # type: ignore[arg-type]  # no None in the sum
     jobs = 1 if all(i.in_process for i in inputs) else options.workers
     advance: Callable[[int], None] = progress.advance if progress is not None else lambda n: None
     wrote: list[Written] = []
@@ -594,11 +614,11 @@ def _run(
             with current:
                 last = "the start"
                 try:
-                    for task, result, slot in _results(current, workers, job):
-                        report.merge(result.report)
-                        last = result.last or last
+                    for task, task_result, slot in _results(current, workers, job):
+                        report.merge(task_result.report)
+                        last = task_result.last or last
                         advance(task.size)
-                        current.write(task, result, slot)
+                        current.write(task, task_result, slot)
                 except InputEnded as exc:
                     report.add_read_error(current.name, f"after {last}", str(exc))
             wrote.append(current.written())

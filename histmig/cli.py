@@ -14,7 +14,7 @@ import errno
 import functools
 import inspect
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from io import TextIOWrapper
@@ -27,16 +27,17 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 from rich.table import Table
+from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from histmig import __version__, api
 from histmig.options import Options
-from histmig.report import DETAIL_ROWS, Rendering
+from histmig.report import DETAIL_ROWS, Detail, Rendering
+from histmig.rules.base import CauseMode
 from histmig.schema.releases import NEWEST
 from histmig.sources import formats, input_paths
 from histmig.sources.atomic import atomic_output
 from histmig.sources.base import UnreadableInput, UnwritableOutput, UsageError
 from histmig.tuning import keep_heap_slack, tune_allocators, use_jemalloc
-from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 EXIT_OK, EXIT_USAGE = 0, 2
 """The exit codes the command line sets itself; the others come from :attr:`histmig.api.Result.exit_code`."""
@@ -49,7 +50,7 @@ class _PlainArgument(TyperArgument):
     def _usage_display_name(self) -> str:
         return self.display_name_raw if self.required else f"[{self.display_name_raw}]"
 
-    def display_type_rich(self, ctx: typer.Context) -> str | None:
+    def display_type_rich(self, ctx: typer.Context) -> str | None:  # type: ignore[override]  # typer's own Context
         return None
 
 
@@ -63,7 +64,7 @@ class _Command(TyperCommand):
             if type(param) is TyperArgument:
                 param.__class__ = _PlainArgument
 
-    def get_help_option(self, ctx: typer.Context) -> Any:
+    def get_help_option(self, ctx: typer.Context) -> Any:  # type: ignore[override]  # typer's own Context
         option = super().get_help_option(ctx)
         if option is not None:
             option.metavar = ""
@@ -75,7 +76,7 @@ class _Group(TyperGroup):
     command line itself (an unknown option, a bad value, a missing argument) is one line on
     stderr, pointing at the command's help, with exit code 2."""
 
-    def get_help_option(self, ctx: typer.Context) -> Any:
+    def get_help_option(self, ctx: typer.Context) -> Any:  # type: ignore[override]  # typer's own Context
         option = super().get_help_option(ctx)
         if option is not None:
             option.metavar = ""
@@ -83,25 +84,28 @@ class _Group(TyperGroup):
 
     def main(
         self,
-        args: Any = None,
+        args: Sequence[str] | None = None,
         prog_name: str | None = None,
         complete_var: str | None = None,
         standalone_mode: bool = True,
+        windows_expand_args: bool = True,
         **extra: Any,
     ) -> Any:
         if not standalone_mode:
-            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+            return super().main(args, prog_name, complete_var, standalone_mode, windows_expand_args, **extra)
         try:
-            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            code = super().main(
+                args, prog_name, complete_var, standalone_mode=False, windows_expand_args=windows_expand_args, **extra
+            )
         except (
             typer.TyperException
         ) as exc:  # a command-line error (typer tells "no arguments: the help was shown" by its name too)
             if type(exc).__name__ == "NoArgsIsHelpError":
-                sys.exit(exc.exit_code)  # type: ignore[attr-defined]
+                sys.exit(exc.exit_code)
             ctx = getattr(exc, "ctx", None)
             hint = f" (see {ctx.command_path} -h)" if ctx is not None else ""
             stderr.print(f"histmig: {exc.format_message().rstrip('.')}{hint}", markup=False, soft_wrap=True)
-            sys.exit(exc.exit_code)  # type: ignore[attr-defined]
+            sys.exit(exc.exit_code)
         except typer.Abort:
             stderr.print("Aborted!", markup=False)
             sys.exit(1)
@@ -197,7 +201,8 @@ FIXES = _bundle(
             typer.Option(
                 "--unsafe-fixes",
                 metavar="",
-                help="Also apply the fixes of unsafe rules (they may remove or rewrite stored content; see `histmig rules`).",
+                help="Also apply the fixes of unsafe rules (they may remove "
+                "or rewrite stored content; see `histmig rules`).",
             ),
         ],
         False,
@@ -211,7 +216,8 @@ CAUSES = _bundle(
                 "--causes",
                 metavar="MODE",
                 callback=_choice(*CAUSE_MODES),
-                help="inferred: causes from evidence; framework: exactly the retry values pydantic-ai 2.68's loader writes (HM103 off).",
+                help="inferred: causes from evidence; framework: exactly the "
+                "retry values pydantic-ai 2.68's loader writes (HM103 off).",
             ),
         ],
         "inferred",
@@ -224,7 +230,8 @@ ATTEMPTS = _bundle(
             typer.Option(
                 "--attempts",
                 metavar="",
-                help="Fill retry.attempt of every retry part that has none by replaying the framework's retry counters (rule HM104).",
+                help="Fill retry.attempt of every retry part that has none by "
+                "replaying the framework's retry counters (rule HM104).",
             ),
         ],
         False,
@@ -235,7 +242,8 @@ ATTEMPTS = _bundle(
             typer.Option(
                 "--counting",
                 metavar="RULES",
-                help="With --attempts: current (today's counting rules), writer (those of the releases that wrote each run, told from its fields) or a release such as 1.0.18.",
+                help="With --attempts: current (today's counting rules), writer (those of the releases that wrote "
+                "each run, told from its fields) or a release such as 1.0.18.",
             ),
         ],
         "current",
@@ -246,7 +254,8 @@ ATTEMPTS = _bundle(
             typer.Option(
                 "--max-retries",
                 metavar="BUDGETS",
-                help="With --attempts: the agent's retry budgets, tools=N,output=M,tool:NAME=K; they fill retry.max_retries (default: left null).",
+                help="With --attempts: the agent's retry budgets, tools=N,output=M,tool:NAME=K; they fill "
+                "retry.max_retries (default: left null).",
             ),
         ],
         None,
@@ -269,7 +278,8 @@ RECORDS = _bundle(
                 "--format",
                 metavar="FORMAT",
                 callback=_choice(*INPUT_FORMATS),
-                help=f"Input format when INPUT does not tell: {', '.join(INPUT_FORMATS)} (postgres: INPUT may be a connection string or a database name, the rest from the PG* variables).",
+                help=f"Input format when INPUT does not tell: {', '.join(INPUT_FORMATS)} (postgres: INPUT may be a "
+                "connection string or a database name, the rest from the PG* variables).",
             ),
         ],
         None,
@@ -320,7 +330,8 @@ COLUMNS = _bundle(
             typer.Option(
                 "--key-column",
                 metavar="COLUMN",
-                help="PostgreSQL/SQLite: unique column the rows are read in order of and named by (default: the primary key; SQLite: else the rowid).",
+                help="PostgreSQL/SQLite: unique column the rows are read in order of and named by (default: the "
+                "primary key; SQLite: else the rowid).",
             ),
         ],
         None,
@@ -331,7 +342,8 @@ COLUMNS = _bundle(
             typer.Option(
                 "--single-transaction",
                 metavar="",
-                help="PostgreSQL --in-place: the whole table in one transaction (all or nothing) instead of one a page of rows.",
+                help="PostgreSQL --in-place: the whole table in one transaction "
+                "(all or nothing) instead of one a page of rows.",
             ),
         ],
         False,
@@ -344,8 +356,10 @@ TARGET = _bundle(
             typer.Option(
                 "--target",
                 metavar="RELEASE",
-                help="Write the shapes this pydantic-ai release (e.g. 2.59.0) writes and loads, for a rollback or an older service: "
-                "retried tool-returns and retry-feedback parts become retry-prompt parts before 2.60.0 (rules HM5xx); what the older "
+                help="Write the shapes this pydantic-ai release (e.g. 2.59.0) writes and loads, for a rollback or an "
+                "older service: "
+                "retried tool-returns and retry-feedback parts become retry-prompt parts before 2.60.0 (rules "
+                "HM5xx); what the older "
                 "form cannot hold is reported as lost. Default: the newest, 2.68.0.",
             ),
         ],
@@ -359,8 +373,8 @@ READER = _bundle(
             typer.Option(
                 "--reader",
                 metavar="RELEASE",
-                help="Exit 0 only if this pydantic-ai release (e.g. 2.0.0) loads every record as it is and no rule would rewrite one "
-                "for it; the report gives, per record, the oldest release that loads it.",
+                help="Exit 0 only if this pydantic-ai release (e.g. 2.0.0) loads every record as it is and no rule "
+                "would rewrite one for it; the report gives, per record, the oldest release that loads it.",
             ),
         ],
         None,
@@ -374,7 +388,8 @@ JOBS = _bundle(
                 "--jobs",
                 "-j",
                 metavar="N",
-                help="Worker processes, 1 or more (default: the number of cores); 1 runs in this process. Output and report are the same for any N.",
+                help="Worker processes, 1 or more (default: the number of cores); 1 runs in this process. Output and "
+                "report are the same for any N.",
             ),
         ],
         None,
@@ -387,7 +402,8 @@ REJECTS = _bundle(
             typer.Option(
                 "--rejects",
                 metavar="FILE",
-                help="File for rejected records, added to if it exists, or - for stdout (default: OUTPUT.rejects.jsonl; with - as OUTPUT, rejected records go to stdout unchanged, in place).",
+                help="File for rejected records, added to if it exists, or - for stdout (default: "
+                "OUTPUT.rejects.jsonl; with - as OUTPUT, rejected records go to stdout unchanged, in place).",
             ),
         ],
         None,
@@ -422,7 +438,8 @@ REPORT = _bundle(
                 "--quiet",
                 "-q",
                 metavar="",
-                help="Nothing on stderr: no report, error lines nor summary line (a --report file is still written; the exit code tells).",
+                help="Nothing on stderr: no report, error lines nor summary line "
+                "(a --report file is still written; the exit code tells).",
             ),
         ],
         False,
@@ -434,7 +451,9 @@ REPORT = _bundle(
                 "--report-detail",
                 metavar="DETAIL",
                 callback=_choice(*REPORT_DETAILS),
-                help=f"full: a line per change; summary: the counts (findings by rule) and the error and unknown-part warning lines only; auto: full up to {DETAIL_ROWS:,} changes, else the summary (the JSON report always lists every change).",
+                help="full: a line per change; summary: the counts (findings by rule) and the error and unknown-part "
+                f"warning lines only; auto: full up to {DETAIL_ROWS:,} changes, else the summary (the JSON "
+                "report always lists every change).",
             ),
         ],
         "auto",
@@ -454,7 +473,8 @@ REPORT = _bundle(
 
 INPUT_HELP = (
     "Archives to read: .json (one history), .jsonl/.ndjson (one record a line, maybe gzipped), .parquet, "
-    ".duckdb or .sqlite (with --table), a postgresql:// URL (with --table), - for stdin, a directory (its .json, .jsonl, .ndjson and "
+    ".duckdb or .sqlite (with --table), a postgresql:// URL (with --table), - for stdin, a directory (its .json, "
+    ".jsonl, .ndjson and "
     ".parquet files) or a quoted glob; several may be given."
 )
 InputArg = Annotated[list[str], typer.Argument(metavar="INPUT...", help=INPUT_HELP)]
@@ -470,12 +490,12 @@ class Shown:
     path: str | None
     format: str
     quiet: bool
-    detail: str = "auto"
+    detail: Detail = "auto"
     no_timestamp: bool = False
 
     @property
     def rendering(self) -> Rendering:
-        return Rendering(self.detail, not self.no_timestamp)  # type: ignore[arg-type]
+        return Rendering(self.detail, not self.no_timestamp)
 
 
 _OPTION_NAMES = {
@@ -534,7 +554,7 @@ def shared(*bundles: Bundle) -> Callable[[Callable[..., None]], Callable[..., No
                 )
             command(options=options, **values)
 
-        run.__signature__ = signature.replace(parameters=own + added)  # type: ignore[attr-defined]
+        run.__signature__ = signature.replace(parameters=own + added)  # type: ignore[attr-defined]  # read by typer
         return run
 
     return decorate
@@ -544,7 +564,7 @@ def _options(
     select: list[str] | None = None,
     ignore: list[str] | None = None,
     unsafe_fixes: bool = False,
-    causes: str = "inferred",
+    causes: CauseMode = "inferred",
     messages_field: str | None = None,
     input_format: str | None = None,
     messages_column: str | None = None,
@@ -723,8 +743,10 @@ def convert(
         typer.Argument(
             metavar="INPUT... [OUTPUT]",
             help=INPUT_HELP
-            + " The last is OUTPUT, unless --in-place or --to-table: a file (its name tells the format: the input's own, or "
-            "for Parquet and databases .parquet or .jsonl), - for stdout, or a directory (for several inputs, a directory or a glob: each "
+            + " The last is OUTPUT, unless --in-place or --to-table: a file (its name tells the format: the "
+            "input's own, or "
+            "for Parquet and databases .parquet or .jsonl), - for stdout, or a directory (for several inputs, a "
+            "directory or a glob: each "
             "written there under its own name; --engine spark: a directory of Parquet files).",
         ),
     ],
@@ -733,7 +755,8 @@ def convert(
         typer.Option(
             "--in-place",
             metavar="",
-            help="Replace each INPUT once its migrated archive is complete (DuckDB, SQLite: rewrite --table in one transaction; PostgreSQL: "
+            help="Replace each INPUT once its migrated archive is complete (DuckDB, SQLite: rewrite --table in one "
+            "transaction; PostgreSQL: "
             "update the changed rows, a transaction a page, never a row another client wrote meanwhile); no OUTPUT.",
         ),
     ] = False,
@@ -748,7 +771,8 @@ def convert(
         typer.Option(
             "--overwrite",
             metavar="",
-            help="With --to-table (DuckDB, PostgreSQL, SQLite): replace the table if it exists, in the transaction that writes the new one (an output file is always replaced, once the new one is complete).",
+            help="With --to-table (DuckDB, PostgreSQL, SQLite): replace the table if it exists, in the transaction "
+            "that writes the new one (an output file is always replaced, once the new one is complete).",
         ),
     ] = False,
     engine: Annotated[
@@ -757,7 +781,8 @@ def convert(
             "--engine",
             metavar="ENGINE",
             callback=_choice(*ENGINES),
-            help="local: this machine's worker processes (--jobs); spark: a Spark job, Parquet in, a directory of Parquet files out (pip install 'histmig\\[spark]', Java 17).",
+            help="local: this machine's worker processes (--jobs); spark: a Spark job, Parquet in, a directory of "
+            "Parquet files out (pip install 'histmig\\[spark]', Java 17).",
         ),
     ] = "local",
     spark_master: Annotated[
@@ -765,7 +790,8 @@ def convert(
         typer.Option(
             "--spark-master",
             metavar="URL",
-            help="--engine spark: the cluster to run on (spark://host:7077, yarn, local[8]); default a local session of --jobs cores.",
+            help="--engine spark: the cluster to run on (spark://host:7077, "
+            "yarn, local[8]); default a local session of --jobs cores.",
         ),
     ] = None,
     *,
@@ -782,7 +808,8 @@ def convert(
             api.check_outputs(("--rejects", rejects), ("--report", shown.path))
             if output_path is None or in_place or to_table is not None or rejects is not None or overwrite:
                 raise UsageError(
-                    "--engine spark writes OUTPUT, a directory of Parquet files (rejected rows stay in their rows): give OUTPUT, without --in-place, --to-table, --overwrite or --rejects"
+                    "--engine spark writes OUTPUT, a directory of Parquet files (rejected rows stay in their "
+                    "rows): give OUTPUT, without --in-place, --to-table, --overwrite or --rejects"
                 )
             try:
                 from histmig import spark
@@ -814,8 +841,11 @@ def convert(
 
 @command(
     epilog=(
-        "Examples:\n\n  histmig audit chats.jsonl\n\n  histmig audit chats.jsonl --report audit.md --report-format markdown\n\n"
-        "  histmig audit 'lake/*.parquet' --id-column conversation_id\n\n  histmig audit chats.duckdb --table conversations\n\n"
+        "Examples:\n\n"
+        "  histmig audit chats.jsonl\n\n"
+        "  histmig audit chats.jsonl --report audit.md --report-format markdown\n\n"
+        "  histmig audit 'lake/*.parquet' --id-column conversation_id\n\n"
+        "  histmig audit chats.duckdb --table conversations\n\n"
         "  histmig audit postgresql://app@db/app --table conversations --schema chat\n\n"
         "  histmig audit chats.v2.jsonl --target 2.0.0   # what a rollback to 2.0.0 would rewrite and lose\n\n"
         "  histmig audit chats.jsonl --attempts --counting writer"
@@ -833,12 +863,16 @@ def audit(
 
 
 @command(
+    help="Exit 0 when every record is current and valid (with --reader: that release loads it and no rule would "
+    "rewrite it), 1 when any needs a rule, fails validation or has a finding (with --strict: or holds a part of "
+    "an unknown part_kind), 2 when the input is unreadable.",
     epilog=(
-        "Examples:\n\n  histmig check chats.jsonl   # in CI: exit 1 if anything needs migrating\n\n  histmig check history.json --select HM2\n\n"
+        "Examples:\n\n  histmig check chats.jsonl   # in CI: exit 1 if anything needs migrating\n\n"
+        "  histmig check history.json --select HM2\n\n"
         "  histmig check chats.parquet\n\n  histmig check chats.duckdb --table conversations --id-column id\n\n"
         "  histmig check chats.sqlite --table messages\n\n"
         "  histmig check chats.jsonl --reader 2.0.0   # before upgrading: can the oldest service still read everything?"
-    )
+    ),
 )
 @shared(SELECT, READER, RECORDS, COLUMNS, JOBS, REPORT)
 def check(
@@ -848,19 +882,19 @@ def check(
         typer.Option(
             "--strict",
             metavar="",
-            help="Also fail (exit 1) when a record holds a part of a part_kind pydantic-ai 2.68 does not know (a newer release's, carried unchanged).",
+            help="Also fail (exit 1) when a record holds a part of a part_kind pydantic-ai 2.68 does not know (a "
+            "newer release's, carried unchanged).",
         ),
     ] = False,
     *,
     options: Options,
     shown: Shown,
 ) -> None:
-    """Exit 0 when every record is current and valid (with --reader: that release loads it and no rule would rewrite it), 1 when any needs a rule, fails validation or has a finding (with --strict: or holds a part of an unknown part_kind), 2 when the input is unreadable."""
     _report_only(api.check, input_path, options, shown, strict=strict)
 
 
 def _report_only(
-    command: Callable[..., api.Result], input_path: str, options: Options, shown: Shown, **kwargs: Any
+    command: Callable[..., api.Result], input_path: list[str], options: Options, shown: Shown, **kwargs: Any
 ) -> None:
     """``audit`` and ``check``: run ``command``, which writes nothing, and show its report."""
     with _usage_errors():
@@ -868,7 +902,10 @@ def _report_only(
     _finish(_run(command, input_path, options=options, **kwargs), shown)
 
 
-@command()
+@command(
+    help="List the rules: code, summary and its fix (safe, unsafe, or none: it only reports); with CODE, a rule "
+    "in full (what it does, why, where it comes from in pydantic-ai, an example)."
+)
 def rules(
     code: Annotated[
         Optional[str],
@@ -877,7 +914,6 @@ def rules(
         ),
     ] = None,
 ) -> None:
-    """List the rules: code, summary and its fix (safe, unsafe, or none: it only reports); with CODE, a rule in full (what it does, why, where it comes from in pydantic-ai, an example)."""
     console = Console(highlight=False, emoji=False)
     with _usage_errors():
         selected = api.rules(code)
@@ -900,7 +936,8 @@ def rules(
         console.print(
             f"[bold]{rule.code}[/] ({rule.name}): {escape(rule.summary)}\n\n"
             f"What it does\n  {escape(docs.what)}\n\nWhy it matters\n  {escape(docs.why)}\n\n"
-            f"{fix}\n{severity}Runs for targets: {rule.target_text} (--target; default {NEWEST})\nSource: {escape(rule.source)}\n\n{example}\n",
+            f"{fix}\n{severity}Runs for targets: {rule.target_text} (--target; default {NEWEST})\nSource: "
+            f"{escape(rule.source)}\n\n{example}\n",
             soft_wrap=True,
         )
 
@@ -911,7 +948,8 @@ def _indented(text: str) -> str:
 
 
 OTEL_INPUT_HELP = (
-    "Archives to read: .json (one history), .jsonl/.ndjson (one record a line, maybe gzipped), - for stdin, or a directory or quoted glob of them; "
+    "Archives to read: .json (one history), .jsonl/.ndjson (one record a line, maybe gzipped), - for stdin, or a "
+    "directory or quoted glob of them; "
     "the last is OUTPUT: a file, - for stdout, or a directory for several inputs."
 )
 OtelQuietOpt = Annotated[
@@ -930,6 +968,8 @@ def _otel_done(result: api.Result, quiet: bool) -> None:
 
 @command(
     "otel",
+    help="Export each history (legacy parts migrated first) as the "
+    "OpenTelemetry GenAI message list pydantic-ai's instrumentation records.",
     epilog=(
         "Examples:\n\n"
         "  histmig otel chats.jsonl chats.otel.jsonl --version 6\n\n"
@@ -945,7 +985,8 @@ def otel(
             "--version",
             metavar="N",
             callback=_choice(*OTEL_VERSIONS),
-            help="pydantic-ai instrumentation version: 5 (the framework's default) or 6 (tool results under role 'tool').",
+            help="pydantic-ai instrumentation version: 5 (the framework's "
+            "default) or 6 (tool results under role 'tool').",
         ),
     ] = "5",
     include_content: Annotated[
@@ -961,7 +1002,6 @@ def otel(
     options: Options,
     rejects: Optional[str],
 ) -> None:
-    """Export each history (legacy parts migrated first) as the OpenTelemetry GenAI message list pydantic-ai's instrumentation records."""
     with _usage_errors():
         inputs, output_path = _inputs_and_output(paths)
         result = api.otel(
@@ -972,7 +1012,10 @@ def otel(
 
 @command(
     "otel-upgrade",
-    epilog="Examples:\n\n  histmig otel-upgrade spans.v5.jsonl spans.v6.jsonl\n\n  cat spans.jsonl | histmig otel-upgrade - - > spans.v6.jsonl",
+    help="Move OTel message arrays exported with version 5 roles to version 6 roles; records already in version 6 "
+    "roles are copied byte for byte.",
+    epilog="Examples:\n\n  histmig otel-upgrade spans.v5.jsonl spans.v6.jsonl\n\n"
+    "  cat spans.jsonl | histmig otel-upgrade - - > spans.v6.jsonl",
 )
 @shared(RECORDS, REJECTS)
 def otel_upgrade(
@@ -982,7 +1025,6 @@ def otel_upgrade(
     options: Options,
     rejects: Optional[str],
 ) -> None:
-    """Move OTel message arrays exported with version 5 roles to version 6 roles; records already in version 6 roles are copied byte for byte."""
     with _usage_errors():
         inputs, output_path = _inputs_and_output(paths)
         result = api.otel_upgrade(inputs, output_path, options, rejects=rejects)

@@ -27,6 +27,7 @@ report.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 import re
@@ -172,13 +173,14 @@ def findings(messages: list[Any], plan: Plan = Plan()) -> list[Finding]:
         found += [finding for rule in rules for finding in rule.check(work, plan.context)]
         for rule in rules:
             if rule.code in plan.fixing:
-                fixed = bool(rule.fix(work, plan.context)) or fixed  # type: ignore[misc]
+                fixed = bool(rule.fix(work, plan.context)) or fixed  # type: ignore[misc]  # a fixing rule has a fix
     return found
 
 
 def _apply(messages: list[Any], rules: tuple[Rule, ...], plan: Plan) -> tuple[list[Change], list[Finding], bool]:
     """The changes the fixing rules of ``rules`` made to ``messages``, the findings of the
-    others and those the fixing rules left as they are, and whether the history looks were asked of the history the earlier fixes made
+    others and those the fixing rules left as they are, and whether the history looks were asked of
+    the history the earlier fixes made
     and no fix of theirs changed it (then its pairing needs no second look: no later phase
     writes what they look for). The rules of a history look run only if its ``found``,
     asked when the first of them comes, finds them (:meth:`~histmig.rules.Walk.to_run`)."""
@@ -195,13 +197,13 @@ def _apply(messages: list[Any], rules: tuple[Rule, ...], plan: Plan) -> tuple[li
             if rule.code not in asked:
                 continue
             if rule.code in plan.fixing:
-                made = rule.fix(messages, ctx)  # type: ignore[misc]
+                made = rule.fix(messages, ctx)  # type: ignore[misc]  # a fixing rule has a fix
                 looked_fixed = looked_fixed or bool(made)
-                changes.extend(made)
+                changes.extend(made)  # type: ignore[arg-type]  # a history look's fix makes changes only
                 continue
         if rule.code in plan.fixing:
-            for done in rule.fix(messages, ctx):  # type: ignore[misc]
-                (changes if type(done) is Change else findings).append(done)  # type: ignore[arg-type]
+            for done in rule.fix(messages, ctx):  # type: ignore[misc]  # a fixing rule has a fix
+                (changes if type(done) is Change else findings).append(done)  # type: ignore[arg-type]  # by its type
         else:
             findings.extend(rule.check(messages, ctx))
     return changes, findings, asked is not None and not looked_fixed
@@ -226,12 +228,11 @@ def screened_outcome(record: Record, findings: tuple[Finding, ...]) -> Outcome:
     if not findings:
         return Outcome(record, "unchanged", record.raw)
     if record.record_id is None and record.raw[:1] == b"{":
-        try:
+        # the screen decoded it: only an id field nested too deep can raise
+        with contextlib.suppress(msgspec.DecodeError):
             record = Record(
                 record.raw, record.source, record.location, envelope_id(msgspec.structs.asdict(_IDS.decode(record.raw)))
             )
-        except msgspec.DecodeError:
-            pass  # the screen decoded it: only an id field nested too deep can land here
     return Outcome(record, "unchanged", record.raw, findings=list(findings))
 
 
@@ -287,7 +288,7 @@ class Stream:
         outcome = process_full(record, self.plan)
         self._changed_in_a_row = self._changed_in_a_row + 1 if outcome.status == "changed" else 0
         if not asked and outcome.status == "rejected":
-            verdict = self._screen(record.raw)  # type: ignore[misc]
+            verdict = self._screen(record.raw)  # type: ignore[misc]  # not asked: there is a screen
             if verdict is not None:
                 return screened_outcome(record, verdict)
         return outcome
@@ -387,7 +388,7 @@ def _full_way(record: Record, plan: Plan, defer: bool) -> Outcome:
         output = checked = dumps(obj)
         field = name
     if deferred:
-        verdict = plan.settled(field).look(checked)  # type: ignore[union-attr]
+        verdict = plan.settled(field).look(checked)  # type: ignore[union-attr]  # deferred: the newest target
         if verdict is None or verdict is False:
             return _full_way(record, plan, defer=False)
         return Outcome(record, "changed", output, changes, [], [], findings + list(verdict))
@@ -473,7 +474,7 @@ def _validate(messages: list[Any], prefix: str, target: Release = NEWEST) -> tup
     warnings: list[str] = []
     checked: list[Any] = []
     for m_index, message in enumerate(messages):
-        kind = message.get("kind") if isinstance(message, dict) else None
+        kind: Any = message.get("kind") if isinstance(message, dict) else None
         parts = message.get("parts") if kind in known else None
         if isinstance(parts, list):
             unknown = [

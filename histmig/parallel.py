@@ -208,7 +208,7 @@ class Workers(Generic[T, R]):
         (a :class:`_Failure` for a task whose worker raised or ended, raised in its turn)."""
         busy = [conn for conn, tasks in zip(self._conns, held) if tasks]
         for conn in wait(busy):
-            worker = self._conns.index(conn)  # type: ignore[arg-type]
+            worker = self._conns.index(conn)  # type: ignore[arg-type]  # wait gives back the ones given
             number, task = held[worker].popleft()
             try:
                 ready[number] = task, _recv(self._conns[worker])

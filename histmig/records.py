@@ -232,7 +232,8 @@ def check_messages(messages: list[Any], prefix: str = "messages") -> None:
     for index, message in enumerate(messages):
         if isinstance(message, list):
             raise NotAHistory(
-                f"{prefix}[{index}] is a list, not a message: a record holds one history (many histories go in a JSONL file, one a line)"
+                f"{prefix}[{index}] is a list, not a message: a record holds one history (many histories go in a "
+                "JSONL file, one a line)"
             )
         if not isinstance(message, dict) or "kind" not in message:
             raise NotAHistory(f"{prefix}[{index}] is not a message (an object with 'kind' and a 'parts' list)")

@@ -69,8 +69,8 @@ def _quiet_fields(rules: tuple[Rule, ...], message_kind: Any, part_kind: Any) ->
         quiet = look.quiet_type()
         if fields.setdefault(look.field, quiet) != quiet:
             raise TypeError(f"two rules look at {part_kind or message_kind}.{look.field} with different quiet types")
-    for look in _history_looks(rules):
-        for name, type_ in look.reads.get(part_kind, ()) if part_kind is not None else ():
+    for history in _history_looks(rules):
+        for name, type_ in history.reads.get(part_kind, ()) if part_kind is not None else ():
             fields.setdefault(name, type_)
     return [(name, type_, None) for name, type_ in fields.items()]
 
@@ -108,12 +108,12 @@ def _skeleton(rules: tuple[Rule, ...], read: list[Any], target: Release) -> Any:
     every quiet kind of its message kind: one ``target`` writes there and no rule rewrites)
     and the message fields some rule looks at; each struct class's kind in ``_kind``; the
     parts of a kind a history look reads are appended to ``read`` as they are decoded."""
-    rewritten = {kind for _, look in looks(rules) if isinstance(look, PartKind) for kind in look.parts}  # type: ignore[union-attr]
+    rewritten = {kind for _, look in looks(rules) if isinstance(look, PartKind) for kind in look.parts}
     reads = _read_kinds(rules)
     messages = []
     for message_kind in ("request", "response"):
         kinds = written_kinds(target, message_kind) - rewritten
-        part = Union[
+        part: Any = Union[
             tuple(
                 _struct(_quiet_fields(rules, None, kind), "part_kind", kind, read.append if kind in reads else None)
                 for kind in sorted(kinds)
@@ -122,7 +122,7 @@ def _skeleton(rules: tuple[Rule, ...], read: list[Any], target: Release) -> Any:
         messages.append(
             _struct([("parts", list[part]), *_quiet_fields(rules, message_kind, None)], "kind", message_kind)
         )
-    return list[Union[tuple(messages)]]
+    return list[Union[tuple(messages)]]  # type: ignore[misc]  # a type built at run time
 
 
 def _decoder(messages: Any, path: tuple[str, ...]) -> msgspec.json.Decoder:
@@ -265,7 +265,7 @@ def _settled_history(rules: tuple[Rule, ...], read: list[Any] | None) -> Any:
     def namespace(tag: tuple[str, str] | None) -> dict[str, Any]:
         attributes: dict[str, Any] = {"_kind": tag and tag[1]}
         if tag is not None and tag[0] == "part_kind" and tag[1] in reads:
-            attributes["__post_init__"] = read.append  # type: ignore[union-attr]
+            attributes["__post_init__"] = read.append  # type: ignore[union-attr]  # reads is not empty: read is a list
         return attributes
 
     def refine(tag: tuple[str, str] | None, fields: Fields) -> Fields:

@@ -88,7 +88,8 @@ def migrate(df: DataFrame, messages_column: str = "messages", *, report: bool = 
     path's widened type. Same rows, same order within each partition, every other column as
     it is; a rejected row keeps its original value. ``options`` are those of
     :class:`~histmig.options.Options` about records (``select``, ``ignore``, ``unsafe_fixes``,
-    ``causes``, ``messages_field``, ``target``, ``attempts``, ``counting``, ``max_retries``); with ``report=True`` the result has two more columns,
+    ``causes``, ``messages_field``, ``target``, ``attempts``, ``counting``, ``max_retries``); with
+    ``report=True`` the result has two more columns,
     :data:`STATUS` and :data:`CHANGES`. Lazy, like any transformation. Raises
     :class:`~histmig.sources.base.UsageError` for an unknown option or rule code, and
     :class:`~histmig.sources.arrow.ColumnError` for a messages column that is missing or of
@@ -109,7 +110,10 @@ def check(df: DataFrame, messages_column: str = "messages", **options: Any) -> D
     return checked.where(failing)
 
 
-_ENTRY = "struct<changes: array<struct<rule: string, cause: string, evidence: string, certainty: string>>, findings: array<struct<rule: string, severity: string>>, warnings: array<string>>"
+_ENTRY = (
+    "struct<changes: array<struct<rule: string, cause: string, evidence: string, certainty: string>>, findings: "
+    "array<struct<rule: string, severity: string>>, warnings: array<string>>"
+)
 """What :func:`summarize` reads of a :data:`CHANGES` entry."""
 
 
@@ -268,7 +272,8 @@ def session(master: str | None = None, cores: int = 1) -> tuple[SparkSession, st
     java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else shutil.which("java")
     if java is None or not os.path.exists(java):
         raise UsageError(
-            "--engine spark needs Java 17 or later to run Spark (no java on PATH and JAVA_HOME unset): install a JRE (apt-get install openjdk-17-jre-headless)"
+            "--engine spark needs Java 17 or later to run Spark (no java on PATH and JAVA_HOME unset): install a "
+            "JRE (apt-get install openjdk-17-jre-headless)"
         )
     if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:  # spark-submit starts the JVM and gives the master
         master = f"local[{cores}]"
@@ -296,7 +301,8 @@ def session(master: str | None = None, cores: int = 1) -> tuple[SparkSession, st
             spark = builder.getOrCreate()
         except Exception as exc:
             raise UsageError(
-                f"Spark did not start ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); its log: {log.name}"
+                f"Spark did not start ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); its log: "
+                f"{log.name}"
             ) from exc
         finally:
             os.dup2(saved, 2)
@@ -312,7 +318,7 @@ def _options(given: dict[str, Any]) -> Options:
     if unknown:
         raise UsageError(f"unknown option {', '.join(map(repr, unknown))} (options: {', '.join(sorted(_OPTIONS))})")
     options = Options(
-        **{
+        **{  # type: ignore[arg-type]  # each key is an Options field (checked above)
             k: (v,)
             if k in ("select", "ignore") and isinstance(v, str)
             else tuple(v)
@@ -495,7 +501,7 @@ class _Chunks:
     input order (:meth:`report`), so the driver holds one chunk at a time."""
 
     def __init__(self) -> None:
-        self._file: IO[bytes] = tempfile.TemporaryFile()
+        self._file: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (closed by report(), once read back)
         self._index: list[tuple[int, int, int]] = []
 
     def add(self, chunks: list[tuple[int, int, Report]]) -> None:
@@ -541,7 +547,8 @@ def _check_output(output: str, inputs: list[str]) -> None:
         return
     if not (target / "_SUCCESS").is_file():
         raise UsageError(
-            f"{output}: exists and is not the output of an earlier --engine spark run (a directory with _SUCCESS); remove it or name another"
+            f"{output}: exists and is not the output of an earlier --engine spark run (a directory with "
+            "_SUCCESS); remove it or name another"
         )
     if any(os.path.samefile(target, Path(f).parent) or os.path.samefile(target, f) for f in inputs):
         raise UsageError(f"{output}: holds the input; name another OUTPUT")

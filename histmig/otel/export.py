@@ -36,7 +36,10 @@ from histmig.rules.retry import dump_error_details
 SUPPORTED_VERSIONS = (5, 6)
 """Instrumentation versions :func:`to_otel_messages` builds (4+ media shapes, 6 the tool role)."""
 
-RETRY_FEEDBACK_FRAMING = "Your previous response failed the application's validation (this is automated feedback, not a message from the user):"
+RETRY_FEEDBACK_FRAMING = (
+    "Your previous response failed the application's validation "
+    "(this is automated feedback, not a message from the user):"
+)
 """The line 2.68 puts before fenced retry feedback (``messages._RETRY_FEEDBACK_FRAMING``)."""
 
 VALIDATION_ERRORS_TAG = "pyai:validation_errors"
@@ -114,7 +117,7 @@ def retry_feedback_text(part: dict[str, Any]) -> str:
     (cause ``'validation_error'``) or ``<pyai:retry_feedback>`` fence. An error list is
     cleaned like ``_dump_error_details`` (no ``ctx``, repeated root ``input`` dropped) and
     written as compact JSON."""
-    content = part.get("content")
+    content: Any = part.get("content")
     text = content if isinstance(content, str) else to_json_text(dump_error_details(content))
     if retry_feedback_speaks_for_the_harness(part):
         return text
@@ -377,7 +380,7 @@ def _instruction_delta(part: dict[str, Any]) -> str:
     """``InstructionDeltaPart.render()`` with no previous text: the replacement (or the
     withdrawal note) in a ``<pyai:context>`` element whose ``id`` is the stored id when 2.68
     can address it (``agent``, ``agent:…``, ``run:…``, ``toolset:…``, ``capability:…``)."""
-    ident = part.get("id")
+    ident: Any = part.get("id")
     addressable = isinstance(ident, str) and (ident == "agent" or ident.startswith(_INSTRUCTION_ID_PREFIXES))
     attrs = f' id="{html.escape(ident)}"' if addressable else ""
     content = part["content"] if part.get("content") is not None else "This context has been withdrawn."

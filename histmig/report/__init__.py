@@ -453,7 +453,7 @@ def _position(change: Any) -> tuple[int, int]:
     return (change.message, -1 if change.part is None else change.part)
 
 
-def record_name(row: dict[str, Any] | ChangeRow | FindingRow) -> str:
+def record_name(row: dict[str, Any] | ChangeRow | FindingRow | ReaderRow) -> str:
     """``source:location`` and ``[id]`` when known: how every line names a record."""
     source, location, id_ = (
         (row["source"], row["location"], row.get("id")) if isinstance(row, dict) else (row.source, row.location, row.id)

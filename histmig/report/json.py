@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple, TextIO
 
 import orjson
@@ -28,7 +28,7 @@ def render(report: Report, stream: TextIO, how: Rendering = Rendering()) -> None
     stream.write(f'  "errors": {_indented(errors, 1)},\n  "warnings": {_indented(warnings, 1)}\n}}\n')
 
 
-def _rows(stream: TextIO, key: str, batches: Iterator[list[NamedTuple]]) -> None:
+def _rows(stream: TextIO, key: str, batches: Iterator[Sequence[NamedTuple]]) -> None:
     """``"key": [rows],`` with the rows of ``batches``, each an object, two-space indented."""
     stream.write(f'  "{key}": [')
     separator = ""

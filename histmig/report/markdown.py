@@ -6,8 +6,8 @@ and how many were left out."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
-from typing import TextIO
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TextIO
 
 import orjson
 
@@ -83,7 +83,10 @@ def render(report: Report, stream: TextIO, how: Rendering = Rendering()) -> None
         warnings = [f"- {_md(record_name(row))}: {_md(line)}\n" for row in report.warnings for line in row["warnings"]]
         out.section("\n## Warnings\n\n", warnings, len(warnings))
         out.section("\n## Findings\n\n", _lines(report.finding_batches(), _finding_line), report.finding_rows)
-        changes_heading = "\n## Changes\n\n| record | message | part | rule | before -> after | cause | tool_call_id | evidence |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n"
+        changes_heading = (
+            "\n## Changes\n\n| record | message | part | rule | before -> after | cause | tool_call_id | evidence |\n"
+            "| --- | --- | --- | --- | --- | --- | --- | --- |\n"
+        )
         out.section(changes_heading, _lines(report.change_batches(), _change_line), sum(report.by_rule.values()))
         if report.reader is not None:
             readers_heading = (
@@ -96,8 +99,8 @@ def render(report: Report, stream: TextIO, how: Rendering = Rendering()) -> None
             )
     if out.left:
         out.write(
-            f"\n_{out.left:,} lines are not in this report: it is kept within {MAX_BYTES // 1024:,} KiB, what a CI job summary takes "
-            "(the text report has them, the JSON report lists them all)._\n",
+            f"\n_{out.left:,} lines are not in this report: it is kept within {MAX_BYTES // 1024:,} KiB, what a "
+            "CI job summary takes (the text report has them, the JSON report lists them all)._\n",
             note=True,
         )
     elif how.detail == "summary":
@@ -105,7 +108,8 @@ def render(report: Report, stream: TextIO, how: Rendering = Rendering()) -> None
 
 
 def _lines(
-    batches: Iterator[list[ChangeRow]] | Iterator[list[FindingRow]] | Iterator[list[ReaderRow]], line
+    batches: Iterator[list[ChangeRow]] | Iterator[list[FindingRow]] | Iterator[list[ReaderRow]],
+    line: Callable[[Any], str],
 ) -> Iterator[str]:
     for batch in batches:
         yield from map(line, batch)
@@ -125,7 +129,10 @@ def _finding_line(row: FindingRow) -> str:
     """One finding row as a list item, ending in a newline."""
     part = "" if row.part is None else f".parts[{row.part}]"
     warning = " (warning)" if row.severity == "warning" else ""
-    return f"- {_md(record_name(row))} messages[{row.message}]{part} {row.rule}{warning}: {_md(row.text)} ({_md(row.evidence)}, {row.certainty})\n"
+    return (
+        f"- {_md(record_name(row))} messages[{row.message}]{part} {row.rule}{warning}: {_md(row.text)} "
+        f"({_md(row.evidence)}, {row.certainty})\n"
+    )
 
 
 def _reader_line(row: ReaderRow) -> str:

@@ -106,7 +106,7 @@ class Spill:
         if not self._rows:
             return None
         rows, self._rows = self._rows, []
-        self._file = self._file or tempfile.TemporaryFile()
+        self._file = self._file or tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the spill)
         pickle.dump(rows, self._file, pickle.HIGHEST_PROTOCOL)
         return rows
 
@@ -116,7 +116,7 @@ class Spill:
         data = other._file.getvalue() if isinstance(other._file, io.BytesIO) else b""
         if data:
             self.flush()
-            self._file = self._file or tempfile.TemporaryFile()
+            self._file = self._file or tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the spill)
             self._file.write(data)
 
     def batches(self) -> Iterator[list[Any]]:

@@ -46,11 +46,12 @@ def render(report: Report, stream: TextIO, how: Rendering = Rendering()) -> None
     if how.detail == "full" or (how.detail == "auto" and rows <= DETAIL_ROWS):
         for batch in report.change_batches():
             stream.write("".join(_change_line(row, paint) for row in batch))
-        for batch in report.finding_batches():
-            stream.write("".join(_finding_line(row, paint) for row in batch))
+        for found in report.finding_batches():
+            stream.write("".join(_finding_line(row, paint) for row in found))
     elif how.detail == "auto":
         stream.write(
-            f"({rows:,} change and finding lines not shown, more than {DETAIL_ROWS:,}: --report-detail full shows them, --report-format json lists them)\n"
+            f"({rows:,} change and finding lines not shown, more than {DETAIL_ROWS:,}: --report-detail full "
+            "shows them, --report-format json lists them)\n"
         )
     warning = paint("warning", "yellow")
     for row in report.errors:
@@ -58,8 +59,8 @@ def render(report: Report, stream: TextIO, how: Rendering = Rendering()) -> None
         stream.writelines(f"{visible(record_name(row))}: {label}: {visible(line)}\n" for line in row["errors"])
     for row in report.warnings:
         stream.writelines(f"{visible(record_name(row))}: {warning}: {visible(line)}\n" for line in row["warnings"])
-    for batch in report.reader_batches():
-        stream.write("".join(_reader_line(row, paint) for row in batch if not row.loads))
+    for readers in report.reader_batches():
+        stream.write("".join(_reader_line(row, paint) for row in readers if not row.loads))
     counts = Table(title="histmig summary", show_header=False)
     for key, value in report.summary().items():
         if isinstance(value, dict):
@@ -93,14 +94,20 @@ def _change_line(row: ChangeRow, paint: Callable[[str, str], str]) -> str:
     cause = f" cause={row.cause}" if row.cause else ""
     assigned = f" tool_call_id={visible(row.tool_call_id)}" if row.tool_call_id else ""
     removed = f" removed={visible(orjson.dumps(row.removed).decode())}" if row.removed is not None else ""
-    return f"{_where(row)} {paint(row.rule, 'bold')} {row.before} -> {row.after}{cause}{assigned} evidence={visible(row.evidence)} ({row.certainty}){removed}\n"
+    return (
+        f"{_where(row)} {paint(row.rule, 'bold')} {row.before} -> {row.after}{cause}{assigned} "
+        f"evidence={visible(row.evidence)} ({row.certainty}){removed}\n"
+    )
 
 
 def _finding_line(row: FindingRow, paint: Callable[[str, str], str]) -> str:
     """One finding row as a line, ending in a newline: ``found`` for an error, ``warning`` for
     a warning."""
     label = "warning" if row.severity == "warning" else "found"
-    return f"{_where(row)} {paint(row.rule, 'bold')} {paint(label, 'yellow')}: {visible(row.text)} evidence={visible(row.evidence)} ({row.certainty})\n"
+    return (
+        f"{_where(row)} {paint(row.rule, 'bold')} {paint(label, 'yellow')}: {visible(row.text)} "
+        f"evidence={visible(row.evidence)} ({row.certainty})\n"
+    )
 
 
 def _reader_line(row: ReaderRow, paint: Callable[[str, str], str]) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from functools import cache
 from typing import Any
 
@@ -119,10 +119,10 @@ class Walk:
         tests: dict[Any, str] = {}
         messages = _branches([(rule, look) for rule, look in places if look.parts is None], "message", tests)
         anywhere = _branches([(rule, look) for rule, look in places if look.parts == ANY_PART], "part", tests)
-        kinds = sorted({kind for _, look in places if look.parts not in (None, ANY_PART) for kind in look.parts})  # type: ignore[union-attr]
+        kinds = sorted({kind for _, look in places if look.parts not in (None, ANY_PART) for kind in look.parts})
         by_kind: list[str] = []
         for n, kind in enumerate(kinds):
-            found = [(rule, look) for rule, look in places if look.parts not in (None, ANY_PART) and kind in look.parts]  # type: ignore[operator]
+            found = [(rule, look) for rule, look in places if look.parts not in (None, ANY_PART) and kind in look.parts]
             by_kind += [f"{'el' if n else ''}if part_kind == {kind!r}:", *_indent(_branches(found, "part", tests))]
         self.source = "\n".join(
             [
@@ -145,7 +145,7 @@ class Walk:
             ]
         )
         names = {name: test for test, name in tests.items()}
-        exec(self.source, names)  # noqa: S102 (built from field names, kinds and codes, each written as a literal)
+        exec(self.source, names)  # the source is built from field names, kinds and codes, each written as a literal)
         self._walk: Callable[[Messages], set[str]] = names["walk"]
 
     def _chosen(self, codes: frozenset[str]) -> tuple[Rule, ...]:
@@ -194,7 +194,7 @@ class Walk:
         return self._chosen(frozenset(codes)) if codes else ()
 
 
-def _branches(found: list[tuple[Rule, Look]], target: str, tests: dict[Any, str]) -> list[str]:
+def _branches(found: Sequence[tuple[Rule, Look]], target: str, tests: dict[Any, str]) -> list[str]:
     """The source lines asking the questions of ``found`` at ``target`` (``part`` or
     ``message``): one ``if`` a question, led by its message kind when the look has one;
     ``tests`` names each rule test the lines call."""
@@ -257,5 +257,5 @@ def known_part_kinds(rules: Iterable[Rule], message_kind: str) -> frozenset[str]
         kind
         for _, look in looks(rules)
         if isinstance(look, PartKind) and look.message == message_kind
-        for kind in look.parts  # type: ignore[union-attr]
+        for kind in look.parts
     )

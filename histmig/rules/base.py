@@ -31,7 +31,7 @@ from __future__ import annotations
 import copy
 import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, NamedTuple, Union, get_args, get_origin
 
@@ -249,6 +249,7 @@ class PartKind(Look):
     ``part_kind``)."""
 
     __slots__ = ()
+    parts: frozenset[str] | str  # never None: a PartKind names part kinds
 
     def __init__(self, parts: str | Iterable[str], *, message: str | None = None, test: Test = always) -> None:
         super().__init__(parts, message, test)
@@ -379,7 +380,7 @@ class HistoryLook(Look):
     A history holding no part of the kinds a look reads has nothing for it (no call, no
     result: nothing to pair): the screen does not ask ``skeleton`` of it."""
 
-    __slots__ = ("found", "skeleton", "reads")
+    __slots__ = ("found", "reads", "skeleton")
 
     def __init__(
         self,
@@ -408,7 +409,7 @@ class Docs:
     target: str | None = None
 
 
-Fix = Callable[[Messages, Context], "list[Change | Finding]"]
+Fix = Callable[[Messages, Context], "Sequence[Change | Finding]"]
 """A rule's fix: edits a history in place, returns the changes it made, in order, and the
 findings it leaves as they are (a :class:`Finding` says why). Raises :class:`Malformed` for a
 targeted part no release wrote."""
@@ -521,7 +522,7 @@ def conversation_key(messages: Messages) -> str:
     parts = first.get("parts") if isinstance(first.get("parts"), list) else []
     opening = [
         (part.get("part_kind"), part.get("content"), part.get("timestamp"))
-        for part in parts
+        for part in parts  # type: ignore[union-attr]  # a list, tested just above
         if isinstance(part, dict) and part.get("part_kind") in _OPENING_PARTS
     ]
     return hashlib.sha256(_SORTED.encode(opening)).hexdigest()[:32]

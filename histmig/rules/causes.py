@@ -287,7 +287,7 @@ def infer_cause(content: Any, *, tool_bound: bool) -> Verdict:
     match = matcher.match(content)
     if match is None:
         return Verdict("model_retry", "free-text", "default")
-    entry = entries[match.lastindex - 1]
+    entry = entries[match.lastindex - 1]  # type: ignore[operator]  # each alternative is a group: one matched
     return Verdict(entry.cause, entry.name, entry.certainty)
 
 

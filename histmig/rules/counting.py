@@ -342,7 +342,9 @@ class History:
         for m_index, message in enumerate(messages):
             if not isinstance(message, dict) or not isinstance(message.get("parts"), list):
                 continue
-            parts = [(p_index, part) for p_index, part in enumerate(message["parts"]) if isinstance(part, dict)]
+            parts: list[tuple[int, Any]] = [
+                (p_index, part) for p_index, part in enumerate(message["parts"]) if isinstance(part, dict)
+            ]
             if message.get("kind") == "response":
                 calls.update(
                     (part["tool_call_id"], m_index)
@@ -517,12 +519,14 @@ def _output_tools(messages: Messages) -> frozenset[str]:
             if not isinstance(part, dict) or not isinstance(part.get("tool_name"), str):
                 continue
             name, content = part["tool_name"], part.get("content")
-            if name == "final_result" or name.startswith("final_result_"):
-                names.add(name)
-            elif (
-                part.get("part_kind") == "tool-return"
-                and isinstance(content, str)
-                and content.startswith(_OUTPUT_TOOL_TEXTS)
+            if (
+                name == "final_result"
+                or name.startswith("final_result_")
+                or (
+                    part.get("part_kind") == "tool-return"
+                    and isinstance(content, str)
+                    and content.startswith(_OUTPUT_TOOL_TEXTS)
+                )
             ):
                 names.add(name)
     return frozenset(names)

@@ -20,7 +20,8 @@ RULE = Rule(
     code="HM101",
     name="tool-bound-retry",
     summary="tool-bound retry-prompt -> ToolReturnPart with outcome 'retried' and a RetryInfo cause",
-    source="pydantic-ai 2.68 pydantic_ai/messages.py _translate_legacy_retry_part (a tool-bound retry-prompt loads as the call's ToolReturnPart, outcome retried); the retry texts releases 0.0.x-2.59 wrote",
+    source="pydantic-ai 2.68 pydantic_ai/messages.py _translate_legacy_retry_part (a tool-bound retry-prompt loads as "
+    "the call's ToolReturnPart, outcome retried); the retry texts releases 0.0.x-2.59 wrote",
     facts="framework-facts §1, §2",
     docs=Docs(
         what=(
@@ -36,13 +37,17 @@ RULE = Rule(
             "missing or '', which orphans the return from its call."
         ),
         before=(
-            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":{"city":"Londn"},"tool_call_id":"call_1"}]},'
-            '{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"Unknown city \'Londn\', use the full name.",'
+            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather",'
+            '"args":{"city":"Londn"},"tool_call_id":"call_1"}]},'
+            '{"kind":"request","parts":[{"part_kind":"retry-prompt",'
+            '"content":"Unknown city \'Londn\', use the full name.",'
             '"tool_name":"get_weather","tool_call_id":"call_1","timestamp":"2025-05-01T10:00:02Z"}]}]'
         ),
         after=(
-            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":{"city":"Londn"},"tool_call_id":"call_1"}]},'
-            '{"kind":"request","parts":[{"part_kind":"tool-return","content":"Unknown city \'Londn\', use the full name.",'
+            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather",'
+            '"args":{"city":"Londn"},"tool_call_id":"call_1"}]},'
+            '{"kind":"request","parts":[{"part_kind":"tool-return",'
+            '"content":"Unknown city \'Londn\', use the full name.",'
             '"tool_name":"get_weather","tool_call_id":"call_1","timestamp":"2025-05-01T10:00:02Z","outcome":"retried",'
             '"retry":{"cause":"model_retry","attempt":null,"max_retries":null}}]}]'
         ),

@@ -20,13 +20,15 @@ RULE = Rule(
     code="HM102",
     name="tool-less-retry",
     summary="tool-less retry-prompt -> RetryFeedbackPart with a RetryInfo cause",
-    source="pydantic-ai 2.68 pydantic_ai/messages.py _translate_legacy_retry_part (a tool-less retry-prompt loads as a RetryFeedbackPart); the retry texts releases 0.0.x-2.59 wrote",
+    source="pydantic-ai 2.68 pydantic_ai/messages.py _translate_legacy_retry_part (a tool-less retry-prompt loads as a "
+    "RetryFeedbackPart); the retry texts releases 0.0.x-2.59 wrote",
     facts="framework-facts §1, §2",
     docs=Docs(
         what=(
             "Rewrites a retry-prompt part that answers no tool call (tool_name null or absent) as a retry-feedback "
             "part whose retry cause comes from evidence: the fixed no-output texts the framework wrote across "
-            "releases ('Please return text or call a tool.' and the others) are no_output, an error list validation_error, any other text model_retry. "
+            "releases ('Please return text or call a tool.' and the others) are no_output, an error list "
+            "validation_error, any other text model_retry. "
             "tool_name and tool_call_id are removed (the part has no tool fields); the content is kept as stored."
         ),
         why=(

@@ -69,8 +69,10 @@ def _preceding_call(messages: Messages, m_index: int, name: str, used: set[int])
 RULE = Rule(
     code="HM103",
     name="unknown-tool-retry",
-    summary="tool-less 'Unknown tool name' retry-prompt (releases before 0.0.47) -> the invented call's retried tool-return",
-    source="pydantic-ai 0.0.3-0.0.46 wrote 'Unknown tool name: …' retries without tool_name; 2.60+ records them as the call's ToolReturnPart, cause unknown_tool",
+    summary="tool-less 'Unknown tool name' retry-prompt (releases "
+    "before 0.0.47) -> the invented call's retried tool-return",
+    source="pydantic-ai 0.0.3-0.0.46 wrote 'Unknown tool name: …' retries without tool_name; 2.60+ records them as the "
+    "call's ToolReturnPart, cause unknown_tool",
     facts="framework-facts §1.2",
     docs=Docs(
         what=(
@@ -85,14 +87,19 @@ RULE = Rule(
             "dangling, and the cause is lost; 2.60+ records this event as the call's retried return."
         ),
         before=(
-            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_wether","args":{"city":"Oslo"},"tool_call_id":"call_7"}]},'
-            '{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"Unknown tool name: \'get_wether\'. Available tools: get_weather",'
+            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_wether",'
+            '"args":{"city":"Oslo"},"tool_call_id":"call_7"}]},'
+            '{"kind":"request","parts":[{"part_kind":"retry-prompt",'
+            '"content":"Unknown tool name: \'get_wether\'. Available tools: get_weather",'
             '"tool_name":null,"tool_call_id":null}]}]'
         ),
         after=(
-            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_wether","args":{"city":"Oslo"},"tool_call_id":"call_7"}]},'
-            '{"kind":"request","parts":[{"part_kind":"tool-return","content":"Unknown tool name: \'get_wether\'. Available tools: get_weather",'
-            '"tool_name":"get_wether","tool_call_id":"call_7","outcome":"retried","retry":{"cause":"unknown_tool","attempt":null,"max_retries":null}}]}]'
+            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_wether",'
+            '"args":{"city":"Oslo"},"tool_call_id":"call_7"}]},'
+            '{"kind":"request","parts":[{"part_kind":"tool-return",'
+            '"content":"Unknown tool name: \'get_wether\'. Available tools: get_weather",'
+            '"tool_name":"get_wether","tool_call_id":"call_7","outcome":"retried",'
+            '"retry":{"cause":"unknown_tool","attempt":null,"max_retries":null}}]}]'
         ),
     ),
     looks=(PartKind(RETRY_PROMPT, message="request", test=is_tool_less_retry),),

@@ -76,11 +76,13 @@ _HOW = {
 _WHY = {
     "deferred": (
         "deferred-retry",
-        "a retry handed back through DeferredToolResults (its call was made by an earlier run): the framework charges no budget for it, attempt stays null",
+        "a retry handed back through DeferredToolResults (its call was made by an earlier run): the framework "
+        "charges no budget for it, attempt stays null",
     ),
     "cut": (
         "history-cut",
-        "the history does not begin with its run's start (it opens on results of calls it does not hold: cut short, or resumed with deferred tool results): the count is not known, attempt stays null",
+        "the history does not begin with its run's start (it opens on results of calls it does not hold: cut "
+        "short, or resumed with deferred tool results): the count is not known, attempt stays null",
     ),
 }
 """Why an attempt is not known: the evidence and the text of the finding."""
@@ -146,7 +148,10 @@ def fill_attempts(messages: Messages, ctx: Context) -> list[Change | Finding]:
                 f"{'null' if c.attempt is None else c.attempt} as {era.releases} counted"
                 for era, c in zip(eras, counted)
             )
-            text = f"the releases that may have written this run ({release_range(*run.written)}, from its fields) count it differently ({each}): attempt stays null"
+            text = (
+                f"the releases that may have written this run ({release_range(*run.written)}, from its fields) count "
+                f"it differently ({each}): attempt stays null"
+            )
             found.append(Finding(*place, text, "writer-ambiguous", "derived"))
             continue
         attempt, why = counted[0].attempt, counted[0].why
@@ -160,7 +165,10 @@ def fill_attempts(messages: Messages, ctx: Context) -> list[Change | Finding]:
         stored = info.get("max_retries") if isinstance(info.get("max_retries"), int) else None
         limit = stored if stored is not None else next(iter(limits)) if len(limits) == 1 else None
         if limit is not None and attempt > limit:
-            text = f"attempt {attempt} is above the budget {limit} it was checked against: a contradiction (another budget, or other counting rules), neither is written"
+            text = (
+                f"attempt {attempt} is above the budget {limit} it was checked against: a contradiction (another "
+                "budget, or other counting rules), neither is written"
+            )
             found.append(Finding(*place, text, "budget-contradiction", "derived"))
             continue
         info["attempt"] = attempt
@@ -176,7 +184,8 @@ def fill_attempts(messages: Messages, ctx: Context) -> list[Change | Finding]:
             found.append(
                 Finding(
                     *place,
-                    f"max_retries stays null: the releases that may have written this run checked it against different budgets ({each})",
+                    "max_retries stays null: the releases that may have written this run checked it against "
+                    f"different budgets ({each})",
                     "writer-ambiguous",
                     "derived",
                 )
@@ -199,7 +208,10 @@ _NULL = '"retry":{"cause":"model_retry","attempt":null,"max_retries":null}'
 _CALL = (
     '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"fetch_page","args":{},"tool_call_id":"c%d"}]}'
 )
-_RETURN = '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"fetch_page","content":"Timed out.","tool_call_id":"c%d","outcome":"retried",%s}]}'
+_RETURN = (
+    '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"fetch_page","content":"Timed out.",'
+    '"tool_call_id":"c%d","outcome":"retried",%s}]}'
+)
 _PROMPT = '{"kind":"request","parts":[{"part_kind":"user-prompt","content":"Fetch the page."}]}'
 
 
@@ -212,7 +224,8 @@ RULE = Rule(
     code=CODE,
     name="retry-attempt",
     summary="retry part whose retry.attempt is null -> the attempt the framework counted (only with --attempts)",
-    source="pydantic-ai RetryInfo.attempt (2.60.0, pydantic_ai/messages.py) and the retry counters of the agent graph (pydantic_ai/_agent_graph.py, _tool_manager.py), release by release",
+    source="pydantic-ai RetryInfo.attempt (2.60.0, pydantic_ai/messages.py) and the retry counters of the agent graph "
+    "(pydantic_ai/_agent_graph.py, _tool_manager.py), release by release",
     facts="framework-facts §4",
     docs=Docs(
         what=(

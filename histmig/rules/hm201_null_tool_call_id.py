@@ -82,14 +82,18 @@ def derive_tool_call_ids(messages: Messages, ctx: Context) -> list[Change]:
 RULE = Rule(
     code="HM201",
     name="null-tool-call-id",
-    summary="null tool_call_id on tool-call / tool-return, null or missing on tool-bound retry-prompt -> paired, derived id",
-    source="pydantic-ai 0.0.13-0.0.44 wrote tool_call_id: null; 2.68 (ToolCallPart, ToolReturnPart in pydantic_ai/messages.py) refuses it, and gives a missing one a random id at every load",
+    summary="null tool_call_id on tool-call / tool-return, null or missing on tool-bound retry-prompt -> paired, "
+    "derived "
+    "id",
+    source="pydantic-ai 0.0.13-0.0.44 wrote tool_call_id: null; 2.68 (ToolCallPart, ToolReturnPart in "
+    "pydantic_ai/messages.py) refuses it, and gives a missing one a random id at every load",
     facts="framework-facts §2 (load failures), §3.3 (ids nullable in 0.0.13–0.0.44)",
     docs=Docs(
         what=(
             "Gives every tool-call whose tool_call_id is null a derived id ('pyd_ai_' and 32 hex digits of a "
             "SHA-256 of the conversation's opening prompts and their timestamps, the call's place and its tool name: "
-            "the same on every run, distinct across conversations), then gives each tool-return with a null id, and each tool-bound "
+            "the same on every run, distinct across conversations), then gives each tool-return with a null id, "
+            "and each tool-bound "
             "retry-prompt with a null or missing one, the id of the earliest unanswered call of the same tool "
             "before it (0.0.x answered calls in order); a result with no such call gets an id of its own place. "
             "For a --target before 2.60.0, a tool-less retry-prompt's null id gets an id of its own place too."
@@ -99,12 +103,15 @@ RULE = Rule(
             "random id at every load, which orphans the result: 2.68 drops it before sending."
         ),
         before=(
-            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":"{\\"city\\": \\"Oslo\\"}","tool_call_id":null}]},'
-            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather","content":"12 C","tool_call_id":null,'
+            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather",'
+            '"args":"{\\"city\\": \\"Oslo\\"}","tool_call_id":null}]},'
+            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather","content":"12 C",'
+            '"tool_call_id":null,'
             '"timestamp":"2024-10-01T10:00:02Z"}]}]'
         ),
         after=(
-            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":"{\\"city\\": \\"Oslo\\"}",'
+            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather",'
+            '"args":"{\\"city\\": \\"Oslo\\"}",'
             '"tool_call_id":"pyd_ai_af1bacd8210a29c8b311700328eed1a9"}]},'
             '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather","content":"12 C",'
             '"tool_call_id":"pyd_ai_af1bacd8210a29c8b311700328eed1a9","timestamp":"2024-10-01T10:00:02Z"}]}]'

@@ -37,7 +37,8 @@ RULE = Rule(
     code="HM202",
     name="null-timestamp",
     summary="null timestamp on a request part or a response -> field removed (never the clock)",
-    source="pydantic-ai 2.68 (the request part models and ModelResponse in pydantic_ai/messages.py) refuses timestamp: null",
+    source="pydantic-ai 2.68 (the request part models and ModelResponse "
+    "in pydantic_ai/messages.py) refuses timestamp: null",
     facts="framework-facts §2 (load failures)",
     docs=Docs(
         what=(
@@ -52,7 +53,8 @@ RULE = Rule(
             '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"hi","timestamp":null}]},'
             '{"kind":"response","parts":[{"part_kind":"text","content":"hello"}],"timestamp":null}]'
         ),
-        after='[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"hi"}]},{"kind":"response","parts":[{"part_kind":"text","content":"hello"}]}]',
+        after='[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"hi"}]},{"kind":"response",'
+        '"parts":[{"part_kind":"text","content":"hello"}]}]',
     ),
     looks=(NullField("timestamp", parts=ANY_PART, test=has_null_timestamp), NullField("timestamp", message="response")),
     fix=drop_null_timestamps,

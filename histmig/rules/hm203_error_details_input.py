@@ -58,20 +58,24 @@ RULE = Rule(
     code="HM203",
     name="error-details-input",
     summary="error details without 'input' in a retry part -> \"input\": null",
-    source="pydantic-ai 2.68 validates a retry's error list as pydantic_core ErrorDetails, where input is required; older releases wrote lists without it",
+    source="pydantic-ai 2.68 validates a retry's error list as pydantic_core ErrorDetails, where input is required; "
+    "older releases wrote lists without it",
     facts="framework-facts §2 (load failures), bug case BC3",
     docs=Docs(
-        what="Adds 'input': null, after 'msg', to every error-details entry of a retry part's error list that has no input.",
+        what="Adds 'input': null, after 'msg', to every error-details "
+        "entry of a retry part's error list that has no input.",
         why=(
             "2.68 requires input in error details and refuses to load the history otherwise, though the "
             "framework wrote such parts itself when a validator dropped the inputs."
         ),
         before=(
-            '[{"kind":"request","parts":[{"part_kind":"retry-feedback","content":[{"type":"missing","loc":["city"],"msg":"Field required"}],'
+            '[{"kind":"request","parts":[{"part_kind":"retry-feedback","content":[{"type":"missing",'
+            '"loc":["city"],"msg":"Field required"}],'
             '"retry":{"cause":"validation_error","attempt":1,"max_retries":3}}]}]'
         ),
         after=(
-            '[{"kind":"request","parts":[{"part_kind":"retry-feedback","content":[{"type":"missing","loc":["city"],"msg":"Field required","input":null}],'
+            '[{"kind":"request","parts":[{"part_kind":"retry-feedback","content":[{"type":"missing",'
+            '"loc":["city"],"msg":"Field required","input":null}],'
             '"retry":{"cause":"validation_error","attempt":1,"max_retries":3}}]}]'
         ),
     ),

@@ -21,7 +21,7 @@ def is_movable_instruction(part: Any) -> bool:
         and part.get("part_kind") == "instruction"
         and isinstance(part.get("content"), str)
         and all(
-            value is None or value == _INSTRUCTION_DEFAULTS.get(key, None)
+            value is None or value == _INSTRUCTION_DEFAULTS.get(key)
             for key, value in part.items()
             if key not in _INSTRUCTION_KEYS
         )
@@ -70,16 +70,20 @@ RULE = Rule(
     code="HM204",
     name="instruction-part",
     summary="'instruction' part inside a request's parts -> text moved to the request's instructions",
-    source="pydantic-ai 2.68 dumps an InstructionPart among a request's parts but cannot load it back (ModelRequestPart in pydantic_ai/messages.py has no 'instruction' tag); ModelRequest.instructions holds the text",
+    source="pydantic-ai 2.68 dumps an InstructionPart among a request's parts but cannot load it back "
+    "(ModelRequestPart "
+    "in pydantic_ai/messages.py has no 'instruction' tag); ModelRequest.instructions holds the text",
     facts="framework-facts §3.1 (request part tags), bug case BC5",
     docs=Docs(
         what=(
             "Moves the text of an 'instruction' part out of a request's parts into the request's instructions "
             "(after any text already there, with a blank line between), also in the shape 2.68 dumps it "
-            "(dynamic false, on_change 'rewrite', name and id null). A dynamic or named part is left for check to report."
+            "(dynamic false, on_change 'rewrite', name and id null). A dynamic or named part is left for check "
+            "to report."
         ),
         why="2.68 dumps such parts but cannot load them back: 'instruction' is not a request-part tag.",
-        before='[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"hi"},{"part_kind":"instruction","content":"Be concise."}]}]',
+        before='[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"hi"},{"part_kind":"instruction",'
+        '"content":"Be concise."}]}]',
         after='[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"hi"}],"instructions":"Be concise."}]',
     ),
     looks=(PartKind("instruction", message="request", test=_movable),),

@@ -47,16 +47,20 @@ RULE = Rule(
     code="HM301",
     name="args-wrapper",
     summary="tool-call args wrapped as {'args_json': ...} / {'args_dict': ...} -> the bare arguments",
-    source='pydantic-ai 0.0.13-0.0.20 stored ToolCallPart.args as {"args_json": …} or {"args_dict": …}; 2.68 reads the wrapper as a literal argument',
+    source='pydantic-ai 0.0.13-0.0.20 stored ToolCallPart.args as {"args_json": …} or {"args_dict": …}; 2.68 reads the '
+    "wrapper as a literal argument",
     facts="framework-facts §3.3 (ToolCallPart.args, 0.0.13–0.0.20)",
     docs=Docs(
-        what="Replaces a tool call's args {'args_json': '<json text>'} by the text, and {'args_dict': {...}} by the object.",
+        what="Replaces a tool call's args {'args_json': '<json text>'} "
+        "by the text, and {'args_dict': {...}} by the object.",
         why=(
             "0.0.13-0.0.20 wrote these wrappers; 2.68 loads them silently as a literal one-key argument object, so "
             "the call is replayed with the wrong arguments."
         ),
-        before='[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":{"args_json":"{\\"city\\": \\"Oslo\\"}"},"tool_call_id":"call_1"}]}]',
-        after='[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":"{\\"city\\": \\"Oslo\\"}","tool_call_id":"call_1"}]}]',
+        before='[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather",'
+        '"args":{"args_json":"{\\"city\\": \\"Oslo\\"}"},"tool_call_id":"call_1"}]}]',
+        after='[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather",'
+        '"args":"{\\"city\\": \\"Oslo\\"}","tool_call_id":"call_1"}]}]',
     ),
     looks=(
         ValueField("args", parts="tool-call", quiet=Union[str, None, _Unwrapped], test=is_args_wrapper, settles=True),

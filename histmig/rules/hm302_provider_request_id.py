@@ -26,10 +26,12 @@ RULE = Rule(
     code="HM302",
     name="provider-request-id",
     summary="response provider_request_id -> provider_response_id",
-    source="pydantic-ai 0.7.3-0.8.0 wrote ModelResponse.provider_request_id, renamed provider_response_id in 0.8.1; 2.68 has no alias for it and drops the value",
+    source="pydantic-ai 0.7.3-0.8.0 wrote ModelResponse.provider_request_id, renamed provider_response_id in 0.8.1; "
+    "2.68 has no alias for it and drops the value",
     facts="framework-facts §3.3 (0.7.3–0.8.0 wrote provider_request_id; 2.68 has no alias for it)",
     docs=Docs(
-        what="Renames a response's provider_request_id to provider_response_id, in place, when the latter is absent or null.",
+        what="Renames a response's provider_request_id to "
+        "provider_response_id, in place, when the latter is absent or null.",
         why="0.8.1 renamed the field without a load alias, so 2.68 silently drops the values 0.7.3-0.8.0 stored.",
         before='[{"kind":"response","parts":[{"part_kind":"text","content":"hello"}],"provider_request_id":"req_81"}]',
         after='[{"kind":"response","parts":[{"part_kind":"text","content":"hello"}],"provider_response_id":"req_81"}]',
@@ -37,5 +39,5 @@ RULE = Rule(
     looks=(AbsentField("provider_request_id", message="response", test=has_provider_request_id),),
     fix=rename_provider_request_id,
     phase=MISREAD,
-    targets=Span(PROVIDER_REQUEST_ID.before, None),
+    targets=Span(PROVIDER_REQUEST_ID.before, None),  # type: ignore[arg-type]  # that span has an end
 )

@@ -76,8 +76,11 @@ def _only_call(
 RULE = Rule(
     code="HM401",
     name="orphaned-result",
-    summary="tool result answering no call -> re-paired to the only open call of its tool, else dropped (written whole into the report)",
-    source="pydantic-ai 2.68 pydantic_ai/messages.py _drop_orphaned_tool_results (a result whose id no earlier call has is dropped before every request)",
+    summary="tool result answering no call -> re-paired to the only open "
+    "call of its tool, else dropped (written whole into the report)",
+    source="pydantic-ai 2.68 pydantic_ai/messages.py _drop_orphaned_tool_results (a result whose id no earlier call "
+    "has "
+    "is dropped before every request)",
     facts="framework-facts §2 (history cleaning before every request: _clean_message_history)",
     docs=Docs(
         what=(
@@ -92,12 +95,16 @@ RULE = Rule(
             "it before every request, so the stored history says one thing and the model sees another."
         ),
         before=(
-            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":{"city":"Oslo"},"tool_call_id":"call_1"}]},'
-            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather","content":"12 C","tool_call_id":"call_X"}]}]'
+            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather",'
+            '"args":{"city":"Oslo"},"tool_call_id":"call_1"}]},'
+            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather","content":"12 C",'
+            '"tool_call_id":"call_X"}]}]'
         ),
         after=(
-            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":{"city":"Oslo"},"tool_call_id":"call_1"}]},'
-            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather","content":"12 C","tool_call_id":"call_1"}]}]'
+            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather",'
+            '"args":{"city":"Oslo"},"tool_call_id":"call_1"}]},'
+            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather","content":"12 C",'
+            '"tool_call_id":"call_1"}]}]'
         ),
     ),
     looks=(LOOK,),

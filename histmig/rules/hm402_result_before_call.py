@@ -26,7 +26,8 @@ RULE = Rule(
     code="HM402",
     name="result-before-call",
     summary="tool result placed before the call it answers -> dropped (written whole into the report)",
-    source="pydantic-ai 2.68 pydantic_ai/messages.py _drop_orphaned_tool_results (a result placed before its call is dropped as orphaned)",
+    source="pydantic-ai 2.68 pydantic_ai/messages.py _drop_orphaned_tool_results "
+    "(a result placed before its call is dropped as orphaned)",
     facts="framework-facts §2 (history cleaning before every request: _clean_message_history)",
     docs=Docs(
         what=(
@@ -36,14 +37,17 @@ RULE = Rule(
         ),
         why="No earlier call has its id, so providers reject it; 2.68 drops it before every request.",
         before=(
-            '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"go"},{"part_kind":"tool-return","tool_name":"t","content":"early","tool_call_id":"c1"}]},'
+            '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"go"},{"part_kind":"tool-return",'
+            '"tool_name":"t","content":"early","tool_call_id":"c1"}]},'
             '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":{},"tool_call_id":"c1"}]},'
-            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"t","content":"42","tool_call_id":"c1"}]}]'
+            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"t","content":"42",'
+            '"tool_call_id":"c1"}]}]'
         ),
         after=(
             '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"go"}]},'
             '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":{},"tool_call_id":"c1"}]},'
-            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"t","content":"42","tool_call_id":"c1"}]}]'
+            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"t","content":"42",'
+            '"tool_call_id":"c1"}]}]'
         ),
     ),
     looks=(LOOK,),

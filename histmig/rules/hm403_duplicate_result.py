@@ -15,7 +15,8 @@ def find_duplicates(messages: Messages, ctx: Context) -> list[Finding]:
             "HM403",
             m,
             p,
-            f"{describe(messages, m, p)} answers the call at messages[{first[0]}].parts[{first[1]}], which an earlier result answered",
+            f"{describe(messages, m, p)} answers the call at messages[{first[0]}].parts[{first[1]}], which an "
+            "earlier result answered",
             "duplicate",
             "exact",
         )
@@ -27,7 +28,9 @@ RULE = Rule(
     code="HM403",
     name="duplicate-result",
     summary="a second result for one call (reported; no fix)",
-    source="pydantic-ai 2.68 pydantic_ai/messages.py _dangling_tool_calls_by_response (a result answers the oldest open call with its id; a second one answers none)",
+    source="pydantic-ai 2.68 pydantic_ai/messages.py _dangling_tool_calls_by_response (a result answers the oldest "
+    "open "
+    "call with its id; a second one answers none)",
     facts="framework-facts §2 (history cleaning before every request: _clean_message_history)",
     docs=Docs(
         what=(
@@ -35,7 +38,8 @@ RULE = Rule(
             "2.68 uses finds no open call for it. Reported only: which of the two results the model should have "
             "seen is not in the history."
         ),
-        why="The framework sends both; providers differ in what they make of two results for one call, and some refuse it.",
+        why="The framework sends both; providers differ in what they "
+        "make of two results for one call, and some refuse it.",
         before=(
             '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":{},"tool_call_id":"c1"}]},'
             '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"t","content":"a","tool_call_id":"c1"},'

@@ -26,7 +26,8 @@ def find_reused_ids(messages: Messages, ctx: Context) -> list[Finding]:
 RULE = Rule(
     code="HM404",
     name="reused-call-id",
-    summary="a call reusing the id of an earlier response's unanswered call, which it shadows (reported; the shadowed call is HM406's)",
+    summary="a call reusing the id of an earlier response's unanswered "
+    "call, which it shadows (reported; the shadowed call is HM406's)",
     source="pydantic-ai 2.68 pydantic_ai/messages.py _open_tool_calls (a call reusing an open call's id shadows it)",
     facts="framework-facts §2 (history cleaning before every request: _clean_message_history)",
     docs=Docs(
@@ -35,12 +36,15 @@ RULE = Rule(
             "(some providers write call_1 in every response). The earlier call is shadowed: any later result answers "
             "the new call instead, so the earlier one is dangling, and HM406 answers it as 2.68 does. Reported only."
         ),
-        why="The shadowed call never gets a result: providers reject the history, and analytics joining calls to results by id go wrong.",
+        why="The shadowed call never gets a result: providers reject the "
+        "history, and analytics joining calls to results by id go wrong.",
         before=(
-            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":{},"tool_call_id":"call_1"}]},'
+            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":{},'
+            '"tool_call_id":"call_1"}]},'
             '{"kind":"request","parts":[{"part_kind":"user-prompt","content":"never mind"}]},'
             '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":{},"tool_call_id":"call_1"}]},'
-            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"t","content":"ok","tool_call_id":"call_1"}]}]'
+            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"t","content":"ok",'
+            '"tool_call_id":"call_1"}]}]'
         ),
     ),
     looks=(LOOK,),

@@ -21,7 +21,9 @@ RULE = Rule(
     code="HM405",
     name="truncated-args",
     summary="a tool call whose args text is not valid JSON, as a stream cut mid-call leaves it (reported; no fix)",
-    source="pydantic-ai 2.68 pydantic_ai/messages.py _repair_dangling_tool_calls (a call whose args were cut mid-stream is kept and sent as it is)",
+    source="pydantic-ai 2.68 pydantic_ai/messages.py _repair_dangling_tool_calls (a call whose args were cut "
+    "mid-stream "
+    "is kept and sent as it is)",
     facts="framework-facts §2 (history cleaning before every request: _clean_message_history)",
     docs=Docs(
         what=(
@@ -30,12 +32,15 @@ RULE = Rule(
             "with a validation retry is history, not a finding). Reported only."
         ),
         why=(
-            "The call's arguments are lost; 2.68 keeps the call verbatim (serializers degrade such args) and answers it "
+            "The call's arguments are lost; 2.68 keeps the call verbatim (serializers degrade such args) and "
+            "answers it "
             "as a dangling call if nothing did, so the history looks complete when it is not."
         ),
         before=(
-            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":"{\\"city\\": \\"Os","tool_call_id":"call_1"}]},'
-            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather","content":"12 C","tool_call_id":"call_1"}]}]'
+            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather",'
+            '"args":"{\\"city\\": \\"Os","tool_call_id":"call_1"}]},'
+            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather","content":"12 C",'
+            '"tool_call_id":"call_1"}]}]'
         ),
     ),
     looks=(LOOK,),

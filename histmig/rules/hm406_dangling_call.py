@@ -29,13 +29,15 @@ RULE = Rule(
     code="HM406",
     name="dangling-call",
     summary="a call before the last response without a result -> the interrupted return 2.68 adds before every request",
-    source="pydantic-ai 2.68 pydantic_ai/messages.py _repair_dangling_tool_calls, _synthesized_tool_returns (the interrupted return added before every request)",
+    source="pydantic-ai 2.68 pydantic_ai/messages.py _repair_dangling_tool_calls, _synthesized_tool_returns (the "
+    "interrupted return added before every request)",
     facts="framework-facts §2 (history cleaning before every request: _clean_message_history)",
     docs=Docs(
         what=(
             "Finds a tool call of a response before the last one that no later result answers (a run that crashed "
             "or timed out mid-tool, a shadowed id). The fix stores the return 2.68 synthesizes for it before every "
-            "request: outcome 'interrupted', the framework's content, the call's tool_name, tool_call_id and tool_kind, "
+            "request: outcome 'interrupted', the framework's content, the call's tool_name, tool_call_id and "
+            "tool_kind, "
             "a metadata marker, the timestamp of the response it repairs, placed after the results of the request "
             "that follows (or in a new request)."
         ),
@@ -44,15 +46,20 @@ RULE = Rule(
             "repairs it again on every request, and nobody sees how many stored conversations are broken."
         ),
         before=(
-            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":{"city":"Oslo"},"tool_call_id":"call_1"}],"timestamp":"2025-05-01T10:00:01Z"},'
+            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather",'
+            '"args":{"city":"Oslo"},"tool_call_id":"call_1"}],"timestamp":"2025-05-01T10:00:01Z"},'
             '{"kind":"request","parts":[{"part_kind":"user-prompt","content":"still there?"}]},'
             '{"kind":"response","parts":[{"part_kind":"text","content":"Yes."}]}]'
         ),
         after=(
-            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":{"city":"Oslo"},"tool_call_id":"call_1"}],"timestamp":"2025-05-01T10:00:01Z"},'
-            '{"kind":"request","parts":[{"tool_name":"get_weather","content":"The tool call was interrupted before a result was produced.",'
-            '"tool_call_id":"call_1","tool_kind":null,"metadata":{"pydantic_ai_synthesized_tool_return":true},"timestamp":"2025-05-01T10:00:01Z",'
-            '"outcome":"interrupted","retry":null,"part_kind":"tool-return"},{"part_kind":"user-prompt","content":"still there?"}]},'
+            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather",'
+            '"args":{"city":"Oslo"},"tool_call_id":"call_1"}],"timestamp":"2025-05-01T10:00:01Z"},'
+            '{"kind":"request","parts":[{"tool_name":"get_weather",'
+            '"content":"The tool call was interrupted before a result was produced.",'
+            '"tool_call_id":"call_1","tool_kind":null,"metadata":{"pydantic_ai_synthesized_tool_return":true},'
+            '"timestamp":"2025-05-01T10:00:01Z",'
+            '"outcome":"interrupted","retry":null,"part_kind":"tool-return"},{"part_kind":"user-prompt",'
+            '"content":"still there?"}]},'
             '{"kind":"response","parts":[{"part_kind":"text","content":"Yes."}]}]'
         ),
     ),

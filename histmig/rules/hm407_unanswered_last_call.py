@@ -29,8 +29,11 @@ def close_frontier(messages: Messages, ctx: Context) -> list[Change]:
 RULE = Rule(
     code="HM407",
     name="unanswered-last-call",
-    summary="a call of the last response without a result (a warning: a resumed run may still answer it) -> closed with an interrupted return",
-    source="pydantic-ai 2.68 pydantic_ai/messages.py repair_messages(repair_last_response=True) (the calls of the last response, left alone before a request)",
+    summary="a call of the last response without a result (a warning: a resumed run may still answer it) -> closed "
+    "with "
+    "an interrupted return",
+    source="pydantic-ai 2.68 pydantic_ai/messages.py repair_messages(repair_last_response=True) (the calls of the last "
+    "response, left alone before a request)",
     facts="framework-facts §2 (history cleaning before every request: _clean_message_history)",
     docs=Docs(
         what=(
@@ -44,14 +47,19 @@ RULE = Rule(
         ),
         before=(
             '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"weather?"}]},'
-            '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":{"city":"Oslo"},"tool_call_id":"call_1"}],"timestamp":"2025-05-01T10:00:01Z"}]'
+            '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather",'
+            '"args":{"city":"Oslo"},"tool_call_id":"call_1"}],"timestamp":"2025-05-01T10:00:01Z"}]'
         ),
         after=(
             '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"weather?"}]},'
-            '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":{"city":"Oslo"},"tool_call_id":"call_1"}],"timestamp":"2025-05-01T10:00:01Z"},'
-            '{"parts":[{"tool_name":"get_weather","content":"The tool call was interrupted before a result was produced.","tool_call_id":"call_1",'
-            '"tool_kind":null,"metadata":{"pydantic_ai_synthesized_tool_return":true},"timestamp":"2025-05-01T10:00:01Z","outcome":"interrupted",'
-            '"retry":null,"part_kind":"tool-return"}],"timestamp":null,"instructions":null,"kind":"request","run_id":null,"conversation_id":null,'
+            '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather",'
+            '"args":{"city":"Oslo"},"tool_call_id":"call_1"}],"timestamp":"2025-05-01T10:00:01Z"},'
+            '{"parts":[{"tool_name":"get_weather",'
+            '"content":"The tool call was interrupted before a result was produced.","tool_call_id":"call_1",'
+            '"tool_kind":null,"metadata":{"pydantic_ai_synthesized_tool_return":true},'
+            '"timestamp":"2025-05-01T10:00:01Z","outcome":"interrupted",'
+            '"retry":null,"part_kind":"tool-return"}],"timestamp":null,"instructions":null,"kind":"request",'
+            '"run_id":null,"conversation_id":null,'
             '"metadata":null,"state":"complete"}]'
         ),
     ),

@@ -74,12 +74,15 @@ def rollback_retried_returns(messages: Messages, ctx: Context) -> list[Change]:
 RULE = Rule(
     code="HM501",
     name="retried-tool-return",
-    summary="(--target before 2.60.0) retried tool-return -> the tool-bound retry-prompt that release wrote; retry reported lost",
-    source="pydantic-ai 0.0.13-2.59.0 wrote a retried tool call as the call's tool-bound RetryPromptPart (pydantic_ai/messages.py); 2.60.0 writes ToolReturnPart with outcome 'retried' and a RetryInfo",
+    summary="(--target before 2.60.0) retried tool-return -> the "
+    "tool-bound retry-prompt that release wrote; retry reported lost",
+    source="pydantic-ai 0.0.13-2.59.0 wrote a retried tool call as the call's tool-bound RetryPromptPart "
+    "(pydantic_ai/messages.py); 2.60.0 writes ToolReturnPart with outcome 'retried' and a RetryInfo",
     facts="framework-facts §2, §3.2, §3.3 (outcome 'retried' and retry from 2.60.0)",
     docs=Docs(
         what=(
-            "For a --target before 2.60.0, rewrites a tool-return with outcome 'retried' as the tool-bound retry-prompt "
+            "For a --target before 2.60.0, rewrites a tool-return with outcome 'retried' as the tool-bound "
+            "retry-prompt "
             "those releases wrote: content, tool_name, tool_call_id and timestamp kept, outcome and retry removed; "
             "the retry's cause, attempt and max_retries (and a tool_kind or metadata) are reported as lost. An "
             "unknown_tool retry for a target before 0.0.47 becomes the tool-less retry-prompt those releases wrote."
@@ -89,7 +92,8 @@ RULE = Rule(
             "read it as a successful tool result before 1.67.0; they wrote a retry as a retry-prompt part."
         ),
         before=(
-            '[{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather","content":"Unknown city, use the full name.",'
+            '[{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather",'
+            '"content":"Unknown city, use the full name.",'
             '"tool_call_id":"call_1","timestamp":"2025-05-01T10:00:02Z","outcome":"retried",'
             '"retry":{"cause":"model_retry","attempt":1,"max_retries":3}}]}]'
         ),

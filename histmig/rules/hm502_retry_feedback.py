@@ -34,8 +34,10 @@ def rollback_retry_feedback(messages: Messages, ctx: Context) -> list[Change]:
 RULE = Rule(
     code="HM502",
     name="retry-feedback",
-    summary="(--target before 2.60.0) retry-feedback -> the tool-less retry-prompt that release wrote; retry reported lost",
-    source="pydantic-ai 2.60.0 added RetryFeedbackPart (pydantic_ai/messages.py); the releases before it wrote a retry answering no call as a tool-less RetryPromptPart",
+    summary="(--target before 2.60.0) retry-feedback -> the tool-less "
+    "retry-prompt that release wrote; retry reported lost",
+    source="pydantic-ai 2.60.0 added RetryFeedbackPart (pydantic_ai/messages.py); the releases before it wrote a retry "
+    "answering no call as a tool-less RetryPromptPart",
     facts="framework-facts §2, §3.2 (retry-feedback from 2.60.0), §3.3 (tool_call_id)",
     docs=Docs(
         what=(
@@ -46,12 +48,14 @@ RULE = Rule(
         ),
         why="Releases before 2.60.0 do not know the retry-feedback part kind: a history holding one fails to load.",
         before=(
-            '[{"kind":"request","parts":[{"content":"Please return text or call a tool.","timestamp":"2025-05-01T10:00:04Z",'
+            '[{"kind":"request","parts":[{"content":"Please return text or call a tool.",'
+            '"timestamp":"2025-05-01T10:00:04Z",'
             '"retry":{"cause":"no_output","attempt":1,"max_retries":1},"part_kind":"retry-feedback"}]}]'
         ),
         after=(
             '[{"kind":"request","parts":[{"content":"Please return text or call a tool.","tool_name":null,'
-            '"tool_call_id":"pyd_ai_c6b0e831238c518caac2b432272bde71","timestamp":"2025-05-01T10:00:04Z","part_kind":"retry-prompt"}]}]'
+            '"tool_call_id":"pyd_ai_c6b0e831238c518caac2b432272bde71","timestamp":"2025-05-01T10:00:04Z",'
+            '"part_kind":"retry-prompt"}]}]'
         ),
         target="2.59.0",
     ),

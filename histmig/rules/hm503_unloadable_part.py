@@ -3,6 +3,8 @@ older form is removed (an unsafe fix: reported as a finding unless ``--unsafe-fi
 
 from __future__ import annotations
 
+from typing import Any
+
 from histmig.rules.base import ROLLBACK, Change, Context, Docs, Messages, PartKind, Rule
 from histmig.schema.releases import OLDER_FORMS, OLDEST, PART_KINDS, Span, newer_kinds
 
@@ -21,13 +23,13 @@ def remove_unloadable_parts(messages: Messages, ctx: Context) -> list[Change]:
     whole part is reported as lost."""
     changes: list[Change] = []
     for m_index, message in enumerate(messages):
-        kind = message.get("kind") if isinstance(message, dict) else None
+        kind: Any = message.get("kind") if isinstance(message, dict) else None
         parts = message.get("parts") if kind in DROPPED else None
         if not isinstance(parts, list):
             continue
         kept = []
         for p_index, part in enumerate(parts):
-            part_kind = part.get("part_kind") if isinstance(part, dict) else None
+            part_kind: Any = part.get("part_kind") if isinstance(part, dict) else None
             if part_kind in DROPPED[kind] and PART_KINDS[kind][part_kind] > ctx.target:
                 said = f"lost the part ({ctx.target} cannot load it: loaded from {PART_KINDS[kind][part_kind]})"
                 changes.append(Change("HM503", m_index, p_index, part_kind, "removed", said, "exact"))
@@ -41,8 +43,10 @@ def remove_unloadable_parts(messages: Messages, ctx: Context) -> list[Change]:
 RULE = Rule(
     code="HM503",
     name="unloadable-part",
-    summary="(--target an older release) a part of a kind that release cannot load, with no older form -> removed (unsafe)",
-    source="pydantic-ai 0.0.13-2.68.0 ModelRequest and ModelResponse part unions (pydantic_ai/messages.py), release by release: a part kind a release does not have fails its load",
+    summary="(--target an older release) a part of a kind that release "
+    "cannot load, with no older form -> removed (unsafe)",
+    source="pydantic-ai 0.0.13-2.68.0 ModelRequest and ModelResponse part unions (pydantic_ai/messages.py), release by "
+    "release: a part kind a release does not have fails its load",
     facts="framework-facts §3.2 (part kinds by release)",
     docs=Docs(
         what=(
@@ -50,9 +54,11 @@ RULE = Rule(
             "file before 1.0.15, compaction, speech and the *-delta and instruction-* parts before they came), removes "
             "the part, reported as lost. Unsafe: without --unsafe-fixes it is a finding and the record stays as it is."
         ),
-        why="A release that does not know a part kind refuses to load the whole history; such parts have no older form.",
+        why="A release that does not know a part kind refuses to "
+        "load the whole history; such parts have no older form.",
         before=(
-            '[{"kind":"response","parts":[{"part_kind":"thinking","content":"Let me check."},{"part_kind":"text","content":"12 C"}]}]'
+            '[{"kind":"response","parts":[{"part_kind":"thinking","content":"Let me check."},{"part_kind":"text",'
+            '"content":"12 C"}]}]'
         ),
         after='[{"kind":"response","parts":[{"part_kind":"text","content":"12 C"}]}]',
         target="0.2.0",

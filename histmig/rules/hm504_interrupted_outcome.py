@@ -46,13 +46,18 @@ RULE = Rule(
     code="HM504",
     name="interrupted-outcome",
     summary="(--target 1.67.0 to before 2.10.0) tool-return outcome 'interrupted' -> 'failed', reported lost",
-    source="pydantic-ai ToolReturnPart.outcome (pydantic_ai/messages.py): the field from 1.67.0, its value 'interrupted' from 2.10.0",
+    source="pydantic-ai ToolReturnPart.outcome (pydantic_ai/messages.py): the field from 1.67.0, its value "
+    "'interrupted' from 2.10.0",
     facts="framework-facts §3.3 (outcome 1.67.0, 'interrupted' 2.10.0)",
     docs=Docs(
-        what="For a --target from 1.67.0 before 2.10.0, writes outcome 'failed' for 'interrupted' on a tool-return; 'interrupted' is reported as lost.",
-        why="Those releases know outcome but only 'success', 'failed' and 'denied': any other value fails the load of the whole history.",
-        before='[{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"fetch","content":"","tool_call_id":"call_4","outcome":"interrupted"}]}]',
-        after='[{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"fetch","content":"","tool_call_id":"call_4","outcome":"failed"}]}]',
+        what="For a --target from 1.67.0 before 2.10.0, writes outcome 'failed' for 'interrupted' on a tool-return; "
+        "'interrupted' is reported as lost.",
+        why="Those releases know outcome but only 'success', 'failed' and "
+        "'denied': any other value fails the load of the whole history.",
+        before='[{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"fetch","content":"",'
+        '"tool_call_id":"call_4","outcome":"interrupted"}]}]',
+        after='[{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"fetch","content":"",'
+        '"tool_call_id":"call_4","outcome":"failed"}]}]',
         target="2.0.0",
     ),
     looks=(

@@ -57,9 +57,12 @@ RULE = Rule(
             "For a --target before 0.0.21, wraps a tool call's args as those releases stored them: a JSON text as "
             "{'args_json': text}, an object as {'args_dict': object}, null as {'args_dict': {}}. The reverse of HM301."
         ),
-        why="0.0.13-0.0.20 read args only as one of the two wrappers: bare arguments fail the load of the whole history.",
-        before='[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":{"city":"Oslo"},"tool_call_id":null}]}]',
-        after='[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":{"args_dict":{"city":"Oslo"}},"tool_call_id":null}]}]',
+        why="0.0.13-0.0.20 read args only as one of the two wrappers: "
+        "bare arguments fail the load of the whole history.",
+        before='[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":{"city":"Oslo"},'
+        '"tool_call_id":null}]}]',
+        after='[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather",'
+        '"args":{"args_dict":{"city":"Oslo"}},"tool_call_id":null}]}]',
         target="0.0.20",
     ),
     looks=(ValueField("args", parts="tool-call", message="response", quiet=_ArgsJson, test=is_bare_args),),

@@ -21,7 +21,7 @@ skeleton.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,8 +61,8 @@ class Pairing:
     their id, with the place of the call they repeat; ``reused`` calls whose id shadows an open
     call of an earlier response, with the place of the shadowed call; ``truncated`` calls whose
     ``args`` text is not JSON and that no retried result answers (a stream cut mid-call: a call
-    the framework answered with a validation retry was seen, and is history); ``dangling`` calls before the last response and ``frontier``
-    calls of the last response, never answered."""
+    the framework answered with a validation retry was seen, and is history); ``dangling`` calls
+    before the last response and ``frontier`` calls of the last response, never answered."""
 
     orphaned: list[Place] = field(default_factory=list)
     before_call: list[Place] = field(default_factory=list)

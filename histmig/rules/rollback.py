@@ -71,7 +71,7 @@ def lost(part: Part, *keys: str) -> dict[str, Any]:
     """The values of ``part`` a ``retry-prompt`` has no place for: each field of its ``retry``
     and its ``tool_kind`` and ``metadata`` that is not null, then ``keys`` of it (as named)."""
     retry = part.get("retry") if isinstance(part.get("retry"), dict) else {}
-    values = {f"retry.{key}": value for key, value in retry.items()}
+    values = {f"retry.{key}": value for key, value in retry.items()}  # type: ignore[union-attr]  # a dict: tested
     values.update((key, part.get(key)) for key in ("tool_kind", "metadata", *keys))
     return {key: value for key, value in values.items() if value is not None}
 

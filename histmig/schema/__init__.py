@@ -76,9 +76,9 @@ def msgspec_type(
         if kind in _MSGSPEC_SCALARS:
             return _MSGSPEC_SCALARS[kind]
         if kind == "list":
-            return list[build(node["items_schema"])]  # type: ignore[misc]
+            return list[build(node["items_schema"])]  # type: ignore[misc]  # a type built at run time
         if kind == "dict":
-            return dict[build(node["keys_schema"]), build(node["values_schema"])]  # type: ignore[misc]
+            return dict[build(node["keys_schema"]), build(node["values_schema"])]  # type: ignore[misc]  # at run time
         if kind == "literal":
             return Literal[tuple(node["expected"])]
         if kind == "nullable":
@@ -109,7 +109,7 @@ def msgspec_type(
                 ]
             if refine is not None:
                 fields = refine(tag, fields)
-            tagging = {"tag_field": tag[0], "tag": tag[1]} if tag is not None else {}
+            tagging: dict[str, Any] = {"tag_field": tag[0], "tag": tag[1]} if tag is not None else {}
             attributes = namespace(tag) if namespace is not None else None
             return msgspec.defstruct(
                 f"_Current{next(_struct_names)}", fields, kw_only=True, gc=False, namespace=attributes, **tagging

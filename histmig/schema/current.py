@@ -241,7 +241,8 @@ class ModelSettingsDeltaPart(OpenModel):
 
 
 class InstructionDeltaPart(OpenModel):
-    """`part_kind: 'instruction-delta'` (2.59+): `id` (any shape 2.68 accepts) and `content` (nullable) required (framework-facts §3.1)."""
+    """`part_kind: 'instruction-delta'` (2.59+): `id` (any shape 2.68 accepts) and `content`
+    (nullable) required (framework-facts §3.1)."""
 
     id: Any
     content: str | None

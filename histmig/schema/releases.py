@@ -106,7 +106,10 @@ def but(start: Release, end: Release) -> Spans:
 def from_pairs(pairs: Iterable[Iterable[str | None]]) -> Spans:
     """:data:`Spans` from ``[since, before]`` pairs of release texts (``before`` ``None``: every
     later release), as a report row holds them."""
-    return tuple(Span(release(since), None if end is None else release(end)) for since, end in pairs)  # type: ignore[misc]
+    return tuple(
+        Span(release(since), None if end is None else release(end))  # type: ignore[arg-type]  # since is never None
+        for since, end in pairs
+    )
 
 
 def includes(spans: Spans, target: Release) -> bool:
@@ -304,7 +307,7 @@ def _args_spans(part: dict[str, Any]) -> tuple[str, Spans] | None:
     return None
 
 
-def _part_features(path: str, message_kind: str, part: dict[str, Any]) -> Iterator[Feature]:
+def _part_features(path: str, message_kind: Any, part: dict[str, Any]) -> Iterator[Feature]:
     kind = part.get("part_kind")
     kinds = PART_KINDS.get(message_kind, {})
     if kind not in kinds:
@@ -397,7 +400,8 @@ def load_errors(messages: Iterable[Any], target: Release) -> list[str]:
     message`` line per feature it cannot load (``messages[3].parts[1].part_kind: 2.0.0 cannot
     load a 'retry-feedback' part (loaded from 2.60.0)``)."""
     return [
-        f"{feature.path}: {target} cannot load {feature.what} (loaded {'by ' if not feature.spans else ''}{describe(feature.spans)})"
+        f"{feature.path}: {target} cannot load {feature.what} (loaded "
+        f"{'by ' if not feature.spans else ''}{describe(feature.spans)})"
         for feature in features(messages)
         if not includes(feature.spans, target)
     ]

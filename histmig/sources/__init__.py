@@ -126,12 +126,13 @@ def _directory(path: str, explicit: str | None) -> list[tuple[str, Format]]:
 def output_format(input_format: Format, output: str) -> str:
     """The format an input of ``input_format`` is written as to the file ``output``: the one
     its name tells among those the input can be written as; a name that tells none gets the
-    first (a columnar input only when the name has no suffix at all). Raises :class:`UsageError` when ``output`` is stdout for a columnar input, or its
-    name asks for a format the input cannot be written as."""
+    first (a columnar input only when the name has no suffix at all). Raises :class:`UsageError`
+    when ``output`` is stdout for a columnar input, or its name asks for a format the input cannot be written as."""
     if output == "-":
         if input_format.columnar:
             raise UsageError(
-                f"a {input_format.description} input is written to a {_suffixes(input_format.written_as)} file, not to stdout"
+                f"a {input_format.description} input is written to a {_suffixes(input_format.written_as)} file, "
+                "not to stdout"
             )
         return input_format.written_as[0]
     named = named_format(output)
@@ -161,7 +162,8 @@ def output_paths(
     if output == "-":
         if len(inputs) > 1 and any(fmt.name != "jsonl" for _, fmt in inputs):
             raise UsageError(
-                "several inputs go to stdout only when every one is JSONL (a JSON document or a table needs a file of its own); name a directory"
+                "several inputs go to stdout only when every one is JSONL (a JSON document or a table needs a "
+                "file of its own); name a directory"
             )
         for _, fmt in inputs:
             output_format(fmt, output)
@@ -181,7 +183,8 @@ def _into_directory(inputs: Sequence[tuple[str, Format]], output: str) -> tuple[
     named = named_format(output.rstrip("/" + os.sep))
     if not os.path.exists(output) and named is not None:
         raise UsageError(
-            f"{output}: several inputs are written into a directory, each under its own name; this name is a {named.description} file's (name a directory)"
+            f"{output}: several inputs are written into a directory, each under its own name; this name is a "
+            f"{named.description} file's (name a directory)"
         )
     names = [own_name(path, fmt) for path, fmt in inputs]
     by_name: dict[str, str] = {}

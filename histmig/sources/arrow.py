@@ -19,11 +19,11 @@ not a record: it is carried as it is and not counted. Every other column is unto
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
 from itertools import accumulate
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import orjson
 
@@ -34,7 +34,10 @@ from histmig.rules import nulls_kept, registry
 from histmig.rules.base import is_json
 from histmig.sources.base import Job, UnreadableInput, lazy
 
-pa = lazy("pyarrow")
+if TYPE_CHECKING:
+    import pyarrow as pa
+else:
+    pa = lazy("pyarrow")
 
 ColumnKind = Literal["text", "binary", "nested"]
 
@@ -233,8 +236,8 @@ class Cells(NamedTuple):
     positions: list[int]
     values: pa.Array
     length: int
-    changed: list[int] = []
-    rejected: list[int] = []
+    changed: list[int] = []  # noqa: RUF012 (a NamedTuple's default, only read)
+    rejected: list[int] = []  # noqa: RUF012 (a NamedTuple's default, only read)
 
 
 @dataclass
@@ -339,7 +342,8 @@ class ColumnMigrator:
             return Cells(
                 list(range(len(values))), pa.array(values, type=self.output_type), len(values), positions, rejected
             )
-        return Cells(positions, self._array([values[i] for i in positions]), len(values), positions, rejected)
+        changed: list[bytes] = [values[i] for i in positions]  # type: ignore[misc]  # a changed cell is not null
+        return Cells(positions, self._array(changed), len(values), positions, rejected)
 
     def _store(self, values: list[Any], i: int, outcome: Outcome) -> Outcome:
         """Put a changed outcome's output in ``values[i]``; a nested column that cannot
@@ -451,7 +455,7 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-def write_jsonl_rows(out: Any, batch: pa.RecordBatch, column: str, kind: ColumnKind, rejected: list[int]) -> None:
+def write_jsonl_rows(out: Any, batch: pa.RecordBatch, column: str, kind: ColumnKind, rejected: Collection[int]) -> None:
     """Write each row of ``batch`` to the binary stream ``out`` as one JSON object a line
     (:func:`jsonl_line`), columns in schema order; a nested messages cell is written as the
     JSON value it holds."""

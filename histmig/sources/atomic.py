@@ -58,7 +58,7 @@ def input_stream(path: str) -> Iterator[BinaryIO]:
             yield stream
         return
     try:
-        raw = open(path, "rb")
+        raw = open(path, "rb")  # noqa: SIM115 (apart from the with: only the open's OSError is the input's)
     except OSError as exc:
         raise UnreadableInput(f"{path}: {exc.strerror or exc}") from exc
     with raw, _gunzipped(raw) as stream:
@@ -72,7 +72,7 @@ def _gunzipped(raw: BinaryIO) -> Iterator[BinaryIO]:
     peek = getattr(raw, "peek", None)
     if peek is not None and peek(2)[:2] == b"\x1f\x8b":
         with gzip.GzipFile(fileobj=raw) as unzipped:
-            yield unzipped  # type: ignore[misc]
+            yield unzipped  # type: ignore[misc]  # a GzipFile is a binary stream
     else:
         yield raw
 
@@ -182,7 +182,8 @@ def atomic_output(path: str, *, keep: bool = False) -> Iterator[BinaryIO]:
     """A binary stream that becomes ``path`` only when the block ends without an exception:
     written to a temporary file in the same directory (a :class:`SyncingFile`), flushed,
     fsynced and renamed over the target, so a crash leaves either the previous file or
-    none; a write that fails raises :class:`UnwritableOutput` naming ``path``. ``-`` is stdout. A target ending in ``.gz`` is gzip-compressed (with a fixed
+    none; a write that fails raises :class:`UnwritableOutput` naming ``path``. ``-`` is stdout. A
+    target ending in ``.gz`` is gzip-compressed (with a fixed
     mtime, so output bytes are reproducible). With ``keep``, the new file starts with the
     target's current bytes, if it exists, so what is written is added after them (a
     rejects file of an earlier run is never replaced; a gzip target gets one more member)."""
@@ -199,7 +200,7 @@ def atomic_output(path: str, *, keep: bool = False) -> Iterator[BinaryIO]:
                 _copy_existing(target, tmp)
             if target.name.lower().endswith(".gz"):
                 with gzip.GzipFile(filename="", mode="wb", fileobj=tmp, mtime=0) as zipped:
-                    yield zipped  # type: ignore[misc]
+                    yield zipped  # type: ignore[misc]  # a GzipFile is a binary stream
             else:
                 yield tmp
             tmp.flush()
@@ -214,7 +215,7 @@ def atomic_output(path: str, *, keep: bool = False) -> Iterator[BinaryIO]:
 def _copy_existing(path: Path, out: BinaryIO) -> None:
     """Copy the bytes of the file at ``path``, if there is one, to ``out``."""
     try:
-        source = open(path, "rb")
+        source = open(path, "rb")  # noqa: SIM115 (apart from the with: only the open may find no file)
     except FileNotFoundError:
         return
     with source:

@@ -168,7 +168,8 @@ class Input(ABC):
         """The input's tasks, in order. Raises :class:`InputEnded` after yielding every task
         read before, when the input cannot be read to its end."""
 
-    def write(self, task: Task, result: TaskResult, slot: memoryview | None) -> None:  # noqa: B027 (audit and check write nothing)
+    # not abstract: audit and check write nothing
+    def write(self, task: Task, result: TaskResult, slot: memoryview | None) -> None:  # noqa: B027
         """Write ``task``'s ``result`` (in task order) to the output, if there is one;
         ``slot`` is the task's shared memory."""
 
@@ -249,7 +250,7 @@ def lazy(name: str) -> ModuleType:
     """Module ``name``, imported when one of its attributes is first used: a format module
     keeps its heavy libraries (pyarrow, duckdb) out of a run that never needs them, and is
     still found by the registry at start-up."""
-    return _Lazy(name)  # type: ignore[return-value]
+    return _Lazy(name)  # type: ignore[return-value]  # stands in for the module
 
 
 class _Lazy:

@@ -38,7 +38,7 @@ class Document(Task):
     source: str
 
     @property
-    def size(self) -> int:  # type: ignore[override]
+    def size(self) -> int:  # type: ignore[override]  # a property for the field of Task
         return len(self.data)
 
     @property

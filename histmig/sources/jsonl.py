@@ -5,7 +5,8 @@ A record is a bare history array or an object whose messages field is auto-detec
 are and not counted. A file keeps its own conventions: a UTF-8 byte-order mark at its start
 is not part of the first record (and stays in the output), and a line's end, ``\r\n`` or
 ``\n``, is not part of its record (a migrated record keeps it; a line added at the end of a
-file whose last line had none takes the convention of the line before). A task is a :class:`Chunk`, the bytes of whole input lines (about
+file whose last line had none takes the convention of the line before). A task is a :class:`Chunk`,
+the bytes of whole input lines (about
 :data:`CHUNK_BYTES`) and the number of its first line; :meth:`Chunk.run` puts its lines
 through the engine's record loop and returns the edits (each migrated or rejected record's
 place in the chunk and its new bytes) and the chunk's report; :func:`write_chunk` writes the
@@ -91,7 +92,7 @@ class Chunk(Task):
     length: int = 0
 
     @property
-    def size(self) -> int:  # type: ignore[override]
+    def size(self) -> int:  # type: ignore[override]  # a property for the field of Task
         return len(self.data) or self.length
 
     @property
@@ -288,7 +289,7 @@ def _is_regular_file(stream: BinaryIO) -> bool:
 
 def _read_blocks(stream: BinaryIO, source: str) -> Iterator[Chunk]:
     found = os.fstat(stream.fileno())
-    file = (os.path.abspath(stream.name), found.st_dev, found.st_ino)  # type: ignore[attr-defined]
+    file = (os.path.abspath(stream.name), found.st_dev, found.st_ino)
     first, offset = 1, stream.tell()
     while data := stream.read(CHUNK_BYTES):
         if not data.endswith(b"\n"):
@@ -328,7 +329,7 @@ def write_chunk(data: bytes, edits: list[Edit], out: BinaryIO, rejects: Callable
     for start, end, replacement in edits:
         if replacement is not None:
             out.write(view[position:start])
-            out.write(replacement)
+            out.write(replacement)  # type: ignore[arg-type]  # no Placed: placed() read them from the slot
             position = end
         elif rejects is not None:
             out.write(view[position:start])
@@ -376,7 +377,7 @@ class _Discard(io.RawIOBase):
 
 
 def _discarded() -> BinaryIO:
-    return _Discard()  # type: ignore[return-value]
+    return _Discard()  # type: ignore[return-value]  # writes are all it is asked for
 
 
 def written_to(rejects: Rejects | None, keep_rejected: bool, withheld: bool = False) -> Written:

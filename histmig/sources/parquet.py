@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from histmig.report import Report
 from histmig.sources.arrow import (
@@ -37,8 +37,12 @@ from histmig.sources.arrow import (
 from histmig.sources.atomic import atomic_output, temp_beside, unwritable
 from histmig.sources.base import Format, Input, Job, Target, Task, TaskResult, Written, lazy
 
-pa = lazy("pyarrow")
-pq = lazy("pyarrow.parquet")
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+else:
+    pa = lazy("pyarrow")
+    pq = lazy("pyarrow.parquet")
 
 SUFFIXES = (".parquet", ".pq")
 
@@ -266,17 +270,23 @@ class ParquetInput(Input):
         )
         self._migrator = ColumnMigrator(schema, column, path, job, find_id_column(schema, id_column, where=path))
         self._output = output
-        self._output_format: Literal["parquet", "jsonl"] | None = output_format if output is not None else None  # type: ignore[assignment]
+        self._output_format: Literal["parquet", "jsonl"] | None = (
+            output_format if output is not None else None  # type: ignore[assignment]  # one of the two
+        )
         self._emit: Callable[[RowGroup, GroupResult], None] = lambda task, result: None
 
     def __enter__(self) -> ParquetInput:
         if self._output_format == "jsonl":
-            out = self._stack.enter_context(atomic_output(self._output))  # type: ignore[arg-type]
+            out = self._stack.enter_context(atomic_output(self._output))  # type: ignore[arg-type]  # there is one
             self._emit = lambda task, result: out.writelines(result.jsonl)
         elif self._output_format == "parquet":
             write = self._stack.enter_context(
-                parquet_sink(self._output, self._migrator.output_schema, compression(self._parquet.metadata))
-            )  # type: ignore[arg-type]
+                parquet_sink(
+                    self._output,  # type: ignore[arg-type]  # an output format: there is an output
+                    self._migrator.output_schema,
+                    compression(self._parquet.metadata),
+                )
+            )
             cursor = BatchCursor(self._parquet)
             self._emit = lambda task, result: write(_migrated_group(cursor, task, self._migrator, result.cells))
         return self
@@ -346,7 +356,8 @@ def _bytes_per_row(parquet: pq.ParquetFile, group: RowGroup, meta: pq.RowGroupMe
     """Bytes a row of ``group``'s messages column takes once read, about: its column
     chunks' uncompressed size over the rows; for a dictionary-encoded column, whose stored
     size tells little (a repeated cell is stored once), at least that of its first rows as
-    read: :data:`BATCH_ROWS` of them, or fewer when they reach :data:`TASK_BYTES`. ``meta`` is the row group's metadata; it has rows."""
+    read: :data:`BATCH_ROWS` of them, or fewer when they reach :data:`TASK_BYTES`. ``meta`` is the
+    row group's metadata; it has rows."""
     schema = parquet.schema_arrow
     index = schema.get_field_index(group.column)
     first_leaf = sum(_leaves(schema.field(i).type) for i in range(index))
@@ -394,7 +405,8 @@ def _migrated_group(cursor: BatchCursor, task: RowGroup, migrator: ColumnMigrato
     column = table.column(migrator.index)
     if sum(batch.length for batch in cells) != len(column):
         raise ValueError(
-            f"{migrator.source}: row group {task.group} has {len(column)} rows from row {task.offset}, its cells {sum(batch.length for batch in cells)}"
+            f"{migrator.source}: row group {task.group} has {len(column)} rows from row {task.offset}, its cells "
+            f"{sum(batch.length for batch in cells)}"
         )
     pieces: list[pa.Array] = []
     start = 0

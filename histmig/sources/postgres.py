@@ -88,7 +88,8 @@ class PostgresTable(TableInput):
             connect = psycopg.connect
         except ImportError as exc:
             raise UnreadableInput(
-                f"{self.display(location)}: reading PostgreSQL needs psycopg 3 and libpq: pip install 'psycopg[binary]' ({exc})"
+                f"{self.display(location)}: reading PostgreSQL needs psycopg 3 and libpq: pip install "
+                f"'psycopg[binary]' ({exc})"
             ) from exc
         try:
             self._con = connect(location if given else "", autocommit=True, **({} if given else {"dbname": location}))
@@ -195,7 +196,8 @@ class PostgresTable(TableInput):
             if target.overwrite:  # in the run's one transaction: the old table stays if the run fails
                 self._query(f"DROP TABLE IF EXISTS {new}")
             self._query(
-                f"CREATE TABLE {new} (LIKE {self._relation()} INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES)"
+                f"CREATE TABLE {new} (LIKE {self._relation()} INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING "
+                "INDEXES)"
             )
             self._query(f"INSERT INTO {new} SELECT * FROM {self._relation()}")
             self._write = lambda page, result: self.apply(new, self.changes(page, result))

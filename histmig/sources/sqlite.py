@@ -76,9 +76,8 @@ class SqliteTable(TableInput):
             raise ColumnError(f"{path}: no such file")
         uri = f"file:{url_quote(os.path.abspath(path))}?mode="
         try:
-            if (
-                not write and os.path.exists(path + "-journal")
-            ):  # a writer killed mid-transaction: SQLite rolls its journal back at the first read, which needs write access
+            # a writer killed mid-transaction: SQLite rolls its journal back at the first read, which needs write access
+            if not write and os.path.exists(path + "-journal"):
                 with closing(sqlite3.connect(uri + "rw", uri=True, timeout=LOCK_WAIT)) as recovering:
                     recovering.execute("SELECT count(*) FROM sqlite_master").fetchall()
             self._con = sqlite3.connect(
@@ -177,7 +176,8 @@ class SqliteTable(TableInput):
         rows = [(c.new, c.stored, c.location, c.id, *c.key) for c in self.changes(page, result)]
         try:
             self._con.executemany(
-                f"INSERT INTO temp.{quote(_CHANGES)} (new, stored, location, id, {', '.join(f'k{i}' for i in range(len(self.key)))}) VALUES ({marks})",
+                f"INSERT INTO temp.{quote(_CHANGES)} (new, stored, location, id, "
+                f"{', '.join(f'k{i}' for i in range(len(self.key)))}) VALUES ({marks})",
                 rows,
             )
         except sqlite3.Error as exc:
