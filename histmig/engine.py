@@ -172,7 +172,7 @@ def findings(messages: list[Any], plan: Plan = Plan()) -> list[Finding]:
         found += [finding for rule in rules for finding in rule.check(work, plan.context)]
         for rule in rules:
             if rule.code in plan.fixing:
-                fixed = bool(rule.fix(work, plan.context)) or fixed  # type: ignore[misc]
+                fixed = any(type(done) is Change for done in rule.fix(work, plan.context)) or fixed  # type: ignore[misc]
     return found
 
 
@@ -195,9 +195,12 @@ def _apply(messages: list[Any], rules: tuple[Rule, ...], plan: Plan) -> tuple[li
             if rule.code not in asked:
                 continue
             if rule.code in plan.fixing:
-                made = rule.fix(messages, ctx)  # type: ignore[misc]
-                looked_fixed = looked_fixed or bool(made)
-                changes.extend(made)
+                for done in rule.fix(messages, ctx):  # type: ignore[misc]
+                    if type(done) is Change:
+                        changes.append(done)
+                        looked_fixed = True
+                    else:
+                        findings.append(done)  # type: ignore[arg-type]
                 continue
         if rule.code in plan.fixing:
             for done in rule.fix(messages, ctx):  # type: ignore[misc]

@@ -202,6 +202,7 @@ LEGACY_AND_CRASHED = orjson.dumps(
     {
         "id": "c-9",
         "messages": [
+            {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "go"}]},
             {
                 "kind": "response",
                 "parts": [{"part_kind": "tool-call", "tool_name": "t", "args": {}, "tool_call_id": "a"}],
@@ -252,13 +253,13 @@ def test_pairing_left_to_the_settled_check_comes_out_as_if_asked_at_its_phase() 
         direct.changes,
         direct.findings,
     )
-    assert [(c.rule, c.message, c.part) for c in deferred.changes] == [("HM101", 1, 0), ("HM406", 3, 0)]
-    assert [(f.code, f.message, f.part, f.severity) for f in deferred.findings] == [("HM407", 4, 0, "warning")]
+    assert [(c.rule, c.message, c.part) for c in deferred.changes] == [("HM101", 2, 0), ("HM406", 4, 0)]
+    assert [(f.code, f.message, f.part, f.severity) for f in deferred.findings] == [("HM407", 5, 0, "warning")]
     frontier_only = orjson.loads(LEGACY_AND_CRASHED)
-    del frontier_only["messages"][2:4]
+    del frontier_only["messages"][3:5]
     outcome = process_full(Record(orjson.dumps(frontier_only), "t", "line 2"))
-    assert [(c.rule, c.message) for c in outcome.changes] == [("HM101", 1)]
-    assert [(f.code, f.message, f.part, f.severity) for f in outcome.findings] == [("HM407", 2, 0, "warning")]
+    assert [(c.rule, c.message) for c in outcome.changes] == [("HM101", 2)]
+    assert [(f.code, f.message, f.part, f.severity) for f in outcome.findings] == [("HM407", 3, 0, "warning")]
     assert outcome.record.record_id == "c-9"
 
 

@@ -8,7 +8,9 @@ write it out, a batch of rows at a time, so memory stays flat whatever the archi
 JSON shape (README "Report"): ``{"run": {...}, "summary": {...}, "changes": [...],
 "findings": [...], "errors": [...], "warnings": [...]}``. ``run`` is the audit record of
 the run (:class:`RunInfo`); ``summary`` reconciles ``records_in == changed + unchanged +
-rejected + skipped``; ``invalid`` counts records that need no rule yet fail validation
+rejected + skipped``; ``fragments`` (given when there are any) counts the records that look
+like pieces of a conversation stored over several records (a finding of certainty
+``fragment``, :func:`histmig.rules.pairing.fragment`); ``invalid`` counts records that need no rule yet fail validation
 (``check``); ``findings`` counts what rules found and did not fix (a rule that only reports,
 an unsafe fix without ``--unsafe-fixes``), ``warnings`` the findings of severity
 ``warning`` and the unknown parts carried unchanged; ``skipped`` counts database rows
@@ -147,6 +149,8 @@ class Report:
             self.counts["findings"] += len(outcome.findings) - warned
             self.counts["warnings"] += warned
             self._findings_by_rule.update(finding.code for finding in outcome.findings)
+            if any(finding.certainty == "fragment" for finding in outcome.findings):
+                self.counts["fragments"] += 1
             self._findings.add([place + row for row in finding_rows(outcome)])
         if outcome.readers is not None:
             reader, loads, oldest, releases = outcome.readers.row()
@@ -435,11 +439,13 @@ def summary_of(
     findings_by_rule: Mapping[str, int],
 ) -> dict[str, Any]:
     """A report's summary (README "Report") from its tallies: ``counts`` (by the names of
-    :data:`COUNTS`, a missing one 0), then edited parts by rule, by cause and by
+    :data:`COUNTS`, a missing one 0; ``fragments`` when there are any), then edited parts by rule, by cause and by
     ``(evidence, certainty)`` (named by :func:`evidence_label`), and findings by rule, each
     sorted by key. :meth:`Report.summary` and :func:`histmig.spark.summarize` both give it."""
+    fragments = counts.get("fragments", 0)
     return {
         **{key: counts.get(key, 0) for key in COUNTS},
+        **({"fragments": fragments} if fragments else {}),
         "parts_by_rule": dict(sorted(by_rule.items())),
         "parts_by_cause": dict(sorted(by_cause.items())),
         "parts_by_evidence": dict(sorted((evidence_label(*key), count) for key, count in by_evidence.items())),

@@ -3,19 +3,27 @@
 from __future__ import annotations
 
 from histmig.rules.base import ABSENT_PART, PAIR, Change, Context, Docs, Finding, Messages, Rule
-from histmig.rules.pairing import LOOK, TARGETS, analyse, close_calls, frontier_finding
+from histmig.rules.pairing import LOOK, TARGETS, analyse, close_calls, frontier_finding, whole_only
 
 
 def find_frontier(messages: Messages, ctx: Context) -> list[Finding]:
     """Each call of the last response without a result: the live frontier, which a run resumed
     with this history (or given ``deferred_tool_results``) may still answer. A warning, not an
     error: a run that ended waiting for a deferred tool's result is legitimate."""
+    pairing = analyse(messages)
     return [
-        frontier_finding(m, p, messages[m]["parts"][p].get("tool_name"), messages[m]["parts"][p].get("tool_call_id"))
-        for m, p in sorted(analyse(messages).frontier)
+        frontier_finding(
+            m,
+            p,
+            messages[m]["parts"][p].get("tool_name"),
+            messages[m]["parts"][p].get("tool_call_id"),
+            pairing.certainty,
+        )
+        for m, p in sorted(pairing.frontier)
     ]
 
 
+@whole_only(find_frontier)
 def close_frontier(messages: Messages, ctx: Context) -> list[Change]:
     """Answer each call of the last response with an interrupted return, as 2.68's
     ``repair_messages`` does with ``repair_last_response`` (the default of
