@@ -155,7 +155,7 @@ class Result:
     def _fragments(self) -> str:
         """What the verdict says of the records that look like pieces of a conversation stored
         over several records (``fragments``), or ``""`` for none."""
-        count = self.report.counts["fragments"]
+        count = self.report.fragments
         if not count:
             return ""
         look = "record looks" if count == 1 else "records look"

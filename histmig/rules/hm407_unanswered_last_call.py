@@ -27,7 +27,9 @@ def find_frontier(messages: Messages, ctx: Context) -> list[Finding]:
 def close_frontier(messages: Messages, ctx: Context) -> list[Change]:
     """Answer each call of the last response with an interrupted return, as 2.68's
     ``repair_messages`` does with ``repair_last_response`` (the default of
-    ``pydantic_ai.messages.repair_messages``): the run is abandoned, not resumed."""
+    ``pydantic_ai.messages.repair_messages``): the run is abandoned, not resumed. Not on a
+    fragment (:func:`~histmig.rules.pairing.whole_only`), nor on a record that names a
+    conversation (:meth:`histmig.engine.Plan.for_record`: its next run's record may answer them)."""
     calls = analyse(messages).frontier
     return [
         Change("HM407", m, p, ABSENT_PART, "tool-return", "frontier", "exact") for m, p in close_calls(messages, calls)
