@@ -103,7 +103,11 @@ class Result:
 
     @property
     def verdict(self) -> str:
-        """What the command did, in one line (README "Report")."""
+        """What the command did, in one line (README "Report"), and what it makes of records that
+        look like pieces of a conversation, when there are any."""
+        return self._did() + self._fragments()
+
+    def _did(self) -> str:
         counts = self.report.counts
         cut = "; the input could not be read to its end (see the unreadable error)" if counts["read_errors"] else ""
         of = f"{counts['changed']} of {counts['records_in']} records"
@@ -162,6 +166,19 @@ class Result:
         return (
             f"histmig convert: {of} {migrated}, {counts['unchanged']} unchanged{kept}, {counts['rejected']} "
             f"rejected{skipped}{left}; {self._written()}{cut}"
+        )
+
+    def _fragments(self) -> str:
+        """What the verdict says of the records that look like pieces of a conversation stored
+        over several records (``fragments``), or ``""`` for none."""
+        count = self.report.fragments
+        if not count:
+            return ""
+        look = "record looks" if count == 1 else "records look"
+        return (
+            f"; {count} {look} like part of a conversation stored over several records: their tool pairing "
+            "was not repaired and their findings are warnings (give --conversation COLUMN, or '*' for one "
+            "conversation an input, to treat each conversation whole)"
         )
 
     def _unknown_part_count(self) -> int:

@@ -33,7 +33,7 @@ import itertools
 import re
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache, cached_property
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -49,12 +49,14 @@ from histmig.records import (
     Readers,
     Record,
     check_messages,
+    conversation_names,
     dumps,
     envelope_id,
     locate_messages,
 )
 from histmig.rules import Walk, known_part_kinds, registry, select
 from histmig.rules.base import Budgets, CauseMode, Change, Context, Finding, Malformed, Rule
+from histmig.rules.pairing import CODES
 from histmig.schema import REQUEST_PART_KINDS, RESPONSE_PART_KINDS, releases
 from histmig.schema.releases import NEWEST, Release
 from histmig.screen import Screen, Settled, Verdict, screen_for, settled_for
@@ -63,6 +65,9 @@ if TYPE_CHECKING:
     from histmig.report import Report
 
 _DECODER = msgspec.json.Decoder()
+
+FRONTIER = CODES["frontier"]
+"""The rule of the calls of a history's last response (HM407), whose unsafe fix closes them."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +79,9 @@ class Plan:
     parsed and validated (``validate_all``: ``check`` does, ``convert`` does not), the
     ``target`` release the histories are written for (``--target``, ``check --reader``; the
     newest by default), whether each record's :class:`~histmig.records.Readers` are told
-    (``readers``: ``check --reader``), and HM104's ``counting`` rules and retry ``budgets``.
+    (``readers``: ``check --reader``), HM104's ``counting`` rules and retry ``budgets``, and
+    whether the calls of the last response are left open whatever the fixes
+    (``keep_frontier``: the plan of a record that names a conversation, :meth:`for_record`).
     Built by :meth:`histmig.options.Options.plan`.
 
     For an older ``target``, a record is valid when that release loads it (the legacy schema
@@ -90,6 +97,7 @@ class Plan:
     readers: bool = False
     counting: str = "current"
     budgets: Budgets = Budgets()
+    keep_frontier: bool = False
 
     @cached_property
     def context(self) -> Context:
@@ -131,8 +139,25 @@ class Plan:
         return frozenset(
             rule.code
             for rule in self.rules
-            if rule.fix is not None and (rule.applicability == "safe" or self.unsafe_fixes)
+            if rule.fix is not None
+            and (rule.applicability == "safe" or self.unsafe_fixes)
+            and not (self.keep_frontier and rule.code == FRONTIER)
         )
+
+    @cached_property
+    def _frontier_kept(self) -> Plan:
+        return replace(self, keep_frontier=True)
+
+    def for_record(self, obj: Any, messages: list[Any]) -> Plan:
+        """The plan for one record (``obj``, holding ``messages``): this one, but that the
+        calls of the last response of a record naming a conversation
+        (:func:`~histmig.records.conversation_names`) stay open whatever the fixes: another
+        record of the conversation (the next run's, starting with their results) may answer
+        them, which a record alone cannot tell (HM407's unsafe fix closes them on a history
+        given alone, :func:`migrate`)."""
+        if FRONTIER not in self.fixing or not conversation_names(obj, messages):
+            return self
+        return self._frontier_kept
 
     @property
     def screen(self) -> Screen | None:
@@ -173,7 +198,7 @@ def findings(messages: list[Any], plan: Plan = Plan()) -> list[Finding]:
         found += [finding for rule in rules for finding in rule.check(work, plan.context)]
         for rule in rules:
             if rule.code in plan.fixing:
-                fixed = bool(rule.fix(work, plan.context)) or fixed  # type: ignore[misc]  # a fixing rule has a fix
+                fixed = any(type(done) is Change for done in rule.fix(work, plan.context)) or fixed  # type: ignore[misc]
     return found
 
 
@@ -197,9 +222,12 @@ def _apply(messages: list[Any], rules: tuple[Rule, ...], plan: Plan) -> tuple[li
             if rule.code not in asked:
                 continue
             if rule.code in plan.fixing:
-                made = rule.fix(messages, ctx)  # type: ignore[misc]  # a fixing rule has a fix
-                looked_fixed = looked_fixed or bool(made)
-                changes.extend(made)  # type: ignore[arg-type]  # a history look's fix makes changes only
+                for done in rule.fix(messages, ctx):  # type: ignore[misc]
+                    if type(done) is Change:
+                        changes.append(done)
+                        looked_fixed = True
+                    else:
+                        findings.append(done)  # type: ignore[arg-type]
                 continue
         if rule.code in plan.fixing:
             for done in rule.fix(messages, ctx):  # type: ignore[misc]  # a fixing rule has a fix
@@ -214,26 +242,45 @@ def process(record: Record, plan: Plan = Plan()) -> Outcome:
     passes it, else :func:`process_full`. Never raises for bad input."""
     screen = plan.screen
     verdict = None if screen is None else screen(record.raw)
-    return process_full(record, plan) if verdict is None else screened_outcome(record, verdict)
+    return process_full(record, plan) if verdict is None else screened_outcome(record, verdict, plan.messages_field)
 
 
 _IDS = msgspec.json.Decoder(msgspec.defstruct("_Ids", [(name, Any, None) for name in ID_FIELDS], gc=False))
 """Reads an envelope's id fields alone (:data:`~histmig.records.ID_FIELDS`)."""
 
 
-def screened_outcome(record: Record, findings: tuple[Finding, ...]) -> Outcome:
+def screened_outcome(record: Record, findings: tuple[Finding, ...], field: str | None = None) -> Outcome:
     """The outcome of a record the screen passed (:data:`~histmig.screen.Verdict`):
     ``unchanged``, with the ``findings`` it reported and, when there are any, the record's
-    envelope id (read alone: the record is not built)."""
+    envelope id (read alone: the record is not built), and the conversations it names when a
+    finding says it may be a piece of one (:func:`told_conversations`; ``field``, the
+    envelope's messages field, ``None``: auto-detect)."""
     if not findings:
         return Outcome(record, "unchanged", record.raw)
+    conversations = told_conversations(record.raw, findings, field)
     if record.record_id is None and record.raw[:1] == b"{":
         # the screen decoded it: only an id field nested too deep can raise
         with contextlib.suppress(msgspec.DecodeError):
             record = Record(
                 record.raw, record.source, record.location, envelope_id(msgspec.structs.asdict(_IDS.decode(record.raw)))
             )
-    return Outcome(record, "unchanged", record.raw, findings=list(findings))
+        except msgspec.DecodeError:
+            pass  # the screen decoded it: only an id field nested too deep can land here
+    return Outcome(record, "unchanged", record.raw, findings=list(findings), conversations=conversations)
+
+
+def told_conversations(raw: bytes, findings: Iterable[Finding], field: str | None) -> tuple[str, ...]:
+    """The conversations record ``raw`` names (:func:`~histmig.records.conversation_names`),
+    when one of its ``findings`` says it may be a piece of a conversation: a fragment's, or
+    the calls of its last response (:data:`FRONTIER`); else none (the record is not parsed
+    again: a record holds such findings rarely)."""
+    if not any(finding.certainty == "fragment" or finding.code == FRONTIER for finding in findings):
+        return ()
+    try:
+        obj = _DECODER.decode(raw)
+        return conversation_names(obj, locate_messages(obj, field).messages)
+    except (msgspec.DecodeError, RecursionError, NotAHistory):
+        return ()
 
 
 SKIP_SCREEN_AFTER = 2
@@ -248,6 +295,11 @@ class Processor(Protocol):
     :class:`Outcome`."""
 
     def screened(self, raw: bytes) -> Verdict: ...
+
+    def passed(self, record: Record, findings: tuple[Finding, ...]) -> Outcome:
+        """The outcome of a record :meth:`screened` passed with ``findings``
+        (:func:`screened_outcome`)."""
+        ...
 
     def full(self, record: Record) -> Outcome: ...
 
@@ -290,8 +342,12 @@ class Stream:
         if not asked and outcome.status == "rejected":
             verdict = self._screen(record.raw)  # type: ignore[misc]  # not asked: there is a screen
             if verdict is not None:
-                return screened_outcome(record, verdict)
+                return self.passed(record, verdict)
         return outcome
+
+    def passed(self, record: Record, findings: tuple[Finding, ...]) -> Outcome:
+        """:func:`screened_outcome` of ``record``, in this plan's envelope field."""
+        return screened_outcome(record, findings, self.plan.messages_field)
 
 
 K = TypeVar("K")
@@ -312,13 +368,13 @@ def run_records(
     rejected) and is added to ``report`` unless it is quiet (:attr:`Outcome.quiet`). Never
     raises for bad input."""
     unchanged = 0
-    screened, full = processor.screened, processor.full
+    screened, full, passed = processor.screened, processor.full, processor.passed
     for raw, key in items:
         verdict = screened(raw)
         if verdict == ():
             unchanged += 1
             continue
-        outcome = full(record(raw, key)) if verdict is None else screened_outcome(record(raw, key), verdict)
+        outcome = full(record(raw, key)) if verdict is None else passed(record(raw, key), verdict)
         if accept is not None:
             outcome = accept(key, outcome)
         if outcome.status == "unchanged" and not (
@@ -343,6 +399,8 @@ def process_full(record: Record, plan: Plan = Plan(), *, defer: bool = True) -> 
     phases); their findings are reported. Only when they find something to fix, or cannot
     tell, is the record migrated again with them, each family asked when its phase comes."""
     outcome = _full_way(record, plan, defer and plan.target == NEWEST)
+    if outcome.findings:
+        outcome.conversations = told_conversations(record.raw, outcome.findings, plan.messages_field)
     if plan.readers:
         outcome.readers = Readers(plan.target, _readers(record.raw, plan.messages_field))
     return outcome
@@ -360,6 +418,7 @@ def _full_way(record: Record, plan: Plan, defer: bool) -> Outcome:
     except NotAHistory as exc:
         return Outcome(_named(record, obj), "rejected", None, errors=[str(exc)])
     messages = located.messages
+    plan = plan.for_record(obj, messages)
     rules, deferred = plan.walk.to_run(messages, defer=defer)
     if not rules and not plan.validates_unchanged:
         return Outcome(record, "unchanged", record.raw)

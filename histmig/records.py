@@ -263,6 +263,31 @@ def envelope_id(obj: Any) -> str | None:
     return None
 
 
+CONVERSATION_FIELDS = ("conversation_id", "session_id", "thread_id", "chat_id")
+"""The envelope fields that name the conversation a record belongs to; a message's own
+``conversation_id`` (2.68 writes one on every message, the same on every run of a conversation:
+``Agent.run`` takes it from ``message_history``) names it too."""
+
+
+def conversation_names(obj: Any, messages: Any) -> tuple[str, ...]:
+    """The conversations a record says it belongs to, as ``field=value`` texts, distinct and
+    sorted: each of :data:`CONVERSATION_FIELDS` an envelope object ``obj`` holds as a string or
+    integer, and each string ``conversation_id`` of the ``messages`` (a history as plain JSON
+    data). Two records naming one conversation may be two pieces of it."""
+    names = set()
+    if type(obj) is dict:
+        for key in CONVERSATION_FIELDS:
+            value = obj.get(key)
+            if type(value) in (str, int):
+                names.add(f"{key}={value}")
+    if type(messages) is list:
+        for message in messages:
+            value = message.get("conversation_id") if type(message) is dict else None
+            if type(value) is str:
+                names.add(f"conversation_id={value}")
+    return tuple(sorted(names))
+
+
 Status = Literal["unchanged", "changed", "rejected"]
 
 
@@ -304,7 +329,10 @@ class Outcome:
     ``findings`` of rules whose fix was not applied; ``errors``, one ``path: message`` line
     per problem (why it was rejected, or, for an unchanged record under ``validate_all``, why
     it is not valid); ``warnings``, parts carried unchanged that no release up to 2.68 wrote
-    (an unknown ``part_kind``); ``readers``, which releases load it (``check --reader``)."""
+    (an unknown ``part_kind``); ``readers``, which releases load it (``check --reader``);
+    ``conversations``, the conversations it names (:func:`conversation_names`), told only of a
+    record whose findings say it may be a piece of one (a fragment, or a last response's calls
+    without results): the report tells which pieces another record continues."""
 
     record: Record
     status: Status
@@ -314,6 +342,7 @@ class Outcome:
     warnings: list[str] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     readers: Readers | None = None
+    conversations: tuple[str, ...] = ()
 
     @property
     def quiet(self) -> bool:

@@ -37,7 +37,7 @@ import msgspec
 
 from histmig.records import field_path
 from histmig.rules import looks
-from histmig.rules.base import FieldLook, Finding, HistoryLook, Look, PartKind, Rule
+from histmig.rules.base import FieldLook, Finding, HistoryLook, Look, PartKind, Rule, severity_of
 from histmig.schema import PLAIN_CURRENT, Fields, msgspec_type
 from histmig.schema.releases import NEWEST, Release, written_kinds
 
@@ -189,10 +189,10 @@ class _Families:
         when one's rule would fix it."""
         kept = []
         for finding in found:
-            if finding.code in self._fixing:
+            if finding.code in self._fixing and finding.certainty != "fragment":  # no fix acts on a fragment's
                 return None
             if finding.code in self._severity:
-                kept.append(finding._replace(severity=self._severity[finding.code]))
+                kept.append(finding._replace(severity=severity_of(finding.certainty, self._severity[finding.code])))
         return tuple(kept)
 
 

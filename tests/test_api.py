@@ -391,3 +391,36 @@ def test_convert_and_audit_say_how_many_findings_they_leave(tmp_path: Path) -> N
 def test_a_blank_to_table_is_a_usage_error(tmp_path: Path, name: str) -> None:
     with pytest.raises(UsageError, match=f"^--to-table {name!r}: name a table$"):
         api.convert(str(tmp_path / "chats.duckdb"), None, Options(table="t"), to_table=name)
+
+
+def test_check_passes_a_conversation_stored_a_message_a_record_with_warnings_naming_the_option(
+    tmp_path: Path,
+) -> None:
+    """One message a record: the calls and results apart are fragments, no proof of damage, so
+    ``check`` warns (exit 0) and its verdict names ``--conversation``; ``convert --unsafe-fixes``
+    writes every record as it was, the same report on one worker or two."""
+    history = orjson.loads((CORPUS / "v2.68.0" / "m_deferred_tool_model_retry.json").read_bytes())
+    source = tmp_path / "messages.jsonl"
+    source.write_bytes(b"".join(orjson.dumps({"messages": [message]}) + b"\n" for message in history))
+    checked = api.check(str(source))
+    note = (
+        "; 3 records look like part of a conversation stored over several records: their tool pairing was not "
+        "repaired and their findings are warnings (give --conversation COLUMN, or '*' for one conversation an "
+        "input, to treat each conversation whole)"
+    )
+    assert (checked.exit_code, checked.verdict) == (
+        0,
+        f"histmig check: all 4 records are current and valid; 3 warnings (see the report){note}",
+    )
+    assert [(row["rule"], row["location"], row["certainty"], row["severity"]) for row in checked.report.findings] == [
+        ("HM407", "line 2", "fragment", "warning"),
+        ("HM401", "line 3", "fragment", "warning"),
+        ("HM407", "line 4", "fragment", "warning"),
+    ]
+    reports = []
+    for jobs in (1, 2):
+        out = tmp_path / f"out{jobs}.jsonl"
+        converted = api.convert(str(source), str(out), Options(unsafe_fixes=True, jobs=jobs))
+        assert out.read_bytes() == source.read_bytes() and converted.verdict.endswith(note)
+        reports.append({key: value for key, value in converted.report.to_json().items() if key != "run"})
+    assert reports[0] == reports[1] and reports[0]["summary"]["fragments"] == 3

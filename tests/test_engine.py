@@ -202,6 +202,7 @@ LEGACY_AND_CRASHED = orjson.dumps(
     {
         "id": "c-9",
         "messages": [
+            {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "go"}]},
             {
                 "kind": "response",
                 "parts": [{"part_kind": "tool-call", "tool_name": "t", "args": {}, "tool_call_id": "a"}],
@@ -252,13 +253,13 @@ def test_pairing_left_to_the_settled_check_comes_out_as_if_asked_at_its_phase() 
         direct.changes,
         direct.findings,
     )
-    assert [(c.rule, c.message, c.part) for c in deferred.changes] == [("HM101", 1, 0), ("HM406", 3, 0)]
-    assert [(f.code, f.message, f.part, f.severity) for f in deferred.findings] == [("HM407", 4, 0, "warning")]
+    assert [(c.rule, c.message, c.part) for c in deferred.changes] == [("HM101", 2, 0), ("HM406", 4, 0)]
+    assert [(f.code, f.message, f.part, f.severity) for f in deferred.findings] == [("HM407", 5, 0, "warning")]
     frontier_only = orjson.loads(LEGACY_AND_CRASHED)
-    del frontier_only["messages"][2:4]
+    del frontier_only["messages"][3:5]
     outcome = process_full(Record(orjson.dumps(frontier_only), "t", "line 2"))
-    assert [(c.rule, c.message) for c in outcome.changes] == [("HM101", 1)]
-    assert [(f.code, f.message, f.part, f.severity) for f in outcome.findings] == [("HM407", 2, 0, "warning")]
+    assert [(c.rule, c.message) for c in outcome.changes] == [("HM101", 2)]
+    assert [(f.code, f.message, f.part, f.severity) for f in outcome.findings] == [("HM407", 3, 0, "warning")]
     assert outcome.record.record_id == "c-9"
 
 
@@ -431,3 +432,42 @@ def test_what_a_fixing_rule_leaves_as_it_is_is_reported_as_a_finding() -> None:
     )
     changed = process(Record(raw, "t", "file"), Plan(rules=(both,)))
     assert (changed.status, [c.rule for c in changed.changes], changed.findings) == ("changed", ["HM985"], [said])
+
+
+DEFERRED = orjson.loads((CORPUS / "v2.68.0" / "m_deferred_tool_model_retry.json").read_bytes())
+"""A 2.68 run that stopped for a deferred tool (messages 0-1) and the run that resumed it with
+the tool's result (2-3, which ends waiting for another): every message names its conversation."""
+
+
+def test_a_record_naming_a_conversation_keeps_its_last_calls_open_whatever_the_fixes() -> None:
+    """Another record of the conversation (the next run's) may answer them: a record alone
+    cannot tell, so HM407's unsafe fix leaves them open and the outcome names the conversation;
+    a record naming none, and a history given alone, are closed as before."""
+    unsafe = Plan(unsafe_fixes=True)
+    first_run = orjson.dumps(DEFERRED[:2])
+    kept = process_full(Record(first_run, "t", "row 1"), unsafe)
+    assert (kept.status, kept.output, kept.conversations) == (
+        "unchanged",
+        first_run,
+        (f"conversation_id={DEFERRED[0]['conversation_id']}",),
+    )
+    assert [(f.code, f.message, f.certainty, f.severity) for f in kept.findings] == [("HM407", 1, "exact", "warning")]
+    anonymous = [{key: value for key, value in m.items() if key != "conversation_id"} for m in DEFERRED[:2]]
+    closed = process_full(Record(orjson.dumps(anonymous), "t", "row 1"), unsafe)
+    assert closed.status == "changed" and [c.rule for c in closed.changes] == ["HM407"] and closed.conversations == ()
+    alone = orjson.loads(first_run)
+    assert [c.rule for c in engine.migrate(alone, unsafe)] == ["HM407"] and len(alone) == 3
+    named = process_full(Record(orjson.dumps({"session_id": "s-1", "messages": anonymous}), "t", "line 1"), unsafe)
+    assert named.status == "unchanged" and named.conversations == ("session_id=s-1",)
+
+
+def test_a_fragment_is_left_as_it_is_whatever_the_fixes_and_names_its_conversation() -> None:
+    resumed = orjson.dumps(DEFERRED[2:])
+    for plan in (Plan(), Plan(unsafe_fixes=True)):
+        outcome = process(Record(resumed, "t", "row 2"), plan)
+        assert (outcome.status, outcome.output, outcome.changes) == ("unchanged", resumed, [])
+        assert [(f.code, f.certainty, f.severity) for f in outcome.findings] == [
+            ("HM401", "fragment", "warning"),
+            ("HM407", "fragment", "warning"),
+        ]
+        assert outcome.conversations == (f"conversation_id={DEFERRED[2]['conversation_id']}",)

@@ -10,6 +10,7 @@ from histmig.records import (
     NotAHistory,
     Record,
     check_messages,
+    conversation_names,
     envelope_id,
     field_path,
     locate_messages,
@@ -133,3 +134,17 @@ def test_check_messages_names_the_first_item_that_is_not_a_message_under_its_pre
         check_messages([[], []])
     with pytest.raises(NotAHistory, match=r"^messages\[0\]\.parts is not a list$"):
         check_messages([{"kind": "request", "parts": None}])
+
+
+def test_a_record_names_its_conversations_by_envelope_field_and_by_message() -> None:
+    messages = [
+        {"kind": "request", "parts": [], "conversation_id": "c-1"},
+        {"kind": "response", "parts": [], "conversation_id": "c-1"},
+        {"kind": "request", "parts": [], "conversation_id": None},
+        "not a message",
+    ]
+    envelope = {"session_id": "s-9", "thread_id": 42, "chat_id": None, "conversation_id": True, "id": "r-1"}
+    assert conversation_names(envelope, messages) == ("conversation_id=c-1", "session_id=s-9", "thread_id=42")
+    assert conversation_names(messages, messages) == ("conversation_id=c-1",)
+    assert conversation_names({"id": "r-1"}, [{"kind": "request", "parts": []}]) == ()
+    assert conversation_names({"thread_id": 1.5, "session_id": ["s"]}, "not a history") == ()

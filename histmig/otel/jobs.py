@@ -100,6 +100,9 @@ class _Converter:
     def screened(self, raw: bytes) -> None:
         return None
 
+    def passed(self, record: Record, findings: tuple[Any, ...]) -> Outcome:
+        return Outcome(record, "unchanged", record.raw, findings=list(findings))
+
     def full(self, record: Record) -> Outcome:
         try:
             obj = orjson.loads(record.raw)

@@ -8,7 +8,9 @@ write it out, a batch of rows at a time, so memory stays flat whatever the archi
 JSON shape (README "Report"): ``{"run": {...}, "summary": {...}, "changes": [...],
 "findings": [...], "errors": [...], "warnings": [...]}``. ``run`` is the audit record of
 the run (:class:`RunInfo`); ``summary`` reconciles ``records_in == changed + unchanged +
-rejected + skipped``; ``invalid`` counts records that need no rule yet fail validation
+rejected + skipped``; ``fragments`` (given when there are any) counts the records that look
+like pieces of a conversation stored over several records (:attr:`Report.fragments`);
+``invalid`` counts records that need no rule yet fail validation
 (``check``); ``findings`` counts what rules found and did not fix (a rule that only reports,
 an unsafe fix without ``--unsafe-fixes``), ``warnings`` the findings of severity
 ``warning`` and the unknown parts carried unchanged; ``skipped`` counts database rows
@@ -34,6 +36,7 @@ from typing import Any, Literal
 from histmig.problems import parts_of
 from histmig.records import Outcome
 from histmig.report.rows import ChangeRow, FindingRow, ReaderRow, Spill
+from histmig.rules.pairing import CODES
 from histmig.schema.releases import release
 
 COUNTS = ("records_in", "changed", "unchanged", "rejected", "skipped", "invalid", "warnings", "findings", "read_errors")
@@ -43,6 +46,9 @@ SKIPPED = (
     "written by another client after histmig read it; left as that client wrote it (run histmig again to migrate it)"
 )
 """The error line of a skipped row (:meth:`Report.add_skipped`)."""
+
+FRONTIER = CODES["frontier"]
+"""The rule of the calls of a history's last response (HM407)."""
 
 Detail = Literal["auto", "full", "summary"]
 
@@ -125,6 +131,8 @@ class Report:
         self.errors: list[dict[str, Any]] = []
         self.warnings: list[dict[str, Any]] = []
         self.run: RunInfo | None = None
+        self._pieces: set[str] = set()
+        self._open_ends: dict[str, list[tuple[str, str]]] = {}
 
     @classmethod
     def in_memory(cls) -> Report:
@@ -147,6 +155,12 @@ class Report:
             self.counts["findings"] += len(outcome.findings) - warned
             self.counts["warnings"] += warned
             self._findings_by_rule.update(finding.code for finding in outcome.findings)
+            if any(finding.certainty == "fragment" for finding in outcome.findings):
+                self.counts["fragments"] += 1
+                self._pieces.update(outcome.conversations)
+            else:
+                for name in outcome.conversations:
+                    self._open_ends.setdefault(name, []).append((record.source, record.location))
             self._findings.add([place + row for row in finding_rows(outcome)])
         if outcome.readers is not None:
             reader, loads, oldest, releases = outcome.readers.row()
@@ -200,6 +214,30 @@ class Report:
         self._readers.absorb(other._readers)
         self.errors.extend(other.errors)
         self.warnings.extend(other.warnings)
+        self._pieces |= other._pieces
+        for name, places in other._open_ends.items():
+            self._open_ends.setdefault(name, []).extend(places)
+
+    def _continued(self) -> set[tuple[str, str]]:
+        """The records (``(source, location)``) whose last response's calls are without results
+        and that name a conversation (:attr:`~histmig.records.Outcome.conversations`) another
+        record names too, a fragment (:func:`histmig.rules.pairing.fragment`: the next run's
+        record, starting with their results) or another such record: pieces of a conversation
+        stored over several records, whose calls the rest of it may answer. Told once every
+        record is in (any order of records, any number of workers, the same)."""
+        return {
+            place
+            for name, places in self._open_ends.items()
+            if name in self._pieces or len(places) > 1
+            for place in places
+        }
+
+    @property
+    def fragments(self) -> int:
+        """The records that look like pieces of a conversation stored over several records: those
+        with a finding of certainty ``fragment`` (:func:`histmig.rules.pairing.fragment`), and
+        those :meth:`_continued` tells."""
+        return self.counts["fragments"] + len(self._continued())
 
     def add_unchanged(self, count: int) -> None:
         """Count ``count`` records that were unchanged, valid and without anything to say."""
@@ -256,9 +294,21 @@ class Report:
         return self._changes.batches()
 
     def finding_batches(self) -> Iterator[list[FindingRow]]:
-        """The finding rows in the order they were added, a batch at a time."""
+        """The finding rows in the order they were added, a batch at a time; those of the last
+        response's calls of a record :meth:`_continued` tells are of certainty ``fragment``."""
         self._flush()
-        return self._findings.batches()
+        continued = self._continued()
+        if not continued:
+            return self._findings.batches()
+        return (
+            [
+                row._replace(certainty="fragment")
+                if row.rule == FRONTIER and (row.source, row.location) in continued
+                else row
+                for row in batch
+            ]
+            for batch in self._findings.batches()
+        )
 
     def reader_batches(self) -> Iterator[list[ReaderRow]]:
         """The readers rows (``check --reader``: one a record) in the order they were added, a
@@ -311,7 +361,8 @@ class Report:
         records each release is the oldest to load (``oldest_releases``, in release order,
         ``none`` last)."""
         self._flush()
-        summary = summary_of(self.counts, self._by_rule, self._by_cause, self._by_evidence, self._findings_by_rule)
+        counts = {**self.counts, "fragments": self.fragments}
+        summary = summary_of(counts, self._by_rule, self._by_cause, self._by_evidence, self._findings_by_rule)
         if self._reader is not None:
             oldest = sorted(
                 self._oldest.items(), key=lambda item: (item[0] is None, release(item[0]) if item[0] else None)
@@ -435,11 +486,13 @@ def summary_of(
     findings_by_rule: Mapping[str, int],
 ) -> dict[str, Any]:
     """A report's summary (README "Report") from its tallies: ``counts`` (by the names of
-    :data:`COUNTS`, a missing one 0), then edited parts by rule, by cause and by
+    :data:`COUNTS`, a missing one 0; ``fragments`` when there are any), then edited parts by rule, by cause and by
     ``(evidence, certainty)`` (named by :func:`evidence_label`), and findings by rule, each
     sorted by key. :meth:`Report.summary` and :func:`histmig.spark.summarize` both give it."""
+    fragments = counts.get("fragments", 0)
     return {
         **{key: counts.get(key, 0) for key in COUNTS},
+        **({"fragments": fragments} if fragments else {}),
         "parts_by_rule": dict(sorted(by_rule.items())),
         "parts_by_cause": dict(sorted(by_cause.items())),
         "parts_by_evidence": dict(sorted((evidence_label(*key), count) for key, count in by_evidence.items())),

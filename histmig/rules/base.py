@@ -40,10 +40,13 @@ import orjson
 
 from histmig.schema.releases import EVERY, NEWEST, Release, Span, describe, includes
 
-Certainty = Literal["exact", "template", "shape", "default", "derived"]
+Certainty = Literal["exact", "template", "shape", "default", "derived", "fragment"]
 """How sure a finding is (design.md "Rules"): an ``exact`` text match with a framework
 string, a ``template`` match with a framework f-string, the ``shape`` of the content, a
-``default`` when no evidence points anywhere else, or a value ``derived`` from the record."""
+``default`` when no evidence points anywhere else, or a value ``derived`` from the record;
+``fragment``: the record looks like a piece of a conversation stored over several records
+(:func:`histmig.rules.pairing.fragment`), so what a rule finds there may be whole in the
+conversation: a warning whatever its rule's severity (:func:`severity_of`), and no fix acts on it."""
 
 Applicability = Literal["safe", "unsafe"]
 """A fix's applicability, as ruff defines it: ``safe`` keeps what the conversation means,
@@ -75,6 +78,13 @@ runs from 2.60.0)."""
 Severity = Literal["error", "warning"]
 """How a finding counts: an ``error`` fails ``check``; a ``warning`` is reported and does not
 (the calls of a history's last response, which a resumed run may still answer)."""
+
+
+def severity_of(certainty: Certainty, severity: Severity) -> Severity:
+    """The severity of a finding of ``certainty`` by a rule of ``severity``: a ``fragment``'s
+    is a warning (it is no proof of damage: the rest of its conversation is in other records),
+    any other's its rule's."""
+    return "warning" if certainty == "fragment" else severity
 
 
 class Finding(NamedTuple):
@@ -469,10 +479,13 @@ class Rule:
         """What the rule finds in ``messages``, without changing them: ``find``'s findings,
         else those of the fix run on a copy (a change as the finding it fixes)."""
         if self.find is not None:
-            return [finding._replace(severity=self.severity) for finding in self.find(messages, ctx)]
+            return [
+                finding._replace(severity=severity_of(finding.certainty, self.severity))
+                for finding in self.find(messages, ctx)
+            ]
         assert self.fix is not None  # __post_init__: a fix or a find
         return [
-            done.finding(self.severity) if isinstance(done, Change) else done
+            done.finding(severity_of(done.certainty, self.severity)) if isinstance(done, Change) else done
             for done in self.fix(copy.deepcopy(messages), ctx)
         ]
 

@@ -10,6 +10,7 @@ from histmig.rules.base import (
     Change,
     Context,
     Docs,
+    Finding,
     Message,
     Messages,
     NullField,
@@ -20,6 +21,7 @@ from histmig.rules.base import (
     derived_tool_call_id,
     iter_parts,
 )
+from histmig.rules.pairing import fragment
 from histmig.schema.releases import RETRY_PARTS, STRING_TOOL_CALL_ID, Span
 
 _ID_PARTS = ("tool-call", "tool-return")
@@ -41,7 +43,7 @@ def _retry_needs_id(message: Message, part: Part) -> bool:
     return needs_id(part, tool_less=True)
 
 
-def derive_tool_call_ids(messages: Messages, ctx: Context) -> list[Change]:
+def derive_tool_call_ids(messages: Messages, ctx: Context) -> list[Change | Finding]:
     """Give every ``null``-id ``tool-call`` a derived id (:func:`derived_tool_call_id`, of
     the conversation's :func:`conversation_key` and the call's place), then give each
     ``null``-id ``tool-return`` and id-less tool-bound ``retry-prompt`` the id of the earliest
@@ -51,11 +53,31 @@ def derive_tool_call_ids(messages: Messages, ctx: Context) -> list[Change]:
     replaces absent ones with random ids, which orphans the result (framework-facts §2). For a
     ``--target`` before 2.60.0, where a tool-less ``retry-prompt`` stays one (HM102 does not
     run), its ``null`` id gets an id derived from its place too: releases from 0.0.45 refuse
-    it."""
-    changes: list[Change] = []
+    it.
+
+    A :func:`~histmig.rules.pairing.fragment` (a piece of a conversation stored over several
+    records) keeps its null ids, each a finding of certainty ``fragment``: the ids derived from
+    the fragment's own opening and places would not be those of the whole conversation, and a
+    result's call is in another record."""
+    tool_less = ctx.target < RETRY_PARTS
+    if fragment(messages):
+        return [
+            Finding(
+                "HM201",
+                m_index,
+                p_index,
+                f"{part.get('part_kind')} {part.get('tool_name')!r} has no tool_call_id; left as it is (its call "
+                "or its results may be in another record of the conversation)",
+                "fragment",
+                "fragment",
+                "warning",
+            )
+            for m_index, p_index, _, part in iter_parts(messages)
+            if needs_id(part, tool_less)
+        ]
+    changes: list[Change | Finding] = []
     conversation = conversation_key(messages)
     unanswered: dict[Any, list[str]] = defaultdict(list)
-    tool_less = ctx.target < RETRY_PARTS
     for m_index, p_index, _, part in iter_parts(messages):
         kind = part.get("part_kind", "")
         name = part.get("tool_name")
@@ -103,18 +125,17 @@ RULE = Rule(
             "random id at every load, which orphans the result: 2.68 drops it before sending."
         ),
         before=(
-            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather",'
-            '"args":"{\\"city\\": \\"Oslo\\"}","tool_call_id":null}]},'
-            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather","content":"12 C",'
-            '"tool_call_id":null,'
+            '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"Weather in Oslo?"}]},'
+            '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":"{\\"city\\": \\"Oslo\\"}","tool_call_id":null}]},'
+            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather","content":"12 C","tool_call_id":null,'
             '"timestamp":"2024-10-01T10:00:02Z"}]}]'
         ),
         after=(
-            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather",'
-            '"args":"{\\"city\\": \\"Oslo\\"}",'
-            '"tool_call_id":"pyd_ai_af1bacd8210a29c8b311700328eed1a9"}]},'
+            '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"Weather in Oslo?"}]},'
+            '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":"{\\"city\\": \\"Oslo\\"}",'
+            '"tool_call_id":"pyd_ai_22db58bd249acb76b45821006c5e1bc6"}]},'
             '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather","content":"12 C",'
-            '"tool_call_id":"pyd_ai_af1bacd8210a29c8b311700328eed1a9","timestamp":"2024-10-01T10:00:02Z"}]}]'
+            '"tool_call_id":"pyd_ai_22db58bd249acb76b45821006c5e1bc6","timestamp":"2024-10-01T10:00:02Z"}]}]'
         ),
     ),
     looks=(NullField("tool_call_id", parts=_ID_PARTS), PartKind("retry-prompt", test=_retry_needs_id)),

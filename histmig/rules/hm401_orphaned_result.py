@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 from histmig.rules.base import PAIR, Change, Context, Docs, Finding, Messages, Rule
-from histmig.rules.pairing import LOOK, TARGETS, analyse, describe, drop_parts, is_call
+from histmig.rules.pairing import LOOK, TARGETS, analyse, describe, drop_parts, is_call, whole_only
 
 
 def find_orphans(messages: Messages, ctx: Context) -> list[Finding]:
     """Each result whose ``tool_call_id`` no call of the history has (2.68's
     ``_drop_orphaned_tool_results`` drops it before every request)."""
+    pairing = analyse(messages)
     return [
-        Finding("HM401", m, p, f"{describe(messages, m, p)} answers no call", "orphaned", "exact")
-        for m, p in analyse(messages).orphaned
+        Finding("HM401", m, p, f"{describe(messages, m, p)} answers no call", "orphaned", pairing.certainty)
+        for m, p in pairing.orphaned
     ]
 
 
+@whole_only(find_orphans)
 def repair_or_drop(messages: Messages, ctx: Context) -> list[Change]:
     """Re-pair each orphaned result that is the only candidate for the only unanswered call of
     the same tool in the response right before its request (its content is kept, where 2.68
@@ -95,16 +97,14 @@ RULE = Rule(
             "it before every request, so the stored history says one thing and the model sees another."
         ),
         before=(
-            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather",'
-            '"args":{"city":"Oslo"},"tool_call_id":"call_1"}]},'
-            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather","content":"12 C",'
-            '"tool_call_id":"call_X"}]}]'
+            '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"Weather in Oslo?"}]},'
+            '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":{"city":"Oslo"},"tool_call_id":"call_1"}]},'
+            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather","content":"12 C","tool_call_id":"call_X"}]}]'
         ),
         after=(
-            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather",'
-            '"args":{"city":"Oslo"},"tool_call_id":"call_1"}]},'
-            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather","content":"12 C",'
-            '"tool_call_id":"call_1"}]}]'
+            '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"Weather in Oslo?"}]},'
+            '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":{"city":"Oslo"},"tool_call_id":"call_1"}]},'
+            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather","content":"12 C","tool_call_id":"call_1"}]}]'
         ),
     ),
     looks=(LOOK,),

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 from histmig.rules.base import PAIR, Change, Context, Docs, Finding, Messages, Rule
-from histmig.rules.pairing import LOOK, TARGETS, analyse, describe, drop_parts
+from histmig.rules.pairing import LOOK, TARGETS, analyse, describe, drop_parts, whole_only
 
 
 def find_early_results(messages: Messages, ctx: Context) -> list[Finding]:
     """Each result whose call comes later in the history: no earlier call has its id, so 2.68
     drops it before every request (``_drop_orphaned_tool_results``) and answers the call with an
     interrupted return."""
+    pairing = analyse(messages)
     return [
-        Finding("HM402", m, p, f"{describe(messages, m, p)} comes before its call", "result-before-call", "exact")
-        for m, p in analyse(messages).before_call
+        Finding(
+            "HM402", m, p, f"{describe(messages, m, p)} comes before its call", "result-before-call", pairing.certainty
+        )
+        for m, p in pairing.before_call
     ]
 
 
+@whole_only(find_early_results)
 def drop_early_results(messages: Messages, ctx: Context) -> list[Change]:
     """Drop each result placed before its call, as 2.68 does before sending, written whole into
     its change (the call it meant to answer is then dangling: HM406 answers it as 2.68 would)."""
@@ -37,14 +41,17 @@ RULE = Rule(
         ),
         why="No earlier call has its id, so providers reject it; 2.68 drops it before every request.",
         before=(
-            '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"go"},{"part_kind":"tool-return",'
-            '"tool_name":"t","content":"early","tool_call_id":"c1"}]},'
+            '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"go"}]},'
+            '{"kind":"response","parts":[{"part_kind":"text","content":"On it."}]},'
+            '{"kind":"request","parts":[{"part_kind":"user-prompt","content":"now"},{"part_kind":"tool-return","tool_name":"t","content":"early","tool_call_id":"c1"}]},'
             '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":{},"tool_call_id":"c1"}]},'
             '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"t","content":"42",'
             '"tool_call_id":"c1"}]}]'
         ),
         after=(
             '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"go"}]},'
+            '{"kind":"response","parts":[{"part_kind":"text","content":"On it."}]},'
+            '{"kind":"request","parts":[{"part_kind":"user-prompt","content":"now"}]},'
             '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":{},"tool_call_id":"c1"}]},'
             '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"t","content":"42",'
             '"tool_call_id":"c1"}]}]'

@@ -10,6 +10,7 @@ def find_duplicates(messages: Messages, ctx: Context) -> list[Finding]:
     """Each result whose id an earlier call had, that call being answered already: 2.68 keeps
     it and sends two results for one call. No fix: which of the two the model should have seen
     is not in the history."""
+    pairing = analyse(messages)
     return [
         Finding(
             "HM403",
@@ -18,9 +19,9 @@ def find_duplicates(messages: Messages, ctx: Context) -> list[Finding]:
             f"{describe(messages, m, p)} answers the call at messages[{first[0]}].parts[{first[1]}], which an "
             "earlier result answered",
             "duplicate",
-            "exact",
+            pairing.certainty,
         )
-        for (m, p), first in analyse(messages).duplicate
+        for (m, p), first in pairing.duplicate
     ]
 
 
@@ -41,7 +42,8 @@ RULE = Rule(
         why="The framework sends both; providers differ in what they "
         "make of two results for one call, and some refuse it.",
         before=(
-            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":{},"tool_call_id":"c1"}]},'
+            '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"Weather in Oslo?"}]},'
+            '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":{},"tool_call_id":"c1"}]},'
             '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"t","content":"a","tool_call_id":"c1"},'
             '{"part_kind":"tool-return","tool_name":"t","content":"b","tool_call_id":"c1"}]}]'
         ),

@@ -10,6 +10,7 @@ def find_reused_ids(messages: Messages, ctx: Context) -> list[Finding]:
     """Each call whose ``tool_call_id`` is that of a call of an earlier response still without
     a result: the earlier call can no longer be answered (any later result answers the new one),
     so it is dangling (HM406). No fix of its own: the ids are what the provider wrote."""
+    pairing = analyse(messages)
     return [
         Finding(
             "HM404",
@@ -17,9 +18,9 @@ def find_reused_ids(messages: Messages, ctx: Context) -> list[Finding]:
             p,
             f"{describe(messages, m, p)} reuses the id of the unanswered call at messages[{old[0]}].parts[{old[1]}]",
             "reused-id",
-            "exact",
+            pairing.certainty,
         )
-        for (m, p), old in analyse(messages).reused
+        for (m, p), old in pairing.reused
     ]
 
 
@@ -39,8 +40,8 @@ RULE = Rule(
         why="The shadowed call never gets a result: providers reject the "
         "history, and analytics joining calls to results by id go wrong.",
         before=(
-            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":{},'
-            '"tool_call_id":"call_1"}]},'
+            '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"Weather in Oslo?"}]},'
+            '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":{},"tool_call_id":"call_1"}]},'
             '{"kind":"request","parts":[{"part_kind":"user-prompt","content":"never mind"}]},'
             '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":{},"tool_call_id":"call_1"}]},'
             '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"t","content":"ok",'

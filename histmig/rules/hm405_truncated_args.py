@@ -11,9 +11,12 @@ def find_truncated_args(messages: Messages, ctx: Context) -> list[Finding]:
     stream cut mid-call, which the run never validated (a call the framework answered with a
     validation retry is recorded history, not a finding). 2.68 keeps such a call as it is and
     closes it out like any other dangling call (``_repair_dangling_tool_calls``): no fix."""
+    pairing = analyse(messages)
     return [
-        Finding("HM405", m, p, f"{describe(messages, m, p)} has args that are not JSON", "truncated-args", "exact")
-        for m, p in analyse(messages).truncated
+        Finding(
+            "HM405", m, p, f"{describe(messages, m, p)} has args that are not JSON", "truncated-args", pairing.certainty
+        )
+        for m, p in pairing.truncated
     ]
 
 
@@ -37,10 +40,9 @@ RULE = Rule(
             "as a dangling call if nothing did, so the history looks complete when it is not."
         ),
         before=(
-            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather",'
-            '"args":"{\\"city\\": \\"Os","tool_call_id":"call_1"}]},'
-            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather","content":"12 C",'
-            '"tool_call_id":"call_1"}]}]'
+            '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"Weather in Oslo?"}]},'
+            '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":"{\\"city\\": \\"Os","tool_call_id":"call_1"}]},'
+            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather","content":"12 C","tool_call_id":"call_1"}]}]'
         ),
     ),
     looks=(LOOK,),

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 from histmig.rules.base import ABSENT_PART, PAIR, Change, Context, Docs, Finding, Messages, Rule
-from histmig.rules.pairing import LOOK, TARGETS, analyse, close_calls, describe
+from histmig.rules.pairing import LOOK, TARGETS, analyse, close_calls, describe, whole_only
 
 
 def find_dangling(messages: Messages, ctx: Context) -> list[Finding]:
     """Each call of a response before the last one that no later result answers (a run that
     crashed or timed out, a shadowed id)."""
+    pairing = analyse(messages)
     return [
-        Finding("HM406", m, p, f"{describe(messages, m, p)} has no result", "dangling", "exact")
-        for m, p in sorted(analyse(messages).dangling)
+        Finding("HM406", m, p, f"{describe(messages, m, p)} has no result", "dangling", pairing.certainty)
+        for m, p in sorted(pairing.dangling)
     ]
 
 
+@whole_only(find_dangling)
 def answer_dangling(messages: Messages, ctx: Context) -> list[Change]:
     """Answer each dangling call before the last response with the interrupted return 2.68
     synthesizes before every request (``_repair_dangling_tool_calls``), built and placed as 2.68
@@ -46,20 +48,17 @@ RULE = Rule(
             "repairs it again on every request, and nobody sees how many stored conversations are broken."
         ),
         before=(
-            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather",'
-            '"args":{"city":"Oslo"},"tool_call_id":"call_1"}],"timestamp":"2025-05-01T10:00:01Z"},'
+            '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"Weather in Oslo?"}]},'
+            '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":{"city":"Oslo"},"tool_call_id":"call_1"}],"timestamp":"2025-05-01T10:00:01Z"},'
             '{"kind":"request","parts":[{"part_kind":"user-prompt","content":"still there?"}]},'
             '{"kind":"response","parts":[{"part_kind":"text","content":"Yes."}]}]'
         ),
         after=(
-            '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather",'
-            '"args":{"city":"Oslo"},"tool_call_id":"call_1"}],"timestamp":"2025-05-01T10:00:01Z"},'
-            '{"kind":"request","parts":[{"tool_name":"get_weather",'
-            '"content":"The tool call was interrupted before a result was produced.",'
-            '"tool_call_id":"call_1","tool_kind":null,"metadata":{"pydantic_ai_synthesized_tool_return":true},'
-            '"timestamp":"2025-05-01T10:00:01Z",'
-            '"outcome":"interrupted","retry":null,"part_kind":"tool-return"},{"part_kind":"user-prompt",'
-            '"content":"still there?"}]},'
+            '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"Weather in Oslo?"}]},'
+            '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":{"city":"Oslo"},"tool_call_id":"call_1"}],"timestamp":"2025-05-01T10:00:01Z"},'
+            '{"kind":"request","parts":[{"tool_name":"get_weather","content":"The tool call was interrupted before a result was produced.",'
+            '"tool_call_id":"call_1","tool_kind":null,"metadata":{"pydantic_ai_synthesized_tool_return":true},"timestamp":"2025-05-01T10:00:01Z",'
+            '"outcome":"interrupted","retry":null,"part_kind":"tool-return"},{"part_kind":"user-prompt","content":"still there?"}]},'
             '{"kind":"response","parts":[{"part_kind":"text","content":"Yes."}]}]'
         ),
     ),

@@ -3,23 +3,33 @@
 from __future__ import annotations
 
 from histmig.rules.base import ABSENT_PART, PAIR, Change, Context, Docs, Finding, Messages, Rule
-from histmig.rules.pairing import LOOK, TARGETS, analyse, close_calls, frontier_finding
+from histmig.rules.pairing import LOOK, TARGETS, analyse, close_calls, frontier_finding, whole_only
 
 
 def find_frontier(messages: Messages, ctx: Context) -> list[Finding]:
     """Each call of the last response without a result: the live frontier, which a run resumed
     with this history (or given ``deferred_tool_results``) may still answer. A warning, not an
     error: a run that ended waiting for a deferred tool's result is legitimate."""
+    pairing = analyse(messages)
     return [
-        frontier_finding(m, p, messages[m]["parts"][p].get("tool_name"), messages[m]["parts"][p].get("tool_call_id"))
-        for m, p in sorted(analyse(messages).frontier)
+        frontier_finding(
+            m,
+            p,
+            messages[m]["parts"][p].get("tool_name"),
+            messages[m]["parts"][p].get("tool_call_id"),
+            pairing.certainty,
+        )
+        for m, p in sorted(pairing.frontier)
     ]
 
 
+@whole_only(find_frontier)
 def close_frontier(messages: Messages, ctx: Context) -> list[Change]:
     """Answer each call of the last response with an interrupted return, as 2.68's
     ``repair_messages`` does with ``repair_last_response`` (the default of
-    ``pydantic_ai.messages.repair_messages``): the run is abandoned, not resumed."""
+    ``pydantic_ai.messages.repair_messages``): the run is abandoned, not resumed. Not on a
+    fragment (:func:`~histmig.rules.pairing.whole_only`), nor on a record that names a
+    conversation (:meth:`histmig.engine.Plan.for_record`: its next run's record may answer them)."""
     calls = analyse(messages).frontier
     return [
         Change("HM407", m, p, ABSENT_PART, "tool-return", "frontier", "exact") for m, p in close_calls(messages, calls)

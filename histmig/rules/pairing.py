@@ -21,11 +21,25 @@ skeleton.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from histmig.rules.base import ABSENT_PART, Change, Finding, HistoryLook, Message, Messages, Part, is_json
+from histmig.rules.base import (
+    ABSENT_PART,
+    Certainty,
+    Change,
+    Context,
+    Find,
+    Finding,
+    Fix,
+    HistoryLook,
+    Message,
+    Messages,
+    Part,
+    is_json,
+)
 from histmig.schema.releases import TOOL_PAIRING, Span
 
 INTERRUPTED_CONTENT = "The tool call was interrupted before a result was produced."
@@ -53,6 +67,44 @@ def is_result(message: Any, part: Any) -> bool:
     return kind == "tool-return" or (kind == "retry-prompt" and part.get("tool_name") is not None)
 
 
+def fragment(messages: Messages) -> bool:
+    """Whether ``messages`` look like a piece of a conversation stored over several records (one
+    record a run, or a message), not a whole one: the record starts with a response (a), or its
+    first request answers calls it does not hold (b: the first message is a request holding a
+    result, :func:`is_result`, any ``tool_call_id``; no response comes before it to hold the
+    call). A run of the framework starts with a request (``ModelRequest`` of the user prompt or
+    of a deferred tool's results, ``Agent.run``), and a result of a whole history answers a call
+    of an earlier response, so a history the framework wrote whole is neither. Pairing a
+    fragment as if it were whole finds its calls dangling and its results orphaned; its
+    findings carry certainty ``fragment`` and no fix acts on them (:func:`whole_only`)."""
+    first = messages[0] if messages else None
+    if type(first) is not dict:
+        return False
+    kind = first.get("kind")
+    if kind == "response":
+        return True
+    parts = first.get("parts")
+    return kind == "request" and type(parts) is list and any(type(p) is dict and is_result(first, p) for p in parts)
+
+
+def whole_only(find: Find) -> Callable[[Fix], Fix]:
+    """A pairing rule's fix, made to act only on a history that is not a :func:`fragment`: on a
+    fragment it changes nothing and returns ``find``'s findings (certainty ``fragment``). What
+    a fragment's pairing needs is in its other records: a part removed or added there would be
+    wrong in the whole conversation."""
+
+    def wrap(fix: Fix) -> Fix:
+        @functools.wraps(fix)
+        def fixed(messages: Messages, ctx: Context) -> list[Change | Finding]:
+            if not fragment(messages):
+                return fix(messages, ctx)
+            return [finding._replace(severity="warning") for finding in find(messages, ctx)]
+
+        return fixed
+
+    return wrap
+
+
 @dataclass
 class Pairing:
     """How the calls and results of one history pair up (see the module docstring), each list
@@ -61,8 +113,9 @@ class Pairing:
     their id, with the place of the call they repeat; ``reused`` calls whose id shadows an open
     call of an earlier response, with the place of the shadowed call; ``truncated`` calls whose
     ``args`` text is not JSON and that no retried result answers (a stream cut mid-call: a call
-    the framework answered with a validation retry was seen, and is history); ``dangling`` calls
-    before the last response and ``frontier`` calls of the last response, never answered."""
+    the framework answered with a validation retry was seen, and is history); ``dangling`` calls before the last response and ``frontier``
+    calls of the last response, never answered; ``certainty``, that of every finding of the
+    history: ``fragment`` for a :func:`fragment`, else ``exact``."""
 
     orphaned: list[Place] = field(default_factory=list)
     before_call: list[Place] = field(default_factory=list)
@@ -71,13 +124,14 @@ class Pairing:
     truncated: list[Place] = field(default_factory=list)
     dangling: list[Place] = field(default_factory=list)
     frontier: list[Place] = field(default_factory=list)
+    certainty: Certainty = "exact"
 
 
 def analyse(messages: Messages) -> Pairing:
     """The :class:`Pairing` of ``messages`` (a history as plain JSON data; entries that are not
     objects, ``parts`` that are not lists, and parts whose ``tool_call_id`` is not text are
     passed over: 2.68 gives a part without an id a random one when it loads it)."""
-    pairing = Pairing()
+    pairing = Pairing(certainty="fragment" if fragment(messages) else "exact")
     opened: dict[Any, list[Place]] = {}
     answered: dict[Any, Place] = {}
     seen: set[Any] = set()
@@ -274,8 +328,9 @@ def skeleton(messages: list[Any], tools: list[Any]) -> list[Finding] | None:
         _cut_struct(call.args) for call in pending
     ):
         return None
+    certainty: Certainty = "fragment" if messages[0]._kind == "response" else "exact"  # fragment (a); (b) came here not
     return [
-        frontier_finding(at, p_index, part.tool_name, part.tool_call_id)
+        frontier_finding(at, p_index, part.tool_name, part.tool_call_id, certainty)
         for p_index, part in enumerate(last.parts)
         if part._kind == "tool-call"
     ]
@@ -305,15 +360,18 @@ def _cut_struct(args: Any) -> bool:
     return type(args) is str and args != "" and not is_json(args)
 
 
-def frontier_finding(m_index: int, p_index: int, tool_name: Any, call_id: Any) -> Finding:
-    """HM407's finding for the call at ``messages[m_index].parts[p_index]``."""
+def frontier_finding(
+    m_index: int, p_index: int, tool_name: Any, call_id: Any, certainty: Certainty = "exact"
+) -> Finding:
+    """HM407's finding for the call at ``messages[m_index].parts[p_index]`` (a warning)."""
     return Finding(
         "HM407",
         m_index,
         p_index,
         f"tool-call {tool_name!r} ({call_id}) of the last response has no result yet",
         "frontier",
-        "exact",
+        certainty,
+        "warning",
     )
 
 

@@ -27,6 +27,7 @@ ORPHAN = (
     orjson.dumps(
         {
             "messages": [
+                {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "go"}]},
                 {
                     "kind": "response",
                     "parts": [{"part_kind": "tool-call", "tool_name": "t", "args": {}, "tool_call_id": "c"}],

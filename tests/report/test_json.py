@@ -108,7 +108,7 @@ def test_a_removed_part_is_written_whole_in_its_change(tmp_path: Path) -> None:
             "line": 1,
             "id": None,
             "rule": "HM401",
-            "message": 1,
+            "message": 2,
             "part": 1,
             "before": "tool-return",
             "after": "absent",

@@ -125,7 +125,7 @@ def test_a_removed_part_is_written_whole_in_its_change_row(tmp_path: Path) -> No
     source.write_bytes(ORPHAN)
     lines = rendered(api.audit(str(source), Options(unsafe_fixes=True)).report, "markdown").split("\n")
     assert lines[-2] == (
-        f"| {source}:line 1 | 1 | 1 | HM401 | tool-return -> absent "
+        f"| {source}:line 1 | 2 | 1 | HM401 | tool-return -> absent "
         '(removed: {"part_kind":"tool-return","tool_name":"t","content":"late","tool_call_id":"gone"}) |  |  | orphaned (exact) |'
     )
 

@@ -159,3 +159,40 @@ def test_readers_rows_one_a_record_and_their_counts(tmp_path: Path) -> None:
     }
     assert reader_report(tmp_path, jobs=2)[0].to_json() == report.to_json()
     assert "reader" not in api.check(source).report.summary() and "readers" not in api.check(source).report.to_json()
+
+
+def _piece(location: str, certainty: str, conversations: tuple[str, ...]) -> Outcome:
+    """An outcome whose finding says it may be a piece of a conversation: a fragment's HM401, or
+    the call of its last response (HM407)."""
+    code = "HM401" if certainty == "fragment" else "HM407"
+    finding = Finding(code, 0, 0, "found", "orphaned" if code == "HM401" else "frontier", certainty, "warning")
+    return Outcome(
+        Record(b"[]", "chats", location), "unchanged", b"[]", findings=[finding], conversations=conversations
+    )
+
+
+def test_a_record_another_record_continues_is_a_fragment_whatever_the_order_and_the_workers() -> None:
+    """A record whose last response's calls are open is a piece of a conversation when a
+    fragment (the next run's record) or another such record names its conversation; else its
+    finding stays as it is. Told from every record, however they were split among workers."""
+    outcomes = [
+        _piece("row 1", "exact", ("conversation_id=c",)),  # the run that stopped for a deferred tool
+        _piece("row 2", "exact", ("conversation_id=d",)),  # a whole history waiting for its tool: HM407
+        _piece("row 3", "exact", ("session_id=s",)),
+        _piece("row 4", "fragment", ("conversation_id=c",)),  # the run resumed with the tool's result
+        _piece("row 5", "exact", ("session_id=s",)),
+        _piece("row 6", "fragment", ()),
+    ]
+    told = []
+    for order in (outcomes, outcomes[::-1], outcomes[3:] + outcomes[:3]):
+        for split in (1, 2, 4):
+            report = Report()
+            for start in range(0, len(order), split):
+                part = Report.in_memory()
+                for outcome in order[start : start + split]:
+                    part.add(outcome)
+                report.merge(part)
+            certainty = {row["location"]: row["certainty"] for row in report.findings}
+            told.append((report.fragments, report.summary()["fragments"], certainty))
+    expected = {"row 1": "fragment", "row 2": "exact", "row 3": "fragment", "row 5": "fragment"}
+    assert told == [(5, 5, {**expected, "row 4": "fragment", "row 6": "fragment"})] * 9

@@ -77,7 +77,7 @@ def test_a_removed_part_is_written_whole_on_its_change_line(tmp_path: Path) -> N
     source.write_bytes(ORPHAN)
     lines = rendered(api.audit(str(source), Options(unsafe_fixes=True)).report, "text").splitlines()
     assert lines[0] == (
-        f"{source}:line 1: messages[1].parts[1] HM401 tool-return -> absent evidence=orphaned (exact) "
+        f"{source}:line 1: messages[2].parts[1] HM401 tool-return -> absent evidence=orphaned (exact) "
         'removed={"part_kind":"tool-return","tool_name":"t","content":"late","tool_call_id":"gone"}'
     )
 

@@ -15,6 +15,11 @@ def run(messages: list[Any], *codes: str, **options: Any) -> list[tuple[Any, ...
     return [(c.rule, c.message, c.part, c.evidence) for c in changes]
 
 
+def opening() -> dict[str, Any]:
+    """A run's first request: a history starting with it is whole, not a fragment."""
+    return {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "go"}]}
+
+
 def call(name: str, call_id: object = None) -> dict[str, Any]:
     return {"part_kind": "tool-call", "tool_name": name, "args": {}, "tool_call_id": call_id}
 

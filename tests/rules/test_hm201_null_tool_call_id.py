@@ -8,9 +8,10 @@ from pathlib import Path
 import orjson
 
 from histmig import api
+from histmig.options import Options
 from histmig.rules.hm201_null_tool_call_id import conversation_key, derived_tool_call_id
 from tests.conftest import CORPUS
-from tests.rules.conftest import call, result, run
+from tests.rules.conftest import call, opening, result, run
 
 
 def _opened(text: str, at: str = "2024-10-01T10:00:00Z") -> dict:
@@ -39,6 +40,7 @@ def test_hm201_pairs_null_ids_in_order() -> None:
 
 def test_hm201_skips_calls_already_answered_by_id() -> None:
     messages = [
+        opening(),
         {"kind": "response", "parts": [call("a", "c1"), call("a", "c2")]},
         {
             "kind": "request",
@@ -49,13 +51,34 @@ def test_hm201_skips_calls_already_answered_by_id() -> None:
         },
     ]
     run(messages, "HM201")
-    assert messages[1]["parts"][1]["tool_call_id"] == "c2"
+    assert messages[2]["parts"][1]["tool_call_id"] == "c2"
 
 
 def test_hm201_a_result_without_a_call_gets_its_own_id() -> None:
-    messages = [{"kind": "request", "parts": [result("tool-return", "a")]}]
-    assert run(messages, "HM201") == [("HM201", 0, 0, "position:no-call")]
-    assert messages[0]["parts"][0]["tool_call_id"] == derived_tool_call_id(conversation_key(messages), 0, 0, "a")
+    messages = [
+        opening(),
+        {"kind": "response", "parts": []},
+        {"kind": "request", "parts": [result("tool-return", "a")]},
+    ]
+    assert run(messages, "HM201") == [("HM201", 2, 0, "position:no-call")]
+    assert messages[2]["parts"][0]["tool_call_id"] == derived_tool_call_id(conversation_key(messages), 2, 0, "a")
+
+
+def test_hm201_derives_no_id_in_a_fragment() -> None:
+    """A record that starts with a response, or whose first request holds a result, is a piece
+    of a conversation: the ids derived from its own opening and places would not be the whole
+    conversation's, so its null ids stay, each a warning of certainty ``fragment``."""
+    for messages in (
+        [{"kind": "response", "parts": [call("a")]}, {"kind": "request", "parts": [result("tool-return", "a")]}],
+        [{"kind": "request", "parts": [result("tool-return", "a")]}, {"kind": "response", "parts": [call("a")]}],
+    ):
+        before = [dict(message, parts=[dict(part) for part in message["parts"]]) for message in messages]
+        assert run(messages, "HM201") == [] and messages == before
+        found = Options(select=("HM201",)).rules[0].check(messages, Options().plan().context)
+        assert sorted((f.code, f.message, f.part, f.certainty, f.severity) for f in found) == [
+            ("HM201", 0, 0, "fragment", "warning"),
+            ("HM201", 1, 0, "fragment", "warning"),
+        ]
 
 
 def test_hm201_leaves_absent_ids_on_calls_and_tool_less_retries() -> None:

@@ -3,9 +3,11 @@ the only open call of its tool, else dropped, written whole into its change."""
 
 from __future__ import annotations
 
-from histmig.api import migrate
+import copy
+
+from histmig.api import migrate, validate
 from histmig.options import Options
-from tests.rules.conftest import call, result, run
+from tests.rules.conftest import call, opening, result, run
 
 
 def test_hm401_only_reports_without_unsafe_fixes() -> None:
@@ -20,43 +22,61 @@ def test_hm401_only_reports_without_unsafe_fixes() -> None:
 def test_hm401_re_pairs_the_only_candidate_and_keeps_its_content() -> None:
     orphan = result("tool-return", "t", "zz") | {"content": "12 C"}
     messages = [
+        opening(),
         {"kind": "response", "parts": [call("t", "a"), call("u", "b")]},
         {"kind": "request", "parts": [result("tool-return", "u", "b"), dict(orphan)]},
     ]
     changes = migrate(messages, Options(select=("HM401",), unsafe_fixes=True))
     assert [(c.rule, c.message, c.part, c.before, c.after, c.evidence, c.certainty) for c in changes] == [
-        ("HM401", 1, 1, "tool-return", "tool-return", "only-open-call", "derived")
+        ("HM401", 2, 1, "tool-return", "tool-return", "only-open-call", "derived")
     ]
     assert (
         changes[0].removed == orphan
         and changes[0].tool_call_id == "a"
-        and messages[1]["parts"][1] == orphan | {"tool_call_id": "a"}
+        and messages[2]["parts"][1] == orphan | {"tool_call_id": "a"}
     )
 
 
 def test_hm401_drops_what_it_cannot_re_pair() -> None:
     two_open = [
+        opening(),
         {"kind": "response", "parts": [call("t", "a"), call("t", "b")]},
         {"kind": "request", "parts": [result("tool-return", "t", "zz")]},
     ]
-    assert run(two_open, "HM401", unsafe_fixes=True) == [("HM401", 1, 0, "orphaned")]
-    assert two_open[1]["parts"] == []  # the last request stays, emptied, as 2.68 keeps it
+    assert run(two_open, "HM401", unsafe_fixes=True) == [("HM401", 2, 0, "orphaned")]
+    assert two_open[2]["parts"] == []  # the last request stays, emptied, as 2.68 keeps it
     rivals = [
+        opening(),
         {"kind": "response", "parts": [call("t", "a")]},
         {"kind": "request", "parts": [result("tool-return", "t", "y"), result("tool-return", "t", "z")]},
         {"kind": "response", "parts": []},
     ]
     assert run(rivals, "HM401", unsafe_fixes=True) == [
-        ("HM401", 1, 0, "orphaned"),
-        ("HM401", 1, 1, "orphaned"),
-        ("HM401", 1, None, "emptied"),
+        ("HM401", 2, 0, "orphaned"),
+        ("HM401", 2, 1, "orphaned"),
+        ("HM401", 2, None, "emptied"),
     ]
-    assert rivals == [{"kind": "response", "parts": [call("t", "a")]}, {"kind": "response", "parts": []}]
-    evicted = [
-        {"kind": "request", "parts": [result("tool-return", "t", "zz"), {"part_kind": "user-prompt", "content": "hi"}]}
+    assert rivals == [opening(), {"kind": "response", "parts": [call("t", "a")]}, {"kind": "response", "parts": []}]
+
+
+def test_hm401_drops_nothing_in_a_fragment() -> None:
+    """A record whose first request holds a result (a deferred tool's result starting the next
+    run, stored apart; or a context that evicted the call) or that starts with a response is a
+    piece of a conversation: its results are kept, whatever the fixes, each a warning of
+    certainty ``fragment``."""
+    resumed = [
+        {"kind": "request", "parts": [result("tool-return", "t", "zz"), {"part_kind": "user-prompt", "content": "hi"}]},
+        {"kind": "response", "parts": [{"part_kind": "text", "content": "ok"}]},
     ]
-    assert run(evicted, "HM401", unsafe_fixes=True) == [("HM401", 0, 0, "orphaned")]
-    assert evicted[0]["parts"] == [{"part_kind": "user-prompt", "content": "hi"}]
+    starts_with_response = [
+        {"kind": "response", "parts": [call("t", "a")]},
+        {"kind": "request", "parts": [result("tool-return", "t", "zz")]},
+    ]
+    for fragment in (resumed, starts_with_response):
+        kept = copy.deepcopy(fragment)
+        assert run(fragment, "HM401", unsafe_fixes=True) == [] and fragment == kept
+        found = validate(fragment, Options(select=("HM401",)))
+        assert [(f.code, f.certainty, f.severity) for f in found] == [("HM401", "fragment", "warning")]
 
 
 def test_hm401_takes_a_tool_bound_retry_prompt_as_a_result() -> None:

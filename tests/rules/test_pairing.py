@@ -9,9 +9,20 @@ import orjson
 import pytest
 from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelRequest, ModelResponse, _synthesized_tool_returns
 
-from histmig.rules.pairing import CODES, analyse, close_calls, drop_parts, found, interrupted_return, new_request
-from histmig.screen import Screen
+from histmig.options import Options
 from histmig.rules import registry
+from histmig.rules.base import Finding
+from histmig.rules.pairing import (
+    CODES,
+    analyse,
+    close_calls,
+    drop_parts,
+    found,
+    fragment,
+    interrupted_return,
+    new_request,
+)
+from histmig.screen import Screen
 from tests.rules.conftest import call, result
 
 STAMP = "2025-05-01T10:00:01Z"
@@ -142,3 +153,54 @@ def test_dropping_keeps_an_emptied_last_request_and_reports_a_gone_one_whole() -
         "parts": [],
         "run_id": "r1",
     }
+
+
+@pytest.mark.parametrize(
+    ("messages", "piece"),
+    [
+        ([], False),
+        (["not a message"], False),
+        ([request({"part_kind": "user-prompt", "content": "hi"})], False),
+        ([request({"part_kind": "user-prompt", "content": "hi"}), response(call("t", "a"))], False),
+        ([request({"part_kind": "retry-prompt", "content": "again", "tool_name": None})], False),
+        ([response({"part_kind": "text", "content": "hi"})], True),
+        ([request(result("tool-return", "t", "a")), response(call("t", "b"))], True),
+        ([request({"part_kind": "user-prompt", "content": "go on"}, result("retry-prompt", "t", "a"))], True),
+        ([request(result("tool-return", "t", None))], True),
+    ],
+    ids=["empty", "junk", "prompt", "prompt-call", "tool-less-retry", "response", "result", "retry", "null-id"],
+)
+def test_a_fragment_starts_with_a_response_or_answers_calls_it_does_not_hold(messages: list[Any], piece: bool) -> None:
+    assert fragment(messages) is piece
+    assert (analyse(messages).certainty == "fragment") is piece
+
+
+def test_the_screen_passes_a_fragment_with_its_findings_whatever_the_fixes() -> None:
+    """One message a record: a response holding a call passes the screen with HM407's finding
+    of certainty ``fragment`` even when HM407's fix applies (no fix acts on a fragment, so the
+    record is not built); the same call after the run's prompt goes the full way."""
+    pairing = tuple(rule for rule in registry() if rule.code in CODES.values())
+    screen = Screen(pairing, fixing=frozenset(CODES.values()))
+    piece = [response(call("t", "a"))]
+    assert [(f.code, f.message, f.part, f.certainty, f.severity) for f in screen(orjson.dumps(piece))] == [
+        ("HM407", 0, 0, "fragment", "warning")
+    ]
+    assert screen(orjson.dumps([request({"part_kind": "user-prompt", "content": "go"}), *piece])) is None
+    assert [(f.code, f.certainty) for f in Screen(pairing)(orjson.dumps([request(), *piece]))] == [("HM407", "exact")]
+
+
+def test_no_pairing_fix_acts_on_a_fragment() -> None:
+    """Each pairing fix, given a fragment, changes nothing and returns its rule's findings, of
+    certainty ``fragment``, as warnings."""
+    piece = [
+        request(result("tool-return", "t", "gone"), result("tool-return", "t", "a")),
+        response(call("t", "a"), call("t", "b")),
+        request({"part_kind": "user-prompt", "content": "and?"}),
+        response(call("t", "c"), timestamp=STAMP),
+    ]
+    for rule in registry():
+        if rule.code in CODES.values() and rule.fix is not None:
+            work = orjson.loads(orjson.dumps(piece))
+            done = rule.fix(work, Options().plan().context)
+            assert work == piece and done and all(type(d) is Finding for d in done), rule.code
+            assert {(d.certainty, d.severity) for d in done} == {("fragment", "warning")}, rule.code
