@@ -264,8 +264,6 @@ def screened_outcome(record: Record, findings: tuple[Finding, ...], field: str |
             record = Record(
                 record.raw, record.source, record.location, envelope_id(msgspec.structs.asdict(_IDS.decode(record.raw)))
             )
-        except msgspec.DecodeError:
-            pass  # the screen decoded it: only an id field nested too deep can land here
     return Outcome(record, "unchanged", record.raw, findings=list(findings), conversations=conversations)
 
 

@@ -126,13 +126,16 @@ RULE = Rule(
         ),
         before=(
             '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"Weather in Oslo?"}]},'
-            '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":"{\\"city\\": \\"Oslo\\"}","tool_call_id":null}]},'
-            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather","content":"12 C","tool_call_id":null,'
+            '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather",'
+            '"args":"{\\"city\\": \\"Oslo\\"}","tool_call_id":null}]},'
+            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather","content":"12 C",'
+            '"tool_call_id":null,'
             '"timestamp":"2024-10-01T10:00:02Z"}]}]'
         ),
         after=(
             '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"Weather in Oslo?"}]},'
-            '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":"{\\"city\\": \\"Oslo\\"}",'
+            '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather",'
+            '"args":"{\\"city\\": \\"Oslo\\"}",'
             '"tool_call_id":"pyd_ai_22db58bd249acb76b45821006c5e1bc6"}]},'
             '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather","content":"12 C",'
             '"tool_call_id":"pyd_ai_22db58bd249acb76b45821006c5e1bc6","timestamp":"2024-10-01T10:00:02Z"}]}]'

@@ -98,13 +98,17 @@ RULE = Rule(
         ),
         before=(
             '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"Weather in Oslo?"}]},'
-            '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":{"city":"Oslo"},"tool_call_id":"call_1"}]},'
-            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather","content":"12 C","tool_call_id":"call_X"}]}]'
+            '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":{"city":"Oslo"},'
+            '"tool_call_id":"call_1"}]},'
+            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather","content":"12 C",'
+            '"tool_call_id":"call_X"}]}]'
         ),
         after=(
             '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"Weather in Oslo?"}]},'
-            '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":{"city":"Oslo"},"tool_call_id":"call_1"}]},'
-            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather","content":"12 C","tool_call_id":"call_1"}]}]'
+            '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":{"city":"Oslo"},'
+            '"tool_call_id":"call_1"}]},'
+            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather","content":"12 C",'
+            '"tool_call_id":"call_1"}]}]'
         ),
     ),
     looks=(LOOK,),

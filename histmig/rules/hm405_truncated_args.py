@@ -41,8 +41,10 @@ RULE = Rule(
         ),
         before=(
             '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"Weather in Oslo?"}]},'
-            '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":"{\\"city\\": \\"Os","tool_call_id":"call_1"}]},'
-            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather","content":"12 C","tool_call_id":"call_1"}]}]'
+            '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather",'
+            '"args":"{\\"city\\": \\"Os","tool_call_id":"call_1"}]},'
+            '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather","content":"12 C",'
+            '"tool_call_id":"call_1"}]}]'
         ),
     ),
     looks=(LOOK,),

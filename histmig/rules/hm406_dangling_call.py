@@ -49,16 +49,21 @@ RULE = Rule(
         ),
         before=(
             '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"Weather in Oslo?"}]},'
-            '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":{"city":"Oslo"},"tool_call_id":"call_1"}],"timestamp":"2025-05-01T10:00:01Z"},'
+            '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":{"city":"Oslo"},'
+            '"tool_call_id":"call_1"}],"timestamp":"2025-05-01T10:00:01Z"},'
             '{"kind":"request","parts":[{"part_kind":"user-prompt","content":"still there?"}]},'
             '{"kind":"response","parts":[{"part_kind":"text","content":"Yes."}]}]'
         ),
         after=(
             '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"Weather in Oslo?"}]},'
-            '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":{"city":"Oslo"},"tool_call_id":"call_1"}],"timestamp":"2025-05-01T10:00:01Z"},'
-            '{"kind":"request","parts":[{"tool_name":"get_weather","content":"The tool call was interrupted before a result was produced.",'
-            '"tool_call_id":"call_1","tool_kind":null,"metadata":{"pydantic_ai_synthesized_tool_return":true},"timestamp":"2025-05-01T10:00:01Z",'
-            '"outcome":"interrupted","retry":null,"part_kind":"tool-return"},{"part_kind":"user-prompt","content":"still there?"}]},'
+            '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":{"city":"Oslo"},'
+            '"tool_call_id":"call_1"}],"timestamp":"2025-05-01T10:00:01Z"},'
+            '{"kind":"request","parts":[{"tool_name":"get_weather",'
+            '"content":"The tool call was interrupted before a result was produced.",'
+            '"tool_call_id":"call_1","tool_kind":null,"metadata":{"pydantic_ai_synthesized_tool_return":true},'
+            '"timestamp":"2025-05-01T10:00:01Z",'
+            '"outcome":"interrupted","retry":null,"part_kind":"tool-return"},{"part_kind":"user-prompt",'
+            '"content":"still there?"}]},'
             '{"kind":"response","parts":[{"part_kind":"text","content":"Yes."}]}]'
         ),
     ),

@@ -22,7 +22,7 @@ skeleton.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,7 +95,7 @@ def whole_only(find: Find) -> Callable[[Fix], Fix]:
 
     def wrap(fix: Fix) -> Fix:
         @functools.wraps(fix)
-        def fixed(messages: Messages, ctx: Context) -> list[Change | Finding]:
+        def fixed(messages: Messages, ctx: Context) -> Sequence[Change | Finding]:
             if not fragment(messages):
                 return fix(messages, ctx)
             return [finding._replace(severity="warning") for finding in find(messages, ctx)]
@@ -113,9 +113,9 @@ class Pairing:
     their id, with the place of the call they repeat; ``reused`` calls whose id shadows an open
     call of an earlier response, with the place of the shadowed call; ``truncated`` calls whose
     ``args`` text is not JSON and that no retried result answers (a stream cut mid-call: a call
-    the framework answered with a validation retry was seen, and is history); ``dangling`` calls before the last response and ``frontier``
-    calls of the last response, never answered; ``certainty``, that of every finding of the
-    history: ``fragment`` for a :func:`fragment`, else ``exact``."""
+    the framework answered with a validation retry was seen, and is history); ``dangling`` calls
+    before the last response and ``frontier`` calls of the last response, never answered;
+    ``certainty``, that of every finding of the history: ``fragment`` for a :func:`fragment`, else ``exact``."""
 
     orphaned: list[Place] = field(default_factory=list)
     before_call: list[Place] = field(default_factory=list)
