@@ -6,8 +6,8 @@ database file, or ``-`` for stdin; or a list of them), for ``convert`` and the e
 output (one rule: :func:`~histmig.sources.output_paths`), and an
 :class:`~histmig.options.Options` (its default ``jobs`` the command line's: every core);
 each returns a :class:`Result`: the :class:`~histmig.report.Report`, what was written, the
-verdict line and the exit code. They raise :class:`~histmig.sources.base.UsageError`,
-:class:`~histmig.sources.base.UnreadableInput` or :class:`~histmig.sources.base.UnwritableOutput`
+verdict line and the exit code. They raise :class:`~histmig.errors.UsageError`,
+:class:`~histmig.errors.UnreadableInput` or :class:`~histmig.errors.UnwritableOutput`
 (exit code 2) before any record is read when the options, the input or an output will not do;
 bad records never raise.
 
@@ -30,26 +30,16 @@ from histmig import __version__
 from histmig.engine import Plan, process_full
 from histmig.engine import findings as _findings
 from histmig.engine import migrate as _migrate
+from histmig.errors import InputEnded, MigrationError, NotAHistory, UsageError
+from histmig.options import Options
 from histmig.parallel import Workers
-from histmig.records import NotAHistory, Record, check_messages, dumps
+from histmig.records import Record, check_messages, dumps
 from histmig.report import Report, RunInfo
 from histmig.rules import registry
 from histmig.rules.base import Change, Finding, Rule
-from histmig.options import Options
 from histmig.sources import expands, formats, input_paths, output_paths
 from histmig.sources.atomic import check_directory, check_writable
-from histmig.sources.base import (
-    FORMAT_OPTIONS,
-    Format,
-    Input,
-    InputEnded,
-    Job,
-    Target,
-    Task,
-    TaskResult,
-    UsageError,
-    Written,
-)
+from histmig.sources.base import FORMAT_OPTIONS, Format, Input, Job, Target, Task, TaskResult, Written
 
 Command = Literal["convert", "audit", "check", "otel", "otel-upgrade"]
 
@@ -269,7 +259,7 @@ def convert(
     byte for byte, migrated ones compact, in input order; rejected records to ``rejects``
     (default ``OUTPUT.rejects.jsonl``, ``IN.rejects.jsonl`` in place; added to when it
     exists; with stdout and no ``rejects``, unchanged in place). Give exactly one
-    destination. Raises :class:`~histmig.sources.base.UsageError` otherwise, or for a blank
+    destination. Raises :class:`~histmig.errors.UsageError` otherwise, or for a blank
     ``to_table``."""
     if (output is None) == (not in_place and to_table is None) or (in_place and "-" in _paths(input)):
         raise UsageError(
@@ -320,7 +310,7 @@ def otel(
     """``histmig otel``: each history of ``input`` (legacy parts migrated first, with the
     options' cause mode) exported as the OpenTelemetry GenAI message list pydantic-ai 2.68's
     instrumentation ``version`` records (framework-facts §5), to ``output`` in the input's
-    format. Raises :class:`~histmig.sources.base.UsageError` for a version other than 5 or 6
+    format. Raises :class:`~histmig.errors.UsageError` for a version other than 5 or 6
     or a columnar input."""
     from histmig.otel import SUPPORTED_VERSIONS
     from histmig.otel.jobs import ExportJob
@@ -350,7 +340,7 @@ def otel_upgrade(
 
 def rules(code: str | None = None) -> list[Rule]:
     """``histmig rules``: every rule, sorted by code, or those whose code starts with
-    ``code`` (any case). Raises :class:`~histmig.sources.base.UsageError` when none does."""
+    ``code`` (any case). Raises :class:`~histmig.errors.UsageError` when none does."""
     found = [
         rule for rule in sorted(registry(), key=lambda r: r.code) if code is None or rule.code.startswith(code.upper())
     ]
@@ -363,15 +353,15 @@ def migrate(messages: list[Any], options: Options = Options()) -> list[Change]:
     """Migrate one history (plain JSON data: a list of message objects, as
     ``orjson.loads(all_messages_json())`` gives it) in place with the options' rules and
     fixes; returns the changes made, in order. Raises
-    :class:`~histmig.records.NotAHistory` when ``messages`` is not a list of message objects
-    (each with ``kind`` and ``parts``), and :class:`~histmig.rules.base.Malformed` for a part
+    :class:`~histmig.errors.NotAHistory` when ``messages`` is not a list of message objects
+    (each with ``kind`` and ``parts``), and :class:`~histmig.errors.Malformed` for a part
     a rule targets that no release wrote."""
     _check_history(messages)
     return _migrate(messages, options.plan())
 
 
 def _check_history(messages: Any) -> None:
-    """Raise :class:`~histmig.records.NotAHistory` unless ``messages`` is a list of objects
+    """Raise :class:`~histmig.errors.NotAHistory` unless ``messages`` is a list of objects
     each holding ``kind`` and a ``parts`` list, saying what it is instead."""
     if isinstance(messages, (str, bytes, bytearray, memoryview)):
         raise NotAHistory(
@@ -386,16 +376,6 @@ def _check_history(messages: Any) -> None:
     check_messages(messages)
 
 
-class MigrationError(ValueError):
-    """:func:`migrate_json` could not give, or :func:`validate` was given, a history
-    pydantic-ai 2.68 does not load even once migrated: ``errors`` holds one ``path: message``
-    line per problem (README "Bad input")."""
-
-    def __init__(self, errors: list[str]) -> None:
-        super().__init__("; ".join(errors))
-        self.errors = errors
-
-
 def validate(messages: list[Any], options: Options = Options()) -> list[Finding]:
     """The findings of the options' rules in one history (plain JSON data, as
     :func:`migrate` takes it), each at its place in the history as given, which is left as it
@@ -403,7 +383,7 @@ def validate(messages: list[Any], options: Options = Options()) -> list[Finding]
     the call, an orphaned result at the result, and so on (``histmig rules``). Empty: the
     history is current and provider-valid, every call paired with one result. A finding of
     ``severity`` ``"warning"`` (HM407: a call of the last response, which a resumed run may
-    still answer) does not fail ``check``. Raises :class:`~histmig.records.NotAHistory` as
+    still answer) does not fail ``check``. Raises :class:`~histmig.errors.NotAHistory` as
     :func:`migrate` does, and :class:`MigrationError` when the history is not one pydantic-ai
     2.68 loads even once migrated."""
     _check_history(messages)
@@ -437,10 +417,10 @@ def migrate_json(data: bytes | str, options: Options = Options(), *, source: str
 
 
 def check_outputs(*paths: tuple[str, str | None]) -> None:
-    """Raise :class:`~histmig.sources.base.UnwritableOutput` unless each named path (given as
+    """Raise :class:`~histmig.errors.UnwritableOutput` unless each named path (given as
     ``(name, path)``, ``path`` maybe ``None``) but ``OUTPUT`` can be created (whether
     ``OUTPUT`` can depends on the inputs: the run checks it), and
-    :class:`~histmig.sources.base.UsageError` when two of them are stdout."""
+    :class:`~histmig.errors.UsageError` when two of them are stdout."""
     for name, path in paths:
         if path is not None and name != "OUTPUT":
             check_writable(path)
@@ -466,8 +446,8 @@ def _plan(command: Command, paths: list[str], target: Target, options: Options) 
     """Every input file ``paths`` name, each with its format and its own target (its output
     by the one rule of :func:`~histmig.sources.output_paths`, its rejects file), and the
     output directory to create, if any. Raises
-    :class:`~histmig.sources.base.UsageError`, :class:`~histmig.sources.base.UnreadableInput`
-    or :class:`~histmig.sources.base.UnwritableOutput` when the inputs, the options and the
+    :class:`~histmig.errors.UsageError`, :class:`~histmig.errors.UnreadableInput`
+    or :class:`~histmig.errors.UnwritableOutput` when the inputs, the options and the
     outputs do not fit, before anything is read or written."""
     found = input_paths(paths, options.format)
     _check_options(command, found, target, options)
@@ -506,7 +486,7 @@ def _rejects(target: Target, path: str, output: str | None, directory: str | Non
 
 
 def _check_options(command: Command, found: list[tuple[str, Format]], target: Target, options: Options) -> None:
-    """Raise :class:`~histmig.sources.base.UsageError` for an option that no input's format
+    """Raise :class:`~histmig.errors.UsageError` for an option that no input's format
     takes (:attr:`~histmig.sources.base.Format.takes`; with inputs of several formats, each
     takes what applies to it: ``--messages-column`` for the Parquet files of a directory),
     naming that option, the input and the formats it applies to."""

@@ -27,16 +27,16 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 from rich.table import Table
+from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from histmig import __version__, api
+from histmig.errors import UnreadableInput, UnwritableOutput, UsageError
 from histmig.options import Options
 from histmig.report import DETAIL_ROWS, Rendering
 from histmig.schema.releases import NEWEST
 from histmig.sources import formats, input_paths
 from histmig.sources.atomic import atomic_output
-from histmig.sources.base import UnreadableInput, UnwritableOutput, UsageError
 from histmig.tuning import keep_heap_slack, tune_allocators, use_jemalloc
-from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 EXIT_OK, EXIT_USAGE = 0, 2
 """The exit codes the command line sets itself; the others come from :attr:`histmig.api.Result.exit_code`."""

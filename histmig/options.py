@@ -12,12 +12,12 @@ import os
 from dataclasses import dataclass
 
 from histmig.engine import Plan
-from histmig.records import BadFieldPath, field_path
-from histmig.rules import UnknownRule, opt_ins, select
+from histmig.errors import BadFieldPath, UnknownRule, UsageError
+from histmig.records import field_path
+from histmig.rules import opt_ins, select
 from histmig.rules.base import Budgets, CauseMode, Rule
 from histmig.rules.counting import counting_rules
 from histmig.schema.releases import NEWEST, Release, release
-from histmig.sources.base import UsageError
 
 CAUSE_MODES: tuple[CauseMode, ...] = ("inferred", "framework")
 
@@ -63,7 +63,7 @@ class Options:
       as ``"1.0.18"``); ``max_retries``: the agent's budgets, ``"tools=N,output=M,tool:NAME=K"``,
       which fill ``retry.max_retries`` (README "Attempts").
 
-    Raises :class:`~histmig.sources.base.UsageError` for an unknown cause mode, a
+    Raises :class:`~histmig.errors.UsageError` for an unknown cause mode, a
     ``messages_field`` that names no key, a ``jobs`` below 1, a ``target`` that is no
     release histmig knows (0.0.13 to 2.68.0), a ``counting`` or ``max_retries`` that does not
     parse, or either without ``attempts``."""
@@ -114,7 +114,7 @@ class Options:
     @property
     def release(self) -> Release:
         """``target`` as a :class:`~histmig.schema.releases.Release` (the newest when not
-        given). Raises :class:`~histmig.sources.base.UsageError` for one histmig does not know."""
+        given). Raises :class:`~histmig.errors.UsageError` for one histmig does not know."""
         if self.target is None:
             return NEWEST
         try:
@@ -126,7 +126,7 @@ class Options:
     def rules(self) -> tuple[Rule, ...]:
         """The selected rules that run for the target, in their order; an opt-in rule only when
         the field it names is given (``attempts``). Raises
-        :class:`~histmig.sources.base.UsageError` for a code or prefix no rule has, none of
+        :class:`~histmig.errors.UsageError` for a code or prefix no rule has, none of
         whose rules runs for the target, or the code of an opt-in rule whose field is not
         given."""
         enabled = [name for name in opt_ins() if getattr(self, name)]

@@ -24,6 +24,7 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import Any, Generic, TypeVar
 
+from histmig.errors import WorkerDied
 from histmig.tuning import keep_heap_slack
 
 WINDOW = 4
@@ -41,10 +42,6 @@ Work = Callable[[T, "memoryview | None"], R]
 """What a worker does: ``work(task, slot)`` returns the task's result; ``slot`` is the task's
 :class:`Slots` slot (``None`` when there are none), where it may put bytes instead of
 returning them."""
-
-
-class WorkerDied(RuntimeError):
-    """A worker process ended without answering a task (killed, out of memory)."""
 
 
 class Slots:

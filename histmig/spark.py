@@ -51,13 +51,14 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from histmig.api import Progress, Result, recorded, started_now
 from histmig.engine import Plan
+from histmig.errors import UnwritableOutput, UsageError
 from histmig.options import Options
 from histmig.records import Outcome
 from histmig.report import PLACE_FIELDS, Report, change_rows, finding_rows, summary_of
 from histmig.report.rows import ChangeRow, FindingRow
 from histmig.sources import formats, input_paths, named_format
 from histmig.sources.arrow import ColumnMigrator, find_id_column, find_messages_column
-from histmig.sources.base import UnwritableOutput, UsageError, Written
+from histmig.sources.base import Written
 from histmig.sources.parquet import BATCH_ROWS, compression, open_parquet
 
 STATUS = "histmig_status"
@@ -90,8 +91,8 @@ def migrate(df: DataFrame, messages_column: str = "messages", *, report: bool = 
     :class:`~histmig.options.Options` about records (``select``, ``ignore``, ``unsafe_fixes``,
     ``causes``, ``messages_field``, ``target``, ``attempts``, ``counting``, ``max_retries``); with ``report=True`` the result has two more columns,
     :data:`STATUS` and :data:`CHANGES`. Lazy, like any transformation. Raises
-    :class:`~histmig.sources.base.UsageError` for an unknown option or rule code, and
-    :class:`~histmig.sources.arrow.ColumnError` for a messages column that is missing or of
+    :class:`~histmig.errors.UsageError` for an unknown option or rule code, and
+    :class:`~histmig.errors.ColumnError` for a messages column that is missing or of
     another type."""
     return _mapped(df, messages_column, _options(options), checking=False, report=report)
 
@@ -119,7 +120,7 @@ def summarize(df: DataFrame) -> dict[str, Any]:
     cause, by evidence, findings by rule) of a DataFrame with :data:`STATUS` and
     :data:`CHANGES` (from ``migrate(..., report=True)`` or :func:`check`), in one Spark job.
     Rows with a null status (null cells) are not records. Raises
-    :class:`~histmig.sources.base.UsageError` when the columns are missing."""
+    :class:`~histmig.errors.UsageError` when the columns are missing."""
     if STATUS not in df.columns or CHANGES not in df.columns:
         raise UsageError(
             f"summarize needs the {STATUS} and {CHANGES} columns: migrate(df, report=True) or check(df) makes them"
@@ -184,10 +185,10 @@ def convert(
     counted once. The session: the active one, else a new one on ``master`` (default, and
     not under ``spark-submit``: ``local[N]``, N = ``options.jobs`` or the number of cores).
     ``progress`` is told the input bytes as tasks end. Raises
-    :class:`~histmig.sources.base.UsageError` for an input that is not Parquet, an output
+    :class:`~histmig.errors.UsageError` for an input that is not Parquet, an output
     that is not a Parquet directory, options Spark does not take, or no Java;
-    :class:`~histmig.sources.base.UnwritableOutput` and
-    :class:`~histmig.sources.arrow.ColumnError` as the local engine does."""
+    :class:`~histmig.errors.UnwritableOutput` and
+    :class:`~histmig.errors.ColumnError` as the local engine does."""
     started = started_now()
     parquet = formats()["parquet"]
     named = [input] if isinstance(input, str) else list(input)
@@ -260,7 +261,7 @@ def session(master: str | None = None, cores: int = 1) -> tuple[SparkSession, st
     level ``ERROR``; a local session's Python workers run this interpreter. Also the file the
     new session's JVM writes its stderr to (Spark's log, kept off the command's stderr;
     ``None`` for the active session): stop the session and delete the file when done. Raises
-    :class:`~histmig.sources.base.UsageError` when there is no Java to run Spark, or Spark
+    :class:`~histmig.errors.UsageError` when there is no Java to run Spark, or Spark
     does not start (naming the log)."""
     active = SparkSession.getActiveSession()
     if active is not None:
@@ -306,7 +307,7 @@ def session(master: str | None = None, cores: int = 1) -> tuple[SparkSession, st
 
 def _options(given: dict[str, Any]) -> Options:
     """The :class:`~histmig.options.Options` of :func:`migrate`'s keyword arguments (a rule
-    code may be given as one string). Raises :class:`~histmig.sources.base.UsageError` for an
+    code may be given as one string). Raises :class:`~histmig.errors.UsageError` for an
     option it does not take or an unknown rule code."""
     unknown = sorted(set(given) - _OPTIONS)
     if unknown:

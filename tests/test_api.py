@@ -11,10 +11,8 @@ import orjson
 import pytest
 
 from histmig import api, parallel
+from histmig.errors import MigrationError, NotAHistory, UnreadableInput, UnwritableOutput, UsageError
 from histmig.options import Options
-from histmig.api import MigrationError
-from histmig.records import NotAHistory
-from histmig.sources.base import UnreadableInput, UnwritableOutput, UsageError
 from tests.conftest import CORPUS
 
 ALL = CORPUS / "all.jsonl"
@@ -181,7 +179,7 @@ def test_validate_gives_the_findings_of_one_history_and_leaves_it_as_it_is() -> 
 
 
 def test_validate_refuses_what_the_framework_does_not_load() -> None:
-    with pytest.raises(api.MigrationError) as raised:
+    with pytest.raises(MigrationError) as raised:
         api.validate([{"kind": "nope", "parts": []}])
     assert raised.value.errors[0].startswith("messages[0]: Input tag 'nope' found using 'kind'")
 

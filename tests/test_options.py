@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from histmig.errors import UsageError
 from histmig.options import Options, codes, default_jobs
 from histmig.rules.base import Budgets
-from histmig.sources.base import UsageError
 
 
 def test_codes_are_given_one_by_one_or_comma_separated() -> None:

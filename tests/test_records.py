@@ -4,17 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from histmig.records import (
-    BadFieldPath,
-    Located,
-    NotAHistory,
-    Record,
-    check_messages,
-    envelope_id,
-    field_path,
-    locate_messages,
-    spelled,
-)
+from histmig.errors import BadFieldPath, NotAHistory
+from histmig.records import Located, Record, check_messages, envelope_id, field_path, locate_messages, spelled
 
 HISTORY = [{"kind": "request", "parts": []}]
 TEXT = '[{"kind": "request", "parts": []}]'

@@ -29,9 +29,9 @@ from typer.testing import CliRunner
 import histmig.spark as hs
 from histmig import api
 from histmig.cli import app
+from histmig.errors import ColumnError, UsageError
 from histmig.options import Options
-from histmig.sources.arrow import ColumnError, widened_type
-from histmig.sources.base import UsageError
+from histmig.sources.arrow import widened_type
 from tests.conftest import CORPUS, ROOT
 from tests.sources.conftest import corpus_records, nested_records, table_of, without_place, write_parquet
 

@@ -20,28 +20,10 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
+
 if TYPE_CHECKING:
     from histmig.engine import Processor
     from histmig.report import Report
-
-
-class UnreadableInput(OSError):
-    """The input cannot be opened or read, its format cannot be told, or a column or table it
-    should hold is missing or unusable (exit code 2)."""
-
-
-class UnwritableOutput(OSError):
-    """An output cannot be created where it was asked for (exit code 2)."""
-
-
-class UsageError(ValueError):
-    """Options or outputs that do not fit the input, or each other (exit code 2)."""
-
-
-class InputEnded(OSError):
-    """An input could not be read to its end (a truncated ``.gz``, an I/O error): raised by
-    :meth:`Input.tasks` after every task read before; the run reports it and writes what was
-    read."""
 
 
 class Job(Protocol):

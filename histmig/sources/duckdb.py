@@ -17,31 +17,11 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
+from histmig.errors import ColumnError, UnwritableOutput, UsageError
 from histmig.report import Report
-from histmig.sources.arrow import (
-    Cells,
-    ColumnError,
-    ColumnMigrator,
-    find_id_column,
-    find_messages_column,
-    indices,
-    write_jsonl_rows,
-)
+from histmig.sources.arrow import Cells, ColumnMigrator, find_id_column, find_messages_column, indices, write_jsonl_rows
 from histmig.sources.atomic import atomic_output
-from histmig.sources.base import (
-    Format,
-    Input,
-    Job,
-    Target,
-    Task,
-    TaskResult,
-    UnwritableOutput,
-    UsageError,
-    Written,
-    folded,
-    lazy,
-    starts_with,
-)
+from histmig.sources.base import Format, Input, Job, Target, Task, TaskResult, Written, folded, lazy, starts_with
 from histmig.sources.parquet import parquet_sink
 
 duckdb = lazy("duckdb")
@@ -381,8 +361,8 @@ class TableInput(Input):
 
 def open_table(path: str, target: Target, options: Any, job: Job) -> list[Input]:
     """The table ``options.table`` of the DuckDB file ``path``, for ``target``. Raises
-    :class:`~histmig.sources.base.UsageError` without ``--table`` or with two destinations,
-    and :class:`~histmig.sources.arrow.ColumnError` for a missing file, table or column."""
+    :class:`~histmig.errors.UsageError` without ``--table`` or with two destinations,
+    and :class:`~histmig.errors.ColumnError` for a missing file, table or column."""
     return [TableInput(path, target, options, job)]
 
 

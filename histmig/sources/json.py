@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from histmig.engine import run_records
+from histmig.errors import InputEnded
 from histmig.records import Outcome, Record
 from histmig.report import Report
 from histmig.sources.atomic import atomic_output, input_stream
-from histmig.sources.base import Format, Input, InputEnded, Job, Target, Task, TaskResult, Written
+from histmig.sources.base import Format, Input, Job, Target, Task, TaskResult, Written
 from histmig.sources.jsonl import BOM, READ_ERRORS, Rejects, written_to
 
 

@@ -30,10 +30,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO, NamedTuple
 
 from histmig.engine import run_records
+from histmig.errors import InputEnded
 from histmig.records import Record
 from histmig.report import Report
 from histmig.sources.atomic import atomic_output, input_stream
-from histmig.sources.base import Format, Input, InputEnded, Job, Target, Task, TaskResult, Written
+from histmig.sources.base import Format, Input, Job, Target, Task, TaskResult, Written
 
 CHUNK_BYTES = 1 << 20
 """Input bytes per chunk (whole lines; one long line makes a chunk of its own)."""

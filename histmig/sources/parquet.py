@@ -25,15 +25,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from histmig.errors import ColumnError
 from histmig.report import Report
-from histmig.sources.arrow import (
-    Cells,
-    ColumnError,
-    ColumnMigrator,
-    find_id_column,
-    find_messages_column,
-    write_jsonl_rows,
-)
+from histmig.sources.arrow import Cells, ColumnMigrator, find_id_column, find_messages_column, write_jsonl_rows
 from histmig.sources.atomic import atomic_output, temp_beside, unwritable
 from histmig.sources.base import Format, Input, Job, Target, Task, TaskResult, Written, lazy
 
@@ -66,7 +60,7 @@ def parquet_sink(path: str, schema: pa.Schema, compression: str = "snappy") -> I
     """A function that writes one table as one row group of the Parquet file ``path``
     (``schema``, ``compression``); the file is written to a temporary file in the same
     directory and renamed over ``path`` only when the block ends without an exception. A
-    write that fails raises :class:`~histmig.sources.base.UnwritableOutput` naming ``path``."""
+    write that fails raises :class:`~histmig.errors.UnwritableOutput` naming ``path``."""
     target = Path(path)
     fd, tmp_name = temp_beside(target)
     os.close(fd)
@@ -119,7 +113,7 @@ class RowGroup(Task):
         """Read the task's rows from the file, batch by batch (:class:`BatchCursor`): only
         the messages and id columns for a Parquet output or none, every column for a JSONL
         one; migrate them. The file last used stays open for the next task of this process
-        (:data:`_OPEN`). Raises :class:`~histmig.sources.arrow.ColumnError` for a file or
+        (:data:`_OPEN`). Raises :class:`~histmig.errors.ColumnError` for a file or
         column it cannot use, and pyarrow's errors for a row group it cannot read."""
         cursor, migrator = _opened(self, job)
         result = GroupResult(Report.in_memory())
@@ -224,7 +218,7 @@ def _first_cell(parquet: pq.ParquetFile, column: str) -> Any:
 
 def open_parquet(path: str) -> pq.ParquetFile:
     """``path`` opened for reading :data:`READ_BUFFER` bytes at a time, with no column
-    chunk read (``pre_buffer``) and kept whole. Raises :class:`~histmig.sources.arrow.ColumnError`
+    chunk read (``pre_buffer``) and kept whole. Raises :class:`~histmig.errors.ColumnError`
     when it is not a Parquet file pyarrow can open."""
     try:
         return pq.ParquetFile(path, buffer_size=READ_BUFFER, pre_buffer=False)
@@ -309,7 +303,7 @@ class ParquetInput(Input):
 def open_file(path: str, target: Target, options: Any, job: Job) -> list[Input]:
     """The Parquet file ``path`` for ``target``: written to ``target.output`` (``.jsonl``:
     one JSON object a row; otherwise Parquet). Raises
-    :class:`~histmig.sources.arrow.ColumnError` for an unreadable file or a missing or
+    :class:`~histmig.errors.ColumnError` for an unreadable file or a missing or
     unusable column."""
     from histmig.sources import formats, output_format
 

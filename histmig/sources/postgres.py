@@ -25,8 +25,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from histmig.sources.arrow import ColumnError
-from histmig.sources.base import Format, Job, Target, UnreadableInput, UnwritableOutput, UsageError, lazy
+from histmig.errors import ColumnError, UnreadableInput, UnwritableOutput, UsageError
+from histmig.sources.base import Format, Job, Target, lazy
 from histmig.sources.table import Column, Kind, Page, PageResult, TableInput
 
 psycopg = lazy("psycopg")
@@ -64,8 +64,8 @@ def _masked(match: re.Match[str]) -> str:
 
 class PostgresTable(TableInput):
     """A PostgreSQL table opened for a run (see the module docstring). Raises
-    :class:`~histmig.sources.base.UsageError` for ``--single-transaction`` without
-    ``--in-place``, and :class:`~histmig.sources.base.UnreadableInput` when psycopg is
+    :class:`~histmig.errors.UsageError` for ``--single-transaction`` without
+    ``--in-place``, and :class:`~histmig.errors.UnreadableInput` when psycopg is
     missing or the server cannot be reached."""
 
     PARAM = "%s"

@@ -27,8 +27,8 @@ from contextlib import closing
 from typing import Any
 from urllib.parse import quote as url_quote
 
-from histmig.sources.arrow import ColumnError
-from histmig.sources.base import Format, UnreadableInput, UnwritableOutput, folded, lazy, starts_with
+from histmig.errors import ColumnError, UnreadableInput, UnwritableOutput
+from histmig.sources.base import Format, folded, lazy, starts_with
 from histmig.sources.duckdb import quote
 from histmig.sources.table import Change, Column, Kind, Page, PageResult, TableInput
 
@@ -185,7 +185,7 @@ class SqliteTable(TableInput):
 
     def _finish(self, ok: bool) -> None:
         """Write the gathered rows in one transaction (``ok``): the new table first for
-        ``--to-table``. Raises :class:`~histmig.sources.base.UnwritableOutput`, nothing
+        ``--to-table``. Raises :class:`~histmig.errors.UnwritableOutput`, nothing
         written, when the database stays locked or a write fails."""
         target = self._target
         if not ok or not (target.in_place or target.to_table is not None):

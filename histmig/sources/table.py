@@ -34,23 +34,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple
 
 from histmig.engine import run_records
+from histmig.errors import ColumnError, UnwritableOutput, UsageError
 from histmig.records import MESSAGE_FIELD_CANDIDATES, Outcome, Record
 from histmig.report import Report
-from histmig.sources.arrow import ColumnError, jsonl_line
+from histmig.sources.arrow import jsonl_line
 from histmig.sources.atomic import atomic_output
-from histmig.sources.base import (
-    Format,
-    Input,
-    Job,
-    Skipped,
-    Target,
-    Task,
-    TaskResult,
-    UnwritableOutput,
-    UsageError,
-    Written,
-    lazy,
-)
+from histmig.sources.base import Format, Input, Job, Skipped, Target, Task, TaskResult, Written, lazy
 
 pa = lazy("pyarrow")
 
@@ -163,8 +152,8 @@ class TableInput(Input):
     ``messages_column``, ``key_column``, ``id_column``. The table is looked at when the
     input is made (a connection opened and closed, so that none crosses the fork of the
     workers), and connected to again on entering the ``with`` block. Raises
-    :class:`~histmig.sources.base.UsageError` without ``--table`` or with two destinations,
-    and :class:`~histmig.sources.arrow.ColumnError` for a missing table or column, a column of
+    :class:`~histmig.errors.UsageError` without ``--table`` or with two destinations,
+    and :class:`~histmig.errors.ColumnError` for a missing table or column, a column of
     a type histmig cannot migrate, or a table without a key."""
 
     window = 2
@@ -216,7 +205,7 @@ class TableInput(Input):
     @abstractmethod
     def _connect(self, write: bool) -> None:
         """Open ``self._con`` (``write``: for a run that writes). Raises
-        :class:`~histmig.sources.base.UnreadableInput` when it cannot."""
+        :class:`~histmig.errors.UnreadableInput` when it cannot."""
 
     def _disconnect(self) -> None:
         if self._con is not None:
@@ -256,7 +245,7 @@ class TableInput(Input):
 
     @abstractmethod
     def _query(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        """The rows of ``statement``. Raises :class:`~histmig.sources.base.UnreadableInput`
+        """The rows of ``statement``. Raises :class:`~histmig.errors.UnreadableInput`
         for a database error."""
 
     @abstractmethod

@@ -12,9 +12,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from histmig.errors import ColumnError
 from histmig.options import Options
 from histmig.sources import table
-from histmig.sources.arrow import ColumnError
 from histmig.sources.base import Target
 from histmig.sources.sqlite import SqliteTable
 from histmig.sources.table import Page, row_name
