@@ -18,13 +18,13 @@ class UsageError(ValueError):
 
 class SamePath(UsageError):
     """A path a run writes is a file it reads or writes besides (the same file through a
-    link, ``..`` or a hard link; README "Outputs"): ``written`` and ``other`` are the two
-    names as given, ``what`` and ``whose`` say what each is (``--report``, ``INPUT``). Exit
-    code 2, before anything is read."""
+    link, ``..`` or a hard link; README "Outputs"): ``written`` is what ``what`` names
+    (``--report``), ``other`` what ``whose`` names (``the input``). Exit code 2, before
+    anything is read."""
 
     def __init__(self, what: str, written: str, whose: str, other: str) -> None:
-        same = f"{written} is also {whose}" if written == other else f"{written} is {whose} {other} (the same file)"
-        super().__init__(f"{what} {same}: a run never writes what it reads or writes besides; name another file")
+        same = "" if written == other else " (the same file)"
+        super().__init__(f"{what} {written} is {whose} {other}{same}; name another file")
         self.what, self.written, self.whose, self.other = what, written, whose, other
 
 

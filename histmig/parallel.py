@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from histmig.errors import WorkerDied
 from histmig.tuning import keep_heap_slack
@@ -42,6 +42,16 @@ Work = Callable[[T, "memoryview | None"], R]
 """What a worker does: ``work(task, slot)`` returns the task's result; ``slot`` is the task's
 :class:`Slots` slot (``None`` when there are none), where it may put bytes instead of
 returning them."""
+
+
+class Progress(Protocol):
+    """Told how far a run is: ``start(total)`` once (input bytes, ``None`` when unknown), then
+    ``advance(n)`` as each task's ``n`` input bytes are done (a progress bar; the run driver
+    and the Spark engine tell it)."""
+
+    def start(self, total: int | None) -> None: ...
+
+    def advance(self, done: int) -> None: ...
 
 
 class Slots:

@@ -60,7 +60,7 @@ def spark():
     one shuffle). Fails, never skips, when Java or pyspark is missing."""
     try:
         from histmig.spark import session as start
-        from histmig.sources.base import UsageError
+        from histmig.errors import UsageError
     except ImportError as exc:
         pytest.fail(
             f"the Spark tests need pyspark (the test extras install it: pip install -e '.[test]'): {exc}", pytrace=False

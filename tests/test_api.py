@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from histmig import api, parallel
+from histmig.run import local
 from histmig.errors import MigrationError, NotAHistory, UnreadableInput, UnwritableOutput, UsageError
 from histmig.options import Options
 from tests.conftest import CORPUS
@@ -289,13 +290,13 @@ def test_the_api_runs_as_many_workers_as_the_cli_by_default(monkeypatch: pytest.
     from histmig.cli import app
 
     jobs: list[int] = []
-    real = api.Workers
+    real = local.Workers
 
     def counted(work, count, **kwargs):
         jobs.append(count)
         return real(work, count, **kwargs)
 
-    monkeypatch.setattr(api, "Workers", counted)
+    monkeypatch.setattr(local, "Workers", counted)
     monkeypatch.setattr("os.cpu_count", lambda: 3)
     api.audit(str(ALL))
     CliRunner().invoke(app, ["audit", str(ALL), "-q"])

@@ -29,7 +29,7 @@ from histmig.errors import ColumnError
 from histmig.report import Report
 from histmig.sources.arrow import Cells, ColumnMigrator, find_id_column, find_messages_column, write_jsonl_rows
 from histmig.sources.atomic import atomic_output, temp_beside, unwritable
-from histmig.sources.base import Format, Input, Job, Target, Task, TaskResult, Written, lazy
+from histmig.sources.base import Format, Input, Job, Destination, Task, TaskResult, Written, lazy
 
 pa = lazy("pyarrow")
 pq = lazy("pyarrow.parquet")
@@ -61,8 +61,8 @@ def parquet_sink(path: str, schema: pa.Schema, compression: str = "snappy") -> I
     (``schema``, ``compression``); the file is written to a temporary file in the same
     directory and renamed over ``path`` only when the block ends without an exception. A
     write that fails raises :class:`~histmig.errors.UnwritableOutput` naming ``path``."""
-    target = Path(path)
-    fd, tmp_name = temp_beside(target)
+    destination = Path(path)
+    fd, tmp_name = temp_beside(destination)
     os.close(fd)
 
     def write(table: pa.Table) -> None:
@@ -75,7 +75,7 @@ def parquet_sink(path: str, schema: pa.Schema, compression: str = "snappy") -> I
         with writer:
             yield write
         with unwritable(path):
-            os.replace(tmp_name, target)
+            os.replace(tmp_name, destination)
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise
@@ -300,15 +300,15 @@ class ParquetInput(Input):
         return Written(rejected="rows") if self._output is not None else Written()
 
 
-def open_file(path: str, target: Target, options: Any, job: Job) -> list[Input]:
-    """The Parquet file ``path`` for ``target``: written to ``target.output`` (``.jsonl``:
+def open_file(path: str, destination: Destination, options: Any, job: Job) -> list[Input]:
+    """The Parquet file ``path`` for ``destination``: written to ``destination.output`` (``.jsonl``:
     one JSON object a row; otherwise Parquet). Raises
     :class:`~histmig.errors.ColumnError` for an unreadable file or a missing or
     unusable column."""
     from histmig.sources import formats, output_format
 
-    written_as = output_format(formats()["parquet"], target.output) if target.output is not None else None
-    return [ParquetInput(path, target.output, written_as, job, options.messages_column, options.id_column)]
+    written_as = output_format(formats()["parquet"], destination.output) if destination.output is not None else None
+    return [ParquetInput(path, destination.output, written_as, job, options.messages_column, options.id_column)]
 
 
 def _slices(parquet: pq.ParquetFile, group: RowGroup) -> list[RowGroup]:
@@ -407,6 +407,5 @@ FORMAT = Format(
     written_as=("parquet", "jsonl"),
     columnar=True,
     description="Parquet",
-    takes=frozenset({"messages_column", "id_column"}),
     in_directories=True,
 )

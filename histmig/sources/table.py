@@ -39,7 +39,7 @@ from histmig.records import MESSAGE_FIELD_CANDIDATES, Outcome, Record
 from histmig.report import Report
 from histmig.sources.arrow import jsonl_line
 from histmig.sources.atomic import atomic_output
-from histmig.sources.base import Format, Input, Job, Skipped, Target, Task, TaskResult, Written, lazy
+from histmig.sources.base import Format, Input, Job, Skipped, Destination, Task, TaskResult, Written, lazy
 
 pa = lazy("pyarrow")
 
@@ -167,15 +167,15 @@ class TableInput(Input):
         same text (PostgreSQL); SQLite overrides it, its names ignoring ASCII case."""
         return one == other
 
-    def __init__(self, location: str, target: Target, options: Any, job: Job) -> None:
+    def __init__(self, location: str, destination: Destination, options: Any, job: Job) -> None:
         what = self.FORMAT.description
         if options.table is None:
             raise UsageError(f"{self.display(location)}: a {what} input needs --table")
-        if sum((target.output is not None, target.to_table is not None, target.in_place)) > 1:
+        if sum((destination.output is not None, destination.to_table is not None, destination.in_place)) > 1:
             raise UsageError(f"{self.display(location)}: give one of OUTPUT, --to-table and --in-place")
-        if target.to_table is not None and self.same_name(target.to_table, options.table):
+        if destination.to_table is not None and self.same_name(destination.to_table, options.table):
             raise UsageError(f"{self.display(location)}: --to-table names the table read; use --in-place to rewrite it")
-        self.location, self._target, self._job, self._options = location, target, job, options
+        self.location, self._destination, self._job, self._options = location, destination, job, options
         self.table = options.table
         self.name = f"{self.display(location)}:{self.table}"
         self._con: Any = None
@@ -190,10 +190,10 @@ class TableInput(Input):
         self._flush: Callable[[], None] = lambda: None
 
     @classmethod
-    def open(cls, location: str, target: Target, options: Any, job: Job) -> list[Input]:
-        """The table ``options.table`` of the database ``location``, for ``target``: the
+    def open(cls, location: str, destination: Destination, options: Any, job: Job) -> list[Input]:
+        """The table ``options.table`` of the database ``location``, for ``destination``: the
         format's :data:`~histmig.sources.base.Opener`."""
-        return [cls(location, target, options, job)]
+        return [cls(location, destination, options, job)]
 
     # ------------------------------------------------------------ what a format provides
 
@@ -299,9 +299,13 @@ class TableInput(Input):
         for column, what in [*((k, "key column") for k in key), (options.id_column, "id column")]:
             if column is not None and column not in by_name and column not in self._hidden_columns():
                 raise ColumnError(f"{self.name}: no {what} {column!r}")
-        if self._target.to_table is not None and not self._target.overwrite and self._exists(self._target.to_table):
+        if (
+            self._destination.to_table is not None
+            and not self._destination.overwrite
+            and self._exists(self._destination.to_table)
+        ):
             raise UnwritableOutput(
-                f"{self.display(self.location)}: table {self._target.to_table!r} already exists (--overwrite replaces it)"
+                f"{self.display(self.location)}: table {self._destination.to_table!r} already exists (--overwrite replaces it)"
             )
         self.columns, self.column, self.kind, self.key = columns, name, kind, key
         self.stored = self._stored(name)
@@ -317,7 +321,7 @@ class TableInput(Input):
     def _selected(self) -> tuple[list[str], list[Column]]:
         """The SQL read for each row: the key, the stored messages, then the ``extra``
         columns (every other column for a file output; else the ``--id-column``)."""
-        output = self._target.output
+        output = self._destination.output
         if output is not None:
             extra = [c for c in self.columns if c.name != self.column]
         else:
@@ -331,7 +335,7 @@ class TableInput(Input):
     def _output_format(self) -> str:
         from histmig.sources import output_format
 
-        return output_format(self.FORMAT, self._target.output)  # type: ignore[arg-type]
+        return output_format(self.FORMAT, self._destination.output)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------ reading
 
@@ -423,12 +427,12 @@ class TableInput(Input):
     # ------------------------------------------------------------ writing
 
     def __enter__(self) -> TableInput:
-        target = self._target
-        self._connect(write=target.in_place or target.to_table is not None)
+        destination = self._destination
+        self._connect(write=destination.in_place or destination.to_table is not None)
         try:
             self._begin()
-            if target.output is not None:
-                self._write = self._file(target.output)
+            if destination.output is not None:
+                self._write = self._file(destination.output)
         except BaseException as failed:  # a transaction begun is rolled back, an output discarded
             self._stack.__exit__(type(failed), failed, failed.__traceback__)
             self._disconnect()
@@ -485,10 +489,10 @@ class TableInput(Input):
         self._skipped += [Skipped(self.name, c.location, c.id) for c, updated in zip(changes, done) if not updated]
 
     def written(self) -> Written:
-        target = self._target
-        if not target.writes:
+        destination = self._destination
+        if not destination.writes:
             return Written()
-        return Written(rejected="rows", skipped=list(self._skipped), target=self.name if target.in_place else None)
+        return Written(rejected="rows", skipped=list(self._skipped), named=self.name if destination.in_place else None)
 
     def _file(self, output: str) -> Callable[[Page, PageResult], None]:
         """A writer of every row of each page to the Parquet or JSONL file ``output``,
