@@ -11,9 +11,9 @@ import orjson
 import pytest
 
 from histmig import api, parallel
-from histmig.run import local
 from histmig.errors import MigrationError, NotAHistory, UnreadableInput, UnwritableOutput, UsageError
 from histmig.options import Options
+from histmig.run import local
 from tests.conftest import CORPUS
 
 ALL = CORPUS / "all.jsonl"

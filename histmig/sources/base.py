@@ -178,7 +178,10 @@ class Format:
     (:data:`Opener`), whether it is a ``columnar`` format (a column of histories among
     other columns, named with ``--messages-column``), and whether the files of a
     directory given as INPUT are read as this format when their names tell it
-    (``in_directories``: files, not databases that need ``--table``)."""
+    (``in_directories``: files, not databases that need ``--table``). The options a format
+    takes are declared with them, on :class:`~histmig.options.Options` (each flag's
+    ``formats`` names the formats it applies to); a format's ``open`` reads them from the
+    ``options`` it is given."""
 
     name: str
     suffixes: tuple[str, ...]
