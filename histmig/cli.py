@@ -1,7 +1,7 @@
 """The ``histmig`` command line: a thin shell over :mod:`histmig.api` (design.md "CLI
-contract"). Options shared by several commands are declared once, in bundles
-(:data:`SELECT`, :data:`RECORDS`, ...), and added to a command by :func:`shared`; this module
-parses, calls the API, renders the report, prints the verdict line and exits.
+contract"). Every option is declared once, in :mod:`histmig.options`, and added to each
+command that takes it by :func:`takes` (sqlite-utils' shared options, applied by decorator);
+this module parses, calls the API, renders the report, prints the verdict line and exits.
 
 Exit codes: 0 success (``check``: every record current and valid); 1 something needs
 attention (``check``: a record needs a rule, is invalid or has a finding; ``convert``/
@@ -14,12 +14,12 @@ import errno
 import functools
 import inspect
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 from functools import partial
 from io import TextIOWrapper
 from pathlib import Path
-from typing import Annotated, Any, Optional, TextIO
+from typing import Annotated, Any, Literal, Optional, TextIO, get_args, get_origin
 
 import orjson
 import typer
@@ -30,14 +30,12 @@ from rich.table import Table
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from histmig import __version__, api
-from histmig.options import Options
-from histmig.report import DETAIL_ROWS, Detail, Rendering
-from histmig.rules.base import CauseMode
+from histmig.errors import UnreadableInput, UnwritableOutput, UsageError
+from histmig.options import FIELDS, Flag, Options, flags, flags_of
+from histmig.report import Rendering
 from histmig.schema.releases import NEWEST
-from histmig.sources import formats, input_paths
 from histmig.sources.atomic import atomic_output
-from histmig.sources.base import UnreadableInput, UnwritableOutput, UsageError
-from histmig.tuning import keep_heap_slack, tune_allocators, use_jemalloc
+from histmig.tuning import tune_allocators
 
 EXIT_OK, EXIT_USAGE = 0, 2
 """The exit codes the command line sets itself; the others come from :attr:`histmig.api.Result.exit_code`."""
@@ -50,7 +48,7 @@ class _PlainArgument(TyperArgument):
     def _usage_display_name(self) -> str:
         return self.display_name_raw if self.required else f"[{self.display_name_raw}]"
 
-    def display_type_rich(self, ctx: typer.Context) -> str | None:  # type: ignore[override]  # typer's own Context
+    def display_type_rich(self, ctx: typer.Context) -> str | None:
         return None
 
 
@@ -64,7 +62,7 @@ class _Command(TyperCommand):
             if type(param) is TyperArgument:
                 param.__class__ = _PlainArgument
 
-    def get_help_option(self, ctx: typer.Context) -> Any:  # type: ignore[override]  # typer's own Context
+    def get_help_option(self, ctx: typer.Context) -> Any:
         option = super().get_help_option(ctx)
         if option is not None:
             option.metavar = ""
@@ -76,7 +74,7 @@ class _Group(TyperGroup):
     command line itself (an unknown option, a bad value, a missing argument) is one line on
     stderr, pointing at the command's help, with exit code 2."""
 
-    def get_help_option(self, ctx: typer.Context) -> Any:  # type: ignore[override]  # typer's own Context
+    def get_help_option(self, ctx: typer.Context) -> Any:
         option = super().get_help_option(ctx)
         if option is not None:
             option.metavar = ""
@@ -84,28 +82,25 @@ class _Group(TyperGroup):
 
     def main(
         self,
-        args: Sequence[str] | None = None,
+        args: Any = None,
         prog_name: str | None = None,
         complete_var: str | None = None,
         standalone_mode: bool = True,
-        windows_expand_args: bool = True,
         **extra: Any,
     ) -> Any:
         if not standalone_mode:
-            return super().main(args, prog_name, complete_var, standalone_mode, windows_expand_args, **extra)
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         try:
-            code = super().main(
-                args, prog_name, complete_var, standalone_mode=False, windows_expand_args=windows_expand_args, **extra
-            )
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except (
             typer.TyperException
         ) as exc:  # a command-line error (typer tells "no arguments: the help was shown" by its name too)
             if type(exc).__name__ == "NoArgsIsHelpError":
-                sys.exit(exc.exit_code)
+                sys.exit(exc.exit_code)  # type: ignore[attr-defined]
             ctx = getattr(exc, "ctx", None)
             hint = f" (see {ctx.command_path} -h)" if ctx is not None else ""
             stderr.print(f"histmig: {exc.format_message().rstrip('.')}{hint}", markup=False, soft_wrap=True)
-            sys.exit(exc.exit_code)
+            sys.exit(exc.exit_code)  # type: ignore[attr-defined]
         except typer.Abort:
             stderr.print("Aborted!", markup=False)
             sys.exit(1)
@@ -141,466 +136,105 @@ def _choice(*values: str) -> Callable[[Any], Any]:
     words = ", ".join(values[:-1]) + f" or {values[-1]}"
 
     def check(value: Any) -> Any:
-        if value is not None and value not in values:
-            raise typer.BadParameter(f"choose {words}, not {value!r}")
+        if value is not None and str(value) not in values:
+            raise typer.BadParameter(f"choose {words}, not {str(value)!r}")
         return value
 
     return check
 
 
-CAUSE_MODES = ("inferred", "framework")
-REPORT_FORMATS = ("text", "json", "markdown")
-INPUT_FORMATS = tuple(formats())
-"""``--format``: the name of any format of the registry (:func:`histmig.sources.formats`)."""
-OTEL_VERSIONS = ("5", "6")
-REPORT_DETAILS = ("auto", "full", "summary")
-ENGINES = ("local", "spark")
-
-
-@dataclass(frozen=True)
-class Bundle:
-    """Options several commands share, declared once: each a parameter (name, typer
-    annotation, default) added to a command's signature by :func:`shared`."""
-
-    parameters: tuple[inspect.Parameter, ...]
-
-
-def _bundle(**params: tuple[Any, Any]) -> Bundle:
-    return Bundle(
-        tuple(
-            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default)
-            for name, (annotation, default) in params.items()
-        )
-    )
-
-
-SELECT = _bundle(
-    select=(
-        Annotated[
-            Optional[list[str]],
-            typer.Option(
-                "--select", metavar="CODES", help="Only these rule codes or prefixes (comma-separated or repeated)."
-            ),
-        ],
-        None,
-    ),
-    ignore=(
-        Annotated[
-            Optional[list[str]],
-            typer.Option(
-                "--ignore", metavar="CODES", help="Skip these rule codes or prefixes (comma-separated or repeated)."
-            ),
-        ],
-        None,
-    ),
-)
-FIXES = _bundle(
-    unsafe_fixes=(
-        Annotated[
-            bool,
-            typer.Option(
-                "--unsafe-fixes",
-                metavar="",
-                help="Also apply the fixes of unsafe rules (they may remove "
-                "or rewrite stored content; see `histmig rules`).",
-            ),
-        ],
-        False,
-    ),
-)
-CAUSES = _bundle(
-    causes=(
-        Annotated[
-            str,
-            typer.Option(
-                "--causes",
-                metavar="MODE",
-                callback=_choice(*CAUSE_MODES),
-                help="inferred: causes from evidence; framework: exactly the "
-                "retry values pydantic-ai 2.68's loader writes (HM103 off).",
-            ),
-        ],
-        "inferred",
-    ),
-)
-ATTEMPTS = _bundle(
-    attempts=(
-        Annotated[
-            bool,
-            typer.Option(
-                "--attempts",
-                metavar="",
-                help="Fill retry.attempt of every retry part that has none by "
-                "replaying the framework's retry counters (rule HM104).",
-            ),
-        ],
-        False,
-    ),
-    counting=(
-        Annotated[
-            str,
-            typer.Option(
-                "--counting",
-                metavar="RULES",
-                help="With --attempts: current (today's counting rules), writer (those of the releases that wrote "
-                "each run, told from its fields) or a release such as 1.0.18.",
-            ),
-        ],
-        "current",
-    ),
-    max_retries=(
-        Annotated[
-            Optional[str],
-            typer.Option(
-                "--max-retries",
-                metavar="BUDGETS",
-                help="With --attempts: the agent's retry budgets, tools=N,output=M,tool:NAME=K; they fill "
-                "retry.max_retries (default: left null).",
-            ),
-        ],
-        None,
-    ),
-)
-RECORDS = _bundle(
-    messages_field=(
-        Annotated[
-            Optional[str],
-            typer.Option(
-                "--messages-field", metavar="FIELD", help="Envelope field holding the messages (default: auto-detect)."
-            ),
-        ],
-        None,
-    ),
-    input_format=(
-        Annotated[
-            Optional[str],
-            typer.Option(
-                "--format",
-                metavar="FORMAT",
-                callback=_choice(*INPUT_FORMATS),
-                help=f"Input format when INPUT does not tell: {', '.join(INPUT_FORMATS)} (postgres: INPUT may be a "
-                "connection string or a database name, the rest from the PG* variables).",
-            ),
-        ],
-        None,
-    ),
-)
-COLUMNS = _bundle(
-    messages_column=(
-        Annotated[
-            Optional[str],
-            typer.Option(
-                "--messages-column",
-                metavar="COLUMN",
-                help="Parquet/database: column holding the messages (default: auto-detect).",
-            ),
-        ],
-        None,
-    ),
-    id_column=(
-        Annotated[
-            Optional[str],
-            typer.Option(
-                "--id-column",
-                metavar="COLUMN",
-                help="Parquet/database: column naming each record in the report (default: the row, or the key).",
-            ),
-        ],
-        None,
-    ),
-    table=(
-        Annotated[
-            Optional[str],
-            typer.Option("--table", metavar="TABLE", help="DuckDB/PostgreSQL/SQLite: table (or view) to read."),
-        ],
-        None,
-    ),
-    schema=(
-        Annotated[
-            Optional[str],
-            typer.Option(
-                "--schema", metavar="SCHEMA", help="PostgreSQL: the table's schema (default: the search path)."
-            ),
-        ],
-        None,
-    ),
-    key_column=(
-        Annotated[
-            Optional[str],
-            typer.Option(
-                "--key-column",
-                metavar="COLUMN",
-                help="PostgreSQL/SQLite: unique column the rows are read in order of and named by (default: the "
-                "primary key; SQLite: else the rowid).",
-            ),
-        ],
-        None,
-    ),
-    single_transaction=(
-        Annotated[
-            bool,
-            typer.Option(
-                "--single-transaction",
-                metavar="",
-                help="PostgreSQL --in-place: the whole table in one transaction "
-                "(all or nothing) instead of one a page of rows.",
-            ),
-        ],
-        False,
-    ),
-)
-TARGET = _bundle(
-    target=(
-        Annotated[
-            Optional[str],
-            typer.Option(
-                "--target",
-                metavar="RELEASE",
-                help="Write the shapes this pydantic-ai release (e.g. 2.59.0) writes and loads, for a rollback or an "
-                "older service: "
-                "retried tool-returns and retry-feedback parts become retry-prompt parts before 2.60.0 (rules "
-                "HM5xx); what the older "
-                "form cannot hold is reported as lost. Default: the newest, 2.68.0.",
-            ),
-        ],
-        None,
-    ),
-)
-READER = _bundle(
-    reader=(
-        Annotated[
-            Optional[str],
-            typer.Option(
-                "--reader",
-                metavar="RELEASE",
-                help="Exit 0 only if this pydantic-ai release (e.g. 2.0.0) loads every record as it is and no rule "
-                "would rewrite one for it; the report gives, per record, the oldest release that loads it.",
-            ),
-        ],
-        None,
-    ),
-)
-JOBS = _bundle(
-    jobs=(
-        Annotated[
-            Optional[int],
-            typer.Option(
-                "--jobs",
-                "-j",
-                metavar="N",
-                help="Worker processes, 1 or more (default: the number of cores); 1 runs in this process. Output and "
-                "report are the same for any N.",
-            ),
-        ],
-        None,
-    ),
-)
-REJECTS = _bundle(
-    rejects=(
-        Annotated[
-            Optional[str],
-            typer.Option(
-                "--rejects",
-                metavar="FILE",
-                help="File for rejected records, added to if it exists, or - for stdout (default: "
-                "OUTPUT.rejects.jsonl; with - as OUTPUT, rejected records go to stdout unchanged, in place).",
-            ),
-        ],
-        None,
-    ),
-)
-REPORT = _bundle(
-    report=(
-        Annotated[
-            Optional[str],
-            typer.Option(
-                "--report", metavar="FILE", help="Write the report to this file (- for stdout) instead of stderr."
-            ),
-        ],
-        None,
-    ),
-    report_format=(
-        Annotated[
-            str,
-            typer.Option(
-                "--report-format",
-                metavar="FORMAT",
-                callback=_choice(*REPORT_FORMATS),
-                help="Report format: text, json or markdown.",
-            ),
-        ],
-        "text",
-    ),
-    quiet=(
-        Annotated[
-            bool,
-            typer.Option(
-                "--quiet",
-                "-q",
-                metavar="",
-                help="Nothing on stderr: no report, error lines nor summary line "
-                "(a --report file is still written; the exit code tells).",
-            ),
-        ],
-        False,
-    ),
-    report_detail=(
-        Annotated[
-            str,
-            typer.Option(
-                "--report-detail",
-                metavar="DETAIL",
-                callback=_choice(*REPORT_DETAILS),
-                help="full: a line per change; summary: the counts (findings by rule) and the error and unknown-part "
-                f"warning lines only; auto: full up to {DETAIL_ROWS:,} changes, else the summary (the JSON "
-                "report always lists every change).",
-            ),
-        ],
-        "auto",
-    ),
-    no_timestamp=(
-        Annotated[
-            bool,
-            typer.Option(
-                "--no-timestamp",
-                metavar="",
-                help="Leave the start time out of the JSON report, so two runs give the same bytes.",
-            ),
-        ],
-        False,
-    ),
-)
-
-INPUT_HELP = (
-    "Archives to read: .json (one history), .jsonl/.ndjson (one record a line, maybe gzipped), .parquet, "
-    ".duckdb or .sqlite (with --table), a postgresql:// URL (with --table), - for stdin, a directory (its .json, "
-    ".jsonl, .ndjson and "
-    ".parquet files) or a quoted glob; several may be given."
-)
-InputArg = Annotated[list[str], typer.Argument(metavar="INPUT...", help=INPUT_HELP)]
+def _annotation(flag: Flag) -> Any:
+    """The typer annotation of ``flag``: its type (a tuple of codes is a repeated option,
+    a union with ``None`` an optional value, a ``Literal`` a string) and its typer option."""
+    kind = flag.type
+    if kind == tuple[str, ...]:
+        kind = Optional[list[str]]
+    elif get_origin(kind) is Literal:
+        kind = str
+    elif type(None) in get_args(kind):
+        kind = Optional[next(arg for arg in get_args(kind) if arg is not type(None))]
+    callback = _choice(*flag.choices) if flag.choices else None
+    return Annotated[kind, typer.Option(*flag.flags, metavar=flag.metavar, help=flag.help, callback=callback)]
 
 
 @dataclass(frozen=True)
 class Shown:
-    """Where the report goes (the :data:`REPORT` bundle): a ``path`` (``-``: stdout; ``None``:
-    stderr), its ``format``, ``quiet`` (nothing on stderr), and how it is rendered
-    (:class:`~histmig.report.Rendering`: ``detail``, and the start time unless
+    """Where the report goes, from the report options (:attr:`~histmig.options.Options.PARAMETERS`
+    of ``about`` ``"report"``): a path (``report``; ``-``: stdout; ``None``: stderr), its
+    format, ``quiet`` (nothing on stderr), and how it is rendered
+    (:class:`~histmig.report.Rendering`: ``report_detail``, and the start time unless
     ``no_timestamp``)."""
 
-    path: str | None
-    format: str
-    quiet: bool
-    detail: Detail = "auto"
+    report: str | None = None
+    report_format: str = "text"
+    quiet: bool = False
+    report_detail: str = "auto"
     no_timestamp: bool = False
 
     @property
     def rendering(self) -> Rendering:
-        return Rendering(self.detail, not self.no_timestamp)
+        return Rendering(self.report_detail, not self.no_timestamp)  # type: ignore[arg-type]
 
 
-_OPTION_NAMES = {
-    "select",
-    "ignore",
-    "unsafe_fixes",
-    "causes",
-    "messages_field",
-    "input_format",
-    "messages_column",
-    "id_column",
-    "table",
-    "jobs",
-    "schema",
-    "key_column",
-    "single_transaction",
-    "target",
-    "reader",
-    "attempts",
-    "counting",
-    "max_retries",
-}
-"""Bundle parameters that make the :class:`~histmig.options.Options`."""
-
-_SHOWN_NAMES = {
-    "report": "path",
-    "report_format": "format",
-    "quiet": "quiet",
-    "report_detail": "detail",
-    "no_timestamp": "no_timestamp",
-}
-"""The :data:`REPORT` bundle's parameters, which make a :class:`Shown`."""
+_SHOWN = frozenset(f.name for f in fields(Shown))
 
 
-def shared(*bundles: Bundle) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """Add the parameters of ``bundles`` to a command's signature (after its own), and call
-    it with ``options``, the :class:`~histmig.options.Options` they make, and ``shown``, the
-    :class:`Shown` of the report bundle, when its signature asks for them; other bundle
-    parameters (rejects) are passed by name. Exits 2 for options that do not fit (an unknown
-    rule code)."""
+def takes(name: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Add every option the command ``name`` takes (:func:`histmig.options.flags_of`, each
+    declared once) to a command's signature, after its own parameters, and call it with
+    ``options``, the :class:`~histmig.options.Options` of those that are its fields, with
+    ``shown``, the :class:`Shown` of the report options, when its signature asks for it, and
+    with every other option by name (the API function's keywords). Exits 2 for options that
+    do not fit (an unknown rule code)."""
 
     def decorate(command: Callable[..., None]) -> Callable[..., None]:
         signature = inspect.signature(command, eval_str=True)
-        added = [param for bundle in bundles for param in bundle.parameters]
-        given = {param.name for param in added} | {"options", "shown"}
-        own = [param for name, param in signature.parameters.items() if name not in given]
+        declared = flags_of(name)
+        added = [
+            inspect.Parameter(
+                flag.name,
+                inspect.Parameter.KEYWORD_ONLY,
+                annotation=_annotation(flag),
+                default=None if flag.default == () else flag.default,
+            )
+            for flag in declared
+        ]
+        own = [
+            param
+            for param in signature.parameters.values()
+            if param.name not in {"options", "shown", *(flag.name for flag in declared)}
+            and param.kind is not inspect.Parameter.VAR_KEYWORD
+        ]
+        shows = "shown" in signature.parameters
 
         @functools.wraps(command)
         def run(**values: Any) -> None:
-            picked = {name: values.pop(name) for name in list(values) if name in _OPTION_NAMES}
+            given = {key: values.pop(key) for key in list(values) if key in FIELDS}
             with _usage_errors():
-                options = _options(**picked)
-            if "shown" in signature.parameters:
-                values["shown"] = Shown(
-                    **{_SHOWN_NAMES[name]: values.pop(name) for name in list(values) if name in _SHOWN_NAMES}
+                options = Options(
+                    **{key: tuple(value or ()) if key in _REPEATED else value for key, value in given.items()}
                 )
+                options.rules  # noqa: B018 (an unknown code is a usage error before anything is read)
+            if shows:
+                values["shown"] = Shown(**{key: values.pop(key) for key in list(values) if key in _SHOWN})
             command(options=options, **values)
 
-        run.__signature__ = signature.replace(parameters=own + added)  # type: ignore[attr-defined]  # read by typer
+        run.__signature__ = signature.replace(parameters=own + added)  # type: ignore[attr-defined]
         return run
 
     return decorate
 
 
-def _options(
-    select: list[str] | None = None,
-    ignore: list[str] | None = None,
-    unsafe_fixes: bool = False,
-    causes: CauseMode = "inferred",
-    messages_field: str | None = None,
-    input_format: str | None = None,
-    messages_column: str | None = None,
-    id_column: str | None = None,
-    table: str | None = None,
-    jobs: int | None = None,
-    schema: str | None = None,
-    key_column: str | None = None,
-    single_transaction: bool = False,
-    target: str | None = None,
-    reader: str | None = None,
-    attempts: bool = False,
-    counting: str = "current",
-    max_retries: str | None = None,
-) -> Options:
-    options = Options(
-        tuple(select or ()),
-        tuple(ignore or ()),
-        unsafe_fixes,
-        causes,
-        messages_field,
-        input_format,
-        messages_column,
-        id_column,
-        table,
-        jobs,
-        schema=schema,
-        key_column=key_column,
-        single_transaction=single_transaction,
-        target=target or reader,
-        attempts=attempts,
-        counting=counting,
-        max_retries=max_retries,
-    )
-    options.rules  # noqa: B018 (an unknown code is a usage error before anything is read)
-    return options
+_REPEATED = frozenset(flag.name for flag in flags() if flag.default == ())
+"""The options given one by one or repeated (rule codes): a list on the command line, a tuple
+in :class:`~histmig.options.Options`."""
+
+INPUT_HELP = (
+    "Archives to read: .json (one history), .jsonl/.ndjson (one record a line, maybe gzipped), .parquet, "
+    ".duckdb or .sqlite (with --table), a postgresql:// URL (with --table), - for stdin, a directory (its .json, .jsonl, .ndjson and "
+    ".parquet files) or a quoted glob; several may be given."
+)
+InputArg = Annotated[list[str], typer.Argument(metavar="INPUT...", help=INPUT_HELP)]
 
 
 class _usage_errors:
@@ -667,22 +301,16 @@ class _Bar:
         self.bar.advance(self.task, done)
 
 
-def _run(
-    command: Callable[..., api.Result], inputs: list[str], *args: Any, options: Options, **kwargs: Any
-) -> api.Result:
-    """``command(inputs, ...)`` with process tuning (:mod:`histmig.tuning`; Arrow's pool
-    for a columnar input), a progress bar on a terminal, and exit 2 on a usage error."""
-    keep_heap_slack()
+def _run(command: Callable[..., api.Result], inputs: list[str], *args: Any, **kwargs: Any) -> api.Result:
+    """``command(inputs, ...)`` tuned as a command line's run is (``tune``: :mod:`histmig.tuning`),
+    with a progress bar on a terminal, and exit 2 on a usage error."""
     with _usage_errors():
-        if any(fmt.columnar for _, fmt in input_paths(inputs, options.format)):
-            use_jemalloc()
-        args = (*args, options)
         if not sys.stderr.isatty():
-            return command(inputs, *args, **kwargs)
+            return command(inputs, *args, tune=True, **kwargs)
         columns = (*Progress.get_default_columns()[:1], BarColumn(), DownloadColumn(), TimeRemainingColumn())
         name = Path(inputs[0]).name if len(inputs) == 1 else f"{len(inputs)} inputs"
         with Progress(*columns, console=stderr, transient=True) as bar:
-            return command(inputs, *args, progress=_Bar(bar, name), **kwargs)
+            return command(inputs, *args, tune=True, progress=_Bar(bar, name), **kwargs)
 
 
 def _finish(result: api.Result, shown: Shown) -> None:
@@ -701,9 +329,9 @@ def _emit(report: Any, shown: Shown) -> None:
     """Write ``report`` as ``shown`` says: to its path (``-`` is stdout), or to stderr unless
     quiet, streamed rather than held whole in memory. A file is written atomically: an error
     while writing (raised as is) leaves the previous file, if any, and no other."""
-    render = _renderer(shown.format)
-    if shown.path is not None:
-        with atomic_output(shown.path) as out:
+    render = _renderer(shown.report_format)
+    if shown.report is not None:
+        with atomic_output(shown.report) as out:
             stream = TextIOWrapper(out, encoding="utf-8", newline="\n")
             try:
                 render(report, stream, shown.rendering)
@@ -736,122 +364,42 @@ def _renderer(fmt: str) -> Callable[[Any, TextIO, Rendering], None]:
         "  histmig convert chats.jsonl chats.v2.jsonl --attempts --max-retries tools=3,output=1"
     )
 )
-@shared(SELECT, FIXES, CAUSES, TARGET, ATTEMPTS, RECORDS, COLUMNS, JOBS, REJECTS, REPORT)
+@takes("convert")
 def convert(
     paths: Annotated[
         list[str],
         typer.Argument(
             metavar="INPUT... [OUTPUT]",
             help=INPUT_HELP
-            + " The last is OUTPUT, unless --in-place or --to-table: a file (its name tells the format: the "
-            "input's own, or "
-            "for Parquet and databases .parquet or .jsonl), - for stdout, or a directory (for several inputs, a "
-            "directory or a glob: each "
+            + " The last is OUTPUT, unless --in-place or --to-table: a file (its name tells the format: the input's own, or "
+            "for Parquet and databases .parquet or .jsonl), - for stdout, or a directory (for several inputs, a directory or a glob: each "
             "written there under its own name; --engine spark: a directory of Parquet files).",
         ),
     ],
-    in_place: Annotated[
-        bool,
-        typer.Option(
-            "--in-place",
-            metavar="",
-            help="Replace each INPUT once its migrated archive is complete (DuckDB, SQLite: rewrite --table in one "
-            "transaction; PostgreSQL: "
-            "update the changed rows, a transaction a page, never a row another client wrote meanwhile); no OUTPUT.",
-        ),
-    ] = False,
-    to_table: Annotated[
-        Optional[str],
-        typer.Option(
-            "--to-table", metavar="TABLE", help="DuckDB/PostgreSQL/SQLite: write to this new table instead of OUTPUT."
-        ),
-    ] = None,
-    overwrite: Annotated[
-        bool,
-        typer.Option(
-            "--overwrite",
-            metavar="",
-            help="With --to-table (DuckDB, PostgreSQL, SQLite): replace the table if it exists, in the transaction "
-            "that writes the new one (an output file is always replaced, once the new one is complete).",
-        ),
-    ] = False,
-    engine: Annotated[
-        str,
-        typer.Option(
-            "--engine",
-            metavar="ENGINE",
-            callback=_choice(*ENGINES),
-            help="local: this machine's worker processes (--jobs); spark: a Spark job, Parquet in, a directory of "
-            "Parquet files out (pip install 'histmig\\[spark]', Java 17).",
-        ),
-    ] = "local",
-    spark_master: Annotated[
-        Optional[str],
-        typer.Option(
-            "--spark-master",
-            metavar="URL",
-            help="--engine spark: the cluster to run on (spark://host:7077, "
-            "yarn, local[8]); default a local session of --jobs cores.",
-        ),
-    ] = None,
     *,
     options: Options,
     shown: Shown,
-    rejects: Optional[str],
+    **given: Any,
 ) -> None:
     """Write the migrated archive. Unchanged records are copied byte for byte."""
-    inputs, output_path = (
-        (paths, None) if in_place or to_table is not None or len(paths) == 1 else (paths[:-1], paths[-1])
-    )
-    with _usage_errors():
-        if engine == "spark":  # a Spark OUTPUT is a directory (histmig.spark checks it)
-            api.check_outputs(("--rejects", rejects), ("--report", shown.path))
-            if output_path is None or in_place or to_table is not None or rejects is not None or overwrite:
-                raise UsageError(
-                    "--engine spark writes OUTPUT, a directory of Parquet files (rejected rows stay in their "
-                    "rows): give OUTPUT, without --in-place, --to-table, --overwrite or --rejects"
-                )
-            try:
-                from histmig import spark
-            except ImportError as exc:
-                raise UsageError(f"--engine spark needs pyspark: pip install 'histmig[spark]' ({exc})") from exc
-        else:
-            api.check_outputs(("OUTPUT", output_path), ("--rejects", rejects), ("--report", shown.path))
-            if spark_master is not None:
-                raise UsageError("--spark-master needs --engine spark")
-            if output_path is None and not in_place and to_table is None:
-                raise UsageError("give OUTPUT after INPUT, or --in-place, or --to-table for a database input")
-    if engine == "spark":
-        _finish(_run(spark.convert, inputs, output_path, options=options, master=spark_master), shown)
-    else:
-        _finish(
-            _run(
-                api.convert,
-                inputs,
-                output_path,
-                options=options,
-                rejects=rejects,
-                in_place=in_place,
-                to_table=to_table,
-                overwrite=overwrite,
-            ),
-            shown,
-        )
+    with_output = not given["in_place"] and given["to_table"] is None and len(paths) > 1
+    inputs, output = (paths[:-1], paths[-1]) if with_output else (paths, None)
+    if output is None and not given["in_place"] and given["to_table"] is None:
+        with _usage_errors():
+            raise UsageError("give OUTPUT after INPUT, or --in-place, or --to-table for a database input")
+    _finish(_run(api.convert, inputs, output, options, report=shown.report, **given), shown)
 
 
 @command(
     epilog=(
-        "Examples:\n\n"
-        "  histmig audit chats.jsonl\n\n"
-        "  histmig audit chats.jsonl --report audit.md --report-format markdown\n\n"
-        "  histmig audit 'lake/*.parquet' --id-column conversation_id\n\n"
-        "  histmig audit chats.duckdb --table conversations\n\n"
+        "Examples:\n\n  histmig audit chats.jsonl\n\n  histmig audit chats.jsonl --report audit.md --report-format markdown\n\n"
+        "  histmig audit 'lake/*.parquet' --id-column conversation_id\n\n  histmig audit chats.duckdb --table conversations\n\n"
         "  histmig audit postgresql://app@db/app --table conversations --schema chat\n\n"
         "  histmig audit chats.v2.jsonl --target 2.0.0   # what a rollback to 2.0.0 would rewrite and lose\n\n"
         "  histmig audit chats.jsonl --attempts --counting writer"
     )
 )
-@shared(SELECT, FIXES, CAUSES, TARGET, ATTEMPTS, RECORDS, COLUMNS, JOBS, REPORT)
+@takes("audit")
 def audit(
     input_path: InputArg,
     *,
@@ -859,53 +407,30 @@ def audit(
     shown: Shown,
 ) -> None:
     """Dry run: the same pipeline and report as convert; nothing is written but the report."""
-    _report_only(api.audit, input_path, options, shown)
+    _finish(_run(api.audit, input_path, options, report=shown.report), shown)
 
 
 @command(
-    help="Exit 0 when every record is current and valid (with --reader: that release loads it and no rule would "
-    "rewrite it), 1 when any needs a rule, fails validation or has a finding (with --strict: or holds a part of "
-    "an unknown part_kind), 2 when the input is unreadable.",
     epilog=(
-        "Examples:\n\n  histmig check chats.jsonl   # in CI: exit 1 if anything needs migrating\n\n"
-        "  histmig check history.json --select HM2\n\n"
+        "Examples:\n\n  histmig check chats.jsonl   # in CI: exit 1 if anything needs migrating\n\n  histmig check history.json --select HM2\n\n"
         "  histmig check chats.parquet\n\n  histmig check chats.duckdb --table conversations --id-column id\n\n"
         "  histmig check chats.sqlite --table messages\n\n"
         "  histmig check chats.jsonl --reader 2.0.0   # before upgrading: can the oldest service still read everything?"
-    ),
+    )
 )
-@shared(SELECT, READER, RECORDS, COLUMNS, JOBS, REPORT)
+@takes("check")
 def check(
     input_path: InputArg,
-    strict: Annotated[
-        bool,
-        typer.Option(
-            "--strict",
-            metavar="",
-            help="Also fail (exit 1) when a record holds a part of a part_kind pydantic-ai 2.68 does not know (a "
-            "newer release's, carried unchanged).",
-        ),
-    ] = False,
     *,
     options: Options,
     shown: Shown,
+    strict: bool,
 ) -> None:
-    _report_only(api.check, input_path, options, shown, strict=strict)
+    """Exit 0 when every record is current and valid (with --reader: that release loads it and no rule would rewrite it), 1 when any needs a rule, fails validation or has a finding (with --strict: or holds a part of an unknown part_kind), 2 when the input is unreadable."""
+    _finish(_run(api.check, input_path, options, strict=strict, report=shown.report), shown)
 
 
-def _report_only(
-    command: Callable[..., api.Result], input_path: list[str], options: Options, shown: Shown, **kwargs: Any
-) -> None:
-    """``audit`` and ``check``: run ``command``, which writes nothing, and show its report."""
-    with _usage_errors():
-        api.check_outputs(("--report", shown.path))
-    _finish(_run(command, input_path, options=options, **kwargs), shown)
-
-
-@command(
-    help="List the rules: code, summary and its fix (safe, unsafe, or none: it only reports); with CODE, a rule "
-    "in full (what it does, why, where it comes from in pydantic-ai, an example)."
-)
+@command()
 def rules(
     code: Annotated[
         Optional[str],
@@ -914,6 +439,7 @@ def rules(
         ),
     ] = None,
 ) -> None:
+    """List the rules: code, summary and its fix (safe, unsafe, or none: it only reports); with CODE, a rule in full (what it does, why, where it comes from in pydantic-ai, an example)."""
     console = Console(highlight=False, emoji=False)
     with _usage_errors():
         selected = api.rules(code)
@@ -936,8 +462,7 @@ def rules(
         console.print(
             f"[bold]{rule.code}[/] ({rule.name}): {escape(rule.summary)}\n\n"
             f"What it does\n  {escape(docs.what)}\n\nWhy it matters\n  {escape(docs.why)}\n\n"
-            f"{fix}\n{severity}Runs for targets: {rule.target_text} (--target; default {NEWEST})\nSource: "
-            f"{escape(rule.source)}\n\n{example}\n",
+            f"{fix}\n{severity}Runs for targets: {rule.target_text} (--target; default {NEWEST})\nSource: {escape(rule.source)}\n\n{example}\n",
             soft_wrap=True,
         )
 
@@ -948,14 +473,9 @@ def _indented(text: str) -> str:
 
 
 OTEL_INPUT_HELP = (
-    "Archives to read: .json (one history), .jsonl/.ndjson (one record a line, maybe gzipped), - for stdin, or a "
-    "directory or quoted glob of them; "
+    "Archives to read: .json (one history), .jsonl/.ndjson (one record a line, maybe gzipped), - for stdin, or a directory or quoted glob of them; "
     "the last is OUTPUT: a file, - for stdout, or a directory for several inputs."
 )
-OtelQuietOpt = Annotated[
-    bool,
-    typer.Option("--quiet", "-q", metavar="", help="No summary line on stderr (rejected records are still named)."),
-]
 
 
 def _otel_done(result: api.Result, quiet: bool) -> None:
@@ -968,66 +488,43 @@ def _otel_done(result: api.Result, quiet: bool) -> None:
 
 @command(
     "otel",
-    help="Export each history (legacy parts migrated first) as the "
-    "OpenTelemetry GenAI message list pydantic-ai's instrumentation records.",
     epilog=(
         "Examples:\n\n"
         "  histmig otel chats.jsonl chats.otel.jsonl --version 6\n\n"
         "  histmig otel history.json - --version 5 --no-include-content"
     ),
 )
-@shared(CAUSES, RECORDS, REJECTS)
+@takes("otel")
 def otel(
     paths: Annotated[list[str], typer.Argument(metavar="INPUT... OUTPUT", help=OTEL_INPUT_HELP)],
-    version: Annotated[
-        str,
-        typer.Option(
-            "--version",
-            metavar="N",
-            callback=_choice(*OTEL_VERSIONS),
-            help="pydantic-ai instrumentation version: 5 (the framework's "
-            "default) or 6 (tool results under role 'tool').",
-        ),
-    ] = "5",
-    include_content: Annotated[
-        bool,
-        typer.Option(
-            "--include-content/--no-include-content",
-            metavar="",
-            help="Record prompts, completions, arguments and results.",
-        ),
-    ] = True,
-    quiet: OtelQuietOpt = False,
     *,
     options: Options,
-    rejects: Optional[str],
+    quiet: bool,
+    **given: Any,
 ) -> None:
+    """Export each history (legacy parts migrated first) as the OpenTelemetry GenAI message list pydantic-ai's instrumentation records."""
     with _usage_errors():
         inputs, output_path = _inputs_and_output(paths)
-        result = api.otel(
-            inputs, output_path, options, version=int(version), include_content=include_content, rejects=rejects
-        )
+        result = api.otel(inputs, output_path, options, **given)
     _otel_done(result, quiet)
 
 
 @command(
     "otel-upgrade",
-    help="Move OTel message arrays exported with version 5 roles to version 6 roles; records already in version 6 "
-    "roles are copied byte for byte.",
-    epilog="Examples:\n\n  histmig otel-upgrade spans.v5.jsonl spans.v6.jsonl\n\n"
-    "  cat spans.jsonl | histmig otel-upgrade - - > spans.v6.jsonl",
+    epilog="Examples:\n\n  histmig otel-upgrade spans.v5.jsonl spans.v6.jsonl\n\n  cat spans.jsonl | histmig otel-upgrade - - > spans.v6.jsonl",
 )
-@shared(RECORDS, REJECTS)
+@takes("otel-upgrade")
 def otel_upgrade(
     paths: Annotated[list[str], typer.Argument(metavar="INPUT... OUTPUT", help=OTEL_INPUT_HELP)],
-    quiet: OtelQuietOpt = False,
     *,
     options: Options,
-    rejects: Optional[str],
+    quiet: bool,
+    **given: Any,
 ) -> None:
+    """Move OTel message arrays exported with version 5 roles to version 6 roles; records already in version 6 roles are copied byte for byte."""
     with _usage_errors():
         inputs, output_path = _inputs_and_output(paths)
-        result = api.otel_upgrade(inputs, output_path, options, rejects=rejects)
+        result = api.otel_upgrade(inputs, output_path, options, **given)
     _otel_done(result, quiet)
 
 

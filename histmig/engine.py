@@ -41,10 +41,10 @@ import msgspec
 import orjson
 
 from histmig import schema
+from histmig.errors import Malformed, NotAHistory
 from histmig.problems import Problem
 from histmig.records import (
     ID_FIELDS,
-    NotAHistory,
     Outcome,
     Readers,
     Record,
@@ -55,7 +55,7 @@ from histmig.records import (
     locate_messages,
 )
 from histmig.rules import Walk, known_part_kinds, registry, select
-from histmig.rules.base import Budgets, CauseMode, Change, Context, Finding, Malformed, Rule
+from histmig.rules.base import Budgets, CauseMode, Change, Context, Finding, Rule
 from histmig.rules.pairing import CODES
 from histmig.schema import REQUEST_PART_KINDS, RESPONSE_PART_KINDS, releases
 from histmig.schema.releases import NEWEST, Release
@@ -175,7 +175,7 @@ def migrate(messages: list[Any], plan: Plan = Plan()) -> list[Change]:
     """Run the fixes of ``plan`` over ``messages`` (a history as plain JSON data), in rule
     order, editing it in place; returns the changes in the order they were made. Only the
     rules :func:`~histmig.rules.pending` finds run: the others would change nothing. Raises
-    :class:`~histmig.rules.base.Malformed` for a part a rule targets that no release wrote."""
+    :class:`~histmig.errors.Malformed` for a part a rule targets that no release wrote."""
     return _apply(messages, plan.walk.to_run(messages)[0], plan)[0]
 
 
@@ -184,7 +184,7 @@ def findings(messages: list[Any], plan: Plan = Plan()) -> list[Finding]:
     :func:`~histmig.rules.pending` finds, a phase at a time, each rule of a phase asked on the
     history as the fixes of the earlier phases leave it (as :func:`migrate` runs them, on a
     copy), so that each finding is one a run would meet, at its place then. Raises
-    :class:`~histmig.rules.base.Malformed` as :func:`migrate` does."""
+    :class:`~histmig.errors.Malformed` as :func:`migrate` does."""
     work = copy.deepcopy(messages)
     walk = plan.walk
     found: list[Finding] = []

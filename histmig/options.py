@@ -1,25 +1,104 @@
-"""Options: everything a command takes besides its input and its output, in one object.
+"""Options: every option of every command, declared once, and the one object a run takes.
 
-The command line builds one from its flags (declared once, :mod:`histmig.cli`); a program
-builds one by hand (``Options(select=("HM1",), jobs=2)``) and passes it to the functions of
-:mod:`histmig.api`. :meth:`Options.plan` turns it into the engine's
+Each option is declared here once, as a :class:`Flag`: its flag, its help, the commands that
+take it and the input formats it applies to. An option about what a run does to records or
+how it reads them is a field of :class:`Options` (declared by :func:`option`); one a command
+takes besides (where it writes, how its report is shown) is among
+:attr:`Options.PARAMETERS`, and the Python API takes it by keyword of the same name. Everything
+else is derived from these declarations: the command line's options
+(:func:`histmig.cli.takes`), the check that each input takes the options given
+(:mod:`histmig.run.plan`), the options Spark's functions take (:data:`RECORD_OPTIONS`) and the
+docs' option table (:func:`option_table`).
+
+A program builds an :class:`Options` by hand (``Options(select=("HM1",), jobs=2)``) and passes
+it to the functions of :mod:`histmig.api`; :meth:`Options.plan` turns it into the engine's
 :class:`~histmig.engine.Plan`.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import typing
+from dataclasses import dataclass, field, fields
+from functools import cache
+from typing import Any, ClassVar, Literal, NamedTuple
 
 from histmig.engine import Plan
-from histmig.records import BadFieldPath, field_path
-from histmig.rules import UnknownRule, opt_ins, select
+from histmig.errors import BadFieldPath, UnknownRule, UsageError
+from histmig.records import field_path
+from histmig.report import DETAIL_ROWS
+from histmig.rules import opt_ins, select
 from histmig.rules.base import Budgets, CauseMode, Rule
 from histmig.rules.counting import counting_rules
 from histmig.schema.releases import NEWEST, Release, release
-from histmig.sources.base import UsageError
+from histmig.sources import formats
+
+Command = Literal["convert", "audit", "check", "otel", "otel-upgrade"]
+COMMANDS: tuple[Command, ...] = ("convert", "audit", "check", "otel", "otel-upgrade")
+"""The commands that run over an input, in the order the docs give them."""
+MIGRATING = frozenset({"convert", "audit"})
+RUNS = MIGRATING | {"check"}
+EXPORTS = frozenset({"otel", "otel-upgrade"})
+
+About = Literal["records", "input", "output", "run", "report"]
+"""What an option is about: what is done to each record (``records``: the engine's plan, what
+Spark's functions take), where and how the input is read (``input``), where a run writes
+(``output``), how it runs (``run``), and its report and verdict (``report``)."""
 
 CAUSE_MODES: tuple[CauseMode, ...] = ("inferred", "framework")
+TABLES = frozenset({"duckdb", "postgres", "sqlite"})
+"""The formats that are a table of a database."""
+COLUMNAR = TABLES | {"parquet"}
+"""The formats that hold a column of histories among other columns."""
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One option as the command line and the docs know it.
+
+    - ``flags``: its flag and short forms (``("--jobs", "-j")``; a boolean with a negative
+      form as ``"--include-content/--no-include-content"``);
+    - ``help``: one paragraph, as ``--help`` shows it;
+    - ``commands``: the commands that take it (:data:`COMMANDS`);
+    - ``formats``: the input formats (names of :func:`histmig.sources.formats`) it applies
+      to, ``None`` for every one: given for an input of another format, it is a usage error
+      naming both;
+    - ``about``: what it is about (:data:`About`);
+    - ``metavar``: its value's name in the help (``""`` for a switch);
+    - ``choices``: the values it takes, when they are few (anything else is refused);
+    - ``name``: the Python name (the :class:`Options` field, or the API's keyword), and
+      ``type``/``default`` for a parameter (a field has its own)."""
+
+    flags: tuple[str, ...]
+    help: str
+    commands: frozenset[str]
+    about: About
+    formats: frozenset[str] | None = None
+    metavar: str = ""
+    choices: tuple[str, ...] = ()
+    name: str = ""
+    type: Any = None
+    default: Any = None
+
+    @property
+    def flag(self) -> str:
+        """The long flag (``--key-column``)."""
+        return self.flags[0].split("/")[0]
+
+
+_FLAGS = "histmig.flags"
+"""The key of a field's metadata holding its :class:`Flag`\\ s."""
+
+
+def option(default: Any, *flags: Flag) -> Any:
+    """An :class:`Options` field with its ``default`` and its flags (one, or one for each
+    set of commands that names it its own way: ``target`` is ``--target`` for ``convert`` and
+    ``audit``, ``--reader`` for ``check``)."""
+    return field(default=default, metadata={_FLAGS: flags})
+
+
+def _flag(flags: str | tuple[str, ...], help: str, commands: frozenset[str], about: About, **rest: Any) -> Flag:
+    return Flag((flags,) if isinstance(flags, str) else flags, help, commands, about, **rest)
 
 
 def default_jobs() -> int:
@@ -34,7 +113,8 @@ def codes(values: tuple[str, ...] | list[str]) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Options:
-    """What a command does besides where it reads and writes (README "Commands").
+    """What a command does besides where it reads and writes (README "Commands"), each field
+    an option declared with its flag (:func:`option`).
 
     - ``select``, ``ignore``: rule codes or prefixes (``HM2``), one by one or comma-separated;
       ``select`` empty means every rule.
@@ -57,34 +137,369 @@ class Options:
       --reader``); ``None``: the newest (2.68.0), today's migration. An older release runs
       the rollback rules (HM5xx) and validates against what it loads
       (:mod:`histmig.schema.releases`).
-
     - ``attempts``: run HM104, which fills ``retry.attempt`` (``convert``, ``audit``);
       ``counting``: the counting rules it replays (``current``, ``writer`` or a release such
       as ``"1.0.18"``); ``max_retries``: the agent's budgets, ``"tools=N,output=M,tool:NAME=K"``,
       which fill ``retry.max_retries`` (README "Attempts").
 
-    Raises :class:`~histmig.sources.base.UsageError` for an unknown cause mode, a
+    **Adding an option** is one declaration here and its use in the module that reads it
+    (and their tests): a field ``name: type = option(default, Flag(...))`` when it is about
+    records or how the input is read (the format module reads ``options.name``; give
+    ``formats={"name-of-the-format"}`` when it applies to some formats only), or a
+    :class:`Flag` among :attr:`PARAMETERS` with ``name``, ``type`` and ``default`` when a
+    command takes it besides (the API function of that command takes it by keyword). The
+    command line, the check that each input takes it, Spark and the docs follow::
+
+        key_column: str | None = option(
+            None,
+            Flag(("--key-column",), "PostgreSQL/SQLite: unique column ...", RUNS, "input",
+                 formats=frozenset({"postgres", "sqlite"}), metavar="COLUMN"),
+        )
+
+    Raises :class:`~histmig.errors.UsageError` for an unknown cause mode, a
     ``messages_field`` that names no key, a ``jobs`` below 1, a ``target`` that is no
     release histmig knows (0.0.13 to 2.68.0), a ``counting`` or ``max_retries`` that does not
     parse, or either without ``attempts``."""
 
-    select: tuple[str, ...] = ()
-    ignore: tuple[str, ...] = ()
-    unsafe_fixes: bool = False
-    causes: CauseMode = "inferred"
-    messages_field: str | None = None
-    format: str | None = None
-    messages_column: str | None = None
-    id_column: str | None = None
-    table: str | None = None
-    jobs: int | None = None
-    schema: str | None = None
-    key_column: str | None = None
-    single_transaction: bool = False
-    target: str | None = None
-    attempts: bool = False
-    counting: str = "current"
-    max_retries: str | None = None
+    select: tuple[str, ...] = option(
+        (),
+        _flag(
+            "--select",
+            "Only these rule codes or prefixes (comma-separated or repeated).",
+            RUNS,
+            "records",
+            metavar="CODES",
+        ),
+    )
+    ignore: tuple[str, ...] = option(
+        (),
+        _flag(
+            "--ignore",
+            "Skip these rule codes or prefixes (comma-separated or repeated).",
+            RUNS,
+            "records",
+            metavar="CODES",
+        ),
+    )
+    unsafe_fixes: bool = option(
+        False,
+        _flag(
+            "--unsafe-fixes",
+            "Also apply the fixes of unsafe rules (they may remove or rewrite stored content; see `histmig rules`).",
+            MIGRATING,
+            "records",
+        ),
+    )
+    causes: CauseMode = option(  # noqa: RUF009 (option() is a dataclasses.field, its default immutable)
+        "inferred",
+        _flag(
+            "--causes",
+            "inferred: causes from evidence; framework: exactly the retry values pydantic-ai 2.68's loader writes (HM103 off).",
+            MIGRATING | {"otel"},
+            "records",
+            metavar="MODE",
+            choices=CAUSE_MODES,
+        ),
+    )
+    messages_field: str | None = option(
+        None,
+        _flag(
+            "--messages-field",
+            "Envelope field holding the messages (default: auto-detect).",
+            RUNS | EXPORTS,
+            "records",
+            metavar="FIELD",
+        ),
+    )
+    format: str | None = option(
+        None,
+        _flag(
+            "--format",
+            f"Input format when INPUT does not tell: {', '.join(formats())} (postgres: INPUT may be a connection string or a database name, the rest from the PG* variables).",
+            RUNS | EXPORTS,
+            "input",
+            metavar="FORMAT",
+            choices=tuple(formats()),
+        ),
+    )
+    messages_column: str | None = option(
+        None,
+        _flag(
+            "--messages-column",
+            "Parquet/database: column holding the messages (default: auto-detect).",
+            RUNS,
+            "input",
+            formats=COLUMNAR,
+            metavar="COLUMN",
+        ),
+    )
+    id_column: str | None = option(
+        None,
+        _flag(
+            "--id-column",
+            "Parquet/database: column naming each record in the report (default: the row, or the key).",
+            RUNS,
+            "input",
+            formats=COLUMNAR,
+            metavar="COLUMN",
+        ),
+    )
+    table: str | None = option(
+        None,
+        _flag(
+            "--table",
+            "DuckDB/PostgreSQL/SQLite: table (or view) to read.",
+            RUNS,
+            "input",
+            formats=TABLES,
+            metavar="TABLE",
+        ),
+    )
+    jobs: int | None = option(
+        None,
+        _flag(
+            ("--jobs", "-j"),
+            "Worker processes, 1 or more (default: the number of cores); 1 runs in this process. Output and report are the same for any N.",
+            RUNS,
+            "run",
+            metavar="N",
+        ),
+    )
+    schema: str | None = option(
+        None,
+        _flag(
+            "--schema",
+            "PostgreSQL: the table's schema (default: the search path).",
+            RUNS,
+            "input",
+            formats=frozenset({"postgres"}),
+            metavar="SCHEMA",
+        ),
+    )
+    key_column: str | None = option(
+        None,
+        _flag(
+            "--key-column",
+            "PostgreSQL/SQLite: unique column the rows are read in order of and named by (default: the primary key; SQLite: else the rowid).",
+            RUNS,
+            "input",
+            formats=frozenset({"postgres", "sqlite"}),
+            metavar="COLUMN",
+        ),
+    )
+    single_transaction: bool = option(
+        False,
+        _flag(
+            "--single-transaction",
+            "PostgreSQL --in-place: the whole table in one transaction (all or nothing) instead of one a page of rows.",
+            RUNS,
+            "input",
+            formats=frozenset({"postgres"}),
+        ),
+    )
+    target: str | None = option(
+        None,
+        _flag(
+            "--target",
+            "Write the shapes this pydantic-ai release (e.g. 2.59.0) writes and loads, for a rollback or an older service: "
+            "retried tool-returns and retry-feedback parts become retry-prompt parts before 2.60.0 (rules HM5xx); what the older "
+            "form cannot hold is reported as lost. Default: the newest, 2.68.0.",
+            MIGRATING,
+            "records",
+            metavar="RELEASE",
+        ),
+        _flag(
+            "--reader",
+            "Exit 0 only if this pydantic-ai release (e.g. 2.0.0) loads every record as it is and no rule would rewrite one "
+            "for it; the report gives, per record, the oldest release that loads it.",
+            frozenset({"check"}),
+            "records",
+            metavar="RELEASE",
+        ),
+    )
+    attempts: bool = option(
+        False,
+        _flag(
+            "--attempts",
+            "Fill retry.attempt of every retry part that has none by replaying the framework's retry counters (rule HM104).",
+            MIGRATING,
+            "records",
+        ),
+    )
+    counting: str = option(
+        "current",
+        _flag(
+            "--counting",
+            "With --attempts: current (today's counting rules), writer (those of the releases that wrote each run, told from its fields) or a release such as 1.0.18.",
+            MIGRATING,
+            "records",
+            metavar="RULES",
+        ),
+    )
+    max_retries: str | None = option(
+        None,
+        _flag(
+            "--max-retries",
+            "With --attempts: the agent's retry budgets, tools=N,output=M,tool:NAME=K; they fill retry.max_retries (default: left null).",
+            MIGRATING,
+            "records",
+            metavar="BUDGETS",
+        ),
+    )
+
+    PARAMETERS: ClassVar[tuple[Flag, ...]] = (
+        _flag(
+            "--in-place",
+            "Replace each INPUT once its migrated archive is complete (DuckDB, SQLite: rewrite --table in one transaction; PostgreSQL: "
+            "update the changed rows, a transaction a page, never a row another client wrote meanwhile); no OUTPUT.",
+            frozenset({"convert"}),
+            "output",
+            formats=frozenset({"json", "jsonl"}) | TABLES,
+            name="in_place",
+            type=bool,
+            default=False,
+        ),
+        _flag(
+            "--to-table",
+            "DuckDB/PostgreSQL/SQLite: write to this new table instead of OUTPUT.",
+            frozenset({"convert"}),
+            "output",
+            formats=TABLES,
+            metavar="TABLE",
+            name="to_table",
+            type=str | None,
+        ),
+        _flag(
+            "--overwrite",
+            "With --to-table (DuckDB, PostgreSQL, SQLite): replace the table if it exists, in the transaction that writes the new one (an output file is always replaced, once the new one is complete).",
+            frozenset({"convert"}),
+            "output",
+            formats=TABLES,
+            name="overwrite",
+            type=bool,
+            default=False,
+        ),
+        _flag(
+            "--engine",
+            "local: this machine's worker processes (--jobs); spark: a Spark job, Parquet in, a directory of Parquet files out (pip install 'histmig\\[spark]', Java 17).",
+            frozenset({"convert"}),
+            "run",
+            metavar="ENGINE",
+            choices=("local", "spark"),
+            name="engine",
+            type=str,
+            default="local",
+        ),
+        _flag(
+            "--spark-master",
+            "--engine spark: the cluster to run on (spark://host:7077, yarn, local[8]); default a local session of --jobs cores.",
+            frozenset({"convert"}),
+            "run",
+            metavar="URL",
+            name="spark_master",
+            type=str | None,
+        ),
+        _flag(
+            "--rejects",
+            "File for rejected records, added to if it exists, or - for stdout (default: OUTPUT.rejects.jsonl; with - as OUTPUT, rejected records go to stdout unchanged, in place).",
+            frozenset({"convert"}) | EXPORTS,
+            "output",
+            metavar="FILE",
+            name="rejects",
+            type=str | None,
+        ),
+        _flag(
+            "--strict",
+            "Also fail (exit 1) when a record holds a part of a part_kind pydantic-ai 2.68 does not know (a newer release's, carried unchanged).",
+            frozenset({"check"}),
+            "report",
+            name="strict",
+            type=bool,
+            default=False,
+        ),
+        _flag(
+            "--version",
+            "pydantic-ai instrumentation version: 5 (the framework's default) or 6 (tool results under role 'tool').",
+            frozenset({"otel"}),
+            "records",
+            metavar="N",
+            choices=("5", "6"),
+            name="version",
+            type=int,
+            default=5,
+        ),
+        _flag(
+            "--include-content/--no-include-content",
+            "Record prompts, completions, arguments and results.",
+            frozenset({"otel"}),
+            "records",
+            name="include_content",
+            type=bool,
+            default=True,
+        ),
+        _flag(
+            "--report",
+            "Write the report to this file (- for stdout) instead of stderr.",
+            RUNS,
+            "report",
+            metavar="FILE",
+            name="report",
+            type=str | None,
+        ),
+        _flag(
+            "--report-format",
+            "Report format: text, json or markdown.",
+            RUNS,
+            "report",
+            metavar="FORMAT",
+            choices=("text", "json", "markdown"),
+            name="report_format",
+            type=str,
+            default="text",
+        ),
+        _flag(
+            ("--quiet", "-q"),
+            "Nothing on stderr: no report, error lines nor summary line (a --report file is still written; the exit code tells).",
+            RUNS,
+            "report",
+            name="quiet",
+            type=bool,
+            default=False,
+        ),
+        _flag(
+            ("--quiet", "-q"),
+            "No summary line on stderr (rejected records are still named).",
+            EXPORTS,
+            "report",
+            name="quiet",
+            type=bool,
+            default=False,
+        ),
+        _flag(
+            "--report-detail",
+            f"full: a line per change; summary: the counts (findings by rule) and the error and unknown-part warning lines only; auto: full up to {DETAIL_ROWS:,} changes, else the summary (the JSON report always lists every change).",
+            RUNS,
+            "report",
+            metavar="DETAIL",
+            choices=("auto", "full", "summary"),
+            name="report_detail",
+            type=str,
+            default="auto",
+        ),
+        _flag(
+            "--no-timestamp",
+            "Leave the start time out of the JSON report, so two runs give the same bytes.",
+            RUNS,
+            "report",
+            name="no_timestamp",
+            type=bool,
+            default=False,
+        ),
+    )
+    """The options commands take besides :class:`Options`' fields, each by keyword of its
+    ``name`` in the API function of the command (``api.convert(..., in_place=True)``); the
+    ``report`` ones only on the command line, which renders the report (the API checks the
+    ``report`` path against what the run reads and writes)."""
 
     def __post_init__(self) -> None:
         if self.causes not in CAUSE_MODES:
@@ -114,7 +529,7 @@ class Options:
     @property
     def release(self) -> Release:
         """``target`` as a :class:`~histmig.schema.releases.Release` (the newest when not
-        given). Raises :class:`~histmig.sources.base.UsageError` for one histmig does not know."""
+        given). Raises :class:`~histmig.errors.UsageError` for one histmig does not know."""
         if self.target is None:
             return NEWEST
         try:
@@ -126,7 +541,7 @@ class Options:
     def rules(self) -> tuple[Rule, ...]:
         """The selected rules that run for the target, in their order; an opt-in rule only when
         the field it names is given (``attempts``). Raises
-        :class:`~histmig.sources.base.UsageError` for a code or prefix no rule has, none of
+        :class:`~histmig.errors.UsageError` for a code or prefix no rule has, none of
         whose rules runs for the target, or the code of an opt-in rule whose field is not
         given."""
         enabled = [name for name in opt_ins() if getattr(self, name)]
@@ -140,18 +555,94 @@ class Options:
         parses and validates every record (``check``), ``readers`` tells which releases load
         each (``check --reader``)."""
         return Plan(
-            self.rules,
-            self.unsafe_fixes,
-            self.causes,
-            self.messages_field,
-            validate_all,
-            self.release,
-            readers,
-            self.counting,
-            self.budgets,
+            rules=self.rules,
+            unsafe_fixes=self.unsafe_fixes,
+            causes=self.causes,
+            messages_field=self.messages_field,
+            validate_all=validate_all,
+            target=self.release,
+            readers=readers,
+            counting=self.counting,
+            budgets=self.budgets,
         )
 
     @property
     def workers(self) -> int:
         """``jobs``, or the number of cores."""
         return self.jobs if self.jobs is not None else default_jobs()
+
+
+@cache
+def flags() -> tuple[Flag, ...]:
+    """Every option of every command, in declaration order: :class:`Options`' fields (each
+    :class:`Flag` with its field's ``name``, ``type`` and ``default``), then
+    :attr:`Options.PARAMETERS`."""
+    hints = typing.get_type_hints(Options)
+    declared = [
+        Flag(**{**flag.__dict__, "name": f.name, "type": hints[f.name], "default": f.default})
+        for f in fields(Options)
+        for flag in f.metadata[_FLAGS]
+    ]
+    return (*declared, *Options.PARAMETERS)
+
+
+def flags_of(command: str) -> tuple[Flag, ...]:
+    """The options ``command`` takes, in declaration order (one a name)."""
+    return tuple(flag for flag in flags() if command in flag.commands)
+
+
+FIELDS = frozenset(f.name for f in fields(Options))
+"""The names of :class:`Options`' fields."""
+
+RECORD_OPTIONS = frozenset(flag.name for flag in flags() if flag.about == "records" and flag.name in FIELDS)
+"""The :class:`Options` fields about what is done to each record (the engine's plan): those
+:func:`histmig.spark.migrate` and :func:`histmig.spark.check` take by name; the others are
+about files, tables and processes, which Spark decides."""
+
+
+class OptionRow(NamedTuple):
+    """One option as the docs' option table gives it: ``flag`` (with its short forms,
+    ``--jobs, -j``), ``metavar``, ``help``, the ``commands`` that take it (in
+    :data:`COMMANDS` order) and the ``formats`` it applies to (``()``: every input)."""
+
+    flag: str
+    metavar: str
+    help: str
+    commands: tuple[str, ...]
+    formats: tuple[str, ...]
+
+
+def option_table() -> list[OptionRow]:
+    """Every option of every command as the docs' option table lists it (a CLI reference is
+    generated from it), in declaration order."""
+    return [
+        OptionRow(
+            ", ".join(flag.flags),
+            flag.metavar,
+            flag.help.replace("\\[", "["),
+            tuple(c for c in COMMANDS if c in flag.commands),
+            tuple(name for name in formats() if flag.formats is not None and name in flag.formats),
+        )
+        for flag in flags()
+    ]
+
+
+def given(flag: Flag, value: Any) -> bool:
+    """Whether ``value`` of ``flag`` was given (is not its default)."""
+    return value != flag.default and not (flag.default == () and not value)
+
+
+__all__ = [
+    "COMMANDS",
+    "FIELDS",
+    "RECORD_OPTIONS",
+    "Flag",
+    "OptionRow",
+    "Options",
+    "codes",
+    "default_jobs",
+    "flags",
+    "flags_of",
+    "option",
+    "option_table",
+]

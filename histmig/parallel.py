@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
+from histmig.errors import WorkerDied
 from histmig.tuning import keep_heap_slack
 
 WINDOW = 4
@@ -43,8 +44,14 @@ Work = Callable[[T, "memoryview | None"], R]
 returning them."""
 
 
-class WorkerDied(RuntimeError):
-    """A worker process ended without answering a task (killed, out of memory)."""
+class Progress(Protocol):
+    """Told how far a run is: ``start(total)`` once (input bytes, ``None`` when unknown), then
+    ``advance(n)`` as each task's ``n`` input bytes are done (a progress bar; the run driver
+    and the Spark engine tell it)."""
+
+    def start(self, total: int | None) -> None: ...
+
+    def advance(self, done: int) -> None: ...
 
 
 class Slots:

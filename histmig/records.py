@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 import msgspec
 import orjson
 
+from histmig.errors import BadFieldPath, NotAHistory
 from histmig.schema.releases import Release, Spans, includes
 
 if TYPE_CHECKING:
@@ -47,15 +48,6 @@ class Record:
         """``file:location`` (and ``[id]`` when known), as used in every error line."""
         suffix = f" [{self.record_id}]" if self.record_id else ""
         return f"{self.source}:{self.location}{suffix}"
-
-
-class NotAHistory(ValueError):
-    """The record holds no message list: neither a JSON array nor an object with a
-    messages field (named, or found among :data:`MESSAGE_FIELD_CANDIDATES`)."""
-
-
-class BadFieldPath(ValueError):
-    """A ``--messages-field`` path that names no key (empty, an empty key, a lone ``\\``)."""
 
 
 def field_path(spec: str) -> tuple[str, ...]:

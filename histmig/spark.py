@@ -17,10 +17,10 @@ within a partition; a rejected row keeps its original value.
 - :func:`summarize`: those columns summed up into the summary the CLI report gives
   (:meth:`histmig.report.Report.summary`).
 - :func:`check`: the rows ``histmig check`` would fail on.
-- :func:`convert`: ``histmig convert IN OUT --engine spark``: Parquet files in, a directory of
-  Parquet files out, and the same :class:`~histmig.api.Result` (report, verdict line, exit
-  code) as the local engine.
-- :func:`session`: the session :func:`convert` runs on (the active one, else a new one).
+- :func:`migrate_files`: the job of ``histmig convert IN OUT --engine spark`` (the Spark
+  engine of :mod:`histmig.run.spark`): Parquet files in, a directory of Parquet files out,
+  and the same report as the local engine.
+- :func:`session`: the session :func:`migrate_files` runs on (the active one, else a new one).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import IO, Any
@@ -49,15 +49,14 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_type, to_arrow_type
 from pyspark.sql.types import StringType, StructField, StructType
 
-from histmig.api import Progress, Result, recorded, started_now
 from histmig.engine import Plan
-from histmig.options import Options
+from histmig.errors import UsageError
+from histmig.options import RECORD_OPTIONS, Options
+from histmig.parallel import Progress
 from histmig.records import Outcome
 from histmig.report import PLACE_FIELDS, Report, change_rows, finding_rows, summary_of
 from histmig.report.rows import ChangeRow, FindingRow
-from histmig.sources import formats, input_paths, named_format
 from histmig.sources.arrow import ColumnMigrator, find_id_column, find_messages_column
-from histmig.sources.base import UnwritableOutput, UsageError, Written
 from histmig.sources.parquet import BATCH_ROWS, compression, open_parquet
 
 STATUS = "histmig_status"
@@ -73,12 +72,8 @@ finding row in the report's shape (README "Report") less ``source``, its place a
 with nothing to report (unchanged, valid, no finding or warning) and for a null cell."""
 
 _FILE, _ROW = "__histmig_file", "__histmig_row"
-"""Columns :func:`convert` adds for the report's places (each row's file and its row in the
+"""Columns :func:`migrate_files` adds for the report's places (each row's file and its row in the
 file, from Spark's ``_metadata``), dropped from the output."""
-
-_OPTIONS = frozenset(f.name for f in fields(Options)) - {"format", "messages_column", "table", "jobs", "id_column"}
-"""The :class:`~histmig.options.Options` :func:`migrate` and :func:`check` take by name: what
-happens to records (the rest is about files, tables and processes, which Spark decides)."""
 
 
 def migrate(df: DataFrame, messages_column: str = "messages", *, report: bool = False, **options: Any) -> DataFrame:
@@ -87,12 +82,12 @@ def migrate(df: DataFrame, messages_column: str = "messages", *, report: bool = 
     migrated one is written compact; a nested column (``array<struct>``) takes the Parquet
     path's widened type. Same rows, same order within each partition, every other column as
     it is; a rejected row keeps its original value. ``options`` are those of
-    :class:`~histmig.options.Options` about records (``select``, ``ignore``, ``unsafe_fixes``,
-    ``causes``, ``messages_field``, ``target``, ``attempts``, ``counting``, ``max_retries``); with
-    ``report=True`` the result has two more columns,
+    :class:`~histmig.options.Options` about records (:data:`~histmig.options.RECORD_OPTIONS`:
+    ``select``, ``ignore``, ``unsafe_fixes``, ``causes``, ``messages_field``, ``target``,
+    ``attempts``, ``counting``, ``max_retries``); with ``report=True`` the result has two more columns,
     :data:`STATUS` and :data:`CHANGES`. Lazy, like any transformation. Raises
-    :class:`~histmig.sources.base.UsageError` for an unknown option or rule code, and
-    :class:`~histmig.sources.arrow.ColumnError` for a messages column that is missing or of
+    :class:`~histmig.errors.UsageError` for an unknown option or rule code, and
+    :class:`~histmig.errors.ColumnError` for a messages column that is missing or of
     another type."""
     return _mapped(df, messages_column, _options(options), checking=False, report=report)
 
@@ -110,10 +105,7 @@ def check(df: DataFrame, messages_column: str = "messages", **options: Any) -> D
     return checked.where(failing)
 
 
-_ENTRY = (
-    "struct<changes: array<struct<rule: string, cause: string, evidence: string, certainty: string>>, findings: "
-    "array<struct<rule: string, severity: string>>, warnings: array<string>>"
-)
+_ENTRY = "struct<changes: array<struct<rule: string, cause: string, evidence: string, certainty: string>>, findings: array<struct<rule: string, severity: string>>, warnings: array<string>>"
 """What :func:`summarize` reads of a :data:`CHANGES` entry."""
 
 
@@ -123,7 +115,7 @@ def summarize(df: DataFrame) -> dict[str, Any]:
     cause, by evidence, findings by rule) of a DataFrame with :data:`STATUS` and
     :data:`CHANGES` (from ``migrate(..., report=True)`` or :func:`check`), in one Spark job.
     Rows with a null status (null cells) are not records. Raises
-    :class:`~histmig.sources.base.UsageError` when the columns are missing."""
+    :class:`~histmig.errors.UsageError` when the columns are missing."""
     if STATUS not in df.columns or CHANGES not in df.columns:
         raise UsageError(
             f"summarize needs the {STATUS} and {CHANGES} columns: migrate(df, report=True) or check(df) makes them"
@@ -168,50 +160,31 @@ def summarize(df: DataFrame) -> dict[str, Any]:
     return summary_of(counts, by["rule"], by["cause"], by["evidence"], by["finding"])
 
 
-def convert(
-    input: str | Sequence[str],
+def migrate_files(
+    files: Sequence[str],
     output: str,
     options: Options = Options(),
     *,
     master: str | None = None,
     progress: Progress | None = None,
-) -> Result:
-    """``histmig convert INPUT OUTPUT --engine spark``: the Parquet files ``input`` names (a
-    file, a directory, a glob: :func:`~histmig.sources.input_paths`), read as one
-    Spark DataFrame, migrated (:func:`migrate`) and written as the directory ``output`` of
-    Parquet files (one a Spark partition, its rows in input order, the partitions as Spark
-    orders the pieces of the files it reads, by size; the input's compression codec). The
-    directory is written beside ``output`` and renamed into place once Spark has committed it
-    (a previous Spark output there is replaced; anything else there is refused). The report
-    is that of the local engine: every record named by its file and row (Spark's
-    ``_metadata``), in input order, whatever order the tasks end in; a task Spark re-runs is
-    counted once. The session: the active one, else a new one on ``master`` (default, and
-    not under ``spark-submit``: ``local[N]``, N = ``options.jobs`` or the number of cores).
-    ``progress`` is told the input bytes as tasks end. Raises
-    :class:`~histmig.sources.base.UsageError` for an input that is not Parquet, an output
-    that is not a Parquet directory, options Spark does not take, or no Java;
-    :class:`~histmig.sources.base.UnwritableOutput` and
-    :class:`~histmig.sources.arrow.ColumnError` as the local engine does."""
-    started = started_now()
-    parquet = formats()["parquet"]
-    named = [input] if isinstance(input, str) else list(input)
-    found = input_paths(named, options.format)
-    if any(fmt is not parquet for _, fmt in found):
-        raise UsageError(f"{', '.join(named)}: --engine spark reads Parquet (files, directories or globs of them)")
-    if options.table is not None:
-        raise UsageError(f"{input}: --table needs a DuckDB input, which --engine spark does not read")
-    if output == "-" or named_format(output) not in (
-        None,
-        parquet,
-    ):  # a directory: any name but another format's (lake.v2 included)
-        raise UsageError(f"{output}: --engine spark writes a directory of Parquet files; name one (no .jsonl)")
-    files = [path for path, _ in found]
-    _check_output(output, files)
+) -> Report:
+    """The Spark engine's job (``histmig convert IN OUT --engine spark``, planned and checked
+    by :mod:`histmig.run.plan`): the Parquet ``files``, read as one Spark DataFrame, migrated
+    (:func:`migrate`) and written as the directory ``output`` of Parquet files (one a Spark
+    partition, its rows in input order, the partitions as Spark orders the pieces of the files
+    it reads, by size; the first file's compression codec). The directory is written beside
+    ``output`` and renamed into place once Spark has committed it (a previous Spark output
+    there is replaced). Returns the report, that of the local engine: every record named by
+    its file and row (Spark's ``_metadata``), in input order, whatever order the tasks end
+    in; a task Spark re-runs is counted once. The session: the active one, else a new one on
+    ``master`` (default, and not under ``spark-submit``: ``local[N]``, N = ``options.jobs``
+    or the number of cores). ``progress`` is told the input bytes as tasks end. Raises
+    :class:`~histmig.errors.UsageError` when there is no Java, and
+    :class:`~histmig.errors.ColumnError` for a messages or id column that is missing or of
+    another type (before Spark starts)."""
     first = open_parquet(files[0]).schema_arrow
     column = find_messages_column(first, options.messages_column, where=files[0])
-    id_column = find_id_column(
-        first, options.id_column, where=files[0]
-    )  # a missing id column is refused before Spark starts
+    id_column = find_id_column(first, options.id_column, where=files[0])
     sources = {_local(os.path.abspath(f)): f for f in files}
     spark, log = session(master, options.workers)
     try:
@@ -234,27 +207,11 @@ def convert(
                 "compression", compression(open_parquet(files[0]).metadata)
             ).parquet(written)
             _plain_names(written)
-        report = chunks.value.report()
+        return chunks.value.report()
     finally:
         if log is not None:
             spark.stop()
             os.unlink(log)
-    result = Result("convert", input, report, output=output, wrote=[Written(rejected="rows")], inputs=files)
-    return recorded(
-        result,
-        options,
-        options.plan(),
-        started,
-        {
-            "rejects": None,
-            "in_place": False,
-            "to_table": None,
-            "overwrite": False,
-            "strict": False,
-            "engine": "spark",
-            "spark_master": master,
-        },
-    )
 
 
 def session(master: str | None = None, cores: int = 1) -> tuple[SparkSession, str | None]:
@@ -264,7 +221,7 @@ def session(master: str | None = None, cores: int = 1) -> tuple[SparkSession, st
     level ``ERROR``; a local session's Python workers run this interpreter. Also the file the
     new session's JVM writes its stderr to (Spark's log, kept off the command's stderr;
     ``None`` for the active session): stop the session and delete the file when done. Raises
-    :class:`~histmig.sources.base.UsageError` when there is no Java to run Spark, or Spark
+    :class:`~histmig.errors.UsageError` when there is no Java to run Spark, or Spark
     does not start (naming the log)."""
     active = SparkSession.getActiveSession()
     if active is not None:
@@ -272,8 +229,7 @@ def session(master: str | None = None, cores: int = 1) -> tuple[SparkSession, st
     java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else shutil.which("java")
     if java is None or not os.path.exists(java):
         raise UsageError(
-            "--engine spark needs Java 17 or later to run Spark (no java on PATH and JAVA_HOME unset): install a "
-            "JRE (apt-get install openjdk-17-jre-headless)"
+            "--engine spark needs Java 17 or later to run Spark (no java on PATH and JAVA_HOME unset): install a JRE (apt-get install openjdk-17-jre-headless)"
         )
     if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:  # spark-submit starts the JVM and gives the master
         master = f"local[{cores}]"
@@ -301,8 +257,7 @@ def session(master: str | None = None, cores: int = 1) -> tuple[SparkSession, st
             spark = builder.getOrCreate()
         except Exception as exc:
             raise UsageError(
-                f"Spark did not start ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); its log: "
-                f"{log.name}"
+                f"Spark did not start ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); its log: {log.name}"
             ) from exc
         finally:
             os.dup2(saved, 2)
@@ -312,20 +267,16 @@ def session(master: str | None = None, cores: int = 1) -> tuple[SparkSession, st
 
 def _options(given: dict[str, Any]) -> Options:
     """The :class:`~histmig.options.Options` of :func:`migrate`'s keyword arguments (a rule
-    code may be given as one string). Raises :class:`~histmig.sources.base.UsageError` for an
-    option it does not take or an unknown rule code."""
-    unknown = sorted(set(given) - _OPTIONS)
+    code may be given as one string). Raises :class:`~histmig.errors.UsageError` for an
+    option it does not take (one of :data:`~histmig.options.RECORD_OPTIONS`) or an unknown
+    rule code."""
+    unknown = sorted(set(given) - RECORD_OPTIONS)
     if unknown:
-        raise UsageError(f"unknown option {', '.join(map(repr, unknown))} (options: {', '.join(sorted(_OPTIONS))})")
+        raise UsageError(
+            f"unknown option {', '.join(map(repr, unknown))} (options: {', '.join(sorted(RECORD_OPTIONS))})"
+        )
     options = Options(
-        **{  # type: ignore[arg-type]  # each key is an Options field (checked above)
-            k: (v,)
-            if k in ("select", "ignore") and isinstance(v, str)
-            else tuple(v)
-            if k in ("select", "ignore")
-            else v
-            for k, v in given.items()
-        }
+        **{k: ((v,) if isinstance(v, str) else tuple(v)) if k in ("select", "ignore") else v for k, v in given.items()}
     )
     options.rules  # noqa: B018 (an unknown code is a usage error before Spark runs anything)
     return options
@@ -390,7 +341,7 @@ class _Cells:
     them), through a :class:`~histmig.sources.arrow.ColumnMigrator` of ``column``, with the
     plan of ``options`` (``checking``: every record validated, the cells kept as they are).
     With ``report``, each batch gains :data:`STATUS` and :data:`CHANGES`. With ``places``
-    (:func:`convert`: the input files by Spark's name for them, and in input order), each
+    (:func:`migrate_files`: the input files by Spark's name for them, and in input order), each
     record is named by its file and row, those columns are dropped, and the task's reports,
     one a run of rows of one file, are added to ``chunks``."""
 
@@ -496,12 +447,12 @@ def _local(uri: str) -> str:
 
 
 class _Chunks:
-    """The driver's side of :func:`convert`'s report accumulator: each task's chunks
+    """The driver's side of :func:`migrate_files`'s report accumulator: each task's chunks
     (``(order, first row, report)``) written to a temporary file as they come, read back in
     input order (:meth:`report`), so the driver holds one chunk at a time."""
 
     def __init__(self) -> None:
-        self._file: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (closed by report(), once read back)
+        self._file: IO[bytes] = tempfile.TemporaryFile()
         self._index: list[tuple[int, int, int]] = []
 
     def add(self, chunks: list[tuple[int, int, Report]]) -> None:
@@ -531,27 +482,6 @@ class _ChunksParam(AccumulatorParam):
             value1.add(value2)
             return value1
         return value1 + value2
-
-
-def _check_output(output: str, inputs: list[str]) -> None:
-    """Raise unless ``output`` can become :func:`convert`'s output directory: its parent must
-    be a writable directory; if it exists, it must be an earlier Spark output (a directory
-    with ``_SUCCESS``) and none of the inputs."""
-    target = Path(output)
-    parent = target.parent
-    if not parent.is_dir():
-        raise UnwritableOutput(f"{output}: no such directory {str(parent)!r}")
-    if not os.access(parent, os.W_OK):
-        raise UnwritableOutput(f"{output}: cannot write in {str(parent)!r}")
-    if not target.exists():
-        return
-    if not (target / "_SUCCESS").is_file():
-        raise UsageError(
-            f"{output}: exists and is not the output of an earlier --engine spark run (a directory with "
-            "_SUCCESS); remove it or name another"
-        )
-    if any(os.path.samefile(target, Path(f).parent) or os.path.samefile(target, f) for f in inputs):
-        raise UsageError(f"{output}: holds the input; name another OUTPUT")
 
 
 _PART = re.compile(r"^(part-\d+)-[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}(-c\d+\..+)$")

@@ -59,8 +59,8 @@ def spark():
     a failed task is tried twice (the retry tests). Two shuffle partitions (``summarize``'s
     one shuffle). Fails, never skips, when Java or pyspark is missing."""
     try:
+        from histmig.errors import UsageError
         from histmig.spark import session as start
-        from histmig.sources.base import UsageError
     except ImportError as exc:
         pytest.fail(
             f"the Spark tests need pyspark (the test extras install it: pip install -e '.[test]'): {exc}", pytrace=False

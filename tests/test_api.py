@@ -11,10 +11,9 @@ import orjson
 import pytest
 
 from histmig import api, parallel
+from histmig.errors import MigrationError, NotAHistory, UnreadableInput, UnwritableOutput, UsageError
 from histmig.options import Options
-from histmig.api import MigrationError
-from histmig.records import NotAHistory
-from histmig.sources.base import UnreadableInput, UnwritableOutput, UsageError
+from histmig.run import local
 from tests.conftest import CORPUS
 
 ALL = CORPUS / "all.jsonl"
@@ -181,7 +180,7 @@ def test_validate_gives_the_findings_of_one_history_and_leaves_it_as_it_is() -> 
 
 
 def test_validate_refuses_what_the_framework_does_not_load() -> None:
-    with pytest.raises(api.MigrationError) as raised:
+    with pytest.raises(MigrationError) as raised:
         api.validate([{"kind": "nope", "parts": []}])
     assert raised.value.errors[0].startswith("messages[0]: Input tag 'nope' found using 'kind'")
 
@@ -291,13 +290,13 @@ def test_the_api_runs_as_many_workers_as_the_cli_by_default(monkeypatch: pytest.
     from histmig.cli import app
 
     jobs: list[int] = []
-    real = api.Workers
+    real = local.Workers
 
     def counted(work, count, **kwargs):
         jobs.append(count)
         return real(work, count, **kwargs)
 
-    monkeypatch.setattr(api, "Workers", counted)
+    monkeypatch.setattr(local, "Workers", counted)
     monkeypatch.setattr("os.cpu_count", lambda: 3)
     api.audit(str(ALL))
     CliRunner().invoke(app, ["audit", str(ALL), "-q"])

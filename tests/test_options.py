@@ -1,12 +1,29 @@
-"""Options (histmig.options): the codes given, the rules and plan they make, bad values."""
+"""Options (histmig.options): every option declared once, the sets derived from the declarations, the
+codes given, the rules and plan they make, bad values."""
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 
-from histmig.options import Options, codes, default_jobs
+from histmig import api
+from histmig.errors import UsageError
+from histmig.options import (
+    COMMANDS,
+    FIELDS,
+    RECORD_OPTIONS,
+    OptionRow,
+    Options,
+    codes,
+    default_jobs,
+    flags,
+    flags_of,
+    given,
+    option_table,
+)
 from histmig.rules.base import Budgets
-from histmig.sources.base import UsageError
+from histmig.sources import formats
 
 
 def test_codes_are_given_one_by_one_or_comma_separated() -> None:
@@ -139,3 +156,70 @@ def test_bad_attempt_options_are_usage_errors(options: dict, message: str) -> No
 def test_an_opt_in_rule_selected_without_its_option_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match="rule HM104 runs only with --attempts"):
         Options(select=("HM104",)).rules
+
+
+def test_every_option_is_declared_once_for_each_command_that_takes_it() -> None:
+    for command in COMMANDS:
+        names = [flag.name for flag in flags_of(command)]
+        assert len(names) == len(set(names)), command
+    by_flag = {(flag.flag, command) for flag in flags() for command in flag.commands}
+    assert len(by_flag) == sum(len(flag.commands) for flag in flags())
+    key = next(flag for flag in flags() if flag.flag == "--key-column")
+    assert (key.name, key.formats, key.commands, key.default) == (
+        "key_column",
+        frozenset({"postgres", "sqlite"}),
+        frozenset({"convert", "audit", "check"}),
+        None,
+    )
+    assert [flag.flag for flag in flags() if flag.name == "target"] == ["--target", "--reader"]
+    assert {flag.name for flag in flags()} >= FIELDS and all(
+        flag.formats is None or flag.formats <= set(formats()) for flag in flags()
+    )
+
+
+def test_the_spark_option_set_is_the_options_about_records() -> None:
+    assert RECORD_OPTIONS == {
+        "select",
+        "ignore",
+        "unsafe_fixes",
+        "causes",
+        "messages_field",
+        "target",
+        "attempts",
+        "counting",
+        "max_retries",
+    }
+
+
+def test_each_parameter_is_a_keyword_of_the_api_function_of_each_command_that_takes_it() -> None:
+    rendered = {"report_format", "quiet", "report_detail", "no_timestamp"}  # the command line renders the report
+    for command in COMMANDS:
+        function = getattr(api, command.replace("-", "_"))
+        keywords = set(inspect.signature(function).parameters)
+        for flag in flags_of(command):
+            if flag.name not in FIELDS and flag.name not in rendered:
+                assert flag.name in keywords, (command, flag.flag)
+
+
+def test_the_option_table_gives_flag_help_commands_and_formats() -> None:
+    table = option_table()
+    assert len(table) == len(flags())
+    row = next(row for row in table if row.flag == "--single-transaction")
+    assert row == OptionRow(
+        "--single-transaction",
+        "",
+        "PostgreSQL --in-place: the whole table in one transaction (all or nothing) instead of one a page of rows.",
+        ("convert", "audit", "check"),
+        ("postgres",),
+    )
+    jobs = next(row for row in table if row.flag.startswith("--jobs"))
+    assert (jobs.flag, jobs.metavar, jobs.formats) == ("--jobs, -j", "N", ())
+    engine = next(row for row in table if row.flag == "--engine")
+    assert "pip install 'histmig[spark]'" in engine.help and engine.commands == ("convert",)
+    assert [row.commands for row in table if row.flag == "--rejects"] == [("convert", "otel", "otel-upgrade")]
+
+
+def test_an_option_is_given_when_it_is_not_its_default() -> None:
+    select, overwrite = (next(flag for flag in flags() if flag.name == name) for name in ("select", "overwrite"))
+    assert (given(select, ()), given(select, None), given(select, ("HM1",))) == (False, False, True)
+    assert (given(overwrite, False), given(overwrite, True)) == (False, True)

@@ -10,7 +10,8 @@ import time
 import pyarrow as pa
 import pytest
 
-from histmig.parallel import SLOTS_MAX_BYTES, WINDOW, WorkerDied, Workers
+from histmig.errors import WorkerDied
+from histmig.parallel import SLOTS_MAX_BYTES, WINDOW, Workers
 
 
 def _cells(n: int, slot: memoryview | None) -> tuple[int, pa.Array]:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from histmig.errors import BadFieldPath, NotAHistory
 from histmig.records import (
-    BadFieldPath,
     Located,
-    NotAHistory,
     Record,
     check_messages,
     conversation_names,

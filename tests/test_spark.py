@@ -29,9 +29,9 @@ from typer.testing import CliRunner
 import histmig.spark as hs
 from histmig import api
 from histmig.cli import app
+from histmig.errors import ColumnError, UsageError
 from histmig.options import Options
-from histmig.sources.arrow import ColumnError, widened_type
-from histmig.sources.base import UsageError
+from histmig.sources.arrow import widened_type
 from tests.conftest import CORPUS, ROOT
 from tests.sources.conftest import corpus_records, nested_records, table_of, without_place, write_parquet
 
@@ -251,7 +251,7 @@ def test_the_cli_report_counts_a_task_run_again_once(
         "_mapped",
         lambda df, *args, **kwargs: real(df.mapInArrow(fail_once(str(marks)), df.schema), *args, **kwargs),
     )
-    result = hs.convert(str(text_parquet), str(tmp_path / "out"), Options(jobs=2))
+    result = api.convert(str(text_parquet), str(tmp_path / "out"), Options(jobs=2), engine="spark")
     assert [mark.read_text() for mark in marks.iterdir()] == ["1"]
     assert_same_report(result.report.to_json(), report)
     assert [cell.encode() for cell in pq.read_table(tmp_path / "out").column("messages").to_pylist()] == cells
@@ -535,7 +535,7 @@ def test_progress_is_told_the_input_bytes_as_the_tasks_end(spark: SparkSession, 
     for n in range(3):
         write_parquet(lake / f"{n}.parquet", table_of(records[n * 70 : n * 70 + 70], nested=False))
     told = Told()
-    result = hs.convert(str(lake), str(tmp_path / "out"), Options(jobs=2), progress=told)
+    result = api.convert(str(lake), str(tmp_path / "out"), Options(jobs=2), engine="spark", progress=told)
     assert result.report.counts["records_in"] == 210
     assert told.total == sum(path.stat().st_size for path in lake.iterdir())
     assert sum(told.done) == told.total and all(step > 0 for step in told.done)

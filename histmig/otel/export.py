@@ -30,6 +30,7 @@ from urllib.parse import urlparse
 
 import pydantic_core
 
+from histmig.errors import OtelExportError
 from histmig.rules.causes import NO_OUTPUT_TEXTS
 from histmig.rules.retry import dump_error_details
 
@@ -52,13 +53,6 @@ _SYSTEM_PARTS = frozenset(
 _URL_MODALITY = {"image-url": "image", "audio-url": "audio", "video-url": "video"}
 _YOUTUBE_HOSTS = ("youtu.be", "youtube.com", "www.youtube.com", "m.youtube.com")
 _INSTRUCTION_ID_PREFIXES = ("agent:", "run:", "toolset:", "capability:")
-
-
-class OtelExportError(ValueError):
-    """A history holds something the export cannot render as the framework would: a legacy
-    ``retry-prompt`` part (migrate first), an unknown ``kind``/``part_kind``/content item, a
-    tool part without ``tool_call_id``, or a media URL whose type cannot be told. The message
-    names the place, e.g. ``messages[2].parts[0]: ...``."""
 
 
 def _mime_table() -> mimetypes.MimeTypes:

@@ -16,8 +16,9 @@ from typing import Any
 import orjson
 
 from histmig.engine import Plan, migrate
-from histmig.otel.export import OtelExportError, to_otel_messages, upgrade_v5_to_v6
-from histmig.records import Located, NotAHistory, Outcome, Record, check_messages, envelope_id, locate_messages
+from histmig.errors import NotAHistory, OtelExportError
+from histmig.otel.export import to_otel_messages, upgrade_v5_to_v6
+from histmig.records import Located, Outcome, Record, check_messages, envelope_id, locate_messages
 from histmig.rules.base import CauseMode
 from histmig.schema import current_errors
 

@@ -75,7 +75,7 @@ class RunInfo:
     """What a run was, for the report as an audit record: the ``histmig`` version, the
     ``command``, its ``options`` as given (plain JSON data, the rules that ran among them),
     the ``inputs`` read (every file) and the ``output``, when it ``started`` (UTC, ISO 8601,
-    to the second), its ``verdict`` line and ``exit_code``. Made by :mod:`histmig.api`."""
+    to the second), its ``verdict`` line and ``exit_code``. Made by :func:`histmig.run.result.recorded`."""
 
     histmig: str
     command: str

@@ -17,15 +17,12 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import cache
 from typing import Any
 
+from histmig.errors import UnknownRule
 from histmig.rules.base import ANY_PART, FieldLook, HistoryLook, Look, Messages, NullField, PartKind, Rule, always
 from histmig.schema.releases import NEWEST, Release
 
 RULE_MODULE = re.compile(r"hm\d{3}_\w+\Z")
 """The name of a rule's module: ``hm`` and its code's three digits, ``_`` and its name."""
-
-
-class UnknownRule(ValueError):
-    """A ``--select``/``--ignore`` code or prefix that no rule has."""
 
 
 @cache

@@ -139,13 +139,6 @@ ABSENT_PART = "absent"
 """``before`` of a change that adds a part, ``after`` of one that removes it."""
 
 
-class Malformed(ValueError):
-    """A part a rule targets has a shape no release wrote, so it cannot be migrated; its one
-    argument is the :class:`~histmig.problems.Problem` (the path inside the record,
-    ``messages[2].parts[0].content``, and what is wrong). The engine rejects the record,
-    unchanged."""
-
-
 @dataclass(frozen=True)
 class Budgets:
     """The retry budgets an agent was configured with (``--max-retries``), which a history

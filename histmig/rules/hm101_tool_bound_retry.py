@@ -11,7 +11,7 @@ def migrate_tool_bound(messages: Messages, ctx: Context) -> list[Change]:
     """Rewrite every tool-bound retry-prompt part (``tool_name`` not ``None``, ``''``
     included; framework-facts §2) as the retried ``ToolReturnPart`` of the call it answers,
     keeping ``tool_name``, ``tool_call_id``, ``timestamp`` and every other key; the cause
-    comes from :mod:`histmig.rules.causes`. Raises :class:`~histmig.rules.base.Malformed`
+    comes from :mod:`histmig.rules.causes`. Raises :class:`~histmig.errors.Malformed`
     for a content that is neither text nor a list."""
     return rewrite_legacy(messages, ctx, "HM101", tool_bound=True)
 

@@ -11,7 +11,7 @@ def migrate_tool_less(messages: Messages, ctx: Context) -> list[Change]:
     """Rewrite every tool-less retry-prompt part (``tool_name`` ``None`` or absent;
     framework-facts §2) as a ``RetryFeedbackPart``; the cause comes from
     :mod:`histmig.rules.causes` (a fixed no-output text is ``no_output``, not the loader's
-    ``model_retry``). Raises :class:`~histmig.rules.base.Malformed` for a content that is
+    ``model_retry``). Raises :class:`~histmig.errors.Malformed` for a content that is
     neither text nor a list."""
     return rewrite_legacy(messages, ctx, "HM102", tool_bound=False)
 

@@ -34,7 +34,7 @@ def rollback_retried_returns(messages: Messages, ctx: Context) -> list[Change]:
     no place there and are reported as lost. An ``unknown_tool`` retry for a target before
     0.0.47 becomes the tool-less part those releases wrote (framework-facts §1.2): ``tool_name``
     null, ``tool_call_id`` null before 0.0.45, else derived. Raises
-    :class:`~histmig.rules.base.Malformed` for a content that is neither text nor a list."""
+    :class:`~histmig.errors.Malformed` for a content that is neither text nor a list."""
     changes: list[Change] = []
     conversation = conversation_key(messages)
     for m_index, p_index, message, part in iter_parts(messages, "request"):

@@ -14,7 +14,7 @@ def rollback_retry_feedback(messages: Messages, ctx: Context) -> list[Change]:
     (a validation error's list of error details stays that list), ``tool_name`` null, a
     ``tool_call_id`` null before 0.0.45, else derived (those releases generated a random
     one), ``timestamp`` kept. Its ``retry`` (cause, attempt, max_retries) has no place there
-    and is reported as lost. Raises :class:`~histmig.rules.base.Malformed` for a content
+    and is reported as lost. Raises :class:`~histmig.errors.Malformed` for a content
     that is neither text nor a list."""
     changes: list[Change] = []
     conversation = conversation_key(messages)

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from histmig.errors import Malformed
 from histmig.problems import Problem
-from histmig.rules.base import Change, Context, Malformed, Message, Messages, Part
+from histmig.rules.base import Change, Context, Message, Messages, Part
 from histmig.rules.causes import Verdict, framework_cause, infer_cause
 
 RETRY_PROMPT = "retry-prompt"
@@ -99,7 +100,7 @@ def to_retry_feedback(part: Part, verdict: Verdict) -> Part:
 
 def legacy_parts(messages: Messages, *, tool_bound: bool) -> list[tuple[int, int, Message, Part]]:
     """The retry-prompt parts of one binding in requests, as ``(message index, part index,
-    message, part)``, in order. Raises :class:`~histmig.rules.base.Malformed` for one whose
+    message, part)``, in order. Raises :class:`~histmig.errors.Malformed` for one whose
     ``content`` is neither a string nor a list (the loader's ``_LegacyRetryPromptFields``
     rejects it too, framework-facts §2)."""
     binding = is_tool_bound_retry if tool_bound else is_tool_less_retry
@@ -127,7 +128,7 @@ def rewrite_legacy(messages: Messages, ctx: Context, code: str, *, tool_bound: b
     always meant: a tool-bound one as the call's retried ``ToolReturnPart``
     (:func:`to_tool_return`), a tool-less one as a ``RetryFeedbackPart``
     (:func:`to_retry_feedback`), its cause from :func:`verdict`; the changes are reported as
-    rule ``code``'s. Raises :class:`~histmig.rules.base.Malformed` for a content that is
+    rule ``code``'s. Raises :class:`~histmig.errors.Malformed` for a content that is
     neither text nor a list."""
     changes: list[Change] = []
     after = "tool-return" if tool_bound else "retry-feedback"

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Literal, Optional
 
-from histmig.rules.base import Malformed, Part, derived_tool_call_id
+from histmig.errors import Malformed
+from histmig.rules.base import Part, derived_tool_call_id
 from histmig.schema.releases import STRING_TOOL_CALL_ID, Release
 
 QUIET_OUTCOME = Optional[Literal["success", "failed", "denied"]]
@@ -38,7 +39,7 @@ def to_retry_prompt(part: Part, where: str, tool_name: str | None, tool_call_id:
     present), ``tool_name`` and ``tool_call_id`` as given (``tool_call_id`` left out when
     :data:`ABSENT`), keys in the order the releases wrote them (:data:`RETRY_PROMPT_KEYS`),
     then any key no release wrote, kept as it is (the target ignores it). Raises
-    :class:`~histmig.rules.base.Malformed` for a content that is neither text nor a list (a
+    :class:`~histmig.errors.Malformed` for a content that is neither text nor a list (a
     ``retry-prompt`` content is one or the other, framework-facts §2)."""
     if not isinstance(part.get("content"), (str, list)):
         raise Malformed(

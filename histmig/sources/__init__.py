@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 
-from histmig.sources.base import Format, UnreadableInput, UsageError
+from histmig.errors import UnreadableInput, UsageError
+from histmig.sources.base import Format
 
 _HELPERS = frozenset({"base"})
 

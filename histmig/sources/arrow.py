@@ -28,11 +28,12 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 import orjson
 
 from histmig.engine import run_records
-from histmig.records import ID_FIELDS, MESSAGE_FIELD_CANDIDATES, NotAHistory, Outcome, Record, locate_messages
+from histmig.errors import ColumnError, NotAHistory
+from histmig.records import ID_FIELDS, MESSAGE_FIELD_CANDIDATES, Outcome, Record, locate_messages
 from histmig.report import Report
 from histmig.rules import nulls_kept, registry
 from histmig.rules.base import is_json
-from histmig.sources.base import Job, UnreadableInput, lazy
+from histmig.sources.base import Job, lazy
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -40,11 +41,6 @@ else:
     pa = lazy("pyarrow")
 
 ColumnKind = Literal["text", "binary", "nested"]
-
-
-class ColumnError(UnreadableInput):
-    """The messages column (or ``--id-column``) is missing or of a type histmig cannot
-    migrate (exit code 2)."""
 
 
 @cache

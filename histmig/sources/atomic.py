@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from histmig.sources.base import UnreadableInput, UnwritableOutput
+from histmig.errors import UnreadableInput, UnwritableOutput
 
 
 def check_writable(path: str) -> None:

@@ -3,7 +3,7 @@ this package reads and writes histories, and the errors they raise.
 
 A format module (``jsonl.py``, ``parquet.py``, ...) defines ``FORMAT``, a :class:`Format`:
 its name, the suffixes that tell it, and ``open``, which turns a path (or URL) and a
-:class:`Target` into :class:`Input`\\ s. An :class:`Input` is one opened input (a file, a
+:class:`Destination` into :class:`Input`\\ s. An :class:`Input` is one opened input (a file, a
 table): it splits itself into :class:`Task`\\ s (``tasks``), which run on worker processes
 (``Task.run``: read the task's records or cells with their locations, put them through the
 engine's record loop, return a :class:`TaskResult`), and takes each result back, in order
@@ -23,25 +23,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from histmig.engine import Processor
     from histmig.report import Report
-
-
-class UnreadableInput(OSError):
-    """The input cannot be opened or read, its format cannot be told, or a column or table it
-    should hold is missing or unusable (exit code 2)."""
-
-
-class UnwritableOutput(OSError):
-    """An output cannot be created where it was asked for (exit code 2)."""
-
-
-class UsageError(ValueError):
-    """Options or outputs that do not fit the input, or each other (exit code 2)."""
-
-
-class InputEnded(OSError):
-    """An input could not be read to its end (a truncated ``.gz``, an I/O error): raised by
-    :meth:`Input.tasks` after every task read before; the run reports it and writes what was
-    read."""
 
 
 class Job(Protocol):
@@ -90,14 +71,14 @@ class Task(ABC):
 
 
 @dataclass
-class Target:
+class Destination:
     """Where a command writes: ``output`` (a path, ``-`` for stdout, or ``None`` for
     ``audit``/``check``), ``rejects`` (where rejected records go: a path, ``-`` for stdout,
     or ``None``: nowhere else, they stay in the output unchanged), ``in_place`` (over the
     input itself), ``to_table`` (a new table of a database input; an existing one is
     replaced only with ``overwrite``), and whether rejected records with nowhere else to go
     stay in the output unchanged (``keep_rejected``; an export leaves them out). The run
-    driver (:mod:`histmig.api`) gives each input its own target, its paths decided by the
+    driver (:mod:`histmig.run.plan`) gives each input its own destination, its paths decided by the
     one rule of :func:`histmig.sources.output_paths`."""
 
     output: str | None = None
@@ -131,14 +112,14 @@ class Written:
     their rows, or ``None``: nowhere), whether the output was ``withheld`` (a ``.json``
     document whose one record was rejected), whether a record was written to the rejects
     file (``rejects_used``), the rows ``skipped`` (:class:`Skipped`; added to the report)
-    and, for a table written in place, how the verdict names it (``target``: without the
+    and, for a table written in place, how the verdict names it (``named``: without the
     password a database URL may hold)."""
 
     rejected: str | None = None
     withheld: bool = False
     rejects_used: bool = False
     skipped: list[Skipped] = field(default_factory=list)
-    target: str | None = None
+    named: str | None = None
 
 
 class Input(ABC):
@@ -181,25 +162,11 @@ class Input(ABC):
         return Written()
 
 
-Opener = Callable[[str, Target, Any, Job], list[Input]]
-"""``open(path, target, options, job)``: the :class:`Input`\\ s of a path (a Parquet
+Opener = Callable[[str, Destination, Any, Job], list[Input]]
+"""``open(path, destination, options, job)``: the :class:`Input`\\ s of a path (a Parquet
 directory holds several files) for a run whose records go through ``job``, ``options`` being
 the command's :class:`~histmig.options.Options` (the format's own options: a table, a column).
 Raises :class:`UnreadableInput`, :class:`UnwritableOutput` or :class:`UsageError`."""
-
-
-FORMAT_OPTIONS = {
-    "in_place": "--in-place",
-    "messages_column": "--messages-column",
-    "id_column": "--id-column",
-    "table": "--table",
-    "to_table": "--to-table",
-    "overwrite": "--overwrite",
-    "schema": "--schema",
-    "key_column": "--key-column",
-    "single_transaction": "--single-transaction",
-}
-"""The options only some formats take (:attr:`Format.takes`), by name, with their flags."""
 
 
 @dataclass(frozen=True)
@@ -209,10 +176,12 @@ class Format:
     whatever its name: a URL, a file's first bytes), the output formats an input of it can
     be ``written_as`` (the first when an output's name says none), ``open``
     (:data:`Opener`), whether it is a ``columnar`` format (a column of histories among
-    other columns, named with ``--messages-column``), which of :data:`FORMAT_OPTIONS` it
-    ``takes`` (any other given is a usage error naming it), and whether the files of a
+    other columns, named with ``--messages-column``), and whether the files of a
     directory given as INPUT are read as this format when their names tell it
-    (``in_directories``: files, not databases that need ``--table``)."""
+    (``in_directories``: files, not databases that need ``--table``). The options a format
+    takes are declared with them, on :class:`~histmig.options.Options` (each flag's
+    ``formats`` names the formats it applies to); a format's ``open`` reads them from the
+    ``options`` it is given."""
 
     name: str
     suffixes: tuple[str, ...]
@@ -221,7 +190,6 @@ class Format:
     claims: Callable[[str], bool] | None = None
     columnar: bool = False
     description: str = ""
-    takes: frozenset[str] = frozenset()
     in_directories: bool = False
 
     def named(self, path: str) -> bool:

@@ -17,31 +17,11 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
+from histmig.errors import ColumnError, UnwritableOutput, UsageError
 from histmig.report import Report
-from histmig.sources.arrow import (
-    Cells,
-    ColumnError,
-    ColumnMigrator,
-    find_id_column,
-    find_messages_column,
-    indices,
-    write_jsonl_rows,
-)
+from histmig.sources.arrow import Cells, ColumnMigrator, find_id_column, find_messages_column, indices, write_jsonl_rows
 from histmig.sources.atomic import atomic_output
-from histmig.sources.base import (
-    Format,
-    Input,
-    Job,
-    Target,
-    Task,
-    TaskResult,
-    UnwritableOutput,
-    UsageError,
-    Written,
-    folded,
-    lazy,
-    starts_with,
-)
+from histmig.sources.base import Destination, Format, Input, Job, Task, TaskResult, Written, folded, lazy, starts_with
 from histmig.sources.parquet import parquet_sink
 
 duckdb = lazy("duckdb")
@@ -76,10 +56,10 @@ def _arrow_schema(con: Any, table: str) -> Any:
     return (relation.to_arrow_table() if hasattr(relation, "to_arrow_table") else relation.fetch_arrow_table()).schema
 
 
-def _insert(con: Any, target: str, data: Any) -> None:
+def _insert(con: Any, table: str, data: Any) -> None:
     con.register(_BATCH, data)
     try:
-        con.execute(f"INSERT INTO {quote(target)} SELECT * FROM {quote(_BATCH)}")
+        con.execute(f"INSERT INTO {quote(table)} SELECT * FROM {quote(_BATCH)}")
     finally:
         con.unregister(_BATCH)
 
@@ -112,35 +92,37 @@ class Batch(Task):
 
 class TableInput(Input):
     """A DuckDB table opened for a run (see the module docstring): read by batches, written to
-    ``target``."""
+    ``destination``."""
 
     in_process = True
 
-    def __init__(self, path: str, target: Target, options: Any, job: Job) -> None:
+    def __init__(self, path: str, destination: Destination, options: Any, job: Job) -> None:
         table = options.table
-        if sum((target.output is not None, target.to_table is not None, target.in_place)) > 1:
+        if sum((destination.output is not None, destination.to_table is not None, destination.in_place)) > 1:
             raise UsageError(f"{path}: give one of OUTPUT, --to-table and --in-place")
         self.name = f"{path}:{table}"
         self.size = os.path.getsize(path)
-        self._table, self._target = table, target
+        self._table, self._destination = table, destination
         self._stack = ExitStack()
         try:
             self._con = self._stack.enter_context(
-                duckdb.connect(path, read_only=not (target.in_place or target.to_table is not None))
+                duckdb.connect(path, read_only=not (destination.in_place or destination.to_table is not None))
             )
         except duckdb.Error as exc:
             raise ColumnError(f"{path}: {exc}") from exc
         try:
             if table is None:
                 raise UsageError(f"{path}: a DuckDB input needs --table ({self._tables()})")
-            if target.to_table is not None and folded(target.to_table) == folded(table):
+            if destination.to_table is not None and folded(destination.to_table) == folded(table):
                 raise UsageError(f"{path}: --to-table names the table read; use --in-place to rewrite it")
             if not self._exists(table):
                 raise ColumnError(f"{path}: no table {table!r} ({self._tables()})")
-            if target.in_place and self._exists(table, "VIEW"):
+            if destination.in_place and self._exists(table, "VIEW"):
                 raise UsageError(f"{path}: {table!r} is a view, which --in-place cannot write; use --to-table")
-            if target.to_table is not None and self._exists(target.to_table) and not target.overwrite:
-                raise UnwritableOutput(f"{path}: table {target.to_table!r} already exists (--overwrite replaces it)")
+            if destination.to_table is not None and self._exists(destination.to_table) and not destination.overwrite:
+                raise UnwritableOutput(
+                    f"{path}: table {destination.to_table!r} already exists (--overwrite replaces it)"
+                )
             schema = _arrow_schema(self._con, table)
             self._column = find_messages_column(
                 schema, options.messages_column, where=self.name, first=self._first_cell
@@ -179,8 +161,7 @@ class TableInput(Input):
         return [
             list(row[0])
             for row in self._con.execute(
-                "SELECT constraint_column_names FROM duckdb_constraints() WHERE table_name = ? AND database_name "
-                "= current_database() AND constraint_type = ? ORDER BY constraint_index",
+                "SELECT constraint_column_names FROM duckdb_constraints() WHERE table_name = ? AND database_name = current_database() AND constraint_type = ? ORDER BY constraint_index",
                 [self._table, kind],
             ).fetchall()
         ]
@@ -196,16 +177,16 @@ class TableInput(Input):
         return f"its tables: {', '.join(names)}" if names else "it has no table"
 
     def __enter__(self) -> TableInput:
-        target = self._target
-        if target.in_place or target.to_table is not None:
+        destination = self._destination
+        if destination.in_place or destination.to_table is not None:
             self._con.execute("BEGIN TRANSACTION")
             self._stack.callback(self._con.execute, "COMMIT")
-            if target.in_place:
+            if destination.in_place:
                 self._write, self._finish = self._updates()
             else:
-                self._write, self._finish = self._inserts(target.to_table)  # type: ignore[arg-type]  # not in place
-        elif target.output is not None:
-            self._write, self._finish = self._file(target.output)
+                self._write, self._finish = self._inserts(destination.to_table)  # type: ignore[arg-type]
+        elif destination.output is not None:
+            self._write, self._finish = self._file(destination.output)
         return self
 
     def __exit__(self, kind: type[BaseException] | None, *rest: Any) -> None:
@@ -217,7 +198,7 @@ class TableInput(Input):
                 raise UnwritableOutput(f"{self.name}: {str(exc).strip()}") from exc
             self._stack.close()
             return
-        if self._target.in_place or self._target.to_table is not None:
+        if self._destination.in_place or self._destination.to_table is not None:
             self._stack.pop_all()  # the COMMIT is not run
             try:
                 self._con.execute("ROLLBACK")
@@ -227,7 +208,7 @@ class TableInput(Input):
             self._stack.__exit__(kind, *rest)
 
     def tasks(self) -> Iterator[Batch]:
-        if self._target.in_place:
+        if self._destination.in_place:
             selected = [f"rowid AS {quote(_ROWID)}", quote(self._column)]
             selected += [quote(self._id_column)] if self._id_column not in (None, self._column) else []
             query = f"SELECT {', '.join(selected)} FROM {quote(self._table)}"
@@ -258,7 +239,7 @@ class TableInput(Input):
             raise UnwritableOutput(f"{self.name}: {str(exc).strip()}") from exc
 
     def written(self) -> Written:
-        return Written(rejected="rows") if self._target.writes else Written()
+        return Written(rejected="rows") if self._destination.writes else Written()
 
     def _file(self, output: str) -> tuple[Callable[[BatchResult], None], Callable[[], None]]:
         """Writers of a Parquet or JSONL file: each batch as it comes (JSONL) or in row
@@ -271,7 +252,7 @@ class TableInput(Input):
                 lambda result: write_jsonl_rows(
                     out, result.batch, self._column, self.migrator.kind, result.cells.rejected
                 )
-            ), lambda: None
+            ), lambda: None  # type: ignore[union-attr]
         pending: list[Any] = []
         sink: list[Callable[[Any], None]] = []
 
@@ -301,7 +282,7 @@ class TableInput(Input):
         created: list[bool] = []
 
         def create() -> None:
-            if self._target.overwrite:
+            if self._destination.overwrite:
                 self._con.execute(f"DROP TABLE IF EXISTS {quote(to_table)}")
             self._con.execute(self._create_like(to_table))
             created.append(True)
@@ -324,8 +305,7 @@ class TableInput(Input):
         widened = _duckdb_type(self._con, migrator.output_type) if migrator.output_type != migrator.input_type else None
         columns = []
         for name, data_type, nullable, default in self._con.execute(
-            "SELECT column_name, data_type, is_nullable, column_default FROM duckdb_columns() WHERE table_name = "
-            "? AND database_name = current_database() ORDER BY column_index",
+            "SELECT column_name, data_type, is_nullable, column_default FROM duckdb_columns() WHERE table_name = ? AND database_name = current_database() ORDER BY column_index",
             [self._table],
         ).fetchall():
             column = f"{quote(name)} {widened if widened and name == self._column else data_type}"
@@ -337,8 +317,7 @@ class TableInput(Input):
         columns += [
             row[0]
             for row in self._con.execute(
-                "SELECT constraint_text FROM duckdb_constraints() WHERE table_name = ? AND database_name = "
-                "current_database() AND constraint_type = 'CHECK' ORDER BY constraint_index",
+                "SELECT constraint_text FROM duckdb_constraints() WHERE table_name = ? AND database_name = current_database() AND constraint_type = 'CHECK' ORDER BY constraint_index",
                 [self._table],
             ).fetchall()
         ]
@@ -350,7 +329,7 @@ class TableInput(Input):
         created: list[bool] = []
 
         def write(result: BatchResult) -> None:
-            changed = result.cells.changed  # type: ignore[union-attr]  # a written batch has cells
+            changed = result.cells.changed  # type: ignore[union-attr]
             if not changed:
                 return
             taken = indices(changed)
@@ -382,11 +361,11 @@ class TableInput(Input):
         return write, finish
 
 
-def open_table(path: str, target: Target, options: Any, job: Job) -> list[Input]:
-    """The table ``options.table`` of the DuckDB file ``path``, for ``target``. Raises
-    :class:`~histmig.sources.base.UsageError` without ``--table`` or with two destinations,
-    and :class:`~histmig.sources.arrow.ColumnError` for a missing file, table or column."""
-    return [TableInput(path, target, options, job)]
+def open_table(path: str, destination: Destination, options: Any, job: Job) -> list[Input]:
+    """The table ``options.table`` of the DuckDB file ``path``, for ``destination``. Raises
+    :class:`~histmig.errors.UsageError` without ``--table`` or with two destinations,
+    and :class:`~histmig.errors.ColumnError` for a missing file, table or column."""
+    return [TableInput(path, destination, options, job)]
 
 
 FORMAT = Format(
@@ -399,5 +378,4 @@ FORMAT = Format(
     ),  # a DuckDB file's header, whatever its name (.db is SQLite's too)
     columnar=True,
     description="DuckDB",
-    takes=frozenset({"messages_column", "id_column", "table", "to_table", "in_place", "overwrite"}),
 )

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from histmig.engine import run_records
+from histmig.errors import InputEnded
 from histmig.records import Outcome, Record
 from histmig.report import Report
 from histmig.sources.atomic import atomic_output, input_stream
-from histmig.sources.base import Format, Input, InputEnded, Job, Target, Task, TaskResult, Written
+from histmig.sources.base import Destination, Format, Input, Job, Task, TaskResult, Written
 from histmig.sources.jsonl import BOM, READ_ERRORS, Rejects, written_to
 
 
@@ -65,15 +66,17 @@ class DocumentInput(Input):
 
     in_process = True
 
-    def __init__(self, path: str, target: Target, size: int | None) -> None:
+    def __init__(self, path: str, destination: Destination, size: int | None) -> None:
         self.name = path
         self.size = size
         self._path = path
         self._stack = ExitStack()
-        self._output = path if target.in_place else target.output
-        self._keep_rejected = target.keep_rejected
+        self._output = path if destination.in_place else destination.output
+        self._keep_rejected = destination.keep_rejected
         self._rejects = (
-            Rejects(target.rejects, self._stack) if self._output is not None and target.rejects is not None else None
+            Rejects(destination.rejects, self._stack)
+            if self._output is not None and destination.rejects is not None
+            else None
         )
         self._withheld = False
 
@@ -112,11 +115,11 @@ class DocumentInput(Input):
         return written_to(self._rejects, self._keep_rejected, self._withheld) if self._output is not None else Written()
 
 
-def open_document(path: str, target: Target, options: Any, job: Job) -> list[Input]:
-    """The ``.json`` input ``path`` (``-``: stdin, with ``--format json``) for ``target``."""
+def open_document(path: str, destination: Destination, options: Any, job: Job) -> list[Input]:
+    """The ``.json`` input ``path`` (``-``: stdin, with ``--format json``) for ``destination``."""
     from histmig.sources import input_size
 
-    return [DocumentInput(path, target, input_size(path))]
+    return [DocumentInput(path, destination, input_size(path))]
 
 
 FORMAT = Format(
@@ -125,6 +128,5 @@ FORMAT = Format(
     open=open_document,
     written_as=("json",),
     description="JSON",
-    takes=frozenset({"in_place"}),
     in_directories=True,
 )

@@ -31,10 +31,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO, NamedTuple
 
 from histmig.engine import run_records
+from histmig.errors import InputEnded
 from histmig.records import Record
 from histmig.report import Report
 from histmig.sources.atomic import atomic_output, input_stream
-from histmig.sources.base import Format, Input, InputEnded, Job, Target, Task, TaskResult, Written
+from histmig.sources.base import Destination, Format, Input, Job, Task, TaskResult, Written
 
 CHUNK_BYTES = 1 << 20
 """Input bytes per chunk (whole lines; one long line makes a chunk of its own)."""
@@ -390,21 +391,21 @@ def written_to(rejects: Rejects | None, keep_rejected: bool, withheld: bool = Fa
 
 class LinesInput(Input):
     """A JSONL input (see the module docstring) opened for a run: ``path`` (``-``: stdin)
-    written to ``target`` (the input itself when ``in_place``), its rejected records to
-    ``target.rejects``."""
+    written to ``destination`` (the input itself when ``in_place``), its rejected records to
+    ``destination.rejects``."""
 
     window = WINDOW
     slot_bytes = SLOT_BYTES
 
-    def __init__(self, path: str, target: Target, size: int | None) -> None:
+    def __init__(self, path: str, destination: Destination, size: int | None) -> None:
         self.name = path
         self.size = size
         self._stack = ExitStack()
-        self._output = path if target.in_place else target.output
+        self._output = path if destination.in_place else destination.output
         self._out: BinaryIO | None = None
         self._rejects: Rejects | None = None
-        self._keep_rejected = target.keep_rejected
-        self._rejects_path = target.rejects if self._output is not None else None
+        self._keep_rejected = destination.keep_rejected
+        self._rejects_path = destination.rejects if self._output is not None else None
 
     def __enter__(self) -> LinesInput:
         try:
@@ -437,11 +438,11 @@ class LinesInput(Input):
         return written_to(self._rejects, self._keep_rejected) if self._output is not None else Written()
 
 
-def open_lines(path: str, target: Target, options: Any, job: Job) -> list[Input]:
-    """The JSONL input ``path`` (``-``: stdin) for ``target``."""
+def open_lines(path: str, destination: Destination, options: Any, job: Job) -> list[Input]:
+    """The JSONL input ``path`` (``-``: stdin) for ``destination``."""
     from histmig.sources import input_size
 
-    return [LinesInput(path, target, input_size(path))]
+    return [LinesInput(path, destination, input_size(path))]
 
 
 FORMAT = Format(
@@ -450,6 +451,5 @@ FORMAT = Format(
     open=open_lines,
     written_as=("jsonl",),
     description="JSONL",
-    takes=frozenset({"in_place"}),
     in_directories=True,
 )

@@ -25,17 +25,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from histmig.errors import ColumnError
 from histmig.report import Report
-from histmig.sources.arrow import (
-    Cells,
-    ColumnError,
-    ColumnMigrator,
-    find_id_column,
-    find_messages_column,
-    write_jsonl_rows,
-)
+from histmig.sources.arrow import Cells, ColumnMigrator, find_id_column, find_messages_column, write_jsonl_rows
 from histmig.sources.atomic import atomic_output, temp_beside, unwritable
-from histmig.sources.base import Format, Input, Job, Target, Task, TaskResult, Written, lazy
+from histmig.sources.base import Destination, Format, Input, Job, Task, TaskResult, Written, lazy
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -70,9 +64,9 @@ def parquet_sink(path: str, schema: pa.Schema, compression: str = "snappy") -> I
     """A function that writes one table as one row group of the Parquet file ``path``
     (``schema``, ``compression``); the file is written to a temporary file in the same
     directory and renamed over ``path`` only when the block ends without an exception. A
-    write that fails raises :class:`~histmig.sources.base.UnwritableOutput` naming ``path``."""
-    target = Path(path)
-    fd, tmp_name = temp_beside(target)
+    write that fails raises :class:`~histmig.errors.UnwritableOutput` naming ``path``."""
+    destination = Path(path)
+    fd, tmp_name = temp_beside(destination)
     os.close(fd)
 
     def write(table: pa.Table) -> None:
@@ -85,7 +79,7 @@ def parquet_sink(path: str, schema: pa.Schema, compression: str = "snappy") -> I
         with writer:
             yield write
         with unwritable(path):
-            os.replace(tmp_name, target)
+            os.replace(tmp_name, destination)
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise
@@ -123,7 +117,7 @@ class RowGroup(Task):
         """Read the task's rows from the file, batch by batch (:class:`BatchCursor`): only
         the messages and id columns for a Parquet output or none, every column for a JSONL
         one; migrate them. The file last used stays open for the next task of this process
-        (:data:`_OPEN`). Raises :class:`~histmig.sources.arrow.ColumnError` for a file or
+        (:data:`_OPEN`). Raises :class:`~histmig.errors.ColumnError` for a file or
         column it cannot use, and pyarrow's errors for a row group it cannot read."""
         cursor, migrator = _opened(self, job)
         result = GroupResult(Report.in_memory())
@@ -228,7 +222,7 @@ def _first_cell(parquet: pq.ParquetFile, column: str) -> Any:
 
 def open_parquet(path: str) -> pq.ParquetFile:
     """``path`` opened for reading :data:`READ_BUFFER` bytes at a time, with no column
-    chunk read (``pre_buffer``) and kept whole. Raises :class:`~histmig.sources.arrow.ColumnError`
+    chunk read (``pre_buffer``) and kept whole. Raises :class:`~histmig.errors.ColumnError`
     when it is not a Parquet file pyarrow can open."""
     try:
         return pq.ParquetFile(path, buffer_size=READ_BUFFER, pre_buffer=False)
@@ -316,15 +310,15 @@ class ParquetInput(Input):
         return Written(rejected="rows") if self._output is not None else Written()
 
 
-def open_file(path: str, target: Target, options: Any, job: Job) -> list[Input]:
-    """The Parquet file ``path`` for ``target``: written to ``target.output`` (``.jsonl``:
+def open_file(path: str, destination: Destination, options: Any, job: Job) -> list[Input]:
+    """The Parquet file ``path`` for ``destination``: written to ``destination.output`` (``.jsonl``:
     one JSON object a row; otherwise Parquet). Raises
-    :class:`~histmig.sources.arrow.ColumnError` for an unreadable file or a missing or
+    :class:`~histmig.errors.ColumnError` for an unreadable file or a missing or
     unusable column."""
     from histmig.sources import formats, output_format
 
-    written_as = output_format(formats()["parquet"], target.output) if target.output is not None else None
-    return [ParquetInput(path, target.output, written_as, job, options.messages_column, options.id_column)]
+    written_as = output_format(formats()["parquet"], destination.output) if destination.output is not None else None
+    return [ParquetInput(path, destination.output, written_as, job, options.messages_column, options.id_column)]
 
 
 def _slices(parquet: pq.ParquetFile, group: RowGroup) -> list[RowGroup]:
@@ -425,6 +419,5 @@ FORMAT = Format(
     written_as=("parquet", "jsonl"),
     columnar=True,
     description="Parquet",
-    takes=frozenset({"messages_column", "id_column"}),
     in_directories=True,
 )

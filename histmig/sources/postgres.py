@@ -25,8 +25,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from histmig.sources.arrow import ColumnError
-from histmig.sources.base import Format, Job, Target, UnreadableInput, UnwritableOutput, UsageError, lazy
+from histmig.errors import ColumnError, UnreadableInput, UnwritableOutput, UsageError
+from histmig.sources.base import Destination, Format, Job, lazy
 from histmig.sources.table import Column, Kind, Page, PageResult, TableInput
 
 psycopg = lazy("psycopg")
@@ -64,17 +64,17 @@ def _masked(match: re.Match[str]) -> str:
 
 class PostgresTable(TableInput):
     """A PostgreSQL table opened for a run (see the module docstring). Raises
-    :class:`~histmig.sources.base.UsageError` for ``--single-transaction`` without
-    ``--in-place``, and :class:`~histmig.sources.base.UnreadableInput` when psycopg is
+    :class:`~histmig.errors.UsageError` for ``--single-transaction`` without
+    ``--in-place``, and :class:`~histmig.errors.UnreadableInput` when psycopg is
     missing or the server cannot be reached."""
 
     PARAM = "%s"
 
-    def __init__(self, location: str, target: Target, options: Any, job: Job) -> None:
-        if options.single_transaction and not target.in_place:
+    def __init__(self, location: str, destination: Destination, options: Any, job: Job) -> None:
+        if options.single_transaction and not destination.in_place:
             raise UsageError(f"{self.display(location)}: --single-transaction goes with --in-place")
         self._schema = options.schema
-        super().__init__(location, target, options, job)
+        super().__init__(location, destination, options, job)
 
     @staticmethod
     def display(location: str) -> str:
@@ -180,20 +180,20 @@ class PostgresTable(TableInput):
         return f"{expression}::text"
 
     def _begin(self) -> None:
-        target, con = self._target, self._con
-        if target.output is not None or target.to_table is not None:
+        destination, con = self._destination, self._con
+        if destination.output is not None or destination.to_table is not None:
             con.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
-            con.read_only = target.output is not None
-        if target.in_place and not self._options.single_transaction:
+            con.read_only = destination.output is not None
+        if destination.in_place and not self._options.single_transaction:
             self._write = self._page_transaction
             return
-        if target.writes:
+        if destination.writes:
             self._stack.enter_context(con.transaction())
-        if target.in_place:
+        if destination.in_place:
             self._write = lambda page, result: self.apply(self._relation(), self.changes(page, result))
-        elif target.to_table is not None:
-            new = self._qualified(target.to_table)
-            if target.overwrite:  # in the run's one transaction: the old table stays if the run fails
+        elif destination.to_table is not None:
+            new = self._qualified(destination.to_table)
+            if destination.overwrite:  # in the run's one transaction: the old table stays if the run fails
                 self._query(f"DROP TABLE IF EXISTS {new}")
             self._query(
                 f"CREATE TABLE {new} (LIKE {self._relation()} INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING "
@@ -218,18 +218,5 @@ FORMAT = Format(
     claims=lambda path: path.startswith(SCHEMES),
     columnar=True,
     description="PostgreSQL",
-    takes=frozenset(
-        {
-            "messages_column",
-            "id_column",
-            "table",
-            "to_table",
-            "in_place",
-            "overwrite",
-            "schema",
-            "key_column",
-            "single_transaction",
-        }
-    ),
 )
 PostgresTable.FORMAT = FORMAT

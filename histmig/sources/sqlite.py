@@ -27,8 +27,8 @@ from contextlib import closing
 from typing import Any
 from urllib.parse import quote as url_quote
 
-from histmig.sources.arrow import ColumnError
-from histmig.sources.base import Format, UnreadableInput, UnwritableOutput, folded, lazy, starts_with
+from histmig.errors import ColumnError, UnreadableInput, UnwritableOutput
+from histmig.sources.base import Format, folded, lazy, starts_with
 from histmig.sources.duckdb import quote
 from histmig.sources.table import Change, Column, Kind, Page, PageResult, TableInput
 
@@ -164,7 +164,7 @@ class SqliteTable(TableInput):
         return f"CAST({expression} AS TEXT)"
 
     def _begin(self) -> None:
-        if not (self._target.in_place or self._target.to_table is not None):
+        if not (self._destination.in_place or self._destination.to_table is not None):
             return
         keys = ", ".join(f"k{i}" for i in range(len(self.key)))
         self._query(f"CREATE TEMP TABLE {quote(_CHANGES)} (seq INTEGER PRIMARY KEY, new, stored, location, id, {keys})")
@@ -185,26 +185,26 @@ class SqliteTable(TableInput):
 
     def _finish(self, ok: bool) -> None:
         """Write the gathered rows in one transaction (``ok``): the new table first for
-        ``--to-table``. Raises :class:`~histmig.sources.base.UnwritableOutput`, nothing
+        ``--to-table``. Raises :class:`~histmig.errors.UnwritableOutput`, nothing
         written, when the database stays locked or a write fails."""
-        target = self._target
-        if not ok or not (target.in_place or target.to_table is not None):
+        destination = self._destination
+        if not ok or not (destination.in_place or destination.to_table is not None):
             return
         con = self._con
         try:
             con.execute("BEGIN IMMEDIATE")
             try:
                 table = self._relation()
-                if target.to_table is not None:
-                    table = self._copy(target.to_table)
+                if destination.to_table is not None:
+                    table = self._copy(destination.to_table)
                 seq = 0
                 while rows := con.execute(
                     f"SELECT * FROM temp.{quote(_CHANGES)} WHERE seq > ? ORDER BY seq LIMIT {_BATCH_ROWS}", [seq]
                 ).fetchall():
                     self.apply(table, [Change(tuple(row[5:]), row[2], row[1], row[3], row[4]) for row in rows])
                     seq = rows[-1][0]
-                if target.to_table is not None:
-                    self._put_in_place(table, target.to_table)
+                if destination.to_table is not None:
+                    self._put_in_place(table, destination.to_table)
                 con.execute("COMMIT")
             except BaseException:
                 if con.in_transaction:  # not after a COMMIT an interrupt came too late to stop
@@ -225,7 +225,7 @@ class SqliteTable(TableInput):
         ]
         key = [quote(name) for name, _, _, pk in sorted(info, key=lambda row: row[3]) if pk]
         columns += [f"PRIMARY KEY ({', '.join(key)})"] if key else []
-        new = quote(_SCRATCH if self._target.overwrite else to_table)
+        new = quote(_SCRATCH if self._destination.overwrite else to_table)
         names = ", ".join(quote(row[0]) for row in info)
         self._con.execute(f"CREATE TABLE {new} ({', '.join(columns)})")
         self._con.execute(f"INSERT INTO {new} ({names}) SELECT {names} FROM {self._relation()}")
@@ -235,7 +235,7 @@ class SqliteTable(TableInput):
         """With ``--overwrite``: drop ``to_table`` and rename ``table`` (quoted: the copy
         :meth:`_copy` filled) to it, in the run's one transaction (the old table stays if the
         run fails)."""
-        if self._target.overwrite:
+        if self._destination.overwrite:
             self._con.execute(f"DROP TABLE IF EXISTS {quote(to_table)}")
             self._con.execute(f"ALTER TABLE {table} RENAME TO {quote(to_table)}")
 
@@ -248,6 +248,5 @@ FORMAT = Format(
     claims=lambda path: starts_with(path, MAGIC),
     columnar=True,
     description="SQLite",
-    takes=frozenset({"messages_column", "id_column", "table", "to_table", "in_place", "overwrite", "key_column"}),
 )
 SqliteTable.FORMAT = FORMAT

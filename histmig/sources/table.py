@@ -34,23 +34,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple
 
 from histmig.engine import run_records
+from histmig.errors import ColumnError, UnwritableOutput, UsageError
 from histmig.records import MESSAGE_FIELD_CANDIDATES, Outcome, Record
 from histmig.report import Report
-from histmig.sources.arrow import ColumnError, jsonl_line
+from histmig.sources.arrow import jsonl_line
 from histmig.sources.atomic import atomic_output
-from histmig.sources.base import (
-    Format,
-    Input,
-    Job,
-    Skipped,
-    Target,
-    Task,
-    TaskResult,
-    UnwritableOutput,
-    UsageError,
-    Written,
-    lazy,
-)
+from histmig.sources.base import Destination, Format, Input, Job, Skipped, Task, TaskResult, Written, lazy
 
 pa = lazy("pyarrow")
 
@@ -133,7 +122,7 @@ class Page(Task):
             ):  # a null id names no record, not the envelope's
                 outcome.record = replace(outcome.record, record_id=None)
             if outcome.status == "changed":
-                result.outputs[i] = outcome.output  # type: ignore[assignment]  # changed: it has output bytes
+                result.outputs[i] = outcome.output  # type: ignore[assignment]
             elif outcome.status == "rejected":
                 result.rejected.append(i)
             return outcome
@@ -163,8 +152,8 @@ class TableInput(Input):
     ``messages_column``, ``key_column``, ``id_column``. The table is looked at when the
     input is made (a connection opened and closed, so that none crosses the fork of the
     workers), and connected to again on entering the ``with`` block. Raises
-    :class:`~histmig.sources.base.UsageError` without ``--table`` or with two destinations,
-    and :class:`~histmig.sources.arrow.ColumnError` for a missing table or column, a column of
+    :class:`~histmig.errors.UsageError` without ``--table`` or with two destinations,
+    and :class:`~histmig.errors.ColumnError` for a missing table or column, a column of
     a type histmig cannot migrate, or a table without a key."""
 
     window = 2
@@ -178,15 +167,15 @@ class TableInput(Input):
         same text (PostgreSQL); SQLite overrides it, its names ignoring ASCII case."""
         return one == other
 
-    def __init__(self, location: str, target: Target, options: Any, job: Job) -> None:
+    def __init__(self, location: str, destination: Destination, options: Any, job: Job) -> None:
         what = self.FORMAT.description
         if options.table is None:
             raise UsageError(f"{self.display(location)}: a {what} input needs --table")
-        if sum((target.output is not None, target.to_table is not None, target.in_place)) > 1:
+        if sum((destination.output is not None, destination.to_table is not None, destination.in_place)) > 1:
             raise UsageError(f"{self.display(location)}: give one of OUTPUT, --to-table and --in-place")
-        if target.to_table is not None and self.same_name(target.to_table, options.table):
+        if destination.to_table is not None and self.same_name(destination.to_table, options.table):
             raise UsageError(f"{self.display(location)}: --to-table names the table read; use --in-place to rewrite it")
-        self.location, self._target, self._job, self._options = location, target, job, options
+        self.location, self._destination, self._job, self._options = location, destination, job, options
         self.table = options.table
         self.name = f"{self.display(location)}:{self.table}"
         self._con: Any = None
@@ -201,10 +190,10 @@ class TableInput(Input):
         self._flush: Callable[[], None] = lambda: None
 
     @classmethod
-    def open(cls, location: str, target: Target, options: Any, job: Job) -> list[Input]:
-        """The table ``options.table`` of the database ``location``, for ``target``: the
+    def open(cls, location: str, destination: Destination, options: Any, job: Job) -> list[Input]:
+        """The table ``options.table`` of the database ``location``, for ``destination``: the
         format's :data:`~histmig.sources.base.Opener`."""
-        return [cls(location, target, options, job)]
+        return [cls(location, destination, options, job)]
 
     # ------------------------------------------------------------ what a format provides
 
@@ -216,7 +205,7 @@ class TableInput(Input):
     @abstractmethod
     def _connect(self, write: bool) -> None:
         """Open ``self._con`` (``write``: for a run that writes). Raises
-        :class:`~histmig.sources.base.UnreadableInput` when it cannot."""
+        :class:`~histmig.errors.UnreadableInput` when it cannot."""
 
     def _disconnect(self) -> None:
         if self._con is not None:
@@ -256,7 +245,7 @@ class TableInput(Input):
 
     @abstractmethod
     def _query(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        """The rows of ``statement``. Raises :class:`~histmig.sources.base.UnreadableInput`
+        """The rows of ``statement``. Raises :class:`~histmig.errors.UnreadableInput`
         for a database error."""
 
     @abstractmethod
@@ -310,10 +299,13 @@ class TableInput(Input):
         for column, what in [*((k, "key column") for k in key), (options.id_column, "id column")]:
             if column is not None and column not in by_name and column not in self._hidden_columns():
                 raise ColumnError(f"{self.name}: no {what} {column!r}")
-        if self._target.to_table is not None and not self._target.overwrite and self._exists(self._target.to_table):
+        if (
+            self._destination.to_table is not None
+            and not self._destination.overwrite
+            and self._exists(self._destination.to_table)
+        ):
             raise UnwritableOutput(
-                f"{self.display(self.location)}: table {self._target.to_table!r} already exists (--overwrite "
-                "replaces it)"
+                f"{self.display(self.location)}: table {self._destination.to_table!r} already exists (--overwrite replaces it)"
             )
         self.columns, self.column, self.kind, self.key = columns, name, kind, key
         self.stored = self._stored(name)
@@ -329,7 +321,7 @@ class TableInput(Input):
     def _selected(self) -> tuple[list[str], list[Column]]:
         """The SQL read for each row: the key, the stored messages, then the ``extra``
         columns (every other column for a file output; else the ``--id-column``)."""
-        output = self._target.output
+        output = self._destination.output
         if output is not None:
             extra = [c for c in self.columns if c.name != self.column]
         else:
@@ -343,7 +335,7 @@ class TableInput(Input):
     def _output_format(self) -> str:
         from histmig.sources import output_format
 
-        return output_format(self.FORMAT, self._target.output)  # type: ignore[arg-type]  # asked with an output only
+        return output_format(self.FORMAT, self._destination.output)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------ reading
 
@@ -364,14 +356,12 @@ class TableInput(Input):
             self._options.key_column is not None
         ):  # keyset pages never reach a null key where the engine sorts nulls last (PostgreSQL)
             nulls = self._query(
-                f"SELECT {keys} FROM {self._relation()} WHERE "
-                f"{' OR '.join(f'{self.quote(c)} IS NULL' for c in key)} LIMIT 1",
+                f"SELECT {keys} FROM {self._relation()} WHERE {' OR '.join(f'{self.quote(c)} IS NULL' for c in key)} LIMIT 1",
                 [],
             )
             if nulls:
                 raise ColumnError(
-                    f"{self.name}: a row has a null key ({row_name(key, nulls[0])}); name a unique non-null "
-                    "column with --key-column"
+                    f"{self.name}: a row has a null key ({row_name(key, nulls[0])}); name a unique non-null column with --key-column"
                 )
         last: tuple[Any, ...] | None = None
         limit = FIRST_PAGE_ROWS
@@ -408,13 +398,12 @@ class TableInput(Input):
             start += 1
         previous = last
         if start > 1:
-            raise self._not_unique(last)  # type: ignore[arg-type]  # start > 1: last is a key
+            raise self._not_unique(last)  # type: ignore[arg-type]
         for row in rows[start:]:
             values = tuple(row[:k])
             if None in values:
                 raise ColumnError(
-                    f"{self.name}: a row has a null key ({row_name(self.key, values)}); name a unique non-null "
-                    "column with --key-column"
+                    f"{self.name}: a row has a null key ({row_name(self.key, values)}); name a unique non-null column with --key-column"
                 )
             if values == previous:
                 raise self._not_unique(values)
@@ -438,21 +427,19 @@ class TableInput(Input):
     # ------------------------------------------------------------ writing
 
     def __enter__(self) -> TableInput:
-        target = self._target
-        self._connect(write=target.in_place or target.to_table is not None)
+        destination = self._destination
+        self._connect(write=destination.in_place or destination.to_table is not None)
         try:
             self._begin()
-            if target.output is not None:
-                self._write = self._file(target.output)
+            if destination.output is not None:
+                self._write = self._file(destination.output)
         except BaseException as failed:  # a transaction begun is rolled back, an output discarded
             self._stack.__exit__(type(failed), failed, failed.__traceback__)
             self._disconnect()
             raise
         return self
 
-    def __exit__(  # type: ignore[override]  # Input's takes the three as *_
-        self, kind: type[BaseException] | None, error: BaseException | None, trace: Any
-    ) -> None:
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: Any) -> None:
         try:
             try:
                 if kind is None:
@@ -491,10 +478,7 @@ class TableInput(Input):
         parameters new value, key values, stored bytes."""
         keys = ", ".join(map(self.quote, self.key))
         marks = ", ".join([self.PARAM] * len(self.key))
-        return (
-            f"UPDATE {table} SET {self.quote(self.column)} = {self.PARAM} WHERE ({keys}) = ({marks}) AND "
-            f"{self.stored[0]} = {self.PARAM}"
-        )
+        return f"UPDATE {table} SET {self.quote(self.column)} = {self.PARAM} WHERE ({keys}) = ({marks}) AND {self.stored[0]} = {self.PARAM}"
 
     def apply(self, table: str, changes: Sequence[Change]) -> None:
         """Write ``changes`` to ``table`` (quoted) by :meth:`update_statement`; a row whose
@@ -505,10 +489,10 @@ class TableInput(Input):
         self._skipped += [Skipped(self.name, c.location, c.id) for c, updated in zip(changes, done) if not updated]
 
     def written(self) -> Written:
-        target = self._target
-        if not target.writes:
+        destination = self._destination
+        if not destination.writes:
             return Written()
-        return Written(rejected="rows", skipped=list(self._skipped), target=self.name if target.in_place else None)
+        return Written(rejected="rows", skipped=list(self._skipped), named=self.name if destination.in_place else None)
 
     def _file(self, output: str) -> Callable[[Page, PageResult], None]:
         """A writer of every row of each page to the Parquet or JSONL file ``output``,
@@ -557,8 +541,7 @@ class TableInput(Input):
                     arrays.append(pa.array(values, type_))
                 except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
                     raise ColumnError(
-                        f"{self.name}: column {column.name!r} ({column.type}) holds a value Parquet cannot store "
-                        f"as {type_} "
+                        f"{self.name}: column {column.name!r} ({column.type}) holds a value Parquet cannot store as {type_} "
                         f"(rows {page.names[0]} to {page.names[-1]}: {exc}); write a .jsonl output instead"
                     ) from exc
             pending.append(pa.record_batch(arrays, schema=schema))

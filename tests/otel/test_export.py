@@ -12,8 +12,8 @@ from typing import Any
 import orjson
 import pytest
 
-
-from histmig.otel import OtelExportError, to_otel_messages, upgrade_v5_to_v6
+from histmig.errors import OtelExportError
+from histmig.otel import to_otel_messages, upgrade_v5_to_v6
 from tests.conftest import FIXTURES, HISTORIES, converted, history_id, load
 from tests.otel.conftest import framework_otel, tcr, text
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from histmig.api import migrate
+from histmig.errors import Malformed
 from histmig.options import Options
-from histmig.rules.base import Malformed, conversation_key, derived_tool_call_id
+from histmig.rules.base import conversation_key, derived_tool_call_id
 
 RETRIED = {
     "tool_name": "add",

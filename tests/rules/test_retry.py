@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from histmig.api import migrate
-from histmig.rules.base import Malformed
+from histmig.errors import Malformed
 from histmig.rules.retry import dump_error_details
 from tests.conftest import framework_dump
 

@@ -13,13 +13,13 @@ import pyarrow as pa
 import pytest
 
 from histmig.engine import Plan, process
+from histmig.errors import ColumnError
 from histmig.records import Record
 from histmig.report import Report
 from histmig.rules import select
 from histmig.screen import Screen
 from histmig.sources.arrow import (
     Cells,
-    ColumnError,
     ColumnMigrator,
     bytes_array,
     find_id_column,

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from histmig.errors import UnwritableOutput
 from histmig.sources import atomic
 from histmig.sources.atomic import atomic_output, check_directory
-from histmig.sources.base import UnwritableOutput
 
 
 def test_the_data_is_synced_in_the_background_and_kept_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

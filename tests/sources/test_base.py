@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from histmig.sources.base import Target, starts_with
+from histmig.sources.base import Destination, starts_with
 from tests.conftest import ROOT
 
 
@@ -34,7 +34,12 @@ def test_a_file_is_claimed_by_its_first_bytes(tmp_path) -> None:
 
 
 def test_a_target_writes_when_it_has_a_destination() -> None:
-    assert [Target().writes, Target("o").writes, Target(in_place=True).writes, Target(to_table="t").writes] == [
+    assert [
+        Destination().writes,
+        Destination("o").writes,
+        Destination(in_place=True).writes,
+        Destination(to_table="t").writes,
+    ] == [
         False,
         True,
         True,

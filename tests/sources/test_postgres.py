@@ -26,10 +26,11 @@ from typer.testing import CliRunner
 from histmig import api
 from histmig.cli import app
 from histmig.engine import Stream
+from histmig.errors import UnreadableInput, UsageError
 from histmig.options import Options
 from histmig.report import SKIPPED
 from histmig.sources import format_of, postgres, table
-from histmig.sources.base import UnreadableInput, UsageError, lazy
+from histmig.sources.base import lazy
 from histmig.sources.postgres import PostgresTable
 from tests.conftest import ROOT
 from tests.sources.conftest import corpus_records, jsonl_path_output, without_place

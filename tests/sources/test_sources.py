@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 import histmig.sources
 from histmig import api
 from histmig.cli import app
+from histmig.errors import UnreadableInput, UsageError
 from histmig.sources import expands, format_of, formats, input_paths, output_format, output_paths
-from histmig.sources.base import UnreadableInput, UsageError
 from tests.conftest import CORPUS
 
 

@@ -22,10 +22,10 @@ from typer.testing import CliRunner
 
 from histmig import api
 from histmig.cli import app
+from histmig.errors import UnreadableInput, UnwritableOutput, UsageError
 from histmig.options import Options
 from histmig.report import SKIPPED
 from histmig.sources import format_of, sqlite
-from histmig.sources.base import UnreadableInput, UnwritableOutput, UsageError
 from histmig.sources.sqlite import SqliteTable, affinity
 from tests.conftest import ROOT
 from tests.sources.conftest import corpus_records, jsonl_path_output, without_place

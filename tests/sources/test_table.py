@@ -12,10 +12,10 @@ from pathlib import Path
 import orjson
 import pytest
 
+from histmig.errors import ColumnError
 from histmig.options import Options
 from histmig.sources import table
-from histmig.sources.arrow import ColumnError
-from histmig.sources.base import Target
+from histmig.sources.base import Destination
 from histmig.sources.sqlite import SqliteTable
 from histmig.sources.table import Page, row_name
 from tests.sources.conftest import corpus_records
@@ -30,7 +30,7 @@ def make_db(path: Path, keys: list[tuple[int, int]], messages: list[bytes]) -> P
 
 
 def pages(path: Path, name: str = "t", key_column: str | None = None) -> list[Page]:
-    with SqliteTable(str(path), Target(), Options(table=name, key_column=key_column), Options().plan()) as opened:
+    with SqliteTable(str(path), Destination(), Options(table=name, key_column=key_column), Options().plan()) as opened:
         return list(opened.tasks())
 
 
@@ -86,7 +86,7 @@ def test_a_row_deleted_between_two_pages_is_not_missed(
     db = make_db(tmp_path / "t.sqlite", keys, texts[:20])
     monkeypatch.setattr(table, "FIRST_PAGE_ROWS", 5)
     monkeypatch.setattr(table, "PAGE_BYTES", 1)  # then a row a page
-    with SqliteTable(str(db), Target(), Options(table="t"), Options().plan()) as opened:
+    with SqliteTable(str(db), Destination(), Options(table="t"), Options().plan()) as opened:
         tasks = opened.tasks()
         first = next(tasks)
         with sqlite3.connect(db) as con:

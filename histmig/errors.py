@@ -1,0 +1,90 @@
+"""Every error histmig raises, each a type: a caller (the command line, a program) tells them
+apart by their class, never by their message (design.md "The package").
+
+At the ground floor: any module may raise them, and none of them imports anything. The
+command line's exit code follows the class (README "Exit codes"): :class:`UsageError`,
+:class:`UnreadableInput` (and :class:`ColumnError`) and :class:`UnwritableOutput` end a run with
+exit code 2 before any record is read; the others are about one record or one history and
+never end a run (the record is rejected and reported), but for the Python API's one-history
+functions, which raise them to their caller.
+"""
+
+from __future__ import annotations
+
+
+class UsageError(ValueError):
+    """Options or outputs that do not fit the input, or each other (exit code 2)."""
+
+
+class SamePath(UsageError):
+    """A path a run writes is a file it reads or writes besides (the same file through a
+    link, ``..`` or a hard link; README "Outputs"): ``written`` is what ``what`` names
+    (``--report``), ``other`` what ``whose`` names (``the input``). Exit code 2, before
+    anything is read."""
+
+    def __init__(self, what: str, written: str, whose: str, other: str) -> None:
+        same = "" if written == other else " (the same file)"
+        super().__init__(f"{what} {written} is {whose} {other}{same}; name another file")
+        self.what, self.written, self.whose, self.other = what, written, whose, other
+
+
+class UnreadableInput(OSError):
+    """The input cannot be opened or read, its format cannot be told, or a column or table it
+    should hold is missing or unusable (exit code 2)."""
+
+
+class ColumnError(UnreadableInput):
+    """The messages column (or ``--id-column``) is missing or of a type histmig cannot
+    migrate (exit code 2)."""
+
+
+class UnwritableOutput(OSError):
+    """An output cannot be created where it was asked for (exit code 2)."""
+
+
+class InputEnded(OSError):
+    """An input could not be read to its end (a truncated ``.gz``, an I/O error): raised by
+    :meth:`histmig.sources.base.Input.tasks` after every task read before; the run reports it
+    and writes what was read (exit code 1)."""
+
+
+class WorkerDied(RuntimeError):
+    """A worker process ended without answering a task (killed, out of memory)."""
+
+
+class NotAHistory(ValueError):
+    """The record holds no message list: neither a JSON array nor an object with a
+    messages field (named, or found among
+    :data:`~histmig.records.MESSAGE_FIELD_CANDIDATES`)."""
+
+
+class BadFieldPath(ValueError):
+    """A ``--messages-field`` path that names no key (empty, an empty key, a lone ``\\``)."""
+
+
+class UnknownRule(ValueError):
+    """A ``--select``/``--ignore`` code or prefix that no rule has."""
+
+
+class Malformed(ValueError):
+    """A part a rule targets has a shape no release wrote, so it cannot be migrated; its one
+    argument is the :class:`~histmig.problems.Problem` (the path inside the record,
+    ``messages[2].parts[0].content``, and what is wrong). The engine rejects the record,
+    unchanged."""
+
+
+class OtelExportError(ValueError):
+    """A history holds something the export cannot render as the framework would: a legacy
+    ``retry-prompt`` part (migrate first), an unknown ``kind``/``part_kind``/content item, a
+    tool part without ``tool_call_id``, or a media URL whose type cannot be told. The message
+    names the place, e.g. ``messages[2].parts[0]: ...``."""
+
+
+class MigrationError(ValueError):
+    """:func:`histmig.api.migrate_json` could not give, or :func:`histmig.api.validate` was
+    given, a history pydantic-ai 2.68 does not load even once migrated: ``errors`` holds one
+    ``path: message`` line per problem (README "Bad input")."""
+
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__("; ".join(errors))
+        self.errors = errors

@@ -1,0 +1,61 @@
+"""The run driver under the API: plan a run (:mod:`histmig.run.plan`), tune the process for it
+when asked (the command line's), run it on its engine (:mod:`histmig.run.local`,
+:mod:`histmig.run.spark`) and record it in its report (:func:`~histmig.run.result.recorded`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from histmig.options import Command, Options
+from histmig.parallel import Progress
+from histmig.run.local import run_local
+from histmig.run.plan import plan
+from histmig.run.result import Result, recorded, started_now
+from histmig.run.spark import run_spark
+from histmig.sources.base import Destination, Job
+from histmig.tuning import keep_heap_slack, use_jemalloc
+
+
+def run(
+    command: Command,
+    input: str | Sequence[str],
+    destination: Destination,
+    options: Options,
+    job: Job,
+    *,
+    engine: str = "local",
+    spark_master: str | None = None,
+    strict: bool = False,
+    report: str | None = None,
+    progress: Progress | None = None,
+    tune: bool = False,
+) -> Result:
+    """Run ``command`` over ``input`` to ``destination``, its records through ``job``, on
+    ``engine`` (``"local"``, ``"spark"``), and return its :class:`~histmig.run.result.Result`
+    with the report's :class:`~histmig.report.RunInfo` (its start time is the one value of a
+    run the clock gives). ``report`` is the path the caller writes the report to (checked
+    against what the run reads and writes); ``tune`` sets up this process as the command line
+    does (:mod:`histmig.tuning`: the heap's slack; Arrow's jemalloc pool for a columnar
+    input), which a library caller's process is spared. Raises what
+    :func:`~histmig.run.plan.plan` raises, before anything is read."""
+    started = started_now()
+    if tune:
+        keep_heap_slack()
+    planning = plan(command, input, destination, options, engine=engine, spark_master=spark_master, report=report)
+    if tune and planning.columnar:
+        use_jemalloc()
+    if planning.engine == "spark":
+        result = run_spark(planning, options, progress)
+    else:
+        result = run_local(planning, options, job, progress, strict=strict)
+    given = {
+        "rejects": destination.rejects,
+        "in_place": destination.in_place,
+        "to_table": destination.to_table,
+        "overwrite": destination.overwrite,
+        "strict": strict,
+        "engine": planning.engine,
+    }
+    if planning.engine == "spark":
+        given["spark_master"] = spark_master
+    return recorded(result, options, job, started, given)

@@ -1,0 +1,92 @@
+"""The local engine: a planned run's inputs, one at a time, their tasks on this machine's
+worker processes (:class:`~histmig.parallel.Workers`), in order, each result written back by
+its input (see :mod:`histmig.sources.base`); an input whose tasks cannot go to workers (a
+database connection, a document) runs in this process."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from functools import partial
+
+from histmig.errors import InputEnded
+from histmig.options import Options
+from histmig.parallel import Progress, Workers
+from histmig.report import Report
+from histmig.run.plan import Planning
+from histmig.run.result import Result
+from histmig.sources.base import Input, Job, Task, TaskResult, Written
+
+
+def _work(job: Job, task: Task, slot: memoryview | None) -> TaskResult:
+    return task.run(job, slot)
+
+
+def run_local(planning: Planning, options: Options, job: Job, progress: Progress | None, *, strict: bool) -> Result:
+    """Run every input of ``planning`` through ``job`` on ``options.jobs`` workers, each
+    written to its own destination. Opening the inputs may still raise what
+    :func:`~histmig.run.plan.plan` raises (a table or column that is not there); bad
+    records never raise."""
+    inputs: list[Input] = [
+        opened for item in planning.inputs for opened in item.format.open(item.path, item.destination, options, job)
+    ]
+    earlier = list(
+        dict.fromkeys(
+            item.destination.rejects
+            for item in planning.inputs
+            if item.destination.rejects not in (None, "-") and os.path.exists(item.destination.rejects)  # type: ignore[arg-type]
+        )
+    )
+    if planning.directory is not None:
+        os.makedirs(planning.directory, exist_ok=True)
+    report = Report()
+    if progress is not None:
+        sizes = [i.size for i in inputs]
+        progress.start(None if None in sizes else sum(sizes))  # type: ignore[arg-type]
+    jobs = 1 if all(i.in_process for i in inputs) else options.workers
+    advance: Callable[[int], None] = progress.advance if progress is not None else lambda n: None
+    wrote: list[Written] = []
+    with Workers(partial(_work, job), jobs, slot_bytes=max(i.slot_bytes for i in inputs)) as workers:
+        for current in inputs:
+            with current:
+                last = "the start"
+                try:
+                    for task, result, slot in _results(current, workers, job):
+                        report.merge(result.report)
+                        last = result.last or last
+                        advance(task.size)
+                        current.write(task, result, slot)
+                except InputEnded as exc:
+                    report.add_read_error(current.name, f"after {last}", str(exc))
+            wrote.append(current.written())
+            for row in wrote[-1].skipped:
+                report.add_skipped(row.source, row.location, row.id)
+    destination = planning.destination
+    return Result(
+        planning.command,
+        planning.input,
+        report,
+        output=destination.output,
+        to_table=destination.to_table,
+        in_place=destination.in_place,
+        wrote=wrote,
+        stdin_lines=planning.paths == ["-"] and planning.inputs[0].format.name == "jsonl" and options.format is None,
+        strict=strict,
+        inputs=[i.name for i in inputs],
+        earlier_rejects=earlier,  # type: ignore[arg-type]
+        target=options.target and str(options.release),
+    )
+
+
+def _results(
+    current: Input, workers: Workers[Task, TaskResult], job: Job
+) -> Iterator[tuple[Task, TaskResult, memoryview | None]]:
+    """Each task of ``current`` with its result and slot, in order: on the workers, or in
+    this process for an input whose tasks cannot go to them."""
+    if current.in_process:
+        for task in current.tasks():
+            yield task, task.run(job, None), None
+        return
+    yield from workers.map(
+        current.tasks(), message=lambda task: task.sent(), depth=lambda task: task.depth, window=current.window
+    )

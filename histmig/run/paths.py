@@ -1,0 +1,79 @@
+"""Nothing a run writes may be something it reads, or something else it writes (issue 23):
+every path a run writes (OUTPUT, ``--report``, ``--rejects``, the rejects file beside an
+output, an in-place input, a ``--to-table``'s database) is held against every file it reads
+and every other path it writes, as files, not names.
+
+Two paths are the same file when they are one inode (``os.stat``: ``st_dev`` and ``st_ino``,
+through any symlink or hard link) or, for one that does not exist yet, when they resolve to
+one real path (``..`` and symlinks in the directories, a dangling link's target). ``-``
+(stdin, stdout) is no file; a database URL is no file either.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from histmig.errors import SamePath
+from histmig.sources.base import Destination
+
+Planned = tuple[str, Destination]
+"""An input file and its own destination."""
+
+
+class Named(NamedTuple):
+    """A file a run touches, as the error names it: ``what`` it is (``--report``, ``the
+    input``) and its ``path`` as given."""
+
+    what: str
+    path: str
+
+
+def file_key(path: str) -> tuple[object, ...] | None:
+    """What tells the file ``path`` names from every other: its device and inode when it
+    exists, else its real path (``None`` for ``-``)."""
+    if path == "-":
+        return None
+    try:
+        found = os.stat(path)
+    except OSError:
+        return ("missing", os.path.realpath(path))
+    return ("inode", found.st_dev, found.st_ino)
+
+
+def _reads(inputs: Sequence[Planned]) -> list[Named]:
+    """The files the run reads (a database URL and stdin are none)."""
+    return [Named("the input", path) for path, _ in inputs if path != "-" and os.path.exists(path)]
+
+
+def _writes(inputs: Sequence[Planned], rejects: str | None, report: str | None) -> list[Named]:
+    """The paths the run writes besides its in-place inputs, each once: every OUTPUT file,
+    every rejects file (``rejects``, given as ``--rejects``, or the one derived beside an
+    output or an in-place input), and the ``report`` file."""
+    found: dict[tuple[str, str], Named] = {}
+    for _, destination in inputs:
+        output, rejected = destination.output, destination.rejects
+        if output is not None and output != "-":
+            found.setdefault(("output", output), Named("OUTPUT", output))
+        if rejected is not None and rejected != "-":
+            found.setdefault(
+                ("rejects", rejected), Named("--rejects" if rejected == rejects else "the rejects file", rejected)
+            )
+    if report is not None and report != "-":
+        found.setdefault(("report", report), Named("--report", report))
+    return list(found.values())
+
+
+def check_apart(inputs: Sequence[Planned], *, rejects: str | None = None, report: str | None = None) -> None:
+    """Raise :class:`~histmig.errors.SamePath` (exit code 2) naming both paths when a path
+    the run writes (:func:`_writes`; ``rejects`` and ``report`` as given) is a file it reads
+    (an input, among them a database it writes in place or adds a ``--to-table`` to) or
+    another path it writes."""
+    writes = _writes(inputs, rejects, report)
+    reads = _reads(inputs)
+    for at, written in enumerate(writes):
+        key = file_key(written.path)
+        for other in reads + writes[:at]:
+            if file_key(other.path) == key:
+                raise SamePath(written.what, written.path, other.what, other.path)

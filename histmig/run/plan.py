@@ -1,0 +1,265 @@
+"""Planning a run: every input file with its format and its own destination, and every
+destination rule, in one place (README "Outputs").
+
+:func:`plan` resolves the INPUT arguments once (:func:`~histmig.sources.input_paths`), checks
+that each input takes the options given (each option's :attr:`~histmig.options.Flag.formats`,
+declared once on :class:`~histmig.options.Options`), decides where each input is written (the
+one rule of :func:`~histmig.sources.output_paths`; its rejects file), and refuses, with a
+usage error before anything is read or written: destinations that do not fit the command,
+the engine or each other, an output that cannot be created, and any path the run writes that
+is a file it reads or writes besides (:mod:`histmig.run.paths`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from histmig.errors import UnwritableOutput, UsageError
+from histmig.options import Command, Flag, Options, flags, given
+from histmig.run.paths import check_apart
+from histmig.sources import expands, formats, input_paths, named_format, output_paths
+from histmig.sources.atomic import check_directory, check_writable
+from histmig.sources.base import Destination, Format
+
+Engine = Literal["local", "spark"]
+ENGINES: tuple[Engine, ...] = ("local", "spark")
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One input file of a run: its ``path``, its ``format`` and its own ``destination``
+    (its output file, its rejects file, or the table it writes)."""
+
+    path: str
+    format: Format
+    destination: Destination
+
+
+@dataclass(frozen=True)
+class Planning:
+    """A run as planned: the ``command``, its ``input`` as given (one path or several), the
+    ``destination`` as given, every input file (``inputs``, in order), the output directory
+    to create (``directory``, if any), the ``engine`` and the Spark master."""
+
+    command: Command
+    input: str | Sequence[str]
+    destination: Destination
+    inputs: list[Planned]
+    directory: str | None = None
+    engine: Engine = "local"
+    spark_master: str | None = None
+
+    @property
+    def paths(self) -> list[str]:
+        """The INPUT arguments."""
+        return paths_of(self.input)
+
+    @property
+    def columnar(self) -> bool:
+        """Whether any input is of a columnar format (Arrow is loaded)."""
+        return any(item.format.columnar for item in self.inputs)
+
+
+def paths_of(input: str | Sequence[str]) -> list[str]:
+    """The INPUT arguments: one path, or several."""
+    return [input] if isinstance(input, str) else list(input)
+
+
+def plan(
+    command: Command,
+    input: str | Sequence[str],
+    destination: Destination,
+    options: Options,
+    *,
+    engine: str = "local",
+    spark_master: str | None = None,
+    report: str | None = None,
+) -> Planning:
+    """The :class:`Planning` of a run of ``command`` over ``input`` (one path or several) to
+    ``destination`` with ``options``, on ``engine``; ``report`` is the file the caller writes
+    the report to (``-``: stdout), checked with the rest. Raises
+    :class:`~histmig.errors.UsageError`, :class:`~histmig.errors.UnreadableInput` or
+    :class:`~histmig.errors.UnwritableOutput` when the inputs, the options and the
+    destinations do not fit, before anything is read or written;
+    :class:`~histmig.errors.SamePath` (a usage error) for a path written twice, or written
+    and read."""
+    if engine not in ENGINES:
+        raise UsageError(f"unknown engine {engine!r} (one of: {', '.join(ENGINES)})")
+    _check_written(("OUTPUT", destination.output), ("--rejects", destination.rejects), ("--report", report))
+    if command == "convert":
+        _check_convert(input, destination, engine, spark_master)
+    paths = paths_of(input)
+    found = input_paths(paths, options.format)
+    if engine == "spark":
+        _check_spark(paths, found, destination)
+    check_options(command, found, destination, options)
+    inputs, directory = _destinations(paths, found, destination, engine)
+    check_apart([(item.path, item.destination) for item in inputs], rejects=destination.rejects, report=report)
+    return Planning(command, input, destination, inputs, directory, engine, spark_master)  # type: ignore[arg-type]
+
+
+def _check_written(*paths: tuple[str, str | None]) -> None:
+    """Refuse two of the named paths on stdout, and a ``--rejects`` or ``--report`` that cannot
+    be created (whether OUTPUT can depends on the inputs: :func:`_destinations` checks it)."""
+    on_stdout = [name for name, path in paths if path == "-"]
+    if len(on_stdout) > 1:
+        raise UsageError(f"{' and '.join(on_stdout)} cannot {'both' if len(on_stdout) == 2 else 'all'} go to stdout")
+    for name, path in paths:
+        if path is not None and name != "OUTPUT":
+            check_writable(path)
+
+
+def _check_convert(input: str | Sequence[str], destination: Destination, engine: str, spark_master: str | None) -> None:
+    """``convert`` writes to exactly one destination: OUTPUT, ``--in-place`` (not of stdin),
+    or ``--to-table`` (a table name that is not blank); on the Spark engine, OUTPUT only."""
+    if engine == "spark":
+        if (
+            destination.output is None
+            or destination.in_place
+            or destination.to_table is not None
+            or destination.rejects is not None
+            or destination.overwrite
+        ):
+            raise UsageError(
+                "--engine spark writes OUTPUT, a directory of Parquet files (rejected rows stay in their rows): give OUTPUT, without --in-place, --to-table, --overwrite or --rejects"
+            )
+        try:
+            import pyspark  # noqa: F401 (only asked whether it is there)
+        except ImportError as exc:
+            raise UsageError(f"--engine spark needs pyspark: pip install 'histmig[spark]' ({exc})") from exc
+        return
+    if spark_master is not None:
+        raise UsageError("--spark-master needs --engine spark")
+    output, in_place, to_table = destination.output, destination.in_place, destination.to_table
+    if (output is None) == (not in_place and to_table is None) or (in_place and "-" in paths_of(input)):
+        raise UsageError(
+            "give OUTPUT, or --in-place with a file or database INPUT (not both), or --to-table for a database input"
+        )
+    if to_table is not None and not to_table.strip():
+        raise UsageError(f"--to-table {to_table!r}: name a table")
+
+
+def _check_spark(paths: list[str], found: list[tuple[str, Format]], destination: Destination) -> None:
+    """The Spark engine reads Parquet and writes a directory of Parquet files."""
+    parquet = formats()["parquet"]
+    if any(fmt is not parquet for _, fmt in found):
+        raise UsageError(f"{', '.join(paths)}: --engine spark reads Parquet (files, directories or globs of them)")
+    output = destination.output
+    if output == "-" or named_format(output) not in (None, parquet):  # type: ignore[arg-type]
+        raise UsageError(f"{output}: --engine spark writes a directory of Parquet files; name one (no .jsonl)")
+
+
+def _taken(destination: Destination, options: Options) -> dict[str, Any]:
+    """The value of every option that is a field of ``options`` or of ``destination``."""
+    return {**{k: getattr(options, k) for k in options.__dataclass_fields__}, **destination.__dict__}
+
+
+def check_options(
+    command: Command, found: list[tuple[str, Format]], destination: Destination, options: Options
+) -> None:
+    """Raise :class:`~histmig.errors.UsageError` for an option that no input's format takes
+    (its :attr:`~histmig.options.Flag.formats`; with inputs of several formats, each takes
+    what applies to it: ``--messages-column`` for the Parquet files of a directory), naming
+    that option, the input and the formats it applies to; for ``--overwrite`` without
+    ``--to-table``, ``--to-table`` with several inputs, and a columnar input to an export."""
+    if destination.overwrite and destination.to_table is None:
+        raise UsageError(
+            "--overwrite replaces the table --to-table names (an output file is always replaced, once the new one is complete)"
+        )
+    if destination.to_table is not None and len(found) > 1:
+        raise UsageError("--to-table writes one table: give one database input")
+    for path, fmt in found:
+        if command.startswith("otel") and fmt.columnar:
+            raise UsageError(f"{path}: the otel commands read JSON or JSONL, not Parquet or DuckDB")
+    values = _taken(destination, options)
+    limited: dict[str, Flag] = {
+        flag.name: flag for flag in flags() if flag.formats is not None and command in flag.commands
+    }
+    extra = [
+        flag
+        for flag in limited.values()
+        if given(flag, values.get(flag.name, flag.default)) and not any(fmt.name in flag.formats for _, fmt in found)  # type: ignore[operator]
+    ]
+    if extra:
+        words = " and ".join(flag.flag for flag in extra)
+        takers = _alternatives(
+            [f.description for f in formats().values() if all(f.name in flag.formats for flag in extra)]  # type: ignore[operator]
+        )
+        inputs = f"{found[0][0]}: " if len(found) == 1 else ""
+        kinds = _alternatives(list(dict.fromkeys(fmt.description for _, fmt in found)))
+        apply = "does" if len(extra) == 1 else "do"
+        raise UsageError(
+            f"{inputs}{words} {apply} not apply to a {kinds} input" + (f" (only to a {takers} one)" if takers else "")
+        )
+
+
+def _alternatives(words: list[str]) -> str:
+    """``a``, ``a or b``, ``a, b or c``."""
+    return " or ".join(words) if len(words) < 3 else f"{', '.join(words[:-1])} or {words[-1]}"
+
+
+def _destinations(
+    paths: list[str], found: list[tuple[str, Format]], destination: Destination, engine: str
+) -> tuple[list[Planned], str | None]:
+    """Each input file with its own destination (its output by the one rule of
+    :func:`~histmig.sources.output_paths`, its rejects file), and the output directory to
+    create, if any; the Spark engine writes one directory of every input."""
+    if engine == "spark":
+        files = [path for path, _ in found]
+        _check_spark_output(destination.output, files)  # type: ignore[arg-type]
+        return [Planned(path, fmt, destination) for path, fmt in found], None
+    outputs: list[str | None] = [None] * len(found)
+    directory = None
+    if destination.output is not None:
+        several = len(paths) > 1 or any(expands(path) for path in paths)
+        outputs, directory = output_paths(found, destination.output, several)  # type: ignore[assignment]
+        if directory is not None:
+            check_directory(directory)
+        elif destination.output != "-":
+            check_writable(destination.output)
+    planned = []
+    for (path, fmt), output in zip(found, outputs):
+        if output not in (None, "-") and path != "-" and os.path.exists(output) and os.path.samefile(output, path):  # type: ignore[arg-type]
+            raise UsageError(f"{output} is the input; use --in-place to replace it")
+        if destination.in_place and not fmt.columnar:
+            check_writable(path)
+        rejects = rejects_of(destination, path, output, directory)
+        planned.append(Planned(path, fmt, replace(destination, output=output, rejects=rejects)))
+    return planned, directory
+
+
+def rejects_of(destination: Destination, path: str, output: str | None, directory: str | None) -> str | None:
+    """Where an input's rejected records go: ``--rejects``; else in place ``IN.rejects.jsonl``;
+    else ``OUTPUT.rejects.jsonl`` beside the OUTPUT file or directory; none for stdout (they
+    stay in the output, unchanged) or when nothing is written."""
+    if destination.rejects is not None:
+        return destination.rejects
+    if destination.in_place:
+        return f"{path}.rejects.jsonl"
+    if output is None or output == "-":
+        return None
+    return f"{(directory or output).rstrip('/' + os.sep)}.rejects.jsonl"
+
+
+def _check_spark_output(output: str, inputs: list[str]) -> None:
+    """Raise unless ``output`` can become the Spark engine's output directory: its parent
+    must be a writable directory; if it exists, it must be an earlier Spark output (a
+    directory with ``_SUCCESS``) and none of the inputs."""
+    target = Path(output)
+    parent = target.parent
+    if not parent.is_dir():
+        raise UnwritableOutput(f"{output}: no such directory {str(parent)!r}")
+    if not os.access(parent, os.W_OK):
+        raise UnwritableOutput(f"{output}: cannot write in {str(parent)!r}")
+    if not target.exists():
+        return
+    if not (target / "_SUCCESS").is_file():
+        raise UsageError(
+            f"{output}: exists and is not the output of an earlier --engine spark run (a directory with _SUCCESS); remove it or name another"
+        )
+    if any(os.path.samefile(target, Path(f).parent) or os.path.samefile(target, f) for f in inputs):
+        raise UsageError(f"{output}: holds the input; name another OUTPUT")

@@ -1,0 +1,254 @@
+"""What a run came to: its :class:`Result` (the report, what was written) and the verdict line
+and exit code made from it (README "Report", "Exit codes"); every engine's runs are recorded
+the same way (:func:`recorded`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from histmig import __version__
+from histmig.engine import Plan
+from histmig.options import Command, Options
+from histmig.report import Report, RunInfo, record_name
+from histmig.sources.base import Job, Written
+
+
+@dataclass
+class Result:
+    """What a command did: the ``command``, its ``input`` (one path or several) and ``output``
+    as given (``-``: stdout; ``None``: nothing written, or a table), the new table
+    (``to_table``) or ``in_place``, the :class:`~histmig.report.Report`, the ``inputs`` read
+    (every file, as named in the report) and what each ``wrote``
+    (:class:`~histmig.sources.base.Written`), the rejects files that were there before the
+    run (``earlier_rejects``), whether the input was read as JSONL from stdin
+    (``stdin_lines``), whether ``check`` fails on parts of an unknown ``part_kind``
+    (``strict``), and the ``target`` release (``convert``/``audit --target``, ``check
+    --reader``; ``None``: not given). :attr:`verdict` and :attr:`exit_code` are made from
+    these."""
+
+    command: Command
+    input: str | Sequence[str]
+    report: Report
+    output: str | None = None
+    to_table: str | None = None
+    in_place: bool = False
+    wrote: list[Written] = field(default_factory=list)
+    stdin_lines: bool = False
+    strict: bool = False
+    inputs: list[str] = field(default_factory=list)
+    earlier_rejects: list[str] = field(default_factory=list)
+    target: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """0 done and clean; 1 a record was rejected, a row was skipped (written by another
+        client meanwhile), an input ended early, a record the ``--target`` release cannot
+        load was kept as it is, or (``check``) a record needs a rule, is invalid (for
+        ``--reader``: that release cannot load it) or has a finding (a warning does not
+        count), or, with ``strict``, holds a part of an unknown ``part_kind`` (README "Exit
+        codes")."""
+        if self.command == "check":
+            return 1 if self.report.needs_attention or (self.strict and self._unknown_part_count()) else 0
+        return 1 if self.report.failed else 0
+
+    @property
+    def verdict(self) -> str:
+        """What the command did, in one line (README "Report"), and what it makes of records that
+        look like pieces of a conversation, when there are any."""
+        return self._did() + self._fragments()
+
+    def _did(self) -> str:
+        counts = self.report.counts
+        cut = "; the input could not be read to its end (see the unreadable error)" if counts["read_errors"] else ""
+        of = f"{counts['changed']} of {counts['records_in']} records"
+        if self.command == "check":
+            unknown = self._unknown_parts()
+            warnings = _plural(self._warning_findings(), "warning") if self._warning_findings() else ""
+            warned = f"; {warnings} (see the report)" if warnings else ""
+            found = f", {_plural(counts['findings'], 'finding')}" if counts["findings"] else ""
+            found += f", {warnings}" if warnings else ""
+            if self.target is not None:
+                summary = self.report.summary()
+                if not self.report.needs_attention:
+                    return f"histmig check: {self.target} loads {_every(counts['records_in'])} as they are{warned}"
+                return (
+                    f"histmig check: {self.target} loads {summary.get('reader_loads', 0)} of {counts['records_in']} records as they are; "
+                    f"{counts['changed']} to rewrite for it (convert --target {self.target}), {counts['invalid']} that no rule makes loadable, {counts['rejected']} rejected{found}{cut}"
+                )
+            if not self.report.needs_attention:
+                if unknown:
+                    fails = "--strict fails on them" if self.strict else "--strict would fail on them"
+                    return f"histmig check: {_plural(counts['records_in'], 'record')} need{'s' if counts['records_in'] == 1 else ''} no rule, but {unknown}, carried unchanged ({fails}){warned}"
+                are = "is" if counts["records_in"] == 1 else "are"
+                return f"histmig check: {_every(counts['records_in'])} {are} current and valid{warned}"
+            unknown = f"; {unknown}" if unknown else ""
+            return f"histmig check: {of} to migrate, {counts['invalid']} invalid, {counts['rejected']} rejected{found}{unknown}{cut}"
+        migrated, kept = ("migrated", "") if self.target is None else (f"rewritten for {self.target}", self._kept())
+        left = (
+            f", {_plural(counts['findings'], 'finding')} left as found (see the report)" if counts["findings"] else ""
+        )
+        if self.command == "audit":
+            return f"histmig audit: {of} would be {migrated}, {counts['unchanged']} need nothing{kept}, {counts['rejected']} would be rejected{left}; nothing was written{cut}"
+        if self.command in ("otel", "otel-upgrade"):
+            done = counts["records_in"] - counts["rejected"]
+            what = (
+                "exported" if self.command == "otel" else f"upgraded ({counts['unchanged']} already in version 6 roles)"
+            )
+            return f"histmig: {done} records {what}, {counts['rejected']} rejected"
+        skipped = (
+            f", {counts['skipped']} skipped (another client wrote them after histmig read them; run again to migrate them)"
+            if counts["skipped"]
+            else ""
+        )
+        return f"histmig convert: {of} {migrated}, {counts['unchanged']} unchanged{kept}, {counts['rejected']} rejected{skipped}{left}; {self._written()}{cut}"
+
+    def _fragments(self) -> str:
+        """What the verdict says of the records that look like pieces of a conversation stored
+        over several records (``fragments``), or ``""`` for none."""
+        count = self.report.fragments
+        if not count:
+            return ""
+        look = "record looks" if count == 1 else "records look"
+        return (
+            f"; {count} {look} like part of a conversation stored over several records: their tool pairing "
+            "was not repaired and their findings are warnings (give --conversation COLUMN, or '*' for one "
+            "conversation an input, to treat each conversation whole)"
+        )
+
+    def _unknown_part_count(self) -> int:
+        """The parts of an unknown ``part_kind`` (a newer release's) carried unchanged: a
+        warning line each."""
+        return sum(len(row["warnings"]) for row in self.report.warnings)
+
+    def _warning_findings(self) -> int:
+        """The findings of severity ``warning`` (HM407): the report's other warnings."""
+        return self.report.counts["warnings"] - self._unknown_part_count()
+
+    def _unknown_parts(self) -> str:
+        """How many parts of an unknown ``part_kind`` (a newer release's) are in how many
+        records, in words, or ``""`` for none."""
+        parts, records = self._unknown_part_count(), len(self.report.warnings)
+        if not parts:
+            return ""
+        holds = "record holds" if records == 1 else "records hold"
+        return (
+            f"{records} {holds} {_plural(parts, 'part')} of a part_kind pydantic-ai 2.68 does not know and cannot load"
+        )
+
+    def _kept(self) -> str:
+        """`` (N of them TARGET cannot load)`` when the ``--target`` release cannot load records
+        kept as they are."""
+        invalid = self.report.counts["invalid"]
+        return f" ({invalid} of them {self.target} cannot load)" if invalid else ""
+
+    def _written(self) -> str:
+        named = next(
+            (w.named for w in self.wrote if w.named is not None), self.inputs[0] if self.inputs else self.input
+        )
+        in_place = f"{named} (in place)" if len(self.inputs) <= 1 else f"the {len(self.inputs)} inputs (in place)"
+        where = "stdout" if self.output == "-" else self.output or self.to_table or in_place
+        withheld = bool(self.wrote) and all(w.withheld for w in self.wrote)
+        said = f"nothing written to {where}" if withheld else f"written to {where}"
+        if not self.report.counts["rejected"]:
+            return said
+        rejected = next((w.rejected for w in self.wrote if w.rejected is not None), None)
+        if rejected == "rows":
+            return said + ", rejected rows unchanged"
+        if rejected == "in place":
+            return said + ", rejected records among them unchanged"
+        return said + f", rejected records to {rejected}" if rejected else said
+
+    @property
+    def notes(self) -> list[str]:
+        """Notes for the user besides the verdict: a rejects file an earlier run left there,
+        added to; a stdin read as JSONL that looks like one JSON document; a ``.json`` file
+        that looks like JSONL."""
+        notes = []
+        for path in self.earlier_rejects:
+            if any(w.rejected == path for w in self.wrote):
+                used = any(w.rejected == path and w.rejects_used for w in self.wrote)
+                added = (
+                    "this run's rejected records were added after them"
+                    if used
+                    else "this run wrote no rejected record to it"
+                )
+                notes.append(f"{path} already held rejected records of an earlier run; {added}")
+        first = self.report.errors[0] if self.report.errors else None
+        counts = self.report.counts
+        if (
+            self.stdin_lines
+            and counts["records_in"] > 1
+            and counts["rejected"] == counts["records_in"]
+            and first is not None
+            and first["location"] == "line 1"
+            and first["errors"][0].startswith("invalid JSON")
+        ):
+            notes.append(
+                "stdin was read as JSONL and no line of it is a record; if it holds one JSON document, add --format json"
+            )
+        for row in self.report.errors:
+            if row["location"] == "file" and row["errors"][0].startswith(
+                "invalid JSON: unexpected content after document: line 2 "
+            ):
+                notes.append(
+                    f"{row['source']} holds more than one JSON document; if it holds one record a line, add --format jsonl"
+                )
+        return notes
+
+    @property
+    def rejected(self) -> list[tuple[str, str]]:
+        """Every rejected record's name and error lines, as ``(name, line)`` pairs."""
+        return [
+            (record_name(row), line)
+            for row in self.report.errors
+            if row["status"] == "rejected"
+            for line in row["errors"]
+        ]
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _every(count: int) -> str:
+    """``all 212 records``, ``the one record``."""
+    return "the one record" if count == 1 else f"all {count} records"
+
+
+def recorded(result: Result, options: Options, job: Job, started: str, given: dict[str, Any]) -> Result:
+    """``result`` with its report's :class:`~histmig.report.RunInfo`: the options as given
+    (and ``given``, what the command took besides them), the rules that ran, the inputs read,
+    the output, the start time (``started``), the verdict and the exit code. Every engine's
+    runs are recorded by it (:mod:`histmig.run.spark` too)."""
+    result.report.run = RunInfo(
+        __version__,
+        result.command,
+        {**_described(options, job), **given},
+        result.inputs,
+        result.output,
+        started,
+        result.verdict,
+        result.exit_code,
+    )
+    return result
+
+
+def started_now() -> str:
+    """The start time of a run as the report records it: UTC, ISO 8601, to the second."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _described(options: Options, job: Job) -> dict[str, Any]:
+    """The options of a run as the JSON report gives them: as given, and the rules that ran
+    (an export's job says its own); ``jobs`` left out, as the output and report are the same
+    for any number."""
+    given = {
+        name: list(value) if isinstance(value, tuple) else value
+        for name, value in asdict(options).items()
+        if name != "jobs"
+    }
+    rules = [rule.code for rule in job.rules] if isinstance(job, Plan) else []
+    return {**given, "rules": rules}

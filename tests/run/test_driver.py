@@ -1,0 +1,48 @@
+"""The run driver (histmig.run.driver): plan, tune when asked, run on the engine, record."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from histmig.errors import SamePath
+from histmig.options import Options
+from histmig.run.driver import run
+from histmig.sources.base import Destination
+from tests.conftest import CORPUS
+from tests.sources.conftest import corpus_records, table_of, write_parquet
+from tests.test_tuning import BUILT_WITH_JEMALLOC, backend_after
+
+ALL = CORPUS / "all.jsonl"
+
+
+def test_a_run_is_recorded_with_what_the_command_took() -> None:
+    result = run("check", str(ALL), Destination(), Options(), Options().plan(validate_all=True), strict=True)
+    assert {
+        k: result.report.run.options[k] for k in ("rejects", "in_place", "to_table", "overwrite", "strict", "engine")
+    } == {
+        "rejects": None,
+        "in_place": False,
+        "to_table": None,
+        "overwrite": False,
+        "strict": True,
+        "engine": "local",
+    }
+    assert "spark_master" not in result.report.run.options and result.report.run.inputs == [str(ALL)]
+
+
+def test_the_report_path_is_checked_before_anything_is_read(tmp_path: Path) -> None:
+    copy = tmp_path / "in.jsonl"
+    copy.write_bytes(ALL.read_bytes())
+    with pytest.raises(SamePath, match="--report"):
+        run("audit", str(copy), Destination(), Options(), Options().plan(), report=str(copy))
+
+
+def test_tune_picks_arrows_jemalloc_pool_for_a_columnar_input_only(tmp_path: Path) -> None:
+    source = write_parquet(tmp_path / "a.parquet", table_of(corpus_records()[:3], nested=False))
+    call = "from histmig import api; api.audit({!r}, tune={})"
+    default = backend_after("pass")
+    assert backend_after(call.format(str(source), True)) == ("jemalloc" if BUILT_WITH_JEMALLOC else default)
+    assert backend_after(call.format(str(source), False)) == default
+    assert backend_after(call.format(str(ALL), True)) == default

@@ -1,0 +1,117 @@
+"""Planning a run (histmig.run.plan): each input with its format and destination, every
+destination rule, and the options each input takes, derived from their declarations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from histmig.errors import UnwritableOutput, UsageError
+from histmig.options import Options
+from histmig.run.plan import check_options, plan, rejects_of
+from histmig.sources import formats
+from histmig.sources.base import Destination
+from tests.conftest import CORPUS
+
+ALL = CORPUS / "all.jsonl"
+JSON = next((CORPUS / "v0.0.20").glob("*.json"))
+
+
+def test_each_input_gets_its_own_output_and_rejects_file(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    planning = plan("convert", [str(ALL), str(JSON)], Destination(str(out)), Options())
+    assert [(item.path, item.format.name) for item in planning.inputs] == [(str(ALL), "jsonl"), (str(JSON), "json")]
+    assert [item.destination.output for item in planning.inputs] == [str(out / ALL.name), str(out / JSON.name)]
+    assert {item.destination.rejects for item in planning.inputs} == {f"{out}.rejects.jsonl"}
+    assert (planning.directory, planning.paths, planning.columnar) == (str(out), [str(ALL), str(JSON)], False)
+    assert not out.exists()  # planning writes nothing
+
+
+def test_where_rejected_records_go() -> None:
+    assert rejects_of(Destination("o.jsonl", "r.jsonl"), "in.jsonl", "o.jsonl", None) == "r.jsonl"
+    assert rejects_of(Destination(in_place=True), "in.jsonl", None, None) == "in.jsonl.rejects.jsonl"
+    assert rejects_of(Destination("o.jsonl"), "in.jsonl", "o.jsonl", None) == "o.jsonl.rejects.jsonl"
+    assert rejects_of(Destination("lake/"), "a.jsonl", "lake/a.jsonl", "lake/") == "lake.rejects.jsonl"
+    assert rejects_of(Destination("-"), "in.jsonl", "-", None) is None
+    assert rejects_of(Destination(), "in.jsonl", None, None) is None
+
+
+@pytest.mark.parametrize(
+    ("destination", "options", "message"),
+    [
+        (Destination(to_table="t"), Options(), "--to-table does not apply to a JSONL input"),
+        (
+            Destination(),
+            Options(key_column="id"),
+            "--key-column does not apply to a JSONL input \\(only to a PostgreSQL or SQLite one\\)",
+        ),
+        (
+            Destination(),
+            Options(schema="s", single_transaction=True),
+            "--schema and --single-transaction do not apply to a JSONL input \\(only to a PostgreSQL one\\)",
+        ),
+        (Destination(overwrite=True), Options(), "--overwrite replaces the table --to-table names"),
+    ],
+)
+def test_an_option_no_input_takes_is_named_with_the_formats_that_take_it(
+    destination: Destination, options: Options, message: str
+) -> None:
+    with pytest.raises(UsageError, match=message):
+        check_options("convert", [(str(ALL), formats()["jsonl"])], destination, options)
+
+
+def test_inputs_of_several_formats_each_take_what_applies_to_them() -> None:
+    found = [(str(ALL), formats()["jsonl"]), ("lake/a.parquet", formats()["parquet"])]
+    check_options("audit", found, Destination(), Options(messages_column="m"))
+    with pytest.raises(UsageError, match="^--table does not apply to a JSONL or Parquet input"):
+        check_options("audit", found, Destination(), Options(table="t"))
+    with pytest.raises(UsageError, match="^--to-table writes one table: give one database input$"):
+        check_options("convert", found, Destination(to_table="t"), Options())
+    with pytest.raises(UsageError, match="the otel commands read JSON or JSONL"):
+        check_options("otel", found, Destination("o"), Options())
+
+
+@pytest.mark.parametrize(
+    ("destination", "engine", "master", "message"),
+    [
+        (Destination("o.jsonl"), "local", "local[2]", "^--spark-master needs --engine spark$"),
+        (Destination("o.jsonl"), "flink", None, "^unknown engine 'flink' \\(one of: local, spark\\)$"),
+        (Destination(), "local", None, "^give OUTPUT, or --in-place"),
+        (Destination(to_table=" "), "local", None, "^--to-table ' ': name a table$"),
+        (
+            Destination("out", in_place=True),
+            "spark",
+            None,
+            "give OUTPUT, without --in-place, --to-table, --overwrite or --rejects",
+        ),
+        (Destination("out"), "spark", None, "reads Parquet"),
+        (Destination("-", "-"), "local", None, "^OUTPUT and --rejects cannot both go to stdout$"),
+    ],
+)
+def test_destinations_that_do_not_fit_the_command_or_the_engine(
+    destination: Destination, engine: str, master: str | None, message: str
+) -> None:
+    with pytest.raises(UsageError, match=message):
+        plan("convert", str(ALL), destination, Options(), engine=engine, spark_master=master)
+
+
+def test_a_rejects_or_report_file_that_cannot_be_created_is_refused_first(tmp_path: Path) -> None:
+    with pytest.raises(UnwritableOutput, match="no such directory"):
+        plan("audit", str(tmp_path / "missing.jsonl"), Destination(), Options(), report=str(tmp_path / "no" / "r.txt"))
+
+
+def test_a_spark_output_is_a_directory_beside_its_inputs(tmp_path: Path) -> None:
+    source = tmp_path / "a.parquet"
+    source.write_bytes(b"PAR1")
+    planning = plan("convert", str(source), Destination(str(tmp_path / "lake.v2")), Options(), engine="spark")
+    assert [(item.path, item.destination.output) for item in planning.inputs] == [
+        (str(source), str(tmp_path / "lake.v2"))
+    ]
+    assert planning.engine == "spark" and planning.columnar
+    (tmp_path / "taken").mkdir()
+    with pytest.raises(UsageError, match="exists and is not the output of an earlier --engine spark run"):
+        plan("convert", str(source), Destination(str(tmp_path / "taken")), Options(), engine="spark")
+    with pytest.raises(UsageError, match="holds the input"):
+        (tmp_path / "_SUCCESS").write_bytes(b"")
+        plan("convert", str(source), Destination(str(tmp_path)), Options(), engine="spark")

@@ -1,0 +1,67 @@
+"""A run's Result (histmig.run.result): the verdict line and exit code made from its report and
+what it wrote, and the run recorded in the report."""
+
+from __future__ import annotations
+
+import re
+
+from histmig.engine import process_full
+from histmig.options import Options
+from histmig.records import Record
+from histmig.report import Report
+from histmig.run.result import Result, recorded, started_now
+from histmig.sources.base import Written
+from tests.conftest import CORPUS
+
+LEGACY = next(line for line in (CORPUS / "all.jsonl").read_bytes().splitlines() if b"retry-prompt" in line)
+
+
+def report_of(*raws: bytes) -> Report:
+    """The in-memory report of ``raws``, one record each, as ``convert`` migrates them."""
+    report = Report.in_memory()
+    for n, raw in enumerate(raws, 1):
+        report.add(process_full(Record(raw, "in.jsonl", f"line {n}"), Options().plan()))
+    return report
+
+
+def test_the_verdict_of_each_command() -> None:
+    report = report_of(LEGACY, b"{oops")
+    convert = Result(
+        "convert", "in.jsonl", report, output="out.jsonl", wrote=[Written(rejected="out.jsonl.rejects.jsonl")]
+    )
+    assert convert.verdict == (
+        "histmig convert: 1 of 2 records migrated, 0 unchanged, 1 rejected; written to out.jsonl, rejected records to out.jsonl.rejects.jsonl"
+    )
+    assert convert.exit_code == 1
+    audit = Result("audit", "in.jsonl", report_of(LEGACY))
+    assert (audit.verdict, audit.exit_code) == (
+        "histmig audit: 1 of 1 records would be migrated, 0 need nothing, 0 would be rejected; nothing was written",
+        0,
+    )
+    in_place = Result(
+        "convert", "db.sqlite", report, in_place=True, wrote=[Written(rejected="rows", named="db.sqlite:t")]
+    )
+    assert in_place.verdict.endswith("; written to db.sqlite:t (in place), rejected rows unchanged")
+    rollback = Result("convert", "in.jsonl", report_of(LEGACY), output="-", target="2.59.0")
+    assert (
+        rollback.verdict
+        == "histmig convert: 1 of 1 records rewritten for 2.59.0, 0 unchanged, 0 rejected; written to stdout"
+    )
+
+
+def test_a_run_is_recorded_with_its_options_and_verdict() -> None:
+    result = Result("check", "in.jsonl", report_of(LEGACY), inputs=["in.jsonl"])
+    started = started_now()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", started)
+    options = Options(select=("HM1",), jobs=3)
+    recorded(result, options, options.plan(validate_all=True), started, {"strict": False, "engine": "local"})
+    run = result.report.run
+    assert (run.command, run.inputs, run.started, run.exit_code, run.verdict) == (
+        "check",
+        ["in.jsonl"],
+        started,
+        1,
+        result.verdict,
+    )
+    assert "jobs" not in run.options and run.options["select"] == ["HM1"] and run.options["engine"] == "local"
+    assert run.options["rules"] == [rule.code for rule in options.rules]
