@@ -163,10 +163,11 @@ class Result:
 
     @property
     def notes(self) -> list[str]:
-        """Notes for the user besides the verdict: a rejects file an earlier run left there,
-        added to; a stdin read as JSONL that looks like one JSON document; a ``.json`` file
-        that looks like JSONL."""
-        notes = []
+        """Notes for the user besides the verdict: how a table's rows were told apart when its
+        primary key could not (:class:`~histmig.sources.base.Written`); a rejects file an
+        earlier run left there, added to; a stdin read as JSONL that looks like one JSON
+        document; a ``.json`` file that looks like JSONL."""
+        notes = [note for written in self.wrote for note in written.notes]
         for path in self.earlier_rejects:
             if any(w.rejected == path for w in self.wrote):
                 used = any(w.rejected == path and w.rejects_used for w in self.wrote)

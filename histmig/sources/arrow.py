@@ -29,7 +29,7 @@ import orjson
 
 from histmig.engine import run_records
 from histmig.errors import ColumnError, NotAHistory
-from histmig.records import ID_FIELDS, MESSAGE_FIELD_CANDIDATES, Outcome, Record, locate_messages
+from histmig.records import ID_FIELDS, MESSAGE_FIELD_CANDIDATES, Outcome, Record, check_messages, locate_messages
 from histmig.report import Report
 from histmig.rules import nulls_kept, registry
 from histmig.rules.base import is_json
@@ -100,7 +100,7 @@ def find_messages_column(
         f.name
         for f in schema
         if (column_kind(f.type) == "nested" and {"kind", "parts"} <= {c.name for c in _storage(f.type).value_type})
-        or (column_kind(f.type) in ("text", "binary") and first is not None and _holds_history(first(f.name)))
+        or (column_kind(f.type) in ("text", "binary") and first is not None and holds_history(first(f.name)))
     ]
     if len(found) == 1:
         return found[0]
@@ -113,12 +113,13 @@ def find_messages_column(
     )
 
 
-def _holds_history(cell: Any) -> bool:
-    """Whether a text or binary cell is JSON holding a history (bare, or in an envelope)."""
+def holds_history(cell: Any) -> bool:
+    """Whether a text or binary cell is JSON holding a history (bare, or in an envelope): a
+    list of messages (:func:`~histmig.records.check_messages`; a list of numbers is not one)."""
     if cell is None:
         return False
     try:
-        locate_messages(orjson.loads(cell))
+        check_messages(locate_messages(orjson.loads(cell)).messages)
     except (orjson.JSONDecodeError, NotAHistory):
         return False
     return True

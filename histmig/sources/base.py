@@ -112,14 +112,15 @@ class Written:
     their rows, or ``None``: nowhere), whether the output was ``withheld`` (a ``.json``
     document whose one record was rejected), whether a record was written to the rejects
     file (``rejects_used``), the rows ``skipped`` (:class:`Skipped`; added to the report)
-    and, for a table written in place, how the verdict names it (``named``: without the
-    password a database URL may hold)."""
+    named: str | None = None
+    notes: list[str] = field(default_factory=list)
 
     rejected: str | None = None
     withheld: bool = False
     rejects_used: bool = False
     skipped: list[Skipped] = field(default_factory=list)
     named: str | None = None
+    notes: list[str] = field(default_factory=list)
 
 
 class Input(ABC):

@@ -145,9 +145,9 @@ class PostgresTable(TableInput):
     def _kind(self, column: Column) -> Kind | None:
         return "text" if column.type in TEXT_TYPES else "binary" if column.type == "bytea" else None
 
-    def _stored(self, column: str) -> tuple[str, ...]:
+    def _stored(self, column: str, kind: Kind) -> tuple[str, ...]:
         quoted = self.quote(column)
-        return (quoted if self.kind == "binary" else f"convert_to({quoted}::text, 'UTF8')",)
+        return (quoted if kind == "binary" else f"convert_to({quoted}::text, 'UTF8')",)
 
     def _new_value(self, output: bytes, stored: tuple[Any, ...]) -> Any:
         return output if self.kind == "binary" else output.decode()

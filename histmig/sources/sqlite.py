@@ -135,7 +135,7 @@ class SqliteTable(TableInput):
     def _kind(self, column: Column) -> Kind | None:
         return "binary" if "BLOB" in column.type.upper() else "text"
 
-    def _stored(self, column: str) -> tuple[str, ...]:
+    def _stored(self, column: str, kind: Kind) -> tuple[str, ...]:
         return (f"CAST({quote(column)} AS BLOB)", f"typeof({quote(column)})")
 
     def _new_value(self, output: bytes, stored: tuple[Any, ...]) -> Any:

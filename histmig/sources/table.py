@@ -37,7 +37,7 @@ from histmig.engine import run_records
 from histmig.errors import ColumnError, UnwritableOutput, UsageError
 from histmig.records import MESSAGE_FIELD_CANDIDATES, Outcome, Record
 from histmig.report import Report
-from histmig.sources.arrow import jsonl_line
+from histmig.sources.arrow import holds_history, jsonl_line
 from histmig.sources.atomic import atomic_output
 from histmig.sources.base import Destination, Format, Input, Job, Skipped, Task, TaskResult, Written, lazy
 
@@ -234,9 +234,9 @@ class TableInput(Input):
         """How ``column`` stores a history, ``None`` when it cannot hold one."""
 
     @abstractmethod
-    def _stored(self, column: str) -> tuple[str, ...]:
-        """SQL expressions read for the messages column: the first gives its bytes (and is
-        the UPDATE's condition), others what :meth:`_new_value` needs."""
+    def _stored(self, column: str, kind: Kind) -> tuple[str, ...]:
+        """SQL expressions read for the messages column (of ``kind``): the first gives its bytes
+        (and is the UPDATE's condition), others what :meth:`_new_value` needs."""
 
     @abstractmethod
     def _new_value(self, output: bytes, stored: tuple[Any, ...]) -> Any:
@@ -285,9 +285,7 @@ class TableInput(Input):
         if name is None:
             name = next(
                 (c for c in MESSAGE_FIELD_CANDIDATES if c in by_name and self._kind(by_name[c]) is not None), None
-            )
-            if name is None:
-                raise ColumnError(f"{self.name}: cannot tell the messages column (name it with --messages-column)")
+            ) or self._holding(columns)
         elif name not in by_name:
             raise ColumnError(f"{self.name}: no column {name!r} (columns: {', '.join(names)})")
         kind = self._kind(by_name[name])
@@ -296,6 +294,14 @@ class TableInput(Input):
         key = (options.key_column,) if options.key_column is not None else self._primary_key()
         if not key:
             raise ColumnError(f"{self.name}: no primary key; name a unique column with --key-column")
+        self.note: str | None = None
+        hidden = self._hidden_columns()
+        if options.key_column is None and hidden and key != hidden and not self._unique(key):
+            self.note = (
+                f"{self.name}: the primary key ({', '.join(key)}) is null on some rows; "
+                f"rows are read in {hidden[0]} order and named by it"
+            )
+            key = hidden
         for column, what in [*((k, "key column") for k in key), (options.id_column, "id column")]:
             if column is not None and column not in by_name and column not in self._hidden_columns():
                 raise ColumnError(f"{self.name}: no {what} {column!r}")
@@ -308,7 +314,39 @@ class TableInput(Input):
                 f"{self.display(self.location)}: table {self._destination.to_table!r} already exists (--overwrite replaces it)"
             )
         self.columns, self.column, self.kind, self.key = columns, name, kind, key
-        self.stored = self._stored(name)
+        self.stored = self._stored(name, kind)
+
+    def _holding(self, columns: list[Column]) -> str:
+        """The one column of ``columns`` that holds histories whatever its name (the chat-app
+        example's ``message_list``): a text or bytes column whose first non-null value is a
+        history or an envelope holding one, as a Parquet column is found
+        (:func:`~histmig.sources.arrow.find_messages_column`). Raises :class:`ColumnError` when
+        none does, or several."""
+        found = []
+        for column in columns:
+            kind = self._kind(column)
+            if kind is None:
+                continue
+            quoted = self.quote(column.name)
+            first = self._query(
+                f"SELECT {self._stored(column.name, kind)[0]} FROM {self._relation()} WHERE {quoted} IS NOT NULL LIMIT 1"
+            )
+            if first and holds_history(self._cell(first[0][0])):
+                found.append(column.name)
+        if len(found) == 1:
+            return found[0]
+        if found:
+            raise ColumnError(
+                f"{self.name}: several columns hold histories ({', '.join(found)}): name one with --messages-column"
+            )
+        raise ColumnError(f"{self.name}: cannot tell the messages column (name it with --messages-column)")
+
+    def _unique(self, key: tuple[str, ...]) -> bool:
+        """Whether ``key`` is non-null on every row: SQLite lets a primary key that is not an
+        ``INTEGER PRIMARY KEY`` be null, on any number of rows (the chat-app example's ``id INT
+        PRIMARY KEY``, never set, is null on every row); it keeps the non-null ones unique."""
+        nulls = " OR ".join(f"{self.quote(c)} IS NULL" for c in key)
+        return not self._query(f"SELECT 1 FROM {self._relation()} WHERE {nulls} LIMIT 1")
 
     def _hidden_columns(self) -> tuple[str, ...]:
         """Key columns a table has besides those it lists (SQLite's ``rowid``)."""
@@ -490,9 +528,15 @@ class TableInput(Input):
 
     def written(self) -> Written:
         destination = self._destination
+        notes = [self.note] if self.note is not None else []
         if not destination.writes:
-            return Written()
-        return Written(rejected="rows", skipped=list(self._skipped), named=self.name if destination.in_place else None)
+            return Written(notes=notes)
+        return Written(
+            rejected="rows",
+            skipped=list(self._skipped),
+            named=self.name if destination.in_place else None,
+            notes=notes,
+        )
 
     def _file(self, output: str) -> Callable[[Page, PageResult], None]:
         """A writer of every row of each page to the Parquet or JSONL file ``output``,

@@ -549,3 +549,23 @@ def test_a_new_table_is_all_or_nothing(postgres_db: str, records, monkeypatch: p
     with pytest.raises(RuntimeError, match="interrupted"):
         api.convert(postgres_db, None, Options(table=TABLE, jobs=1), to_table="converted")
     assert query(postgres_db, "SELECT to_regclass('converted')") == [(None,)]
+
+
+def test_the_messages_column_is_found_by_what_it_holds(postgres_db: str, records) -> None:
+    """The chat-app layout on PostgreSQL: each run's messages as bytes in ``message_list`` (a
+    ``bytea``), found without --messages-column; a ``jsonb`` column of another name too."""
+    histories = [orjson.dumps(r["messages"]) for r in records[:6]]
+    with psycopg.connect(postgres_db, autocommit=True) as con:
+        con.execute("CREATE TABLE chat (id serial PRIMARY KEY, title text, message_list bytea)")
+        con.execute("CREATE TABLE log (id serial PRIMARY KEY, turns jsonb)")
+        with con.cursor() as cursor:
+            cursor.executemany("INSERT INTO chat (title, message_list) VALUES ('t', %s)", [(h,) for h in histories])
+            cursor.executemany("INSERT INTO log (turns) VALUES (%s)", [(h.decode(),) for h in histories])
+    for table_name in ("chat", "log"):
+        audited = api.audit(postgres_db, Options(table=table_name, jobs=1))
+        assert audited.report.counts["records_in"] == 6, table_name
+        assert {row["location"] for row in audited.report.changes} <= {f"id={i}" for i in range(1, 7)}
+    assert (
+        api.audit(postgres_db, Options(table="chat", jobs=1)).report.summary()
+        == api.audit(postgres_db, Options(table="log", jobs=1)).report.summary()
+    )

@@ -111,3 +111,45 @@ def test_a_page_goes_to_a_worker_without_its_rows(tmp_path: Path, texts: list[by
 def test_same_name_is_exact_on_postgresql_and_ignores_ascii_case_on_sqlite() -> None:
     assert table.TableInput.same_name("chats", "chats") and not table.TableInput.same_name("Chats", "chats")
     assert SqliteTable.same_name("Chats", "cHATS") and not SqliteTable.same_name("Äb", "äb")
+
+
+def test_the_messages_column_is_found_by_what_it_holds(tmp_path: Path, texts: list[bytes]) -> None:
+    """The chat-app example's ``message_list``, bytes: no name of a messages column, but the
+    one column whose first value is a history; none or two such columns are refused."""
+    db = tmp_path / "chat.sqlite"
+    with sqlite3.connect(db) as con:
+        con.execute("CREATE TABLE one (id INT PRIMARY KEY, title TEXT, message_list TEXT)")
+        con.executemany("INSERT INTO one (title, message_list) VALUES (?, ?)", [("a", None), ("b", texts[0])])
+        con.execute("CREATE TABLE two (id INTEGER PRIMARY KEY, old BLOB, new TEXT)")
+        con.execute("INSERT INTO two (old, new) VALUES (?, ?)", (texts[0], texts[1].decode()))
+        con.execute("CREATE TABLE none_ (id INTEGER PRIMARY KEY, note TEXT)")
+        con.execute("INSERT INTO none_ (note) VALUES ('[1, 2]')")
+    found = pages(db, "one")
+    assert [page.cells for page in found] == [(None, texts[0])]
+    with pytest.raises(ColumnError, match=r"several columns hold histories \(old, new\): name one with --messages"):
+        pages(db, "two")
+    with pytest.raises(ColumnError, match="none_: cannot tell the messages column"):
+        pages(db, "none_")
+
+
+@pytest.mark.parametrize("ids", [[None, None, None], [2, None, 1]], ids=["all-null", "a-null"])
+def test_a_null_primary_key_falls_back_to_the_rowid_with_a_note(
+    tmp_path: Path, texts: list[bytes], ids: list[int | None]
+) -> None:
+    """SQLite lets an ``INT PRIMARY KEY`` (not an alias of the rowid) be null, on any number of
+    rows: the chat-app example never sets it. The rows are then read in rowid order, named by it, and the
+    written note says so; ``--key-column`` is taken as given."""
+    db = tmp_path / "chat.sqlite"
+    with sqlite3.connect(db) as con:
+        con.execute("CREATE TABLE messages (id INT PRIMARY KEY, message_list TEXT)")
+        con.executemany("INSERT INTO messages VALUES (?, ?)", [(i, t) for i, t in zip(ids, texts)])
+    with SqliteTable(str(db), Target(), Options(table="messages"), Options().plan()) as opened:
+        found = list(opened.tasks())
+        note = opened.written().notes
+    assert [name for page in found for name in page.names] == ["rowid=1", "rowid=2", "rowid=3"]
+    assert [cell for page in found for cell in page.cells] == texts[:3]
+    assert note == [
+        f"{db}:messages: the primary key (id) is null on some rows; rows are read in rowid order and named by it"
+    ]
+    with pytest.raises(ColumnError, match="a row has a null key"):
+        pages(db, "messages", key_column="id")
