@@ -454,7 +454,7 @@ def _full_way(record: Record, plan: Plan, defer: bool) -> Outcome:
         return Outcome(record, "changed", output, changes, [], [], findings)
     errors, warnings = _validate(messages, prefix, plan.target)
     if errors:
-        return Outcome(record, "rejected", None, changes, errors, warnings)
+        return Outcome(record, "rejected", None, changes, errors, warnings, findings)
     second = _apply(messages, plan.walk.to_run(messages)[0], plan)[0]
     if second:
         codes = ", ".join(sorted({c.rule for c in second}))
