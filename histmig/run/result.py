@@ -111,10 +111,10 @@ class Result:
         count = self.report.fragments
         if not count:
             return ""
-        look = "record looks" if count == 1 else "records look"
+        look, its = ("record looks", "its") if count == 1 else ("records look", "their")
         return (
-            f"; {count} {look} like part of a conversation stored over several records: their tool pairing "
-            "was not repaired and their findings are warnings (give --conversation COLUMN, or '*' for one "
+            f"; {count} {look} like part of a conversation stored over several records: {its} tool pairing "
+            f"was not repaired and {its} findings are warnings (give --conversation COLUMN, or '*' for one "
             "conversation an input, to treat each conversation whole)"
         )
 
