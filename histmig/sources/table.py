@@ -327,10 +327,8 @@ class TableInput(Input):
             kind = self._kind(column)
             if kind is None:
                 continue
-            quoted = self.quote(column.name)
-            first = self._query(
-                f"SELECT {self._stored(column.name, kind)[0]} FROM {self._relation()} WHERE {quoted} IS NOT NULL LIMIT 1"
-            )
+            stored, quoted = self._stored(column.name, kind)[0], self.quote(column.name)
+            first = self._query(f"SELECT {stored} FROM {self._relation()} WHERE {quoted} IS NOT NULL LIMIT 1")
             if first and holds_history(self._cell(first[0][0])):
                 found.append(column.name)
         if len(found) == 1:
