@@ -112,8 +112,9 @@ class Written:
     their rows, or ``None``: nowhere), whether the output was ``withheld`` (a ``.json``
     document whose one record was rejected), whether a record was written to the rejects
     file (``rejects_used``), the rows ``skipped`` (:class:`Skipped`; added to the report)
-    named: str | None = None
-    notes: list[str] = field(default_factory=list)
+    and, for a table written in place, how the verdict names it (``named``: without the
+    password a database URL may hold), and ``notes`` for the user (how a table's rows were
+    told apart)."""
 
     rejected: str | None = None
     withheld: bool = False

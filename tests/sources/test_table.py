@@ -143,7 +143,7 @@ def test_a_null_primary_key_falls_back_to_the_rowid_with_a_note(
     with sqlite3.connect(db) as con:
         con.execute("CREATE TABLE messages (id INT PRIMARY KEY, message_list TEXT)")
         con.executemany("INSERT INTO messages VALUES (?, ?)", [(i, t) for i, t in zip(ids, texts)])
-    with SqliteTable(str(db), Target(), Options(table="messages"), Options().plan()) as opened:
+    with SqliteTable(str(db), Destination(), Options(table="messages"), Options().plan()) as opened:
         found = list(opened.tasks())
         note = opened.written().notes
     assert [name for page in found for name in page.names] == ["rowid=1", "rowid=2", "rowid=3"]
