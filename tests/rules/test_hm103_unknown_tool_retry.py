@@ -2,10 +2,52 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from histmig.api import migrate
 from histmig.options import Options
+from histmig.rules.base import Change
+from tests.rules.conftest import check_noop, check_transformed
 
 NULL_RETRY = {"attempt": None, "max_retries": None}
+UNKNOWN = "Unknown tool name: 'nope'. Available tools: add"
+
+
+def _calls(*ids: str, name: str = "nope") -> dict[str, Any]:
+    return {
+        "kind": "response",
+        "parts": [{"part_kind": "tool-call", "tool_name": name, "args": {}, "tool_call_id": i} for i in ids],
+    }
+
+
+def _retry(content: Any = UNKNOWN, **fields: Any) -> dict[str, Any]:
+    return {"part_kind": "retry-prompt", "content": content, "tool_name": None, "tool_call_id": None, **fields}
+
+
+def _retried(call_id: str, content: str = UNKNOWN, **fields: Any) -> dict[str, Any]:
+    return {
+        "part_kind": "tool-return",
+        "content": content,
+        "tool_name": "nope",
+        "tool_call_id": call_id,
+        **fields,
+        "outcome": "retried",
+        "retry": {"cause": "unknown_tool", **NULL_RETRY},
+    }
+
+
+def _change(message: int, part: int, call_id: str) -> Change:
+    return Change(
+        "HM103",
+        message,
+        part,
+        "retry-prompt",
+        "tool-return",
+        "unknown-tool+preceding-call",
+        "template",
+        "unknown_tool",
+        call_id,
+    )
 
 
 def _unknown_tool_history() -> list:
@@ -66,3 +108,52 @@ def test_hm103_uses_each_call_once_in_order() -> None:
     ]
     assert [c.rule for c in migrate(messages)] == ["HM103", "HM103", "HM102"]
     assert [p.get("tool_call_id") for p in messages[1]["parts"]] == ["c1", "c2", None]
+
+
+def test_hm103_binds_the_retry_to_the_invented_call_before_it() -> None:
+    check_transformed(
+        "HM103",
+        [_calls("c9"), {"kind": "request", "parts": [_retry(timestamp="2024-06-01T09:00:00Z")]}],
+        [_calls("c9"), {"kind": "request", "parts": [_retried("c9", timestamp="2024-06-01T09:00:00Z")]}],
+        [_change(1, 0, "c9")],
+    )
+
+
+def test_hm103_binds_two_retries_to_two_calls_in_order() -> None:
+    text = "Unknown tool name: 'nope'. No tools available."
+    check_transformed(
+        "HM103",
+        [_calls("c1", "c2"), {"kind": "request", "parts": [_retry(text), _retry(text)]}],
+        [_calls("c1", "c2"), {"kind": "request", "parts": [_retried("c1", text), _retried("c2", text)]}],
+        [_change(1, 0, "c1"), _change(1, 1, "c2")],
+    )
+
+
+def test_hm103_looks_only_at_the_nearest_response() -> None:
+    earlier = [_calls("c1"), {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "go on"}]}]
+    check_noop(
+        "HM103",
+        [
+            *earlier,
+            {"kind": "response", "parts": [{"part_kind": "text", "content": "ok"}]},
+            {"kind": "request", "parts": [_retry()]},
+        ],
+    )
+
+
+def test_hm103_leaves_a_call_without_an_id_alone() -> None:
+    response = _calls("c1")
+    response["parts"][0]["tool_call_id"] = None
+    check_noop("HM103", [response, {"kind": "request", "parts": [_retry()]}])
+
+
+def test_hm103_leaves_a_retry_of_another_text_to_hm102() -> None:
+    check_noop("HM103", [_calls("c1"), {"kind": "request", "parts": [_retry("Please return text.")]}])
+
+
+def test_hm103_leaves_an_unknown_tool_retry_bound_to_a_name_to_hm101() -> None:
+    check_noop("HM103", [_calls("c1"), {"kind": "request", "parts": [_retry(tool_name="nope", tool_call_id="c1")]}])
+
+
+def test_hm103_changes_nothing_under_framework_causes() -> None:
+    check_noop("HM103", [_calls("c9"), {"kind": "request", "parts": [_retry()]}], causes="framework")
