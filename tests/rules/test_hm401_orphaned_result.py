@@ -7,7 +7,21 @@ import copy
 
 from histmig.api import migrate, validate
 from histmig.options import Options
-from tests.rules.conftest import call, opening, result, run
+from typing import Any
+
+from histmig.rules.base import Change, Finding
+from tests.rules.conftest import call, check_found, check_noop, check_transformed, opening, result, run
+
+ASK = {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "go"}]}
+DONE = {"kind": "response", "parts": [{"part_kind": "text", "content": "done"}]}
+
+
+def _returned(name: str, call_id: str, content: str = "x") -> dict[str, Any]:
+    return {"part_kind": "tool-return", "tool_name": name, "content": content, "tool_call_id": call_id}
+
+
+def _orphan(message: int, part: int, name: str, call_id: str) -> Finding:
+    return Finding("HM401", message, part, f"tool-return {name!r} ({call_id}) answers no call", "orphaned", "exact")
 
 
 def test_hm401_only_reports_without_unsafe_fixes() -> None:
@@ -93,3 +107,67 @@ def test_hm401_takes_a_tool_bound_retry_prompt_as_a_result() -> None:
         (f.code, f.message, f.part)
         for f in Options(select=("HM401",)).rules[0].check(messages, Options().plan().context)
     ] == [("HM401", 0, 0)]
+
+
+def test_hm401_reports_an_orphan_where_it_stands_without_unsafe_fixes() -> None:
+    history = [
+        ASK,
+        {"kind": "response", "parts": [call("t", "a")]},
+        {"kind": "request", "parts": [_returned("t", "zz")]},
+        DONE,
+    ]
+    check_found("HM401", history, [_orphan(2, 0, "t", "zz")])
+
+
+def test_hm401_re_pairs_an_orphan_with_the_only_open_call_of_its_tool() -> None:
+    orphan = _returned("t", "zz", "12 C")
+    check_transformed(
+        "HM401",
+        [ASK, {"kind": "response", "parts": [call("t", "a")]}, {"kind": "request", "parts": [orphan]}, DONE],
+        [
+            ASK,
+            {"kind": "response", "parts": [call("t", "a")]},
+            {"kind": "request", "parts": [orphan | {"tool_call_id": "a"}]},
+            DONE,
+        ],
+        [Change("HM401", 2, 0, "tool-return", "tool-return", "only-open-call", "derived", None, "a", orphan)],
+        unsafe_fixes=True,
+    )
+
+
+def test_hm401_drops_an_orphan_of_a_tool_no_open_call_has() -> None:
+    paired = [_returned("t", "a"), _returned("t", "b")]
+    orphan = _returned("u", "zz")
+    calls = {"kind": "response", "parts": [call("t", "a"), call("t", "b")]}
+    check_transformed(
+        "HM401",
+        [ASK, calls, {"kind": "request", "parts": [*paired, orphan]}, DONE],
+        [ASK, calls, {"kind": "request", "parts": paired}, DONE],
+        [Change("HM401", 2, 2, "tool-return", "absent", "orphaned", "exact", removed=orphan)],
+        unsafe_fixes=True,
+    )
+
+
+def test_hm401_leaves_results_paired_by_id_alone() -> None:
+    check_noop(
+        "HM401",
+        [
+            ASK,
+            {"kind": "response", "parts": [call("t", "a")]},
+            {"kind": "request", "parts": [_returned("t", "a")]},
+            DONE,
+        ],
+        unsafe_fixes=True,
+    )
+
+
+def test_hm401_leaves_a_result_answering_a_call_two_messages_back_alone() -> None:
+    history = [
+        ASK,
+        {"kind": "response", "parts": [call("t", "a"), call("u", "b")]},
+        {"kind": "request", "parts": [_returned("u", "b")]},
+        {"kind": "response", "parts": [{"part_kind": "text", "content": "waiting"}]},
+        {"kind": "request", "parts": [_returned("t", "a")]},
+        DONE,
+    ]
+    check_noop("HM401", history, unsafe_fixes=True)

@@ -3,7 +3,23 @@ dropped, as 2.68 drops it before sending; HM406 then answers the call."""
 
 from __future__ import annotations
 
-from tests.rules.conftest import call, opening, result, run
+from typing import Any
+
+from histmig.rules.base import Change, Finding
+from tests.rules.conftest import call, check_found, check_noop, check_transformed, opening, result, run
+
+PROMPT = {"part_kind": "user-prompt", "content": "go"}
+DONE = {"kind": "response", "parts": [{"part_kind": "text", "content": "done"}]}
+
+
+def _returned(call_id: str, content: str = "x") -> dict[str, Any]:
+    return {"part_kind": "tool-return", "tool_name": "t", "content": content, "tool_call_id": call_id}
+
+
+def _early(message: int, part: int, call_id: str) -> Finding:
+    return Finding(
+        "HM402", message, part, f"tool-return 't' ({call_id}) comes before its call", "result-before-call", "exact"
+    )
 
 
 def test_hm402_drops_an_early_result_and_hm406_answers_its_call() -> None:
@@ -28,3 +44,59 @@ def test_hm402_is_not_an_orphan() -> None:
         {"kind": "response", "parts": [call("t", "a")]},
     ]
     assert run(messages, "HM401", unsafe_fixes=True) == []
+
+
+def _history(*first: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {"kind": "request", "parts": [PROMPT, *first]},
+        {"kind": "response", "parts": [call("t", "a")]},
+        {"kind": "request", "parts": [_returned("a", "12 C")]},
+        DONE,
+    ]
+
+
+def test_hm402_reports_an_early_result_without_unsafe_fixes() -> None:
+    check_found("HM402", _history(_returned("a")), [_early(0, 1, "a")])
+
+
+def test_hm402_drops_an_early_result_and_writes_it_whole_into_the_change() -> None:
+    early = _returned("a", "too soon")
+    check_transformed(
+        "HM402",
+        _history(early),
+        _history(),
+        [Change("HM402", 0, 1, "tool-return", "absent", "result-before-call", "exact", removed=early)],
+        unsafe_fixes=True,
+    )
+
+
+def test_hm402_drops_every_early_result_of_a_request() -> None:
+    first, second = _returned("a", "one"), _returned("a", "two")
+    check_transformed(
+        "HM402",
+        _history(first, second),
+        _history(),
+        [
+            Change("HM402", 0, 1, "tool-return", "absent", "result-before-call", "exact", removed=first),
+            Change("HM402", 0, 2, "tool-return", "absent", "result-before-call", "exact", removed=second),
+        ],
+        unsafe_fixes=True,
+    )
+
+
+def test_hm402_leaves_results_after_their_calls_alone() -> None:
+    check_noop("HM402", _history(), unsafe_fixes=True)
+
+
+def test_hm402_leaves_a_result_no_call_ever_has_to_hm401() -> None:
+    check_noop("HM402", _history(_returned("zz")), unsafe_fixes=True)
+
+
+def test_hm402_leaves_a_result_in_the_request_after_its_call_alone() -> None:
+    history = [
+        {"kind": "request", "parts": [PROMPT]},
+        {"kind": "response", "parts": [call("t", "a")]},
+        {"kind": "request", "parts": [PROMPT, _returned("a")]},
+        DONE,
+    ]
+    check_noop("HM402", history, unsafe_fixes=True)

@@ -4,7 +4,29 @@ not JSON, unless a retried result answers it (the framework saw it and asked aga
 from __future__ import annotations
 
 from histmig.api import validate
-from tests.rules.conftest import call, result
+from typing import Any
+
+from histmig.rules.base import Finding
+from tests.rules.conftest import call, check_found, check_noop, result
+
+PROMPT = {"part_kind": "user-prompt", "content": "go"}
+DONE = {"kind": "response", "parts": [{"part_kind": "text", "content": "done"}]}
+
+
+def _returned(name: str, call_id: str, content: str = "x") -> dict[str, Any]:
+    return {"part_kind": "tool-return", "tool_name": name, "content": content, "tool_call_id": call_id}
+
+
+def _history(args: Any, *answers: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {"kind": "request", "parts": [PROMPT]},
+        {"kind": "response", "parts": [call("get_weather", "a") | {"args": args}]},
+        {"kind": "request", "parts": list(answers) or [_returned("get_weather", "a")]},
+        DONE,
+    ]
+
+
+CUT = Finding("HM405", 1, 0, "tool-call 'get_weather' (a) has args that are not JSON", "truncated-args", "exact")
 
 
 def test_hm405_reports_cut_args_not_retried() -> None:
@@ -30,3 +52,30 @@ def test_hm405_reports_cut_args_not_retried() -> None:
         )
         == []
     )
+
+
+def test_hm405_reports_args_cut_mid_string() -> None:
+    check_found("HM405", _history('{"city": "Os'), [CUT])
+
+
+def test_hm405_reports_args_cut_after_a_key() -> None:
+    check_found("HM405", _history('{"city":'), [CUT])
+
+
+def test_hm405_reports_text_that_never_was_json() -> None:
+    check_found("HM405", _history("city=Oslo"), [CUT], unsafe_fixes=True)
+
+
+def test_hm405_leaves_cut_args_the_framework_answered_with_a_retry_alone() -> None:
+    retried = _returned("get_weather", "a", "Invalid JSON") | {"outcome": "retried"}
+    check_noop("HM405", _history('{"city": "Os', retried))
+
+
+def test_hm405_leaves_json_text_and_objects_alone() -> None:
+    check_noop("HM405", _history('{"city": "Oslo"}'))
+    check_noop("HM405", _history({"city": "Oslo"}))
+
+
+def test_hm405_leaves_empty_and_null_args_alone() -> None:
+    check_noop("HM405", _history(""))
+    check_noop("HM405", _history(None))
