@@ -105,8 +105,7 @@ RULE = Rule(
     code="HM201",
     name="null-tool-call-id",
     summary="null tool_call_id on tool-call / tool-return, null or missing on tool-bound retry-prompt -> paired, "
-    "derived "
-    "id",
+    "derived id",
     source="pydantic-ai 0.0.13-0.0.44 wrote tool_call_id: null; 2.68 (ToolCallPart, ToolReturnPart in "
     "pydantic_ai/messages.py) refuses it, and gives a missing one a random id at every load",
     facts="framework-facts §2 (load failures), §3.3 (ids nullable in 0.0.13–0.0.44)",

@@ -81,8 +81,7 @@ RULE = Rule(
     summary="tool result answering no call -> re-paired to the only open "
     "call of its tool, else dropped (written whole into the report)",
     source="pydantic-ai 2.68 pydantic_ai/messages.py _drop_orphaned_tool_results (a result whose id no earlier call "
-    "has "
-    "is dropped before every request)",
+    "has is dropped before every request)",
     facts="framework-facts §2 (history cleaning before every request: _clean_message_history)",
     docs=Docs(
         what=(

@@ -30,8 +30,7 @@ RULE = Rule(
     name="duplicate-result",
     summary="a second result for one call (reported; no fix)",
     source="pydantic-ai 2.68 pydantic_ai/messages.py _dangling_tool_calls_by_response (a result answers the oldest "
-    "open "
-    "call with its id; a second one answers none)",
+    "open call with its id; a second one answers none)",
     facts="framework-facts §2 (history cleaning before every request: _clean_message_history)",
     docs=Docs(
         what=(

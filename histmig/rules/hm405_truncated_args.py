@@ -25,8 +25,7 @@ RULE = Rule(
     name="truncated-args",
     summary="a tool call whose args text is not valid JSON, as a stream cut mid-call leaves it (reported; no fix)",
     source="pydantic-ai 2.68 pydantic_ai/messages.py _repair_dangling_tool_calls (a call whose args were cut "
-    "mid-stream "
-    "is kept and sent as it is)",
+    "mid-stream is kept and sent as it is)",
     facts="framework-facts §2 (history cleaning before every request: _clean_message_history)",
     docs=Docs(
         what=(
@@ -36,8 +35,7 @@ RULE = Rule(
         ),
         why=(
             "The call's arguments are lost; 2.68 keeps the call verbatim (serializers degrade such args) and "
-            "answers it "
-            "as a dangling call if nothing did, so the history looks complete when it is not."
+            "answers it as a dangling call if nothing did, so the history looks complete when it is not."
         ),
         before=(
             '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"Weather in Oslo?"}]},'

@@ -40,8 +40,7 @@ RULE = Rule(
     code="HM407",
     name="unanswered-last-call",
     summary="a call of the last response without a result (a warning: a resumed run may still answer it) -> closed "
-    "with "
-    "an interrupted return",
+    "with an interrupted return",
     source="pydantic-ai 2.68 pydantic_ai/messages.py repair_messages(repair_last_response=True) (the calls of the last "
     "response, left alone before a request)",
     facts="framework-facts §2 (history cleaning before every request: _clean_message_history)",
