@@ -3,8 +3,43 @@ warning; ``--unsafe-fixes`` closes it with the interrupted return."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from histmig.api import validate
-from tests.rules.conftest import call, result, run
+from histmig.rules.base import Change, Finding
+from histmig.rules.pairing import INTERRUPTED_CONTENT, SYNTHESIZED_KEY
+from tests.rules.conftest import call, check_found, check_noop, check_transformed, result, run
+
+PROMPT = {"part_kind": "user-prompt", "content": "go"}
+RETURN = {
+    "tool_name": "t",
+    "content": INTERRUPTED_CONTENT,
+    "tool_call_id": "a",
+    "tool_kind": None,
+    "metadata": {SYNTHESIZED_KEY: True},
+    "outcome": "interrupted",
+    "retry": None,
+    "part_kind": "tool-return",
+}
+NEW_REQUEST = {
+    "timestamp": None,
+    "instructions": None,
+    "kind": "request",
+    "run_id": None,
+    "conversation_id": None,
+    "metadata": None,
+    "state": "complete",
+}
+"""The fields of the request 2.68 adds after the last response to hold its returns, but ``parts``."""
+
+
+def _frontier(message: int, part: int, name: str = "t", call_id: str = "a") -> Finding:
+    text = f"tool-call {name!r} ({call_id}) of the last response has no result yet"
+    return Finding("HM407", message, part, text, "frontier", "exact", "warning")
+
+
+def _last(*parts: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"kind": "request", "parts": [PROMPT]}, {"kind": "response", "parts": list(parts)}]
 
 
 def test_hm407_is_a_warning_and_its_fix_is_unsafe() -> None:
@@ -21,3 +56,38 @@ def test_hm407_is_a_warning_and_its_fix_is_unsafe() -> None:
         ("c1", "interrupted"),
     ]
     assert validate(messages) == []
+
+
+def test_hm407_warns_of_a_last_call_without_unsafe_fixes() -> None:
+    check_found("HM407", _last(call("t", "a")), [_frontier(1, 0)])
+
+
+def test_hm407_warns_of_each_open_call_of_the_last_response() -> None:
+    check_found(
+        "HM407",
+        _last(call("t", "a"), {"part_kind": "text", "content": "x"}, call("u", "b")),
+        [_frontier(1, 0), _frontier(1, 2, "u", "b")],
+    )
+
+
+def test_hm407_closes_the_call_in_a_request_of_its_own_with_unsafe_fixes() -> None:
+    check_transformed(
+        "HM407",
+        _last(call("t", "a")),
+        [*_last(call("t", "a")), {"parts": [RETURN], **NEW_REQUEST}],
+        [Change("HM407", 2, 0, "absent", "tool-return", "frontier", "exact")],
+        unsafe_fixes=True,
+    )
+
+
+def test_hm407_leaves_a_last_response_without_calls_alone() -> None:
+    check_noop("HM407", _last({"part_kind": "text", "content": "done"}), unsafe_fixes=True)
+
+
+def test_hm407_leaves_the_open_calls_of_earlier_responses_to_hm406() -> None:
+    history = [*_last(call("t", "a")), {"kind": "request", "parts": [PROMPT]}, {"kind": "response", "parts": []}]
+    check_noop("HM407", history, unsafe_fixes=True)
+
+
+def test_hm407_leaves_a_last_call_answered_in_the_request_after_it_alone() -> None:
+    check_noop("HM407", [*_last(call("t", "a")), {"kind": "request", "parts": [result("tool-return", "t", "a")]}])
