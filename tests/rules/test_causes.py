@@ -32,17 +32,20 @@ TOOL_BOUND = [
     ("Please provide at least one non-empty search query.", "model_retry", "search-tools:query"),
     ("No capability found with id 'ops'.", "model_retry", "load-capability:unknown"),
     (
-        "Capability 'ops' is already available. Use its existing instructions and tools; do not call `load_capability` for it again.",
+        "Capability 'ops' is already available. Use its existing instructions and tools; do not call "
+        "`load_capability` for it again.",
         "model_retry",
         "load-capability:already-loaded",
     ),
     (
-        "Capability 'ops' is already active. Use its existing instructions and any tools it provides; do not call `load_capability` for it again.",
+        "Capability 'ops' is already active. Use its existing instructions and any tools it provides; do not "
+        "call `load_capability` for it again.",
         "model_retry",
         "load-capability:already-loaded",
     ),
     (
-        "Capability 'ops' is already being loaded by an earlier `load_capability` call in this response; do not call `load_capability` for it again.",
+        "Capability 'ops' is already being loaded by an earlier `load_capability` call in this response; do not "
+        "call `load_capability` for it again.",
         "model_retry",
         "load-capability:being-loaded",
     ),

@@ -8,15 +8,16 @@ import copy
 from typing import Any
 
 import orjson
-import pytest
 
 from histmig.api import migrate
 from histmig.engine import _apply
 from histmig.options import Options
 from histmig.rules import pending, select
+from histmig.rules.base import Change
 from histmig.rules.hm104_retry_attempt import RULE
 from histmig.screen import Screen, settled_for
 from tests.conftest import HISTORIES, converted, load
+from tests.rules.conftest import check_noop, check_transformed
 from tests.rules.test_counting import TEXT, answers, calls, feedback, prompt
 
 WITH = select(enabled=["attempts"])
@@ -104,7 +105,8 @@ def test_an_attempt_above_the_budget_given_is_a_contradiction_and_neither_is_wri
             4,
             0,
             "budget-contradiction",
-            "attempt 2 is above the budget 1 it was checked against: a contradiction (another budget, or other counting rules), neither is written",
+            "attempt 2 is above the budget 1 it was checked against: a contradiction (another budget, or other "
+            "counting rules), neither is written",
         )
     ]
 
@@ -129,11 +131,15 @@ def test_what_cannot_be_known_stays_null_and_the_report_says_why() -> None:
                 2,
                 0,
                 "deferred-retry",
-                "a retry handed back through DeferredToolResults (its call was made by an earlier run): the framework charges no budget for it, attempt stays null",
+                "a retry handed back through DeferredToolResults (its call was made by an earlier run): the "
+                "framework charges no budget for it, attempt stays null",
             )
         ],
     )
-    text = "the history does not begin with its run's start (it opens on results of calls it does not hold: cut short, or resumed with deferred tool results): the count is not known, attempt stays null"
+    text = (
+        "the history does not begin with its run's start (it opens on results of calls it does not hold: cut "
+        "short, or resumed with deferred tool results): the count is not known, attempt stays null"
+    )
     assert fill(cut) == ([], [(0, 0, "history-cut", text), (2, 0, "history-cut", text)])
     assert fill(refused) == ([], [])  # the framework does not charge a first refusal: null, as it records it
     assert retries(deferred) + retries(cut) + retries(refused) == [(None, None)] * 4
@@ -250,3 +256,68 @@ def test_on_the_corpus_the_screen_with_attempts_passes_exactly_the_histories_wit
         "v2.68.0/m_deferred_tool_model_retry",
     }
     assert (len(passed), len(untouched)) == (72, 74)
+
+
+def _one_retry(attempt: int | None = None, max_retries: int | None = None) -> list[dict[str, Any]]:
+    """A run that called ``add``, was asked to retry (attempt ``attempt``), called again and ended."""
+    retry = {"cause": "validation_error", "attempt": attempt, "max_retries": max_retries}
+
+    def call(call_id: str) -> dict[str, Any]:
+        part = {"part_kind": "tool-call", "tool_name": "add", "args": {"a": "one"}, "tool_call_id": call_id}
+        return {"kind": "response", "parts": [part]}
+
+    return [
+        {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "add"}]},
+        call("c1"),
+        {
+            "kind": "request",
+            "parts": [
+                {
+                    "part_kind": "tool-return",
+                    "tool_name": "add",
+                    "content": "bad",
+                    "tool_call_id": "c1",
+                    "outcome": "retried",
+                    "retry": retry,
+                }
+            ],
+        },
+        call("c2"),
+        {
+            "kind": "request",
+            "parts": [{"part_kind": "tool-return", "tool_name": "add", "content": "2", "tool_call_id": "c2"}],
+        },
+        {"kind": "response", "parts": [{"part_kind": "text", "content": "2"}]},
+    ]
+
+
+COUNTED = "tool counter, run start at the history's start"
+
+
+def test_hm104_fills_the_first_retry_of_a_tool_as_attempt_1() -> None:
+    check_transformed(
+        "HM104",
+        _one_retry(),
+        _one_retry(attempt=1),
+        [Change("HM104", 2, 0, "attempt=null", "attempt=1", COUNTED, "derived")],
+        attempts=True,
+    )
+
+
+def test_hm104_fills_max_retries_from_the_budget_given() -> None:
+    check_transformed(
+        "HM104",
+        _one_retry(),
+        _one_retry(attempt=1, max_retries=3),
+        [Change("HM104", 2, 0, "attempt=null", "attempt=1 max_retries=3", COUNTED, "derived")],
+        attempts=True,
+        max_retries="tools=3",
+    )
+
+
+def test_hm104_leaves_a_stored_attempt_alone() -> None:
+    check_noop("HM104", _one_retry(attempt=1), attempts=True)
+
+
+def test_hm104_leaves_a_run_without_retries_alone() -> None:
+    check_noop("HM104", [m for i, m in enumerate(_one_retry()) if i not in (1, 2)], attempts=True)

@@ -11,7 +11,7 @@ from histmig import api
 from histmig.options import Options
 from histmig.rules.hm201_null_tool_call_id import conversation_key, derived_tool_call_id
 from tests.conftest import CORPUS
-from tests.rules.conftest import call, opening, result, run
+from tests.rules.conftest import call, check_noop, opening, result, run
 
 
 def _opened(text: str, at: str = "2024-10-01T10:00:00Z") -> dict:
@@ -199,3 +199,18 @@ def test_hm201_derives_a_tool_less_retrys_null_id_for_a_target_before_2_60_0() -
         )
         == []
     )
+
+
+def test_hm201_leaves_stored_ids_alone() -> None:
+    check_noop(
+        "HM201",
+        [
+            _opened("hi"),
+            {"kind": "response", "parts": [call("a", "c1")]},
+            {"kind": "request", "parts": [result("tool-return", "a", "c1")]},
+        ],
+    )
+
+
+def test_hm201_leaves_a_history_without_tool_parts_alone() -> None:
+    check_noop("HM201", [_opened("hi"), {"kind": "response", "parts": [{"part_kind": "text", "content": "hello"}]}])

@@ -4,11 +4,10 @@ the only open call of its tool, else dropped, written whole into its change."""
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 from histmig.api import migrate, validate
 from histmig.options import Options
-from typing import Any
-
 from histmig.rules.base import Change, Finding
 from tests.rules.conftest import call, check_found, check_noop, check_transformed, opening, result, run
 

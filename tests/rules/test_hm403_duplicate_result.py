@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from histmig.api import validate
-from histmig.options import Options
 from typing import Any
 
+from histmig.api import validate
+from histmig.options import Options
 from histmig.rules.base import Finding
 from tests.rules.conftest import call, check_found, check_noop, result, run
 

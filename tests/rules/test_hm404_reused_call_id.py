@@ -3,10 +3,10 @@ earlier call is open shadows it; reported, and the shadowed call is dangling (HM
 
 from __future__ import annotations
 
-from histmig.api import validate
-from histmig.options import Options
 from typing import Any
 
+from histmig.api import validate
+from histmig.options import Options
 from histmig.rules.base import Finding
 from tests.rules.conftest import call, check_found, check_noop, opening, result, run
 

@@ -3,9 +3,9 @@ not JSON, unless a retried result answers it (the framework saw it and asked aga
 
 from __future__ import annotations
 
-from histmig.api import validate
 from typing import Any
 
+from histmig.api import validate
 from histmig.rules.base import Finding
 from tests.rules.conftest import call, check_found, check_noop, result
 
@@ -79,3 +79,8 @@ def test_hm405_leaves_json_text_and_objects_alone() -> None:
 def test_hm405_leaves_empty_and_null_args_alone() -> None:
     check_noop("HM405", _history(""))
     check_noop("HM405", _history(None))
+
+
+def test_hm405_reports_cut_args_of_a_call_the_framework_answered_as_interrupted() -> None:
+    interrupted = _returned("get_weather", "a", "The tool call was interrupted before a result was produced.")
+    check_found("HM405", _history('{"city": "Os', interrupted | {"outcome": "interrupted"}), [CUT])

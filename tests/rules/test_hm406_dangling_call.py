@@ -3,14 +3,14 @@ result gets 2.68's interrupted return, safely (2.68 adds it before every request
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 
 from histmig.api import migrate
 from histmig.options import Options
-from histmig.rules.pairing import INTERRUPTED_CONTENT, SYNTHESIZED_KEY
-from typing import Any
-
 from histmig.rules.base import Change
+from histmig.rules.pairing import INTERRUPTED_CONTENT, SYNTHESIZED_KEY
 from tests.rules.conftest import call, check_noop, check_transformed, run
 
 PROMPT = {"part_kind": "user-prompt", "content": "go"}

@@ -91,3 +91,15 @@ def test_hm407_leaves_the_open_calls_of_earlier_responses_to_hm406() -> None:
 
 def test_hm407_leaves_a_last_call_answered_in_the_request_after_it_alone() -> None:
     check_noop("HM407", [*_last(call("t", "a")), {"kind": "request", "parts": [result("tool-return", "t", "a")]}])
+
+
+def test_hm407_closes_only_the_open_calls_of_the_last_response() -> None:
+    answered = {"part_kind": "tool-return", "tool_name": "u", "content": "ok", "tool_call_id": "b"}
+    history = [*_last(call("t", "a"), call("u", "b")), {"kind": "request", "parts": [answered]}]
+    check_transformed(
+        "HM407",
+        history,
+        [*history[:2], {"kind": "request", "parts": [answered, RETURN]}],
+        [Change("HM407", 2, 1, "absent", "tool-return", "frontier", "exact")],
+        unsafe_fixes=True,
+    )

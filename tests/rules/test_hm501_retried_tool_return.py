@@ -7,7 +7,32 @@ import pytest
 from histmig.api import migrate
 from histmig.errors import Malformed
 from histmig.options import Options
-from histmig.rules.base import conversation_key, derived_tool_call_id
+from histmig.rules.base import Change, conversation_key, derived_tool_call_id
+from tests.rules.conftest import check_noop, check_transformed
+
+CALL = {
+    "kind": "response",
+    "parts": [{"part_kind": "tool-call", "tool_name": "add", "args": {"a": 1}, "tool_call_id": "c1"}],
+}
+TIMED_OUT = {
+    "part_kind": "tool-return",
+    "tool_name": "add",
+    "content": "Timed out after 30 seconds.",
+    "tool_call_id": "c1",
+    "outcome": "retried",
+    "retry": {"cause": "model_retry", "attempt": 1, "max_retries": 3},
+}
+PROMPT = {
+    "content": "Timed out after 30 seconds.",
+    "tool_name": "add",
+    "tool_call_id": "c1",
+    "part_kind": "retry-prompt",
+}
+
+
+def _rolled_back(evidence: str) -> Change:
+    return Change("HM501", 1, 0, "tool-return", "retry-prompt", evidence, "exact")
+
 
 RETRIED = {
     "tool_name": "add",
@@ -80,3 +105,40 @@ def test_hm501_leaves_other_outcomes_and_refuses_a_content_a_retry_prompt_cannot
 def test_hm501_runs_only_for_a_target_before_2_60_0() -> None:
     messages = [{"kind": "request", "parts": [dict(RETRIED)]}]
     assert migrate(messages) == [] and migrate(messages, Options(target="2.60.0")) == []
+
+
+def test_hm501_rolls_a_retried_return_back_to_the_call_s_retry_prompt() -> None:
+    check_transformed(
+        "HM501",
+        [CALL, {"kind": "request", "parts": [TIMED_OUT]}],
+        [CALL, {"kind": "request", "parts": [PROMPT]}],
+        [_rolled_back("lost retry.cause='model_retry', retry.attempt, retry.max_retries")],
+        target="2.59.0",
+    )
+
+
+def test_hm501_a_null_retry_loses_nothing() -> None:
+    check_transformed(
+        "HM501",
+        [CALL, {"kind": "request", "parts": [TIMED_OUT | {"retry": None}]}],
+        [CALL, {"kind": "request", "parts": [PROMPT]}],
+        [_rolled_back("nothing lost")],
+        target="1.0.0",
+    )
+
+
+def test_hm501_leaves_a_successful_return_alone() -> None:
+    check_noop(
+        "HM501",
+        [CALL, {"kind": "request", "parts": [TIMED_OUT | {"outcome": "success", "retry": None}]}],
+        target="2.59.0",
+    )
+
+
+def test_hm501_leaves_a_return_without_outcome_alone() -> None:
+    returned = {"part_kind": "tool-return", "tool_name": "add", "content": "2", "tool_call_id": "c1"}
+    check_noop("HM501", [CALL, {"kind": "request", "parts": [returned]}], target="2.0.0")
+
+
+def test_hm501_leaves_a_retry_prompt_the_target_writes_alone() -> None:
+    check_noop("HM501", [CALL, {"kind": "request", "parts": [PROMPT]}], target="2.59.0")

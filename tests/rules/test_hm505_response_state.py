@@ -6,6 +6,11 @@ import pytest
 
 from histmig.api import migrate
 from histmig.options import Options
+from histmig.rules.base import Change
+from tests.rules.conftest import check_noop, check_transformed
+
+ASK = {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "hi"}]}
+TEXT = {"part_kind": "text", "content": "Working on it"}
 
 
 @pytest.mark.parametrize(
@@ -26,3 +31,35 @@ def test_hm505_writes_the_nearest_state_the_target_loads(target: str, state: str
     assert [(c.rule, c.message, c.part, c.evidence) for c in changes] == (
         [("HM505", 0, None, f"lost state={state!r}; written as {written!r}")] if written != state else []
     )
+
+
+def test_hm505_writes_incomplete_for_suspended_in_place() -> None:
+    check_transformed(
+        "HM505",
+        [ASK, {"kind": "response", "parts": [TEXT], "state": "suspended", "model_name": "gpt-4o"}],
+        [ASK, {"kind": "response", "parts": [TEXT], "state": "incomplete", "model_name": "gpt-4o"}],
+        [Change("HM505", 1, None, "state", "state", "lost state='suspended'; written as 'incomplete'", "exact")],
+        target="2.0.0",
+    )
+
+
+def test_hm505_writes_interrupted_where_the_target_has_no_incomplete() -> None:
+    check_transformed(
+        "HM505",
+        [ASK, {"kind": "response", "parts": [TEXT], "state": "incomplete"}],
+        [ASK, {"kind": "response", "parts": [TEXT], "state": "interrupted"}],
+        [Change("HM505", 1, None, "state", "state", "lost state='incomplete'; written as 'interrupted'", "exact")],
+        target="1.95.0",
+    )
+
+
+def test_hm505_leaves_a_complete_response_alone() -> None:
+    check_noop("HM505", [ASK, {"kind": "response", "parts": [TEXT], "state": "complete"}], target="2.0.0")
+
+
+def test_hm505_leaves_a_response_without_state_alone() -> None:
+    check_noop("HM505", [ASK, {"kind": "response", "parts": [TEXT]}], target="2.0.0")
+
+
+def test_hm505_leaves_a_requests_state_alone() -> None:
+    check_noop("HM505", [ASK | {"state": "suspended"}, {"kind": "response", "parts": [TEXT]}], target="2.0.0")
