@@ -170,3 +170,18 @@ def test_hm401_leaves_a_result_answering_a_call_two_messages_back_alone() -> Non
         DONE,
     ]
     check_noop("HM401", history, unsafe_fixes=True)
+
+
+def test_hm401_drops_an_orphan_rather_than_give_it_another_tools_open_call() -> None:
+    orphan = _returned("u", "zz")
+    calls = {"kind": "response", "parts": [call("t", "a")]}
+    check_transformed(
+        "HM401",
+        [ASK, calls, {"kind": "request", "parts": [orphan]}, DONE],
+        [ASK, calls, DONE],  # the emptied request between two responses goes, as 2.68 drops it
+        [
+            Change("HM401", 2, 0, "tool-return", "absent", "orphaned", "exact", removed=orphan),
+            Change("HM401", 2, None, "request", "absent", "emptied", "exact", removed={"kind": "request", "parts": []}),
+        ],
+        unsafe_fixes=True,
+    )
