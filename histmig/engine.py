@@ -198,7 +198,8 @@ def findings(messages: list[Any], plan: Plan = Plan()) -> list[Finding]:
         found += [finding for rule in rules for finding in rule.check(work, plan.context)]
         for rule in rules:
             if rule.code in plan.fixing:
-                fixed = any(type(done) is Change for done in rule.fix(work, plan.context)) or fixed  # type: ignore[misc]
+                made = rule.fix(work, plan.context)  # type: ignore[misc]  # a fixing rule has a fix
+                fixed = any(type(done) is Change for done in made) or fixed
     return found
 
 
@@ -222,12 +223,12 @@ def _apply(messages: list[Any], rules: tuple[Rule, ...], plan: Plan) -> tuple[li
             if rule.code not in asked:
                 continue
             if rule.code in plan.fixing:
-                for done in rule.fix(messages, ctx):  # type: ignore[misc]
+                for done in rule.fix(messages, ctx):  # type: ignore[misc]  # a fixing rule has a fix
                     if type(done) is Change:
                         changes.append(done)
                         looked_fixed = True
                     else:
-                        findings.append(done)  # type: ignore[arg-type]
+                        findings.append(done)  # type: ignore[arg-type]  # not a Change: a Finding
                 continue
         if rule.code in plan.fixing:
             for done in rule.fix(messages, ctx):  # type: ignore[misc]  # a fixing rule has a fix

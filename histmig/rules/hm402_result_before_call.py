@@ -43,7 +43,8 @@ RULE = Rule(
         before=(
             '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"go"}]},'
             '{"kind":"response","parts":[{"part_kind":"text","content":"On it."}]},'
-            '{"kind":"request","parts":[{"part_kind":"user-prompt","content":"now"},{"part_kind":"tool-return","tool_name":"t","content":"early","tool_call_id":"c1"}]},'
+            '{"kind":"request","parts":[{"part_kind":"user-prompt","content":"now"},{"part_kind":"tool-return",'
+            '"tool_name":"t","content":"early","tool_call_id":"c1"}]},'
             '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":{},"tool_call_id":"c1"}]},'
             '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"t","content":"42",'
             '"tool_call_id":"c1"}]}]'

@@ -46,9 +46,13 @@ def test_hm402_is_not_an_orphan() -> None:
     assert run(messages, "HM401", unsafe_fixes=True) == []
 
 
-def _history(*first: dict[str, Any]) -> list[dict[str, Any]]:
+def _history(*early: dict[str, Any]) -> list[dict[str, Any]]:
+    """A run that opens with a prompt (a whole history, not a fragment), then holds ``early``
+    in its second request, before the call they answer."""
     return [
-        {"kind": "request", "parts": [PROMPT, *first]},
+        opening(),
+        {"kind": "response", "parts": [{"part_kind": "text", "content": "On it."}]},
+        {"kind": "request", "parts": [PROMPT, *early]},
         {"kind": "response", "parts": [call("t", "a")]},
         {"kind": "request", "parts": [_returned("a", "12 C")]},
         DONE,
@@ -56,7 +60,7 @@ def _history(*first: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def test_hm402_reports_an_early_result_without_unsafe_fixes() -> None:
-    check_found("HM402", _history(_returned("a")), [_early(0, 1, "a")])
+    check_found("HM402", _history(_returned("a")), [_early(2, 1, "a")])
 
 
 def test_hm402_drops_an_early_result_and_writes_it_whole_into_the_change() -> None:
@@ -65,7 +69,7 @@ def test_hm402_drops_an_early_result_and_writes_it_whole_into_the_change() -> No
         "HM402",
         _history(early),
         _history(),
-        [Change("HM402", 0, 1, "tool-return", "absent", "result-before-call", "exact", removed=early)],
+        [Change("HM402", 2, 1, "tool-return", "absent", "result-before-call", "exact", removed=early)],
         unsafe_fixes=True,
     )
 
@@ -77,8 +81,8 @@ def test_hm402_drops_every_early_result_of_a_request() -> None:
         _history(first, second),
         _history(),
         [
-            Change("HM402", 0, 1, "tool-return", "absent", "result-before-call", "exact", removed=first),
-            Change("HM402", 0, 2, "tool-return", "absent", "result-before-call", "exact", removed=second),
+            Change("HM402", 2, 1, "tool-return", "absent", "result-before-call", "exact", removed=first),
+            Change("HM402", 2, 2, "tool-return", "absent", "result-before-call", "exact", removed=second),
         ],
         unsafe_fixes=True,
     )
@@ -94,9 +98,17 @@ def test_hm402_leaves_a_result_no_call_ever_has_to_hm401() -> None:
 
 def test_hm402_leaves_a_result_in_the_request_after_its_call_alone() -> None:
     history = [
-        {"kind": "request", "parts": [PROMPT]},
+        opening(),
         {"kind": "response", "parts": [call("t", "a")]},
         {"kind": "request", "parts": [PROMPT, _returned("a")]},
         DONE,
     ]
     check_noop("HM402", history, unsafe_fixes=True)
+
+
+def test_hm402_only_warns_of_an_early_result_of_a_fragment() -> None:
+    fragment = _history(_returned("a"))[2:]  # a record that opens on the request holding the early result
+    finding = Finding(
+        "HM402", 0, 1, "tool-return 't' (a) comes before its call", "result-before-call", "fragment", "warning"
+    )
+    check_found("HM402", fragment, [finding], unsafe_fixes=True)
