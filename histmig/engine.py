@@ -205,11 +205,11 @@ def findings(messages: list[Any], plan: Plan = Plan()) -> list[Finding]:
 
 def _apply(messages: list[Any], rules: tuple[Rule, ...], plan: Plan) -> tuple[list[Change], list[Finding], bool]:
     """The changes the fixing rules of ``rules`` made to ``messages``, the findings of the
-    others and those the fixing rules left as they are, and whether the history looks were asked of
-    the history the earlier fixes made
-    and no fix of theirs changed it (then its pairing needs no second look: no later phase
-    writes what they look for). The rules of a history look run only if its ``found``,
-    asked when the first of them comes, finds them (:meth:`~histmig.rules.Walk.to_run`)."""
+    others and those the fixing rules left as they are, and whether the history looks were asked
+    of the history the earlier fixes made and no fix of theirs changed it (then its pairing
+    needs no second look: no later phase writes what they look for). The rules of a history look
+    run only if its ``found``, asked when the first of them comes, finds them
+    (:meth:`~histmig.rules.Walk.to_run`)."""
     ctx = plan.context
     history = plan.walk.history_codes
     changes: list[Change] = []

@@ -84,8 +84,8 @@ def migrate(df: DataFrame, messages_column: str = "messages", *, report: bool = 
     it is; a rejected row keeps its original value. ``options`` are those of
     :class:`~histmig.options.Options` about records (:data:`~histmig.options.RECORD_OPTIONS`:
     ``select``, ``ignore``, ``unsafe_fixes``, ``causes``, ``messages_field``, ``target``,
-    ``attempts``, ``counting``, ``max_retries``); with ``report=True`` the result has two more columns,
-    :data:`STATUS` and :data:`CHANGES`. Lazy, like any transformation. Raises
+    ``attempts``, ``counting``, ``max_retries``); with ``report=True`` the result has two more
+    columns, :data:`STATUS` and :data:`CHANGES`. Lazy, like any transformation. Raises
     :class:`~histmig.errors.UsageError` for an unknown option or rule code, and
     :class:`~histmig.errors.ColumnError` for a messages column that is missing or of
     another type."""

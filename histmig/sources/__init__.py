@@ -128,7 +128,8 @@ def output_format(input_format: Format, output: str) -> str:
     """The format an input of ``input_format`` is written as to the file ``output``: the one
     its name tells among those the input can be written as; a name that tells none gets the
     first (a columnar input only when the name has no suffix at all). Raises :class:`UsageError`
-    when ``output`` is stdout for a columnar input, or its name asks for a format the input cannot be written as."""
+    when ``output`` is stdout for a columnar input, or its name asks for a format the input
+    cannot be written as."""
     if output == "-":
         if input_format.columnar:
             raise UsageError(

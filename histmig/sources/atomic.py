@@ -182,9 +182,9 @@ def atomic_output(path: str, *, keep: bool = False) -> Iterator[BinaryIO]:
     """A binary stream that becomes ``path`` only when the block ends without an exception:
     written to a temporary file in the same directory (a :class:`SyncingFile`), flushed,
     fsynced and renamed over the target, so a crash leaves either the previous file or
-    none; a write that fails raises :class:`UnwritableOutput` naming ``path``. ``-`` is stdout. A
-    target ending in ``.gz`` is gzip-compressed (with a fixed
-    mtime, so output bytes are reproducible). With ``keep``, the new file starts with the
+    none; a write that fails raises :class:`UnwritableOutput` naming ``path``. ``-`` is stdout.
+    A target ending in ``.gz`` is gzip-compressed (with a fixed mtime, so output bytes are
+    reproducible). With ``keep``, the new file starts with the
     target's current bytes, if it exists, so what is written is added after them (a
     rejects file of an earlier run is never replaced; a gzip target gets one more member)."""
     if path == "-":

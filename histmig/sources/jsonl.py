@@ -5,15 +5,14 @@ A record is a bare history array or an object whose messages field is auto-detec
 are and not counted. A file keeps its own conventions: a UTF-8 byte-order mark at its start
 is not part of the first record (and stays in the output), and a line's end, ``\r\n`` or
 ``\n``, is not part of its record (a migrated record keeps it; a line added at the end of a
-file whose last line had none takes the convention of the line before). A task is a :class:`Chunk`,
-the bytes of whole input lines (about
-:data:`CHUNK_BYTES`) and the number of its first line; :meth:`Chunk.run` puts its lines
-through the engine's record loop and returns the edits (each migrated or rejected record's
-place in the chunk and its new bytes) and the chunk's report; :func:`write_chunk` writes the
-chunk with its edits applied, so a record that needs nothing is never copied out of the
-chunk's bytes. A chunk of a regular file is sent to a worker as a few bytes (the worker reads
-the file itself, by its path, checking it is still the same file); of stdin or a ``.gz``, with
-its bytes.
+file whose last line had none takes the convention of the line before). A task is a
+:class:`Chunk`, the bytes of whole input lines (about :data:`CHUNK_BYTES`) and the number of its
+first line; :meth:`Chunk.run` puts its lines through the engine's record loop and returns the
+edits (each migrated or rejected record's place in the chunk and its new bytes) and the chunk's
+report; :func:`write_chunk` writes the chunk with its edits applied, so a record that needs
+nothing is never copied out of the chunk's bytes. A chunk of a regular file is sent to a worker
+as a few bytes (the worker reads the file itself, by its path, checking it is still the same
+file); of stdin or a ``.gz``, with its bytes.
 A worker puts a chunk's migrated records in the chunk's slot of shared memory
 (:class:`~histmig.parallel.Slots`) when they fit, and sends only where they are.
 """
