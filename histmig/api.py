@@ -212,7 +212,8 @@ def _check_history(messages: Any) -> None:
         )
     if isinstance(messages, dict):
         raise NotAHistory(
-            "expected a history (a list of messages), got an object: pass the list it holds (record['messages']), or use migrate_json"
+            "expected a history (a list of messages), got an object: pass "
+            "the list it holds (record['messages']), or use migrate_json"
         )
     if not isinstance(messages, list):
         raise NotAHistory(f"expected a history (a list of messages), got {type(messages).__name__}")

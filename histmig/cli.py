@@ -14,7 +14,7 @@ import errno
 import functools
 import inspect
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from functools import partial
 from io import TextIOWrapper
@@ -32,7 +32,7 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup
 from histmig import __version__, api
 from histmig.errors import UnreadableInput, UnwritableOutput, UsageError
 from histmig.options import FIELDS, Flag, Options, flags, flags_of
-from histmig.report import Rendering
+from histmig.report import Detail, Rendering
 from histmig.schema.releases import NEWEST
 from histmig.sources.atomic import atomic_output
 from histmig.tuning import tune_allocators
@@ -48,7 +48,7 @@ class _PlainArgument(TyperArgument):
     def _usage_display_name(self) -> str:
         return self.display_name_raw if self.required else f"[{self.display_name_raw}]"
 
-    def display_type_rich(self, ctx: typer.Context) -> str | None:
+    def display_type_rich(self, ctx: typer.Context) -> str | None:  # type: ignore[override]  # typer's own Context
         return None
 
 
@@ -62,7 +62,7 @@ class _Command(TyperCommand):
             if type(param) is TyperArgument:
                 param.__class__ = _PlainArgument
 
-    def get_help_option(self, ctx: typer.Context) -> Any:
+    def get_help_option(self, ctx: typer.Context) -> Any:  # type: ignore[override]  # typer's own Context
         option = super().get_help_option(ctx)
         if option is not None:
             option.metavar = ""
@@ -74,7 +74,7 @@ class _Group(TyperGroup):
     command line itself (an unknown option, a bad value, a missing argument) is one line on
     stderr, pointing at the command's help, with exit code 2."""
 
-    def get_help_option(self, ctx: typer.Context) -> Any:
+    def get_help_option(self, ctx: typer.Context) -> Any:  # type: ignore[override]  # typer's own Context
         option = super().get_help_option(ctx)
         if option is not None:
             option.metavar = ""
@@ -82,25 +82,28 @@ class _Group(TyperGroup):
 
     def main(
         self,
-        args: Any = None,
+        args: Sequence[str] | None = None,
         prog_name: str | None = None,
         complete_var: str | None = None,
         standalone_mode: bool = True,
+        windows_expand_args: bool = True,
         **extra: Any,
     ) -> Any:
         if not standalone_mode:
-            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+            return super().main(args, prog_name, complete_var, standalone_mode, windows_expand_args, **extra)
         try:
-            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            code = super().main(
+                args, prog_name, complete_var, standalone_mode=False, windows_expand_args=windows_expand_args, **extra
+            )
         except (
             typer.TyperException
         ) as exc:  # a command-line error (typer tells "no arguments: the help was shown" by its name too)
             if type(exc).__name__ == "NoArgsIsHelpError":
-                sys.exit(exc.exit_code)  # type: ignore[attr-defined]
+                sys.exit(exc.exit_code)
             ctx = getattr(exc, "ctx", None)
             hint = f" (see {ctx.command_path} -h)" if ctx is not None else ""
             stderr.print(f"histmig: {exc.format_message().rstrip('.')}{hint}", markup=False, soft_wrap=True)
-            sys.exit(exc.exit_code)  # type: ignore[attr-defined]
+            sys.exit(exc.exit_code)
         except typer.Abort:
             stderr.print("Aborted!", markup=False)
             sys.exit(1)
@@ -168,12 +171,12 @@ class Shown:
     report: str | None = None
     report_format: str = "text"
     quiet: bool = False
-    report_detail: str = "auto"
+    report_detail: Detail = "auto"
     no_timestamp: bool = False
 
     @property
     def rendering(self) -> Rendering:
-        return Rendering(self.report_detail, not self.no_timestamp)  # type: ignore[arg-type]
+        return Rendering(self.report_detail, not self.no_timestamp)
 
 
 _SHOWN = frozenset(f.name for f in fields(Shown))
@@ -212,14 +215,16 @@ def takes(name: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
             given = {key: values.pop(key) for key in list(values) if key in FIELDS}
             with _usage_errors():
                 options = Options(
-                    **{key: tuple(value or ()) if key in _REPEATED else value for key, value in given.items()}
+                    **{  # type: ignore[arg-type]  # each key is an Options field (FIELDS)
+                        key: tuple(value or ()) if key in _REPEATED else value for key, value in given.items()
+                    }
                 )
                 options.rules  # noqa: B018 (an unknown code is a usage error before anything is read)
             if shows:
                 values["shown"] = Shown(**{key: values.pop(key) for key in list(values) if key in _SHOWN})
             command(options=options, **values)
 
-        run.__signature__ = signature.replace(parameters=own + added)  # type: ignore[attr-defined]
+        run.__signature__ = signature.replace(parameters=own + added)  # type: ignore[attr-defined]  # read by typer
         return run
 
     return decorate
@@ -231,7 +236,8 @@ in :class:`~histmig.options.Options`."""
 
 INPUT_HELP = (
     "Archives to read: .json (one history), .jsonl/.ndjson (one record a line, maybe gzipped), .parquet, "
-    ".duckdb or .sqlite (with --table), a postgresql:// URL (with --table), - for stdin, a directory (its .json, .jsonl, .ndjson and "
+    ".duckdb or .sqlite (with --table), a postgresql:// URL (with --table), - for stdin, a directory (its .json, "
+    ".jsonl, .ndjson and "
     ".parquet files) or a quoted glob; several may be given."
 )
 InputArg = Annotated[list[str], typer.Argument(metavar="INPUT...", help=INPUT_HELP)]
@@ -371,9 +377,10 @@ def convert(
         typer.Argument(
             metavar="INPUT... [OUTPUT]",
             help=INPUT_HELP
-            + " The last is OUTPUT, unless --in-place or --to-table: a file (its name tells the format: the input's own, or "
-            "for Parquet and databases .parquet or .jsonl), - for stdout, or a directory (for several inputs, a directory or a glob: each "
-            "written there under its own name; --engine spark: a directory of Parquet files).",
+            + " The last is OUTPUT, unless --in-place or --to-table: a file (its name tells the format: the "
+            "input's own, or for Parquet and databases .parquet or .jsonl), - for stdout, or a directory (for "
+            "several inputs, a directory or a glob: each written there under its own name; --engine spark: a "
+            "directory of Parquet files).",
         ),
     ],
     *,
@@ -392,8 +399,11 @@ def convert(
 
 @command(
     epilog=(
-        "Examples:\n\n  histmig audit chats.jsonl\n\n  histmig audit chats.jsonl --report audit.md --report-format markdown\n\n"
-        "  histmig audit 'lake/*.parquet' --id-column conversation_id\n\n  histmig audit chats.duckdb --table conversations\n\n"
+        "Examples:\n\n"
+        "  histmig audit chats.jsonl\n\n"
+        "  histmig audit chats.jsonl --report audit.md --report-format markdown\n\n"
+        "  histmig audit 'lake/*.parquet' --id-column conversation_id\n\n"
+        "  histmig audit chats.duckdb --table conversations\n\n"
         "  histmig audit postgresql://app@db/app --table conversations --schema chat\n\n"
         "  histmig audit chats.v2.jsonl --target 2.0.0   # what a rollback to 2.0.0 would rewrite and lose\n\n"
         "  histmig audit chats.jsonl --attempts --counting writer"
@@ -411,12 +421,16 @@ def audit(
 
 
 @command(
+    help="Exit 0 when every record is current and valid (with --reader: that release loads it and no rule would "
+    "rewrite it), 1 when any needs a rule, fails validation or has a finding (with --strict: or holds a part of "
+    "an unknown part_kind), 2 when the input is unreadable.",
     epilog=(
-        "Examples:\n\n  histmig check chats.jsonl   # in CI: exit 1 if anything needs migrating\n\n  histmig check history.json --select HM2\n\n"
+        "Examples:\n\n  histmig check chats.jsonl   # in CI: exit 1 if anything needs migrating\n\n"
+        "  histmig check history.json --select HM2\n\n"
         "  histmig check chats.parquet\n\n  histmig check chats.duckdb --table conversations --id-column id\n\n"
         "  histmig check chats.sqlite --table messages\n\n"
         "  histmig check chats.jsonl --reader 2.0.0   # before upgrading: can the oldest service still read everything?"
-    )
+    ),
 )
 @takes("check")
 def check(
@@ -426,11 +440,13 @@ def check(
     shown: Shown,
     strict: bool,
 ) -> None:
-    """Exit 0 when every record is current and valid (with --reader: that release loads it and no rule would rewrite it), 1 when any needs a rule, fails validation or has a finding (with --strict: or holds a part of an unknown part_kind), 2 when the input is unreadable."""
     _finish(_run(api.check, input_path, options, strict=strict, report=shown.report), shown)
 
 
-@command()
+@command(
+    help="List the rules: code, summary and its fix (safe, unsafe, or none: it only reports); with CODE, a rule "
+    "in full (what it does, why, where it comes from in pydantic-ai, an example)."
+)
 def rules(
     code: Annotated[
         Optional[str],
@@ -439,7 +455,6 @@ def rules(
         ),
     ] = None,
 ) -> None:
-    """List the rules: code, summary and its fix (safe, unsafe, or none: it only reports); with CODE, a rule in full (what it does, why, where it comes from in pydantic-ai, an example)."""
     console = Console(highlight=False, emoji=False)
     with _usage_errors():
         selected = api.rules(code)
@@ -462,7 +477,8 @@ def rules(
         console.print(
             f"[bold]{rule.code}[/] ({rule.name}): {escape(rule.summary)}\n\n"
             f"What it does\n  {escape(docs.what)}\n\nWhy it matters\n  {escape(docs.why)}\n\n"
-            f"{fix}\n{severity}Runs for targets: {rule.target_text} (--target; default {NEWEST})\nSource: {escape(rule.source)}\n\n{example}\n",
+            f"{fix}\n{severity}Runs for targets: {rule.target_text} (--target; default {NEWEST})\nSource: "
+            f"{escape(rule.source)}\n\n{example}\n",
             soft_wrap=True,
         )
 
@@ -473,7 +489,8 @@ def _indented(text: str) -> str:
 
 
 OTEL_INPUT_HELP = (
-    "Archives to read: .json (one history), .jsonl/.ndjson (one record a line, maybe gzipped), - for stdin, or a directory or quoted glob of them; "
+    "Archives to read: .json (one history), .jsonl/.ndjson (one record a line, maybe gzipped), - for stdin, or a "
+    "directory or quoted glob of them; "
     "the last is OUTPUT: a file, - for stdout, or a directory for several inputs."
 )
 
@@ -488,6 +505,8 @@ def _otel_done(result: api.Result, quiet: bool) -> None:
 
 @command(
     "otel",
+    help="Export each history (legacy parts migrated first) as the "
+    "OpenTelemetry GenAI message list pydantic-ai's instrumentation records.",
     epilog=(
         "Examples:\n\n"
         "  histmig otel chats.jsonl chats.otel.jsonl --version 6\n\n"
@@ -502,7 +521,6 @@ def otel(
     quiet: bool,
     **given: Any,
 ) -> None:
-    """Export each history (legacy parts migrated first) as the OpenTelemetry GenAI message list pydantic-ai's instrumentation records."""
     with _usage_errors():
         inputs, output_path = _inputs_and_output(paths)
         result = api.otel(inputs, output_path, options, **given)
@@ -511,7 +529,10 @@ def otel(
 
 @command(
     "otel-upgrade",
-    epilog="Examples:\n\n  histmig otel-upgrade spans.v5.jsonl spans.v6.jsonl\n\n  cat spans.jsonl | histmig otel-upgrade - - > spans.v6.jsonl",
+    help="Move OTel message arrays exported with version 5 roles to version 6 roles; records already in version 6 "
+    "roles are copied byte for byte.",
+    epilog="Examples:\n\n  histmig otel-upgrade spans.v5.jsonl spans.v6.jsonl\n\n"
+    "  cat spans.jsonl | histmig otel-upgrade - - > spans.v6.jsonl",
 )
 @takes("otel-upgrade")
 def otel_upgrade(
@@ -521,7 +542,6 @@ def otel_upgrade(
     quiet: bool,
     **given: Any,
 ) -> None:
-    """Move OTel message arrays exported with version 5 roles to version 6 roles; records already in version 6 roles are copied byte for byte."""
     with _usage_errors():
         inputs, output_path = _inputs_and_output(paths)
         result = api.otel_upgrade(inputs, output_path, options, **given)

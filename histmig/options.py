@@ -194,7 +194,8 @@ class Options:
         "inferred",
         _flag(
             "--causes",
-            "inferred: causes from evidence; framework: exactly the retry values pydantic-ai 2.68's loader writes (HM103 off).",
+            "inferred: causes from evidence; framework: exactly the "
+            "retry values pydantic-ai 2.68's loader writes (HM103 off).",
             MIGRATING | {"otel"},
             "records",
             metavar="MODE",
@@ -215,7 +216,8 @@ class Options:
         None,
         _flag(
             "--format",
-            f"Input format when INPUT does not tell: {', '.join(formats())} (postgres: INPUT may be a connection string or a database name, the rest from the PG* variables).",
+            f"Input format when INPUT does not tell: {', '.join(formats())} (postgres: INPUT may be a connection "
+            "string or a database name, the rest from the PG* variables).",
             RUNS | EXPORTS,
             "input",
             metavar="FORMAT",
@@ -259,7 +261,8 @@ class Options:
         None,
         _flag(
             ("--jobs", "-j"),
-            "Worker processes, 1 or more (default: the number of cores); 1 runs in this process. Output and report are the same for any N.",
+            "Worker processes, 1 or more (default: the number of cores); 1 "
+            "runs in this process. Output and report are the same for any N.",
             RUNS,
             "run",
             metavar="N",
@@ -280,7 +283,8 @@ class Options:
         None,
         _flag(
             "--key-column",
-            "PostgreSQL/SQLite: unique column the rows are read in order of and named by (default: the primary key; SQLite: else the rowid).",
+            "PostgreSQL/SQLite: unique column the rows are read in order of "
+            "and named by (default: the primary key; SQLite: else the rowid).",
             RUNS,
             "input",
             formats=frozenset({"postgres", "sqlite"}),
@@ -301,17 +305,17 @@ class Options:
         None,
         _flag(
             "--target",
-            "Write the shapes this pydantic-ai release (e.g. 2.59.0) writes and loads, for a rollback or an older service: "
-            "retried tool-returns and retry-feedback parts become retry-prompt parts before 2.60.0 (rules HM5xx); what the older "
-            "form cannot hold is reported as lost. Default: the newest, 2.68.0.",
+            "Write the shapes this pydantic-ai release (e.g. 2.59.0) writes and loads, for a rollback or an older "
+            "service: retried tool-returns and retry-feedback parts become retry-prompt parts before 2.60.0 (rules "
+            "HM5xx); what the older form cannot hold is reported as lost. Default: the newest, 2.68.0.",
             MIGRATING,
             "records",
             metavar="RELEASE",
         ),
         _flag(
             "--reader",
-            "Exit 0 only if this pydantic-ai release (e.g. 2.0.0) loads every record as it is and no rule would rewrite one "
-            "for it; the report gives, per record, the oldest release that loads it.",
+            "Exit 0 only if this pydantic-ai release (e.g. 2.0.0) loads every record as it is and no rule would "
+            "rewrite one for it; the report gives, per record, the oldest release that loads it.",
             frozenset({"check"}),
             "records",
             metavar="RELEASE",
@@ -321,7 +325,8 @@ class Options:
         False,
         _flag(
             "--attempts",
-            "Fill retry.attempt of every retry part that has none by replaying the framework's retry counters (rule HM104).",
+            "Fill retry.attempt of every retry part that has none by "
+            "replaying the framework's retry counters (rule HM104).",
             MIGRATING,
             "records",
         ),
@@ -330,7 +335,8 @@ class Options:
         "current",
         _flag(
             "--counting",
-            "With --attempts: current (today's counting rules), writer (those of the releases that wrote each run, told from its fields) or a release such as 1.0.18.",
+            "With --attempts: current (today's counting rules), writer (those of the releases that wrote each run, "
+            "told from its fields) or a release such as 1.0.18.",
             MIGRATING,
             "records",
             metavar="RULES",
@@ -340,7 +346,8 @@ class Options:
         None,
         _flag(
             "--max-retries",
-            "With --attempts: the agent's retry budgets, tools=N,output=M,tool:NAME=K; they fill retry.max_retries (default: left null).",
+            "With --attempts: the agent's retry budgets, tools=N,output=M,tool:NAME=K; "
+            "they fill retry.max_retries (default: left null).",
             MIGRATING,
             "records",
             metavar="BUDGETS",
@@ -350,8 +357,9 @@ class Options:
     PARAMETERS: ClassVar[tuple[Flag, ...]] = (
         _flag(
             "--in-place",
-            "Replace each INPUT once its migrated archive is complete (DuckDB, SQLite: rewrite --table in one transaction; PostgreSQL: "
-            "update the changed rows, a transaction a page, never a row another client wrote meanwhile); no OUTPUT.",
+            "Replace each INPUT once its migrated archive is complete (DuckDB, SQLite: rewrite --table in one "
+            "transaction; PostgreSQL: update the changed rows, a transaction a page, never a row another client wrote "
+            "meanwhile); no OUTPUT.",
             frozenset({"convert"}),
             "output",
             formats=frozenset({"json", "jsonl"}) | TABLES,
@@ -371,7 +379,8 @@ class Options:
         ),
         _flag(
             "--overwrite",
-            "With --to-table (DuckDB, PostgreSQL, SQLite): replace the table if it exists, in the transaction that writes the new one (an output file is always replaced, once the new one is complete).",
+            "With --to-table (DuckDB, PostgreSQL, SQLite): replace the table if it exists, in the transaction that "
+            "writes the new one (an output file is always replaced, once the new one is complete).",
             frozenset({"convert"}),
             "output",
             formats=TABLES,
@@ -381,7 +390,8 @@ class Options:
         ),
         _flag(
             "--engine",
-            "local: this machine's worker processes (--jobs); spark: a Spark job, Parquet in, a directory of Parquet files out (pip install 'histmig\\[spark]', Java 17).",
+            "local: this machine's worker processes (--jobs); spark: a Spark job, Parquet in, a directory of Parquet "
+            "files out (pip install 'histmig\\[spark]', Java 17).",
             frozenset({"convert"}),
             "run",
             metavar="ENGINE",
@@ -392,7 +402,8 @@ class Options:
         ),
         _flag(
             "--spark-master",
-            "--engine spark: the cluster to run on (spark://host:7077, yarn, local[8]); default a local session of --jobs cores.",
+            "--engine spark: the cluster to run on (spark://host:7077, "
+            "yarn, local[8]); default a local session of --jobs cores.",
             frozenset({"convert"}),
             "run",
             metavar="URL",
@@ -401,7 +412,8 @@ class Options:
         ),
         _flag(
             "--rejects",
-            "File for rejected records, added to if it exists, or - for stdout (default: OUTPUT.rejects.jsonl; with - as OUTPUT, rejected records go to stdout unchanged, in place).",
+            "File for rejected records, added to if it exists, or - for stdout (default: OUTPUT.rejects.jsonl; with - "
+            "as OUTPUT, rejected records go to stdout unchanged, in place).",
             frozenset({"convert"}) | EXPORTS,
             "output",
             metavar="FILE",
@@ -410,7 +422,8 @@ class Options:
         ),
         _flag(
             "--strict",
-            "Also fail (exit 1) when a record holds a part of a part_kind pydantic-ai 2.68 does not know (a newer release's, carried unchanged).",
+            "Also fail (exit 1) when a record holds a part of a part_kind pydantic-ai 2.68 does not know (a newer "
+            "release's, carried unchanged).",
             frozenset({"check"}),
             "report",
             name="strict",
@@ -459,7 +472,8 @@ class Options:
         ),
         _flag(
             ("--quiet", "-q"),
-            "Nothing on stderr: no report, error lines nor summary line (a --report file is still written; the exit code tells).",
+            "Nothing on stderr: no report, error lines nor summary line "
+            "(a --report file is still written; the exit code tells).",
             RUNS,
             "report",
             name="quiet",
@@ -477,7 +491,9 @@ class Options:
         ),
         _flag(
             "--report-detail",
-            f"full: a line per change; summary: the counts (findings by rule) and the error and unknown-part warning lines only; auto: full up to {DETAIL_ROWS:,} changes, else the summary (the JSON report always lists every change).",
+            "full: a line per change; summary: the counts (findings by rule) and the error and unknown-part "
+            f"warning lines only; auto: full up to {DETAIL_ROWS:,} changes, else the summary (the JSON report "
+            "always lists every change).",
             RUNS,
             "report",
             metavar="DETAIL",

@@ -105,7 +105,10 @@ def check(df: DataFrame, messages_column: str = "messages", **options: Any) -> D
     return checked.where(failing)
 
 
-_ENTRY = "struct<changes: array<struct<rule: string, cause: string, evidence: string, certainty: string>>, findings: array<struct<rule: string, severity: string>>, warnings: array<string>>"
+_ENTRY = (
+    "struct<changes: array<struct<rule: string, cause: string, evidence: string, certainty: string>>, findings: "
+    "array<struct<rule: string, severity: string>>, warnings: array<string>>"
+)
 """What :func:`summarize` reads of a :data:`CHANGES` entry."""
 
 
@@ -229,7 +232,8 @@ def session(master: str | None = None, cores: int = 1) -> tuple[SparkSession, st
     java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else shutil.which("java")
     if java is None or not os.path.exists(java):
         raise UsageError(
-            "--engine spark needs Java 17 or later to run Spark (no java on PATH and JAVA_HOME unset): install a JRE (apt-get install openjdk-17-jre-headless)"
+            "--engine spark needs Java 17 or later to run Spark (no java on PATH and JAVA_HOME unset): install a JRE "
+            "(apt-get install openjdk-17-jre-headless)"
         )
     if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:  # spark-submit starts the JVM and gives the master
         master = f"local[{cores}]"
@@ -257,7 +261,8 @@ def session(master: str | None = None, cores: int = 1) -> tuple[SparkSession, st
             spark = builder.getOrCreate()
         except Exception as exc:
             raise UsageError(
-                f"Spark did not start ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); its log: {log.name}"
+                f"Spark did not start ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); its log: "
+                f"{log.name}"
             ) from exc
         finally:
             os.dup2(saved, 2)
@@ -276,7 +281,9 @@ def _options(given: dict[str, Any]) -> Options:
             f"unknown option {', '.join(map(repr, unknown))} (options: {', '.join(sorted(RECORD_OPTIONS))})"
         )
     options = Options(
-        **{k: ((v,) if isinstance(v, str) else tuple(v)) if k in ("select", "ignore") else v for k, v in given.items()}
+        **{  # type: ignore[arg-type]  # each key is an Options field (checked above)
+            k: ((v,) if isinstance(v, str) else tuple(v)) if k in ("select", "ignore") else v for k, v in given.items()
+        }
     )
     options.rules  # noqa: B018 (an unknown code is a usage error before Spark runs anything)
     return options
@@ -452,7 +459,7 @@ class _Chunks:
     input order (:meth:`report`), so the driver holds one chunk at a time."""
 
     def __init__(self) -> None:
-        self._file: IO[bytes] = tempfile.TemporaryFile()
+        self._file: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (closed by report(), once read back)
         self._index: list[tuple[int, int, int]] = []
 
     def add(self, chunks: list[tuple[int, int, Report]]) -> None:

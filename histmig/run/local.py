@@ -34,7 +34,7 @@ def run_local(planning: Planning, options: Options, job: Job, progress: Progress
         dict.fromkeys(
             item.destination.rejects
             for item in planning.inputs
-            if item.destination.rejects not in (None, "-") and os.path.exists(item.destination.rejects)  # type: ignore[arg-type]
+            if item.destination.rejects not in (None, "-") and os.path.exists(item.destination.rejects)
         )
     )
     if planning.directory is not None:
@@ -42,7 +42,7 @@ def run_local(planning: Planning, options: Options, job: Job, progress: Progress
     report = Report()
     if progress is not None:
         sizes = [i.size for i in inputs]
-        progress.start(None if None in sizes else sum(sizes))  # type: ignore[arg-type]
+        progress.start(None if None in sizes else sum(sizes))  # type: ignore[arg-type]  # no None in the sum
     jobs = 1 if all(i.in_process for i in inputs) else options.workers
     advance: Callable[[int], None] = progress.advance if progress is not None else lambda n: None
     wrote: list[Written] = []
@@ -73,7 +73,7 @@ def run_local(planning: Planning, options: Options, job: Job, progress: Progress
         stdin_lines=planning.paths == ["-"] and planning.inputs[0].format.name == "jsonl" and options.format is None,
         strict=strict,
         inputs=[i.name for i in inputs],
-        earlier_rejects=earlier,  # type: ignore[arg-type]
+        earlier_rejects=earlier,
         target=options.target and str(options.release),
     )
 

@@ -99,7 +99,7 @@ def plan(
     check_options(command, found, destination, options)
     inputs, directory = _destinations(paths, found, destination, engine)
     check_apart([(item.path, item.destination) for item in inputs], rejects=destination.rejects, report=report)
-    return Planning(command, input, destination, inputs, directory, engine, spark_master)  # type: ignore[arg-type]
+    return Planning(command, input, destination, inputs, directory, engine, spark_master)
 
 
 def _check_written(*paths: tuple[str, str | None]) -> None:
@@ -125,7 +125,8 @@ def _check_convert(input: str | Sequence[str], destination: Destination, engine:
             or destination.overwrite
         ):
             raise UsageError(
-                "--engine spark writes OUTPUT, a directory of Parquet files (rejected rows stay in their rows): give OUTPUT, without --in-place, --to-table, --overwrite or --rejects"
+                "--engine spark writes OUTPUT, a directory of Parquet files (rejected rows stay in their rows): give "
+                "OUTPUT, without --in-place, --to-table, --overwrite or --rejects"
             )
         try:
             import pyspark  # noqa: F401 (only asked whether it is there)
@@ -149,7 +150,7 @@ def _check_spark(paths: list[str], found: list[tuple[str, Format]], destination:
     if any(fmt is not parquet for _, fmt in found):
         raise UsageError(f"{', '.join(paths)}: --engine spark reads Parquet (files, directories or globs of them)")
     output = destination.output
-    if output == "-" or named_format(output) not in (None, parquet):  # type: ignore[arg-type]
+    if output == "-" or named_format(output) not in (None, parquet):  # type: ignore[arg-type]  # Spark: an OUTPUT
         raise UsageError(f"{output}: --engine spark writes a directory of Parquet files; name one (no .jsonl)")
 
 
@@ -168,7 +169,8 @@ def check_options(
     ``--to-table``, ``--to-table`` with several inputs, and a columnar input to an export."""
     if destination.overwrite and destination.to_table is None:
         raise UsageError(
-            "--overwrite replaces the table --to-table names (an output file is always replaced, once the new one is complete)"
+            "--overwrite replaces the table --to-table names (an output "
+            "file is always replaced, once the new one is complete)"
         )
     if destination.to_table is not None and len(found) > 1:
         raise UsageError("--to-table writes one table: give one database input")
@@ -182,12 +184,20 @@ def check_options(
     extra = [
         flag
         for flag in limited.values()
-        if given(flag, values.get(flag.name, flag.default)) and not any(fmt.name in flag.formats for _, fmt in found)  # type: ignore[operator]
+        if given(flag, values.get(flag.name, flag.default))
+        and not any(
+            fmt.name in flag.formats  # type: ignore[operator]  # limited: formats set
+            for _, fmt in found
+        )
     ]
     if extra:
         words = " and ".join(flag.flag for flag in extra)
         takers = _alternatives(
-            [f.description for f in formats().values() if all(f.name in flag.formats for flag in extra)]  # type: ignore[operator]
+            [
+                f.description
+                for f in formats().values()
+                if all(f.name in flag.formats for flag in extra)  # type: ignore[operator]  # limited: formats set
+            ]
         )
         inputs = f"{found[0][0]}: " if len(found) == 1 else ""
         kinds = _alternatives(list(dict.fromkeys(fmt.description for _, fmt in found)))
@@ -210,20 +220,20 @@ def _destinations(
     create, if any; the Spark engine writes one directory of every input."""
     if engine == "spark":
         files = [path for path, _ in found]
-        _check_spark_output(destination.output, files)  # type: ignore[arg-type]
+        _check_spark_output(destination.output, files)  # type: ignore[arg-type]  # a Spark run has an OUTPUT
         return [Planned(path, fmt, destination) for path, fmt in found], None
     outputs: list[str | None] = [None] * len(found)
     directory = None
     if destination.output is not None:
         several = len(paths) > 1 or any(expands(path) for path in paths)
-        outputs, directory = output_paths(found, destination.output, several)  # type: ignore[assignment]
+        outputs, directory = output_paths(found, destination.output, several)  # type: ignore[assignment]  # only read
         if directory is not None:
             check_directory(directory)
         elif destination.output != "-":
             check_writable(destination.output)
     planned = []
     for (path, fmt), output in zip(found, outputs):
-        if output not in (None, "-") and path != "-" and os.path.exists(output) and os.path.samefile(output, path):  # type: ignore[arg-type]
+        if output not in (None, "-") and path != "-" and os.path.exists(output) and os.path.samefile(output, path):
             raise UsageError(f"{output} is the input; use --in-place to replace it")
         if destination.in_place and not fmt.columnar:
             check_writable(path)
@@ -259,7 +269,8 @@ def _check_spark_output(output: str, inputs: list[str]) -> None:
         return
     if not (target / "_SUCCESS").is_file():
         raise UsageError(
-            f"{output}: exists and is not the output of an earlier --engine spark run (a directory with _SUCCESS); remove it or name another"
+            f"{output}: exists and is not the output of an earlier --engine spark run (a directory with "
+            "_SUCCESS); remove it or name another"
         )
     if any(os.path.samefile(target, Path(f).parent) or os.path.samefile(target, f) for f in inputs):
         raise UsageError(f"{output}: holds the input; name another OUTPUT")

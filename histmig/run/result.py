@@ -75,23 +75,35 @@ class Result:
                 if not self.report.needs_attention:
                     return f"histmig check: {self.target} loads {_every(counts['records_in'])} as they are{warned}"
                 return (
-                    f"histmig check: {self.target} loads {summary.get('reader_loads', 0)} of {counts['records_in']} records as they are; "
-                    f"{counts['changed']} to rewrite for it (convert --target {self.target}), {counts['invalid']} that no rule makes loadable, {counts['rejected']} rejected{found}{cut}"
+                    f"histmig check: {self.target} loads {summary.get('reader_loads', 0)} of "
+                    f"{counts['records_in']} records as they are; "
+                    f"{counts['changed']} to rewrite for it (convert --target {self.target}), "
+                    f"{counts['invalid']} that no rule makes loadable, {counts['rejected']} rejected{found}{cut}"
                 )
             if not self.report.needs_attention:
                 if unknown:
                     fails = "--strict fails on them" if self.strict else "--strict would fail on them"
-                    return f"histmig check: {_plural(counts['records_in'], 'record')} need{'s' if counts['records_in'] == 1 else ''} no rule, but {unknown}, carried unchanged ({fails}){warned}"
+                    return (
+                        f"histmig check: {_plural(counts['records_in'], 'record')} "
+                        f"need{'s' if counts['records_in'] == 1 else ''} no rule, but {unknown}, carried "
+                        f"unchanged ({fails}){warned}"
+                    )
                 are = "is" if counts["records_in"] == 1 else "are"
                 return f"histmig check: {_every(counts['records_in'])} {are} current and valid{warned}"
             unknown = f"; {unknown}" if unknown else ""
-            return f"histmig check: {of} to migrate, {counts['invalid']} invalid, {counts['rejected']} rejected{found}{unknown}{cut}"
+            return (
+                f"histmig check: {of} to migrate, {counts['invalid']} invalid, {counts['rejected']} "
+                f"rejected{found}{unknown}{cut}"
+            )
         migrated, kept = ("migrated", "") if self.target is None else (f"rewritten for {self.target}", self._kept())
         left = (
             f", {_plural(counts['findings'], 'finding')} left as found (see the report)" if counts["findings"] else ""
         )
         if self.command == "audit":
-            return f"histmig audit: {of} would be {migrated}, {counts['unchanged']} need nothing{kept}, {counts['rejected']} would be rejected{left}; nothing was written{cut}"
+            return (
+                f"histmig audit: {of} would be {migrated}, {counts['unchanged']} need nothing{kept}, "
+                f"{counts['rejected']} would be rejected{left}; nothing was written{cut}"
+            )
         if self.command in ("otel", "otel-upgrade"):
             done = counts["records_in"] - counts["rejected"]
             what = (
@@ -99,11 +111,15 @@ class Result:
             )
             return f"histmig: {done} records {what}, {counts['rejected']} rejected"
         skipped = (
-            f", {counts['skipped']} skipped (another client wrote them after histmig read them; run again to migrate them)"
+            f", {counts['skipped']} skipped (another client wrote them after histmig read them; run again to "
+            "migrate them)"
             if counts["skipped"]
             else ""
         )
-        return f"histmig convert: {of} {migrated}, {counts['unchanged']} unchanged{kept}, {counts['rejected']} rejected{skipped}{left}; {self._written()}{cut}"
+        return (
+            f"histmig convert: {of} {migrated}, {counts['unchanged']} unchanged{kept}, {counts['rejected']} "
+            f"rejected{skipped}{left}; {self._written()}{cut}"
+        )
 
     def _fragments(self) -> str:
         """What the verdict says of the records that look like pieces of a conversation stored
@@ -188,14 +204,16 @@ class Result:
             and first["errors"][0].startswith("invalid JSON")
         ):
             notes.append(
-                "stdin was read as JSONL and no line of it is a record; if it holds one JSON document, add --format json"
+                "stdin was read as JSONL and no line of it is a record; "
+                "if it holds one JSON document, add --format json"
             )
         for row in self.report.errors:
             if row["location"] == "file" and row["errors"][0].startswith(
                 "invalid JSON: unexpected content after document: line 2 "
             ):
                 notes.append(
-                    f"{row['source']} holds more than one JSON document; if it holds one record a line, add --format jsonl"
+                    f"{row['source']} holds more than one JSON document; if it holds one record a line, add "
+                    "--format jsonl"
                 )
         return notes
 

@@ -19,7 +19,7 @@ def run_spark(planning: Planning, options: Options, progress: Progress | None) -
     from histmig import spark
 
     files = [item.path for item in planning.inputs]
-    output: str = planning.destination.output  # type: ignore[assignment]
+    output: str = planning.destination.output  # type: ignore[assignment]  # a Spark run has an OUTPUT
     report = spark.migrate_files(files, output, options, master=planning.spark_master, progress=progress)
     return Result(
         "convert",

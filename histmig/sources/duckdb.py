@@ -161,7 +161,8 @@ class TableInput(Input):
         return [
             list(row[0])
             for row in self._con.execute(
-                "SELECT constraint_column_names FROM duckdb_constraints() WHERE table_name = ? AND database_name = current_database() AND constraint_type = ? ORDER BY constraint_index",
+                "SELECT constraint_column_names FROM duckdb_constraints() WHERE table_name = ? AND database_name = "
+                "current_database() AND constraint_type = ? ORDER BY constraint_index",
                 [self._table, kind],
             ).fetchall()
         ]
@@ -184,7 +185,7 @@ class TableInput(Input):
             if destination.in_place:
                 self._write, self._finish = self._updates()
             else:
-                self._write, self._finish = self._inserts(destination.to_table)  # type: ignore[arg-type]
+                self._write, self._finish = self._inserts(destination.to_table)  # type: ignore[arg-type]  # a table
         elif destination.output is not None:
             self._write, self._finish = self._file(destination.output)
         return self
@@ -252,7 +253,7 @@ class TableInput(Input):
                 lambda result: write_jsonl_rows(
                     out, result.batch, self._column, self.migrator.kind, result.cells.rejected
                 )
-            ), lambda: None  # type: ignore[union-attr]
+            ), lambda: None
         pending: list[Any] = []
         sink: list[Callable[[Any], None]] = []
 
@@ -305,7 +306,8 @@ class TableInput(Input):
         widened = _duckdb_type(self._con, migrator.output_type) if migrator.output_type != migrator.input_type else None
         columns = []
         for name, data_type, nullable, default in self._con.execute(
-            "SELECT column_name, data_type, is_nullable, column_default FROM duckdb_columns() WHERE table_name = ? AND database_name = current_database() ORDER BY column_index",
+            "SELECT column_name, data_type, is_nullable, column_default FROM duckdb_columns() WHERE table_name = ? AND "
+            "database_name = current_database() ORDER BY column_index",
             [self._table],
         ).fetchall():
             column = f"{quote(name)} {widened if widened and name == self._column else data_type}"
@@ -317,7 +319,8 @@ class TableInput(Input):
         columns += [
             row[0]
             for row in self._con.execute(
-                "SELECT constraint_text FROM duckdb_constraints() WHERE table_name = ? AND database_name = current_database() AND constraint_type = 'CHECK' ORDER BY constraint_index",
+                "SELECT constraint_text FROM duckdb_constraints() WHERE table_name = ? AND database_name = "
+                "current_database() AND constraint_type = 'CHECK' ORDER BY constraint_index",
                 [self._table],
             ).fetchall()
         ]
@@ -329,7 +332,7 @@ class TableInput(Input):
         created: list[bool] = []
 
         def write(result: BatchResult) -> None:
-            changed = result.cells.changed  # type: ignore[union-attr]
+            changed = result.cells.changed  # type: ignore[union-attr]  # a written batch has cells
             if not changed:
                 return
             taken = indices(changed)

@@ -122,7 +122,7 @@ class Page(Task):
             ):  # a null id names no record, not the envelope's
                 outcome.record = replace(outcome.record, record_id=None)
             if outcome.status == "changed":
-                result.outputs[i] = outcome.output  # type: ignore[assignment]
+                result.outputs[i] = outcome.output  # type: ignore[assignment]  # changed: it has output bytes
             elif outcome.status == "rejected":
                 result.rejected.append(i)
             return outcome
@@ -311,7 +311,8 @@ class TableInput(Input):
             and self._exists(self._destination.to_table)
         ):
             raise UnwritableOutput(
-                f"{self.display(self.location)}: table {self._destination.to_table!r} already exists (--overwrite replaces it)"
+                f"{self.display(self.location)}: table {self._destination.to_table!r} already exists "
+                "(--overwrite replaces it)"
             )
         self.columns, self.column, self.kind, self.key = columns, name, kind, key
         self.stored = self._stored(name, kind)
@@ -371,7 +372,7 @@ class TableInput(Input):
     def _output_format(self) -> str:
         from histmig.sources import output_format
 
-        return output_format(self.FORMAT, self._destination.output)  # type: ignore[arg-type]
+        return output_format(self.FORMAT, self._destination.output)  # type: ignore[arg-type]  # asked with an output
 
     # ------------------------------------------------------------ reading
 
@@ -392,12 +393,14 @@ class TableInput(Input):
             self._options.key_column is not None
         ):  # keyset pages never reach a null key where the engine sorts nulls last (PostgreSQL)
             nulls = self._query(
-                f"SELECT {keys} FROM {self._relation()} WHERE {' OR '.join(f'{self.quote(c)} IS NULL' for c in key)} LIMIT 1",
+                f"SELECT {keys} FROM {self._relation()} WHERE "
+                f"{' OR '.join(f'{self.quote(c)} IS NULL' for c in key)} LIMIT 1",
                 [],
             )
             if nulls:
                 raise ColumnError(
-                    f"{self.name}: a row has a null key ({row_name(key, nulls[0])}); name a unique non-null column with --key-column"
+                    f"{self.name}: a row has a null key ({row_name(key, nulls[0])}); name a unique non-null "
+                    "column with --key-column"
                 )
         last: tuple[Any, ...] | None = None
         limit = FIRST_PAGE_ROWS
@@ -434,12 +437,13 @@ class TableInput(Input):
             start += 1
         previous = last
         if start > 1:
-            raise self._not_unique(last)  # type: ignore[arg-type]
+            raise self._not_unique(last)  # type: ignore[arg-type]  # start > 1: last is a key
         for row in rows[start:]:
             values = tuple(row[:k])
             if None in values:
                 raise ColumnError(
-                    f"{self.name}: a row has a null key ({row_name(self.key, values)}); name a unique non-null column with --key-column"
+                    f"{self.name}: a row has a null key ({row_name(self.key, values)}); name a unique non-null "
+                    "column with --key-column"
                 )
             if values == previous:
                 raise self._not_unique(values)
@@ -475,7 +479,9 @@ class TableInput(Input):
             raise
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: Any) -> None:
+    def __exit__(  # type: ignore[override]  # Input's takes the three as *_
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: Any
+    ) -> None:
         try:
             try:
                 if kind is None:
@@ -514,7 +520,10 @@ class TableInput(Input):
         parameters new value, key values, stored bytes."""
         keys = ", ".join(map(self.quote, self.key))
         marks = ", ".join([self.PARAM] * len(self.key))
-        return f"UPDATE {table} SET {self.quote(self.column)} = {self.PARAM} WHERE ({keys}) = ({marks}) AND {self.stored[0]} = {self.PARAM}"
+        return (
+            f"UPDATE {table} SET {self.quote(self.column)} = {self.PARAM} WHERE ({keys}) = ({marks}) AND "
+            f"{self.stored[0]} = {self.PARAM}"
+        )
 
     def apply(self, table: str, changes: Sequence[Change]) -> None:
         """Write ``changes`` to ``table`` (quoted) by :meth:`update_statement`; a row whose
@@ -583,7 +592,8 @@ class TableInput(Input):
                     arrays.append(pa.array(values, type_))
                 except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
                     raise ColumnError(
-                        f"{self.name}: column {column.name!r} ({column.type}) holds a value Parquet cannot store as {type_} "
+                        f"{self.name}: column {column.name!r} ({column.type}) holds a value Parquet cannot store "
+                        f"as {type_} "
                         f"(rows {page.names[0]} to {page.names[-1]}: {exc}); write a .jsonl output instead"
                     ) from exc
             pending.append(pa.record_batch(arrays, schema=schema))
