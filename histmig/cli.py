@@ -29,7 +29,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColu
 from rich.table import Table
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
-from histmig import __version__, api
+from histmig import __version__, api, redact
 from histmig.errors import UnreadableInput, UnwritableOutput, UsageError
 from histmig.options import FIELDS, Flag, Options, flags, flags_of
 from histmig.report import Detail, Rendering
@@ -124,6 +124,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     rich_markup_mode="rich",
+    pretty_exceptions_show_locals=False,  # a crash's traceback must not show a location's password
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 command = partial(app.command, cls=_Command)
@@ -260,13 +261,15 @@ class _usage_errors:
                 if isinstance(exc, UnwritableOutput)
                 else ""
             )
-            stderr.print(_one_line(f"histmig: {what}{exc}"), markup=False, soft_wrap=True)
+            stderr.print(_one_line(f"histmig: {what}{redact.message(str(exc))}"), markup=False, soft_wrap=True)
             raise typer.Exit(EXIT_USAGE) from exc
         if (
             isinstance(exc, OSError) and exc.errno != errno.EPIPE
         ):  # a closed stdout ends the run silently, exit 1, as click does
-            where = f"{exc.filename}: " if exc.filename else ""
-            stderr.print(_one_line(f"histmig: {where}{exc.strerror or exc}"), markup=False, soft_wrap=True)
+            where = f"{redact.location(str(exc.filename))}: " if exc.filename else ""
+            stderr.print(
+                _one_line(f"histmig: {where}{redact.message(str(exc.strerror or exc))}"), markup=False, soft_wrap=True
+            )
             raise typer.Exit(EXIT_USAGE) from exc
 
 
@@ -314,7 +317,7 @@ def _run(command: Callable[..., api.Result], inputs: list[str], *args: Any, **kw
         if not sys.stderr.isatty():
             return command(inputs, *args, tune=True, **kwargs)
         columns = (*Progress.get_default_columns()[:1], BarColumn(), DownloadColumn(), TimeRemainingColumn())
-        name = Path(inputs[0]).name if len(inputs) == 1 else f"{len(inputs)} inputs"
+        name = Path(redact.location(inputs[0])).name if len(inputs) == 1 else f"{len(inputs)} inputs"
         with Progress(*columns, console=stderr, transient=True) as bar:
             return command(inputs, *args, tune=True, progress=_Bar(bar, name), **kwargs)
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from histmig import redact
 from histmig.errors import UnwritableOutput, UsageError
 from histmig.options import Command, Flag, Options, flags, given
 from histmig.run.paths import check_apart
@@ -199,7 +200,7 @@ def check_options(
                 if all(f.name in flag.formats for flag in extra)  # type: ignore[operator]  # limited: formats set
             ]
         )
-        inputs = f"{found[0][0]}: " if len(found) == 1 else ""
+        inputs = f"{redact.location(found[0][0])}: " if len(found) == 1 else ""
         kinds = _alternatives(list(dict.fromkeys(fmt.description for _, fmt in found)))
         apply = "does" if len(extra) == 1 else "do"
         raise UsageError(

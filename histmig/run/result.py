@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from histmig import __version__
+from histmig import __version__, redact
 from histmig.engine import Plan
 from histmig.options import Command, Options
 from histmig.report import Report, RunInfo, record_name
@@ -162,7 +162,8 @@ class Result:
 
     def _written(self) -> str:
         named = next(
-            (w.named for w in self.wrote if w.named is not None), self.inputs[0] if self.inputs else self.input
+            (w.named for w in self.wrote if w.named is not None),
+            redact.location(self.inputs[0] if self.inputs else self.input),  # type: ignore[arg-type]
         )
         in_place = f"{named} (in place)" if len(self.inputs) <= 1 else f"the {len(self.inputs)} inputs (in place)"
         where = "stdout" if self.output == "-" else self.output or self.to_table or in_place

@@ -20,6 +20,7 @@ from functools import cache
 from pathlib import Path
 
 from histmig.errors import UnreadableInput, UsageError
+from histmig.redact import location
 from histmig.sources.base import Format
 
 _HELPERS = frozenset({"base"})
@@ -55,11 +56,11 @@ def format_of(path: str, explicit: str | None = None) -> Format:
         if fmt.claims is not None and fmt.claims(path):
             return fmt
     if not os.path.exists(path):
-        raise UnreadableInput(f"{path}: no such file or directory")
+        raise UnreadableInput(f"{location(path)}: no such file or directory")
     for fmt in known.values():
         if fmt.named(path):
             return fmt
-    raise UnreadableInput(f"{path}: cannot tell the format from the name (use --format json|jsonl)")
+    raise UnreadableInput(f"{location(path)}: cannot tell the format from the name (use --format json|jsonl)")
 
 
 def named_format(path: str) -> Format | None:
@@ -91,7 +92,7 @@ def input_paths(paths: Sequence[str], explicit: str | None = None) -> list[tuple
         else:
             matches = sorted(match for match in glob.glob(path) if os.path.isfile(match))
             if not matches:
-                raise UnreadableInput(f"{path}: no file matches")
+                raise UnreadableInput(f"{location(path)}: no file matches")
             found += [(match, format_of(match, explicit)) for match in matches]
     return found
 

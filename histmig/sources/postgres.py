@@ -25,11 +25,13 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from histmig import redact
 from histmig.errors import ColumnError, UnreadableInput, UnwritableOutput, UsageError
 from histmig.sources.base import Destination, Format, Job, lazy
 from histmig.sources.table import Column, Kind, Page, PageResult, TableInput
 
 psycopg = lazy("psycopg")
+pq = lazy("psycopg.pq")
 sql = lazy("psycopg.sql")
 pa = lazy("pyarrow")
 
@@ -55,11 +57,26 @@ ARROW_TYPES = {
 """Arrow types of PostgreSQL types in a Parquet output (by pyarrow factory name); timestamps
 below; any other type is written as its text (``numeric``, ``uuid``, ``json``, arrays...)."""
 
-_PASSWORD = re.compile(r"(?<=://)([^:/@]*):[^@/]*@|(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]+)")
+_CONNINFO = re.compile(r"\s*(\w+)\s*=")
+"""The start of a libpq connection string: a keyword and ``=``."""
+
+_SECRET_KEYWORDS = ("password", "sslpassword", "oauth_client_secret", "scram_client_key", "scram_server_key")
 
 
-def _masked(match: re.Match[str]) -> str:
-    return f"{match.group(1)}@" if match.group(1) is not None else f"{match.group(2)}***"
+def _claims(location: str) -> bool:
+    """Whether the INPUT ``location`` is a PostgreSQL one: a ``postgresql://`` URL, or a
+    libpq connection string (it starts with one of libpq's keywords and ``=``). Such a
+    location is never taken for a path nor globbed, whatever characters its password holds."""
+    if location.startswith(SCHEMES):
+        return True
+    start = _CONNINFO.match(location)
+    if start is None:
+        return False
+    try:
+        keywords = {option.keyword.decode() for option in pq.Conninfo.get_defaults()}
+    except ImportError:  # no libpq: a keyword= string is still PostgreSQL's, for _connect to say what is missing
+        return True
+    return start[1] in keywords
 
 
 class PostgresTable(TableInput):
@@ -78,8 +95,8 @@ class PostgresTable(TableInput):
 
     @staticmethod
     def display(location: str) -> str:
-        """``location`` without a password (in a URL's user part, or a ``password=``)."""
-        return _PASSWORD.sub(_masked, location) or "postgres"
+        """``location`` without its password (:func:`histmig.redact.location`)."""
+        return redact.location(location) or "postgres"
 
     def _connect(self, write: bool) -> None:
         location = self.location
@@ -91,10 +108,36 @@ class PostgresTable(TableInput):
                 f"{self.display(location)}: reading PostgreSQL needs psycopg 3 and libpq: pip install "
                 f"'psycopg[binary]' ({exc})"
             ) from exc
+        if given:
+            self._check_secrets(location)
         try:
             self._con = connect(location if given else "", autocommit=True, **({} if given else {"dbname": location}))
         except psycopg.Error as exc:
-            raise UnreadableInput(f"{self.display(location)}: cannot connect: {str(exc).strip()}") from exc
+            raise UnreadableInput(
+                f"{self.display(location)}: cannot connect: {redact.message(str(exc).strip(), location)}"
+            ) from exc
+
+    def _check_secrets(self, location: str) -> None:
+        """Refuse (:class:`~histmig.sources.base.UsageError`) a location libpq cannot parse,
+        or whose secrets libpq reads otherwise than as written (``app:p@ss@host``: libpq's
+        password is ``p``, its host ``ss@host``; ``app:sec/ret@host``: no password, port
+        ``sec``), before connecting: libpq's messages about it would quote the password's
+        pieces, and the password shown hidden would not be the one used."""
+        try:
+            parsed = psycopg.conninfo.conninfo_to_dict(location)
+        except psycopg.ProgrammingError as exc:
+            raise UsageError(
+                f"{self.display(location)}: not a connection string libpq can read: "
+                f"{redact.message(str(exc).strip(), location)}"
+            ) from exc
+        read = sorted(str(parsed[key]) for key in _SECRET_KEYWORDS if parsed.get(key))
+        if read != sorted(secret for secret in redact.secrets(location) if secret):
+            how = (
+                "percent-encode '@', '/', ':' and spaces in a URL's user and password (%40, %2F, %3A, %20)"
+                if location.startswith(SCHEMES)
+                else "quote a value holding a space or a quote: password='a b\\'c'"
+            )
+            raise UsageError(f"{self.display(location)}: libpq would not read the password as written; {how}")
 
     def _identifier(self, *names: str) -> str:
         """``names`` (a schema and a table, or a column) as one quoted identifier, as text."""
@@ -215,7 +258,7 @@ FORMAT = Format(
     suffixes=(),
     open=PostgresTable.open,
     written_as=("parquet", "jsonl"),
-    claims=lambda path: path.startswith(SCHEMES),
+    claims=_claims,
     columnar=True,
     description="PostgreSQL",
 )

@@ -514,6 +514,74 @@ def test_a_url_is_postgres_and_its_password_is_never_shown() -> None:
     assert PostgresTable.display("postgresql:///app?password=x&host=/tmp") == "postgresql:///app?password=***&host=/tmp"
 
 
+SECRET_PIECES = ("Zq7", "Wx9", "Vb8")
+"""The pieces of every password below: none may reach stderr, stdout or a report."""
+
+
+def _database(url: str) -> tuple[str, str]:
+    """The socket folder and the database name of a :func:`postgres_url` URL."""
+    return url.split("?host=")[1], url.split("?")[0].rsplit("/", 1)[1]
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        "postgresql://postgres:Zq7%2FWx9%40Vb8@/{db}?host={folder}",
+        "postgresql://postgres:Zq7?Wx9*Vb8[@/{db}?host={folder}",
+        "postgresql:///{db}?host={folder}&user=postgres&password=Zq7%20Wx9%26Vb8",
+        "host={folder} dbname={db} user=postgres password=Zq7*Wx9?Vb8[",
+        "host={folder} dbname={db} user=postgres password='Zq7 Wx9\\'Vb8'",
+    ],
+    ids=["url-encoded", "url-glob-characters", "url-query", "conninfo-glob-characters", "conninfo-quoted-space"],
+)
+def test_a_password_reaches_no_output_however_it_is_written(
+    postgres_db: str, records, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, form: str
+) -> None:
+    folder, db = _database(postgres_db)
+    make_table(postgres_db, records[:40])
+    location = form.format(folder=folder, db=db)
+    monkeypatch.chdir(tmp_path)
+    shown = []
+    for fmt in ("text", "json", "markdown"):
+        report = tmp_path / f"report.{fmt}"
+        result = runner.invoke(
+            app, ["audit", location, "--table", TABLE, "--report", str(report), "--report-format", fmt]
+        )
+        assert result.exit_code == 0 and "37 of 40 records would be migrated" in result.stderr, result.output
+        shown += [result.stdout, result.stderr, report.read_text()]
+    assert orjson.loads(shown[5])["run"]["inputs"] == [f"{postgres.redact.location(location)}:{TABLE}"]
+    assert not [piece for piece in SECRET_PIECES for text in shown if piece in text]
+
+
+@pytest.mark.parametrize(
+    ("form", "said"),
+    [
+        ("postgresql://postgres:Zq7/Wx9@/{db}?host={folder}", "libpq would not read the password as written"),
+        ("postgresql://postgres:Zq7@Wx9@/{db}?host={folder}", "libpq would not read the password as written"),
+        ("postgresql://postgres:Zq7 Wx9@/{db}?host={folder}", 'unexpected spaces found in "***"'),
+        ("host={folder} dbname={db} password=Zq7 Wx9", 'missing "=" after "***"'),
+        ("host={folder} dbname={db} password=Zq7*Wx9 port=1", "cannot connect"),
+        ("host={folder}/no-such-dir dbname={db} password=Zq7[Wx9", "cannot connect"),
+    ],
+    ids=["url-slash", "url-at", "url-space", "conninfo-space", "conninfo-no-server", "conninfo-no-socket"],
+)
+def test_a_location_libpq_cannot_use_is_refused_without_its_password(
+    postgres_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, form: str, said: str
+) -> None:
+    folder, db = _database(postgres_db)
+    location = form.format(folder=folder, db=db)
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["convert", location, "--table", TABLE, "--in-place"])
+    assert result.exit_code == 2 and said in result.stderr, result.stderr
+    assert "no such file" not in result.stderr and "no file matches" not in result.stderr
+    assert result.stderr.startswith(f"histmig: {'cannot read ' if said == 'cannot connect' else ''}")
+    assert not [piece for piece in SECRET_PIECES[:2] if piece in result.stderr + result.stdout], result.stderr
+
+
+def test_a_crash_traceback_shows_no_local_value() -> None:
+    assert app.pretty_exceptions_show_locals is False  # a location's password is a local of many frames
+
+
 def test_without_psycopg_the_error_says_what_to_install(postgres_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(postgres, "psycopg", lazy("psycopg_not_installed"))
     with pytest.raises(
