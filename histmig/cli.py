@@ -33,6 +33,7 @@ from histmig import __version__, api, redact
 from histmig.errors import UnreadableInput, UnwritableOutput, UsageError
 from histmig.options import FIELDS, Flag, Options, flags, flags_of
 from histmig.report import Detail, Rendering
+from histmig.report.escape import terminal
 from histmig.schema.releases import NEWEST
 from histmig.sources.atomic import atomic_output
 from histmig.tuning import tune_allocators
@@ -102,7 +103,7 @@ class _Group(TyperGroup):
                 sys.exit(exc.exit_code)
             ctx = getattr(exc, "ctx", None)
             hint = f" (see {ctx.command_path} -h)" if ctx is not None else ""
-            stderr.print(f"histmig: {exc.format_message().rstrip('.')}{hint}", markup=False, soft_wrap=True)
+            say(f"histmig: {exc.format_message().rstrip('.')}{hint}")
             sys.exit(exc.exit_code)
         except typer.Abort:
             stderr.print("Aborted!", markup=False)
@@ -132,6 +133,12 @@ command = partial(app.command, cls=_Command)
 stderr = Console(
     stderr=True, highlight=False, soft_wrap=True, emoji=False
 )  # no :name: shortcodes: a path:table: is not an emoji
+
+
+def say(line: str) -> None:
+    """Print ``line`` on stderr as one line of plain text: no markup, and what a path, an id
+    or a driver's message holds shown inert (:func:`histmig.report.escape.terminal`)."""
+    stderr.print(terminal(line), markup=False, soft_wrap=True)
 
 
 def _choice(*values: str) -> Callable[[Any], Any]:
@@ -261,22 +268,20 @@ class _usage_errors:
                 if isinstance(exc, UnwritableOutput)
                 else ""
             )
-            stderr.print(_one_line(f"histmig: {what}{redact.message(str(exc))}"), markup=False, soft_wrap=True)
+            say(_one_line(f"histmig: {what}{redact.message(str(exc))}"))
             raise typer.Exit(EXIT_USAGE) from exc
         if (
             isinstance(exc, OSError) and exc.errno != errno.EPIPE
         ):  # a closed stdout ends the run silently, exit 1, as click does
             where = f"{redact.location(str(exc.filename))}: " if exc.filename else ""
-            stderr.print(
-                _one_line(f"histmig: {where}{redact.message(str(exc.strerror or exc))}"), markup=False, soft_wrap=True
-            )
+            say(_one_line(f"histmig: {where}{redact.message(str(exc.strerror or exc))}"))
             raise typer.Exit(EXIT_USAGE) from exc
 
 
 def _one_line(text: str) -> str:
     """``text`` on one line: a driver's message of several (libpq's "Is the server running
     ...?") joined by ``; ``."""
-    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
+    return "; ".join(line.strip() for line in text.split("\n") if line.strip())
 
 
 def _show_version(value: bool) -> None:
@@ -328,9 +333,9 @@ def _finish(result: api.Result, shown: Shown) -> None:
     with _usage_errors():
         _emit(result.report, shown)
     if not shown.quiet:
-        stderr.print(result.verdict, markup=False)
+        say(result.verdict)
     for note in result.notes:
-        stderr.print(f"histmig: note: {note}", markup=False)
+        say(f"histmig: note: {note}")
     raise typer.Exit(result.exit_code)
 
 
@@ -500,9 +505,9 @@ OTEL_INPUT_HELP = (
 
 def _otel_done(result: api.Result, quiet: bool) -> None:
     for name, line in result.rejected:
-        stderr.print(f"histmig: {name}: {line}", markup=False, soft_wrap=True)
+        say(f"histmig: {name}: {line}")
     if not quiet:
-        stderr.print(result.verdict, markup=False, soft_wrap=True)
+        say(result.verdict)
     raise typer.Exit(result.exit_code)
 
 

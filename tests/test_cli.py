@@ -139,6 +139,40 @@ def test_text_report_escapes_control_characters(tmp_path: Path) -> None:
     assert "\x1b[31m" not in result.stderr
 
 
+FORGERS = ("\n", "\r", "\u2028", "\u2029", "\u202e", "\x85", "\x1c")
+"""What would start a new line, or reverse what follows, on a terminal or in Markdown."""
+
+
+def test_no_id_key_path_or_message_forges_a_line_or_reorders_one(tmp_path: Path) -> None:
+    source = tmp_path / "in\u2028put\u202e.jsonl"
+    retry = {"part_kind": "retry-prompt", "content": "x", "tool_name": None}
+    evil = "a\nforged.jsonl:line 9: rejected: fake\u2028b\u2029c\u202ed\r\x85e\x1cf|g`h`<b>&#x202E;[l](http://x)"
+    records = [
+        {"id": evil, "messages": [{"kind": "request", "parts": [retry]}]},
+        {"id": evil, "note": 1},
+        {"id": "ok", "messages": [{"kind": "request", "parts": [{"part_kind": evil, "content": "x"}, retry]}]},
+    ]
+    source.write_bytes(b"".join(orjson.dumps(record) + b"\n" for record in records))
+    report = tmp_path / "report.md"
+    text = invoke("audit", str(source), "--report-detail", "full")
+    markdown = invoke("audit", str(source), "--report", str(report), "--report-format", "markdown")
+    assert text.exit_code == markdown.exit_code == 1, text.output
+    lines = text.stderr.split("\n")
+    named = [line for line in lines if line.startswith(str(source).encode("unicode_escape").decode())]
+    assert len(named) == 4, text.stderr  # two changes, the rejected record, the unknown part_kind: a line each
+    assert not [c for c in FORGERS[1:] if c in text.stderr + markdown.stderr]  # a newline only between lines
+    assert not [line for line in lines if "forged" in line and line not in named]
+    shown = "[a\\x0aforged.jsonl:line 9: rejected: fake\\u2028b\\u2029c\\u202ed\\x0d\\x85e\\x1cf|g`h`<b>&#x202E;[l](http://x)]"
+    assert [line.count(shown) for line in named] == [1, 0, 1, 0] and "part_kind 'a\\nforged" in named[3]
+    md = report.read_text()
+    assert not [c for c in FORGERS[1:] if c in md] and "\nforged" not in md
+    (row,) = [line for line in md.split("\n") if line.startswith("| ") and "forged" in line]
+    assert len(re.findall(r"(?<!\\)\|", row)) == 9, row  # the changes table's 8 cells, no more
+    assert "f\\|g\\`h\\`\\<b\\>\\&#x202E;[l]\\(http://x)" in row
+    missing = invoke("audit", str(tmp_path / "no\u202eth\ning.jsonl"))
+    assert missing.stderr.count("\n") == 1 and "no\\u202eth" in missing.stderr, missing.stderr
+
+
 def test_rules_lists_every_code() -> None:
     result = invoke("rules")
     for code in ("HM101", "HM102", "HM103", "HM201", "HM202", "HM203", "HM204", "HM301", "HM302"):

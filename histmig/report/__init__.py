@@ -28,7 +28,7 @@ load it, :class:`~histmig.report.rows.ReaderRow`) and their counts in the summar
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, Literal
@@ -506,9 +506,11 @@ def _position(change: Any) -> tuple[int, int]:
     return (change.message, -1 if change.part is None else change.part)
 
 
-def record_name(row: dict[str, Any] | ChangeRow | FindingRow | ReaderRow) -> str:
-    """``source:location`` and ``[id]`` when known: how every line names a record."""
+def record_name(row: dict[str, Any] | ChangeRow | FindingRow | ReaderRow, shown: Callable[[str], str] = str) -> str:
+    """``source:location`` and ``[id]`` when known: how every line names a record; each of
+    the three as ``shown`` gives it (:mod:`histmig.report.escape`: they come from paths and
+    records), histmig's own ``:`` and brackets as they are."""
     source, location, id_ = (
         (row["source"], row["location"], row.get("id")) if isinstance(row, dict) else (row.source, row.location, row.id)
     )
-    return f"{source}:{location}" + (f" [{id_}]" if id_ else "")
+    return f"{shown(source)}:{shown(location)}" + (f" [{shown(id_)}]" if id_ else "")

@@ -5,16 +5,14 @@ and how many were left out."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TextIO
 
 import orjson
 
 from histmig.report import Rendering, Report, record_name, summary_label
+from histmig.report.escape import markdown
 from histmig.report.rows import ChangeRow, FindingRow, ReaderRow
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 MAX_BYTES = 1 << 20
 """The most bytes (UTF-8) a Markdown report holds: what a GitHub Actions job summary takes."""
@@ -59,28 +57,31 @@ def render(report: Report, stream: TextIO, how: Rendering = Rendering()) -> None
     verdict (when the run is known), the summary in full, then the error, warning, finding
     and change lines (none with ``how.detail`` ``summary``) as long as the document stays
     within :data:`MAX_BYTES`, then how many lines were left out. The rows are read a batch at
-    a time, so memory stays flat. Control characters become spaces and ``|`` is escaped."""
+    a time, so memory stays flat. Text from records and paths is escaped
+    (:func:`histmig.report.escape.markdown`)."""
     out = _Budget(stream)
     run = report.run
     if run is None:
         out.write("# histmig report\n\n")
     else:
         mark = "✅ pass" if run.exit_code == 0 else f"❌ fail (exit {run.exit_code})"
-        out.write(f"# {mark}: histmig {run.command}\n\n{_md(run.verdict)}\n\n")
+        out.write(f"# {mark}: histmig {run.command}\n\n{markdown(run.verdict)}\n\n")
     lines = ["| summary | value |", "| --- | --- |"]
     for key, value in report.summary().items():
         if isinstance(value, dict):
             value = ", ".join(f"{k}: {v}" for k, v in value.items()) or "-"
-        lines.append(f"| {summary_label(report, key)} | {_md(str(value))} |")
+        lines.append(f"| {summary_label(report, key)} | {markdown(str(value))} |")
     out.write("\n".join(lines) + "\n")
     if how.detail != "summary":
         errors = [
-            f"- {_md(record_name(row))} ({row['status']}): {_md(line)}\n"
+            f"- {record_name(row, markdown)} ({row['status']}): {markdown(line)}\n"
             for row in report.errors
             for line in row["errors"]
         ]
         out.section("\n## Errors\n\n", errors, len(errors))
-        warnings = [f"- {_md(record_name(row))}: {_md(line)}\n" for row in report.warnings for line in row["warnings"]]
+        warnings = [
+            f"- {record_name(row, markdown)}: {markdown(line)}\n" for row in report.warnings for line in row["warnings"]
+        ]
         out.section("\n## Warnings\n\n", warnings, len(warnings))
         out.section("\n## Findings\n\n", _lines(report.finding_batches(), _finding_line), report.finding_rows)
         changes_heading = (
@@ -118,10 +119,10 @@ def _lines(
 def _change_line(row: ChangeRow) -> str:
     """One change row as a line of the changes table, ending in a newline."""
     part = "" if row.part is None else row.part
-    removed = f" (removed: {_md(orjson.dumps(row.removed).decode())})" if row.removed is not None else ""
+    removed = f" (removed: {markdown(orjson.dumps(row.removed).decode())})" if row.removed is not None else ""
     return (
-        f"| {_md(record_name(row))} | {row.message} | {part} | {row.rule} | {row.before} -> {row.after}{removed} "
-        f"| {row.cause or ''} | {_md(row.tool_call_id or '')} | {_md(row.evidence)} ({row.certainty}) |\n"
+        f"| {record_name(row, markdown)} | {row.message} | {part} | {row.rule} | {row.before} -> {row.after}{removed} "
+        f"| {row.cause or ''} | {markdown(row.tool_call_id or '')} | {markdown(row.evidence)} ({row.certainty}) |\n"
     )
 
 
@@ -130,15 +131,11 @@ def _finding_line(row: FindingRow) -> str:
     part = "" if row.part is None else f".parts[{row.part}]"
     warning = " (warning)" if row.severity == "warning" else ""
     return (
-        f"- {_md(record_name(row))} messages[{row.message}]{part} {row.rule}{warning}: {_md(row.text)} "
-        f"({_md(row.evidence)}, {row.certainty})\n"
+        f"- {record_name(row, markdown)} messages[{row.message}]{part} {row.rule}{warning}: {markdown(row.text)} "
+        f"({markdown(row.evidence)}, {row.certainty})\n"
     )
 
 
 def _reader_line(row: ReaderRow) -> str:
     """One readers row as a line of the readers table, ending in a newline."""
-    return f"| {_md(record_name(row))} | {'yes' if row.loads else 'no'} | {row.words()} |\n"
-
-
-def _md(text: str) -> str:
-    return _CONTROL.sub(" ", text).replace("|", "\\|")
+    return f"| {record_name(row, markdown)} | {'yes' if row.loads else 'no'} | {row.words()} |\n"

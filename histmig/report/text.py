@@ -4,7 +4,6 @@ asked), then the summary as a table."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import TextIO
 
@@ -15,15 +14,8 @@ from rich.style import Style
 from rich.table import Table
 
 from histmig.report import DETAIL_ROWS, Rendering, Report, record_name, summary_label
+from histmig.report.escape import terminal
 from histmig.report.rows import ChangeRow, FindingRow, ReaderRow
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def visible(text: str) -> str:
-    """``text`` with control characters (but tab and newline) shown as ``\\xNN``: record ids
-    and error messages come from record content."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def render(report: Report, stream: TextIO, how: Rendering = Rendering()) -> None:
@@ -37,8 +29,9 @@ def render(report: Report, stream: TextIO, how: Rendering = Rendering()) -> None
     summary says what *would* change. The lines are plain writes, a batch of rows at a time,
     so memory stays flat whatever the number of rows; rule codes and statuses are styled only
     when rich shows colour on ``stream`` (a terminal; ``NO_COLOR`` drops the colours, not the
-    bold). Record names, evidence and messages have their control characters shown as
-    ``\\xNN``; nothing else of theirs is interpreted (no markup, no emoji codes).
+    bold). Record names, evidence and messages are shown inert
+    (:func:`histmig.report.escape.terminal`: a control character, line separator or bidi
+    override as its code); nothing else of theirs is interpreted (no markup, no emoji codes).
     """
     console = Console(file=stream, highlight=False, soft_wrap=True, emoji=False)
     paint = _painter(console)
@@ -56,16 +49,16 @@ def render(report: Report, stream: TextIO, how: Rendering = Rendering()) -> None
     warning = paint("warning", "yellow")
     for row in report.errors:
         label = paint(row["status"], "yellow" if row["status"] in ("invalid", "skipped") else "red")
-        stream.writelines(f"{visible(record_name(row))}: {label}: {visible(line)}\n" for line in row["errors"])
+        stream.writelines(f"{record_name(row, terminal)}: {label}: {terminal(line)}\n" for line in row["errors"])
     for row in report.warnings:
-        stream.writelines(f"{visible(record_name(row))}: {warning}: {visible(line)}\n" for line in row["warnings"])
+        stream.writelines(f"{record_name(row, terminal)}: {warning}: {terminal(line)}\n" for line in row["warnings"])
     for readers in report.reader_batches():
         stream.write("".join(_reader_line(row, paint) for row in readers if not row.loads))
     counts = Table(title="histmig summary", show_header=False)
     for key, value in report.summary().items():
         if isinstance(value, dict):
             value = ", ".join(f"{k}: {v}" for k, v in value.items()) or "-"
-        counts.add_row(summary_label(report, key), escape(visible(str(value))))
+        counts.add_row(summary_label(report, key), escape(terminal(str(value))))
     console.print(counts)
 
 
@@ -86,17 +79,17 @@ def _painter(console: Console) -> Callable[[str, str], str]:
 
 def _where(row: ChangeRow | FindingRow) -> str:
     part = "" if row.part is None else f".parts[{row.part}]"
-    return f"{visible(record_name(row))}: messages[{row.message}]{part}"
+    return f"{record_name(row, terminal)}: messages[{row.message}]{part}"
 
 
 def _change_line(row: ChangeRow, paint: Callable[[str, str], str]) -> str:
     """One change row as a line, ending in a newline."""
     cause = f" cause={row.cause}" if row.cause else ""
-    assigned = f" tool_call_id={visible(row.tool_call_id)}" if row.tool_call_id else ""
-    removed = f" removed={visible(orjson.dumps(row.removed).decode())}" if row.removed is not None else ""
+    assigned = f" tool_call_id={terminal(row.tool_call_id)}" if row.tool_call_id else ""
+    removed = f" removed={terminal(orjson.dumps(row.removed).decode())}" if row.removed is not None else ""
     return (
         f"{_where(row)} {paint(row.rule, 'bold')} {row.before} -> {row.after}{cause}{assigned} "
-        f"evidence={visible(row.evidence)} ({row.certainty}){removed}\n"
+        f"evidence={terminal(row.evidence)} ({row.certainty}){removed}\n"
     )
 
 
@@ -105,12 +98,14 @@ def _finding_line(row: FindingRow, paint: Callable[[str, str], str]) -> str:
     a warning."""
     label = "warning" if row.severity == "warning" else "found"
     return (
-        f"{_where(row)} {paint(row.rule, 'bold')} {paint(label, 'yellow')}: {visible(row.text)} "
-        f"evidence={visible(row.evidence)} ({row.certainty})\n"
+        f"{_where(row)} {paint(row.rule, 'bold')} {paint(label, 'yellow')}: {terminal(row.text)} "
+        f"evidence={terminal(row.evidence)} ({row.certainty})\n"
     )
 
 
 def _reader_line(row: ReaderRow, paint: Callable[[str, str], str]) -> str:
     """A record the reader release cannot load, and the releases that can, as a line ending
     in a newline."""
-    return f"{visible(record_name(row))}: {paint('not loaded', 'yellow')}: {row.reader} cannot load it; {row.words()}\n"
+    return (
+        f"{record_name(row, terminal)}: {paint('not loaded', 'yellow')}: {row.reader} cannot load it; {row.words()}\n"
+    )

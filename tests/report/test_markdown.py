@@ -35,7 +35,7 @@ def test_markdown_report_lines(tmp_path: Path, batch_size: int) -> None:
         "",
         "## Warnings",
         "",
-        f"- {source}:line 214 [f [1m]: messages[0].parts[0]: unknown part_kind 'hologram', carried unchanged",
+        f"- {source}:line 214 [f\\\\x1b[1m]: messages[0].parts[0]: unknown part_kind 'hologram', carried unchanged",
         "",
     ]
     findings = lines.index("## Findings")
