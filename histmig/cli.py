@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import functools
 import inspect
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
@@ -29,7 +30,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColu
 from rich.table import Table
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
-from histmig import __version__, api, redact
+from histmig import __version__, api, interrupt, redact
 from histmig.errors import UnreadableInput, UnwritableOutput, UsageError
 from histmig.options import FIELDS, Flag, Options, flags, flags_of
 from histmig.report import Detail, Rendering
@@ -93,9 +94,15 @@ class _Group(TyperGroup):
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, windows_expand_args, **extra)
         try:
-            code = super().main(
-                args, prog_name, complete_var, standalone_mode=False, windows_expand_args=windows_expand_args, **extra
-            )
+            with interrupt.run():
+                code = super().main(
+                    args,
+                    prog_name,
+                    complete_var,
+                    standalone_mode=False,
+                    windows_expand_args=windows_expand_args,
+                    **extra,
+                )
         except (
             typer.TyperException
         ) as exc:  # a command-line error (typer tells "no arguments: the help was shown" by its name too)
@@ -109,6 +116,15 @@ class _Group(TyperGroup):
             stderr.print("Aborted!", markup=False)
             sys.exit(1)
         sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        """Run the command; an interrupt (Ctrl-C) is said in one line, with what it left as it
+        was when the input says (:class:`~histmig.interrupt.Interrupted`), and exits 130."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as exc:
+            say(f"{interrupt.SAID}; {exc}" if isinstance(exc, interrupt.Interrupted) else interrupt.SAID)
+            raise typer.Exit(interrupt.EXIT_INTERRUPTED) from None
 
 
 app = typer.Typer(
@@ -564,7 +580,9 @@ def _inputs_and_output(paths: list[str]) -> tuple[list[str], str]:
 
 
 def main() -> None:
-    """Console-script entry point (``histmig``): tunes the allocators (:mod:`histmig.tuning`),
-    then runs the command line."""
+    """Run the command line (:mod:`histmig.__main__` calls it once it is imported): tunes the
+    allocators (:mod:`histmig.tuning`), has Ctrl-C raise ``KeyboardInterrupt`` again (said
+    by :meth:`_Group.invoke`), then runs the command."""
     tune_allocators()
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     app()

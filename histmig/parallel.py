@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import mmap
 import pickle
+import signal
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from multiprocessing.process import BaseProcess
 from typing import Any, Generic, Protocol, TypeVar
 
 from histmig.errors import WorkerDied
+from histmig.interrupt import in_worker
 from histmig.tuning import keep_heap_slack
 
 WINDOW = 4
@@ -104,6 +106,9 @@ class Workers(Generic[T, R]):
     def __enter__(self) -> Workers[T, R]:
         if self.jobs > 1:
             context = get_context("fork")
+            # SIGINT held while forking: a worker ignores it before it can be raised there, and
+            # the parent gets one that came meanwhile once the workers are forked
+            held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
             try:
                 for _ in range(self.jobs):
                     parent_end, child_end = context.Pipe()
@@ -117,6 +122,8 @@ class Workers(Generic[T, R]):
             except BaseException:
                 self._stop(clean=False)
                 raise
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
         return self
 
     def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
@@ -234,7 +241,10 @@ def _serve(conn: Connection, work: Work[Any, Any], slots: Slots | None, parent_e
     """A worker's loop: answer each task (:func:`_answer`); an empty message ends it. The
     parent's ends of the pipes, inherited at fork, are closed first, so that when the
     parent is gone (killed) the worker reads the end of its pipe, or fails to write to it,
-    and ends too."""
+    and ends too. SIGINT is ignored (:func:`histmig.interrupt.in_worker`): the parent stops
+    the workers of an interrupted run."""
+    in_worker()
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     for end in parent_ends:
         end.close()
     keep_heap_slack()

@@ -17,6 +17,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
+from histmig import interrupt
 from histmig.errors import ColumnError, UnwritableOutput, UsageError
 from histmig.report import Report
 from histmig.sources.arrow import Cells, ColumnMigrator, find_id_column, find_messages_column, indices, write_jsonl_rows
@@ -190,13 +191,16 @@ class TableInput(Input):
             self._write, self._finish = self._file(destination.output)
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, *rest: Any) -> None:
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: Any) -> None:
         if kind is None:
             try:
                 self._finish()
-            except duckdb.Error as exc:
-                self.__exit__(type(exc), exc, None)  # rolled back
-                raise UnwritableOutput(f"{self.name}: {str(exc).strip()}") from exc
+                interrupt.commit_begins()  # from here, the run ends as a finished one
+            except BaseException as exc:
+                self.__exit__(type(exc), exc, None)  # rolled back; an interrupt says so
+                if isinstance(exc, duckdb.Error):
+                    raise UnwritableOutput(f"{self.name}: {str(exc).strip()}") from exc
+                raise
             self._stack.close()
             return
         if self._destination.in_place or self._destination.to_table is not None:
@@ -205,8 +209,10 @@ class TableInput(Input):
                 self._con.execute("ROLLBACK")
             finally:
                 self._con.close()
+            if isinstance(error, KeyboardInterrupt) or interrupt.received():
+                raise interrupt.Interrupted(f"{self.name} is as it was") from error
         else:
-            self._stack.__exit__(kind, *rest)
+            self._stack.__exit__(kind, error, trace)
 
     def tasks(self) -> Iterator[Batch]:
         if self._destination.in_place:
@@ -236,7 +242,10 @@ class TableInput(Input):
         assert isinstance(result, BatchResult)
         try:
             self._write(result)
-        except duckdb.Error as exc:
+        except (duckdb.Error, RuntimeError) as exc:  # RuntimeError: DuckDB's "Query interrupted"
+            interrupt.reraise(exc)
+            if not isinstance(exc, duckdb.Error):
+                raise
             raise UnwritableOutput(f"{self.name}: {str(exc).strip()}") from exc
 
     def written(self) -> Written:

@@ -33,6 +33,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple
 
+from histmig import interrupt
 from histmig.engine import run_records
 from histmig.errors import ColumnError, UnwritableOutput, UsageError
 from histmig.records import MESSAGE_FIELD_CANDIDATES, Outcome, Record
@@ -487,6 +488,8 @@ class TableInput(Input):
                 if kind is None:
                     self._flush()
                 self._finish(kind is None)
+                if kind is None:
+                    interrupt.commit_begins()  # from here, the run ends as a finished one
             except BaseException as failed:  # the outputs are then discarded, not renamed
                 self._stack.__exit__(type(failed), failed, failed.__traceback__)
                 raise
