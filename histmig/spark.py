@@ -531,7 +531,9 @@ def _replacing(output: str) -> Iterator[str]:
 @contextmanager
 def _tracked(spark: SparkSession, progress: Progress | None, total: int) -> Iterator[None]:
     """Tell ``progress`` of the Spark jobs the block runs: ``total`` input bytes, advanced as
-    their tasks end (polled from Spark's status tracker twice a second)."""
+    their tasks end (polled from Spark's status tracker twice a second), the last byte when
+    the block ends: the tasks of the jobs known may all have ended before the block does (a
+    later job not begun, the output not yet renamed), and the end always advances the bar."""
     if progress is None:
         yield
         return
@@ -552,7 +554,7 @@ def _tracked(spark: SparkSession, progress: Progress | None, total: int) -> Iter
                     stage_info = tracker.getStageInfo(stage)
                     if stage_info is not None:
                         tasks, ended = tasks + stage_info.numTasks, ended + stage_info.numCompletedTasks
-            now = total * ended // tasks if tasks else 0
+            now = min(total * ended // tasks if tasks else 0, total - 1)
             if now > told:
                 progress.advance(now - told)
                 told = now
@@ -564,4 +566,5 @@ def _tracked(spark: SparkSession, progress: Progress | None, total: int) -> Iter
     finally:
         stop.set()
         watcher.join()
-        progress.advance(total - told)
+        if total > told:
+            progress.advance(total - told)

@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
@@ -539,6 +540,22 @@ def test_progress_is_told_the_input_bytes_as_the_tasks_end(spark: SparkSession, 
     assert result.report.counts["records_in"] == 210
     assert told.total == sum(path.stat().st_size for path in lake.iterdir())
     assert sum(told.done) == told.total and all(step > 0 for step in told.done)
+
+
+def test_progress_is_full_only_when_the_block_ends_though_its_jobs_ended_before(spark: SparkSession) -> None:
+    told = Told()
+    with hs._tracked(spark, told, 1000):
+        assert spark.range(0, 100, numPartitions=4).count() == 100  # every task of the block's jobs ends here
+        for _ in range(100):  # then the poller sees them all ended, while the block goes on
+            if sum(told.done) >= 999:
+                break
+            time.sleep(0.1)
+        assert sum(told.done) == 999
+    assert sum(told.done) == told.total == 1000 and told.done[-1] == 1 and all(step > 0 for step in told.done)
+    empty = Told()
+    with hs._tracked(spark, empty, 0):
+        pass
+    assert (empty.total, empty.done) == (0, [])
 
 
 def test_convert_on_spark_from_a_folder_holding_a_histmig_folder(text_parquet: Path, tmp_path: Path) -> None:
