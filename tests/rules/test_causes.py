@@ -96,6 +96,21 @@ def test_a_no_output_text_answering_a_tool_is_free_text() -> None:
     assert infer_cause("Please return text.", tool_bound=True).cause == "model_retry"
 
 
+EXACT = {entry.name: entry.binding for entry in CATALOGUE if entry.certainty == "exact"}
+
+
+@pytest.mark.parametrize(
+    ("text", "evidence"),
+    [(text, evidence) for text, _, evidence in TOOL_BOUND + TOOL_LESS if evidence in EXACT]
+    + [(text, "no-output:please") for text in sorted(NO_OUTPUT_TEXTS)],
+)
+def test_an_exact_text_followed_by_more_words_is_free_text(text: str, evidence: str) -> None:
+    tool_bound = EXACT[evidence] == "tool-bound"
+    assert infer_cause(text, tool_bound=tool_bound).evidence == evidence
+    for more in (" Mention the city.", "\nMention the city.", "!"):
+        assert infer_cause(text + more, tool_bound=tool_bound) == ("model_retry", "free-text", "default")
+
+
 def test_an_error_list_is_validation_error_by_shape() -> None:
     verdict = infer_cause([{"type": "missing", "loc": [], "msg": "m", "input": 1}], tool_bound=False)
     assert (verdict.cause, verdict.evidence, verdict.certainty) == ("validation_error", "error-list", "shape")
