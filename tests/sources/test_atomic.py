@@ -7,6 +7,7 @@ import errno
 import gzip
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,15 @@ def test_an_output_directory_must_be_writable_or_creatable(tmp_path: Path) -> No
     (tmp_path / "file").touch()
     with pytest.raises(UnwritableOutput, match="no such directory"):
         check_directory(str(tmp_path / "file" / "sub"))
+
+
+def test_a_gzip_output_is_the_same_bytes_whatever_the_clock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    written = []
+    for now in (1_000_000_000.0, 2_000_000_000.0):
+        monkeypatch.setattr(time, "time", lambda now=now: now)  # what gzip stamps a member with, unless told
+        target = tmp_path / f"{int(now)}.jsonl.gz"
+        with atomic_output(str(target)) as out:
+            out.write(b'{"messages": []}\n')
+        written.append(target.read_bytes())
+    assert written[0] == written[1] and written[0][4:8] == b"\0\0\0\0"  # the header's MTIME field: none
+    assert gzip.decompress(written[0]) == b'{"messages": []}\n'
