@@ -29,6 +29,19 @@ def test_dump_error_details_matches_the_framework() -> None:
     assert [list(e) for e in dump_error_details(errors)] == [list(e) for e in expected]
 
 
+@pytest.mark.parametrize(
+    "locs",
+    [[["a"], []], [[], ["b"]], [[], []], [[], ["b", "c"], []], [[0], [], ["x"]]],
+    ids=["named-then-root", "root-then-named", "root-twice", "nested-between", "index-then-root"],
+)
+def test_a_repeated_root_input_is_dropped_under_an_empty_loc_too(locs: list[list[object]]) -> None:
+    errors = [{"type": "missing", "loc": loc, "msg": "m", "input": {"whole": "value"}} for loc in locs]
+    part = {"part_kind": "retry-prompt", "content": errors, "tool_name": "t", "tool_call_id": "c"}
+    expected = framework_dump([{"kind": "request", "parts": [part]}])[0]["parts"][0]["content"]
+    assert dump_error_details(errors) == expected
+    assert ["input" in entry for entry in expected] == [True] + [len(loc) > 1 for loc in locs[1:]]
+
+
 @pytest.mark.parametrize("tool_name", ["t", None])
 def test_a_content_no_release_wrote_is_malformed(tool_name: str | None) -> None:
     messages = [
