@@ -409,8 +409,8 @@ def _full_way(record: Record, plan: Plan, defer: bool) -> Outcome:
     """:func:`process_full` but the readers."""
     try:
         obj = _DECODER.decode(record.raw)
-    except (msgspec.DecodeError, RecursionError):
-        return Outcome(record, "rejected", None, errors=[f"invalid JSON: {_json_problem(record.raw)}"])
+    except (msgspec.DecodeError, RecursionError) as exc:
+        return Outcome(record, "rejected", None, errors=[_json_problem(record.raw, exc)])
     try:
         located = locate_messages(obj, plan.messages_field)
         check_messages(located.messages, located.name or "messages")
@@ -484,24 +484,29 @@ def _named(record: Record, obj: Any) -> Record:
     )
 
 
-def _json_problem(raw: bytes) -> str:
-    """Why ``raw`` is not JSON histmig reads, in the plainest words at hand: where it stops
+def _json_problem(raw: bytes, error: Exception) -> str:
+    """Why ``raw`` is not JSON histmig reads (msgspec's ``error`` said it is not), in the
+    plainest words at hand: an integer longer than Python reads exactly (msgspec's ``Integer
+    value out of range``: ``sys.get_int_max_str_digits()``, 4,300 by default), where it stops
     being UTF-8 (``not UTF-8: byte 0xff at byte 81 of the record``, counted from 1), else
     orjson's message (msgspec's can mislead: ``Input data was truncated`` for a lone
     surrogate), its ``line 1 column 31 (char 30)`` on a record's first line given as ``at
     character 31 of the record``, counted from 1; a text nested deeper than Python's
     recursion limit lets msgspec go (orjson stops at 1024 levels) is said to be, in the same
     words whichever of the two stops first."""
+    if str(error).startswith("Integer value out of range"):
+        digits = sys.get_int_max_str_digits()
+        return f"an integer of more than {digits:,} digits: histmig keeps integers exactly up to {digits:,} digits, Python's limit"
     try:
         raw.decode()
     except UnicodeDecodeError as exc:
-        return f"not UTF-8: byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the record"
+        return f"invalid JSON: not UTF-8: byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the record"
     try:
         orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         if not str(exc).startswith("depth limit exceeded"):
-            return _FIRST_LINE_PLACE.sub(r" at character \1 of the record", str(exc))
-    return f"nested deeper than {sys.getrecursionlimit()} levels"
+            return "invalid JSON: " + _FIRST_LINE_PLACE.sub(r" at character \1 of the record", str(exc))
+    return f"invalid JSON: nested deeper than {sys.getrecursionlimit()} levels"
 
 
 _FIRST_LINE_PLACE = re.compile(r": line 1 column (\d+) \(char \d+\)$")

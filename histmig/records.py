@@ -9,6 +9,7 @@ counts.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -151,6 +152,21 @@ def _held(value: Any, path: tuple[str, ...], looks_like: Callable[[Any], bool] |
     return None
 
 
+def _unparsed(value: Any) -> str | None:
+    """Why a string that opens a JSON array is not one, in words a report line can end with
+    (``truncated JSON text``, or msgspec's words); ``None`` for any other value, or one that
+    parses."""
+    if not (isinstance(value, str) and value.lstrip(" \t\r\n")[:1] == "["):
+        return None
+    try:
+        _DECODER.decode(value)
+    except msgspec.DecodeError as exc:
+        return "truncated JSON text" if "truncated" in str(exc) else f"JSON text that does not parse ({exc})"
+    except RecursionError:
+        return f"JSON text nested deeper than {sys.getrecursionlimit()} levels"
+    return None
+
+
 def _held_in(obj: dict[str, Any], path: tuple[str, ...], looks_like: Callable[[Any], bool]) -> list[Located]:
     """Every non-empty history ``looks_like`` accepts among the fields of ``obj`` (which is at
     ``path``)."""
@@ -187,7 +203,9 @@ def locate_messages(
         value = node.get(path[-1]) if isinstance(node, dict) else None
         found = _held(value, path)
         if found is None:
-            said = "a string that is not a JSON array" if isinstance(value, str) else "missing or not an array"
+            said = _unparsed(value) or (
+                "a string that is not a JSON array" if isinstance(value, str) else "missing or not an array"
+            )
             raise NotAHistory(f"field {field!r} is {said}")
         return found
     for candidate in MESSAGE_FIELD_CANDIDATES:
@@ -208,6 +226,8 @@ def locate_messages(
     if len(held) == 1:
         return held[0]
     present = next((key for key in MESSAGE_FIELD_CANDIDATES if key in obj), None)
+    if present is not None and (problem := _unparsed(obj[present])) is not None:
+        raise NotAHistory(f"field {present!r} is {problem}")
     if present is not None:
         raise NotAHistory(
             f"field {present!r} is not an array (if the {what} are in another field, name it with --messages-field)"

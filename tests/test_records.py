@@ -99,7 +99,14 @@ def test_a_field_path_that_names_no_key_is_refused(spec: str, said: str) -> None
         (None, None, "expected a JSON array or object, got null"),
         ("x", None, "expected a JSON array or object, got a string"),
         ({"chat": 3}, "chat", "field 'chat' is missing or not an array"),
-        ({"chat": "[oops"}, "chat", "field 'chat' is a string that is not a JSON array"),
+        (
+            {"chat": "[oops"},
+            "chat",
+            "field 'chat' is JSON text that does not parse (JSON is malformed: invalid character (byte 1))",
+        ),
+        ({"chat": '[{"kind": "req'}, "chat", "field 'chat' is truncated JSON text"),
+        ({"messages": '[{"kind": "req'}, None, "field 'messages' is truncated JSON text"),
+        ({"chat": "{}"}, "chat", "field 'chat' is a string that is not a JSON array"),
         ({"payload": []}, "payload.messages", "field 'payload.messages' is missing or not an array"),
         (
             {"messages": {}},

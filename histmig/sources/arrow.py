@@ -83,15 +83,14 @@ def find_messages_column(
     column whose structs have ``kind`` and ``parts``, or a text or binary column whose first
     non-null cell (``first(column)``, when given) is a history or an envelope holding one.
     Raises :class:`ColumnError` (prefixed with ``where``) when there is none, when several
-    columns hold histories, or when the type is unusable."""
+    columns hold histories, or when the type is unusable (``name``'s, or with none found, a
+    candidate's: ``column 'messages' is int64``)."""
     prefix = f"{where}: " if where else ""
     if name is not None:
         if name not in schema.names:
             raise ColumnError(f"{prefix}no column {name!r} (columns: {', '.join(schema.names)})")
         if column_kind(schema.field(name).type) is None:
-            raise ColumnError(
-                f"{prefix}column {name!r} is {schema.field(name).type}: expected JSON text, binary or list<struct>"
-            )
+            raise _unusable(schema, name, prefix)
         return name
     for candidate in MESSAGE_FIELD_CANDIDATES:
         if candidate in schema.names and column_kind(schema.field(candidate).type) is not None:
@@ -108,8 +107,17 @@ def find_messages_column(
         raise ColumnError(
             f"{prefix}several columns hold histories ({', '.join(found)}): name one with --messages-column"
         )
+    named = next((candidate for candidate in MESSAGE_FIELD_CANDIDATES if candidate in schema.names), None)
+    if named is not None:  # a column of a history's name, but of another type: said as it is
+        raise _unusable(schema, named, prefix)
     raise ColumnError(
         f"{prefix}cannot tell the messages column (name it with --messages-column; columns: {', '.join(schema.names)})"
+    )
+
+
+def _unusable(schema: pa.Schema, name: str, prefix: str) -> ColumnError:
+    return ColumnError(
+        f"{prefix}column {name!r} is {schema.field(name).type}: expected JSON text, binary or list<struct>"
     )
 
 

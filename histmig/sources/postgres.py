@@ -37,6 +37,10 @@ pa = lazy("pyarrow")
 
 SCHEMES = ("postgresql://", "postgres://")
 
+MAX_NAME_BYTES = 63
+"""The longest name PostgreSQL keeps whole (``NAMEDATALEN - 1``, in bytes of UTF-8): a longer
+one it cuts short without an error, so that ``--to-table`` could name the table read."""
+
 TEXT_TYPES = frozenset({"json", "jsonb", "text", "varchar"})
 """Column types (base types of a domain) whose text a history may be."""
 
@@ -90,6 +94,12 @@ class PostgresTable(TableInput):
     def __init__(self, location: str, destination: Destination, options: Any, job: Job) -> None:
         if options.single_transaction and not destination.in_place:
             raise UsageError(f"{self.display(location)}: --single-transaction goes with --in-place")
+        for flag, name in (("--table", options.table), ("--to-table", destination.to_table), ("--schema", options.schema)):
+            if name is not None and len(name.encode()) > MAX_NAME_BYTES:
+                raise UsageError(
+                    f"{self.display(location)}: {flag} {name!r} is {len(name.encode())} bytes long; PostgreSQL names "
+                    f"are at most {MAX_NAME_BYTES} bytes (it would cut this one short, naming another table)"
+                )
         self._schema = options.schema
         super().__init__(location, destination, options, job)
 

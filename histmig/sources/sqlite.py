@@ -20,6 +20,7 @@ created.
 
 from __future__ import annotations
 
+import itertools
 import os
 import sqlite3
 from collections.abc import Sequence
@@ -41,6 +42,7 @@ LOCK_WAIT = 5.0
 """Seconds a statement waits for a lock another connection holds before the run stops."""
 
 _CHANGES = "__histmig_changes"
+"""The temporary table the changed rows are gathered in (:meth:`SqliteTable._free_name`)."""
 _SCRATCH = "__histmig_new_table"
 """The copy ``--to-table --overwrite`` fills before it takes the replaced table's name."""
 _BATCH_ROWS = 1000
@@ -167,8 +169,25 @@ class SqliteTable(TableInput):
         if not (self._destination.in_place or self._destination.to_table is not None):
             return
         keys = ", ".join(f"k{i}" for i in range(len(self.key)))
-        self._query(f"CREATE TEMP TABLE {quote(_CHANGES)} (seq INTEGER PRIMARY KEY, new, stored, location, id, {keys})")
+        self._changes = quote(self._free_name(_CHANGES))
+        self._query(f"CREATE TEMP TABLE {self._changes} (seq INTEGER PRIMARY KEY, new, stored, location, id, {keys})")
         self._write = self._gather
+
+    def _free_name(self, name: str) -> str:
+        """``name``, or ``name_2``, ``name_3``...: the first that names no table, view,
+        index or trigger of the database (nor of this connection's temporary ones) and is
+        not ``--to-table``'s, as SQLite compares names (ASCII case ignored): a name of
+        histmig's own never stands for one of the user's, nor the other way round."""
+        taken = {
+            row[0].lower()
+            for row in self._query("SELECT name FROM sqlite_master UNION ALL SELECT name FROM sqlite_temp_master")
+        }
+        taken |= {self.table.lower(), (self._destination.to_table or "").lower()}
+        return next(
+            candidate
+            for n in itertools.count(1)
+            if (candidate := name if n == 1 else f"{name}_{n}").lower() not in taken
+        )
 
     def _gather(self, page: Page, result: PageResult) -> None:
         """Keep a page's changed rows in the temporary table, for :meth:`_finish`."""
@@ -176,7 +195,7 @@ class SqliteTable(TableInput):
         rows = [(c.new, c.stored, c.location, c.id, *c.key) for c in self.changes(page, result)]
         try:
             self._con.executemany(
-                f"INSERT INTO temp.{quote(_CHANGES)} (new, stored, location, id, "
+                f"INSERT INTO temp.{self._changes} (new, stored, location, id, "
                 f"{', '.join(f'k{i}' for i in range(len(self.key)))}) VALUES ({marks})",
                 rows,
             )
@@ -199,7 +218,7 @@ class SqliteTable(TableInput):
                     table = self._copy(destination.to_table)
                 seq = 0
                 while rows := con.execute(
-                    f"SELECT * FROM temp.{quote(_CHANGES)} WHERE seq > ? ORDER BY seq LIMIT {_BATCH_ROWS}", [seq]
+                    f"SELECT * FROM temp.{self._changes} WHERE seq > ? ORDER BY seq LIMIT {_BATCH_ROWS}", [seq]
                 ).fetchall():
                     self.apply(table, [Change(tuple(row[5:]), row[2], row[1], row[3], row[4]) for row in rows])
                     seq = rows[-1][0]
@@ -225,7 +244,7 @@ class SqliteTable(TableInput):
         ]
         key = [quote(name) for name, _, _, pk in sorted(info, key=lambda row: row[3]) if pk]
         columns += [f"PRIMARY KEY ({', '.join(key)})"] if key else []
-        new = quote(_SCRATCH if self._destination.overwrite else to_table)
+        new = quote(self._free_name(_SCRATCH) if self._destination.overwrite else to_table)
         names = ", ".join(quote(row[0]) for row in info)
         self._con.execute(f"CREATE TABLE {new} ({', '.join(columns)})")
         self._con.execute(f"INSERT INTO {new} ({names}) SELECT {names} FROM {self._relation()}")

@@ -322,8 +322,9 @@ class TableInput(Input):
         """The one column of ``columns`` that holds histories whatever its name (the chat-app
         example's ``message_list``): a text or bytes column whose first non-null value is a
         history or an envelope holding one, as a Parquet column is found
-        (:func:`~histmig.sources.arrow.find_messages_column`). Raises :class:`ColumnError` when
-        none does, or several."""
+        (:func:`~histmig.sources.arrow.find_messages_column`); with none, a column of a
+        candidate's name (``messages``) of another type, for the caller to name with its type.
+        Raises :class:`ColumnError` when none does and there is no such column, or several do."""
         found = []
         for column in columns:
             kind = self._kind(column)
@@ -339,6 +340,10 @@ class TableInput(Input):
             raise ColumnError(
                 f"{self.name}: several columns hold histories ({', '.join(found)}): name one with --messages-column"
             )
+        names = {column.name for column in columns}
+        named = next((candidate for candidate in MESSAGE_FIELD_CANDIDATES if candidate in names), None)
+        if named is not None:  # a column of a history's name, but of another type: said with its type
+            return named
         raise ColumnError(f"{self.name}: cannot tell the messages column (name it with --messages-column)")
 
     def _unique(self, key: tuple[str, ...]) -> bool:

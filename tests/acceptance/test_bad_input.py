@@ -55,6 +55,16 @@ BAD_LINES = {
         "messages[0].parts[0].content",
     ),
     "too deeply nested": (b"[" * 2000 + b"]" * 2000, "invalid JSON"),
+    "an integer of 5,000 digits": (
+        b'[{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"x","tool_name":null}],"n":'
+        + b"9" * 5000
+        + b"}]",
+        "an integer of more than 4,300 digits: histmig keeps integers exactly up to 4,300 digits, Python's limit",
+    ),
+    "a truncated JSON text in a messages field": (
+        b'{"id": "t", "messages": "[{\\"kind\\": \\"request\\", \\"parts\\": [{\\"part_kind"}',
+        "field 'messages' is truncated JSON text",
+    ),
     "a number beyond double range": (
         b'[{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"x","tool_name":null}],"n":1e400}]',
         "invalid JSON: number is infinity",

@@ -241,3 +241,19 @@ def test_converting_parquet_and_duckdb_never_imports_pandas(tmp_path: Path) -> N
             check=True,
         )
         assert done.stdout == "0 False\n", (args, done.stderr)
+
+
+def test_a_messages_column_of_another_type_is_named_with_its_type() -> None:
+    schema = pa.schema([("id", pa.string()), ("messages", pa.int64())])
+    with pytest.raises(
+        ColumnError, match=r"^x.parquet: column 'messages' is int64: expected JSON text, binary or list<struct>$"
+    ):
+        find_messages_column(schema, where="x.parquet", first=lambda name: None)
+    other = pa.schema(
+        [
+            ("id", pa.string()),
+            ("messages", pa.int64()),
+            ("chat", pa.list_(pa.struct([("kind", pa.string()), ("parts", pa.string())]))),
+        ]
+    )
+    assert find_messages_column(other) == "chat"  # a column that holds histories comes first

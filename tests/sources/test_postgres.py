@@ -482,6 +482,29 @@ def test_usage_errors_exit_2_before_anything_is_written(
     assert xmins(postgres_db) == xmin_before
 
 
+def test_a_name_postgresql_would_cut_short_is_refused_and_the_table_read_is_kept(postgres_db: str, records) -> None:
+    table = "t" * 30 + "é" * 16 + "x"  # 63 bytes of UTF-8: the longest PostgreSQL keeps
+    make_table(postgres_db, records[:5], table=table)
+    before = raw_messages(postgres_db, table)
+    for args in (("--table", table, "--to-table", table + "2", "--overwrite"), ("--table", table + "2")):
+        result = runner.invoke(app, ["convert" if "--to-table" in args else "audit", postgres_db, *args])
+        assert result.exit_code == 2, result.stderr
+        assert "is 64 bytes long; PostgreSQL names are at most 63 bytes" in result.stderr
+    assert raw_messages(postgres_db, table) == before
+    assert runner.invoke(app, ["convert", postgres_db, "--table", table, "--to-table", "t" * 63, "-q"]).exit_code == 0
+    assert raw_messages(postgres_db, "t" * 63) != before
+
+
+def test_a_messages_column_of_another_type_is_named_with_its_type(postgres_db: str) -> None:
+    with psycopg.connect(postgres_db, autocommit=True) as con:
+        con.execute("CREATE TABLE numbers (id int PRIMARY KEY, messages int8)")
+    result = runner.invoke(app, ["audit", postgres_db, "--table", "numbers"])
+    assert (result.exit_code, result.stderr.strip()) == (
+        2,
+        f"histmig: cannot read {PostgresTable.display(postgres_db)}:numbers: column 'messages' is int8: expected JSON text or bytes",
+    )
+
+
 def test_unreachable_server_and_options_of_other_inputs(postgres_server: Path, tmp_path: Path) -> None:
     result = runner.invoke(
         app, ["audit", "postgresql://postgres:hunter2@/nowhere?host=" + str(postgres_server), "--table", "t"]

@@ -393,3 +393,17 @@ def test_a_journal_a_killed_writer_left_is_rolled_back_before_reading(tmp_path: 
         138,
     )  # the rows as they were before the killed transaction
     assert query(db, f"SELECT id, messages FROM {TABLE} ORDER BY id") == before
+
+
+def test_histmig_s_own_table_names_never_stand_for_a_user_s(tmp_path: Path, records) -> None:
+    db = make_db(tmp_path / "chats.db", records)
+    expected = jsonl_path_output(records, tmp_path)[0]
+    with closing(sqlite3.connect(db)) as con, con:
+        con.execute("CREATE TABLE __HISTMIG_NEW_TABLE (kept TEXT)")  # a user's, of the name the scratch copy had
+        con.execute("INSERT INTO __HISTMIG_NEW_TABLE VALUES ('mine')")
+    for name, more in [("__histmig_changes", ()), ("__histmig_changes_2", ()), ("__histmig_changes", ("--overwrite",))]:
+        done = runner.invoke(app, ["convert", str(db), "--table", TABLE, "--to-table", name, *more, "-q"])
+        assert (done.exit_code, done.stderr) == (0, ""), done.stderr
+        assert stored(db, name) == expected
+    assert query(db, "SELECT * FROM __histmig_new_table") == [("mine",)]
+    assert query(db, "SELECT count(*) FROM sqlite_master WHERE name LIKE '__histmig%'") == [(3,)]
