@@ -92,18 +92,18 @@ def _duckdb(tmp_path: Path) -> tuple[Path, bytes]:
 IN_THE_SCAN = (
     "import pyarrow as pa, histmig.sources.duckdb as d\n"
     "insert = d._insert\n"
-    "def _insert(con, target, data):\n"
+    "def _insert(con, target, data, via):\n"
     "    def batches():\n"
     "        yield from data.to_batches()\n"
     f"        {SELF_INTERRUPT}\n"
-    "    insert(con, target, pa.RecordBatchReader.from_batches(data.schema, batches()))\n"
+    "    insert(con, target, pa.RecordBatchReader.from_batches(data.schema, batches()), via)\n"
     "d._insert = _insert\n"
 )
 """A hook: SIGINT inside DuckDB's scan of a batch being written (DuckDB raises the KeyboardInterrupt again)."""
 
 AS_A_DRIVER_ERROR = (
     "import duckdb, histmig.sources.duckdb as d\n"
-    "def _insert(con, target, data):\n"
+    "def _insert(con, target, data, via):\n"
     "    try:\n"
     f"        {SELF_INTERRUPT}\n"
     "    except KeyboardInterrupt:\n"

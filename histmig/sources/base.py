@@ -14,8 +14,9 @@ file renamed, a transaction committed), or, on an error, rolls it back.
 from __future__ import annotations
 
 import importlib
+import itertools
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
@@ -204,6 +205,15 @@ def folded(name: str) -> bytes:
     every other character as it is (``"Chats"`` and ``"chats"`` are one table there,
     ``"Äb"`` and ``"äb"`` two)."""
     return name.encode().lower()
+
+
+def free_name(name: str, taken: Iterable[str | None]) -> str:
+    """``name``, or ``name_2``, ``name_3``...: the first none of ``taken`` names, as SQLite
+    and DuckDB compare names (:func:`folded`). histmig's own tables, views and columns take
+    such a name, ``taken`` being the database's names and the run's, so that one never
+    stands for a user's, nor a user's for one of them (``--to-table __histmig_changes``)."""
+    used = {folded(other) for other in taken if other is not None}
+    return next(c for n in itertools.count(1) if folded(c := name if n == 1 else f"{name}_{n}") not in used)
 
 
 def starts_with(path: str, magic: bytes, offset: int = 0) -> bool:

@@ -22,7 +22,19 @@ from histmig.errors import ColumnError, UnwritableOutput, UsageError
 from histmig.report import Report
 from histmig.sources.arrow import Cells, ColumnMigrator, find_id_column, find_messages_column, indices, write_jsonl_rows
 from histmig.sources.atomic import atomic_output
-from histmig.sources.base import Destination, Format, Input, Job, Task, TaskResult, Written, folded, lazy, starts_with
+from histmig.sources.base import (
+    Destination,
+    Format,
+    Input,
+    Job,
+    Task,
+    TaskResult,
+    Written,
+    folded,
+    free_name,
+    lazy,
+    starts_with,
+)
 from histmig.sources.parquet import parquet_sink
 
 duckdb = lazy("duckdb")
@@ -36,6 +48,8 @@ ROW_GROUP_ROWS = 16 * 1024
 _ROWID = "__histmig_rowid"
 _UPDATES = "__histmig_updates"
 _BATCH = "__histmig_batch"
+"""The names histmig's own column alias, temporary table and registered batch take, or the
+first free one after them (:func:`~histmig.sources.base.free_name`)."""
 
 
 def quote(name: str) -> str:
@@ -43,13 +57,13 @@ def quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _duckdb_type(con: Any, type_: Any) -> str:
-    """The DuckDB column type DuckDB gives an Arrow column of ``type_``."""
-    con.register(_BATCH, pa.table({"v": pa.nulls(0, type_)}))  # not pa.array: see arrow.bytes_array
+def _duckdb_type(con: Any, type_: Any, via: str) -> str:
+    """The DuckDB column type DuckDB gives an Arrow column of ``type_`` (registered as ``via``)."""
+    con.register(via, pa.table({"v": pa.nulls(0, type_)}))  # not pa.array: see arrow.bytes_array
     try:
-        return con.execute(f"DESCRIBE SELECT v FROM {quote(_BATCH)}").fetchall()[0][1]
+        return con.execute(f"DESCRIBE SELECT v FROM {quote(via)}").fetchall()[0][1]
     finally:
-        con.unregister(_BATCH)
+        con.unregister(via)
 
 
 def _arrow_schema(con: Any, table: str) -> Any:
@@ -57,12 +71,13 @@ def _arrow_schema(con: Any, table: str) -> Any:
     return (relation.to_arrow_table() if hasattr(relation, "to_arrow_table") else relation.fetch_arrow_table()).schema
 
 
-def _insert(con: Any, table: str, data: Any) -> None:
-    con.register(_BATCH, data)
+def _insert(con: Any, table: str, data: Any, via: str) -> None:
+    """Insert the Arrow ``data`` into the table ``table``, registered as ``via`` meanwhile."""
+    con.register(via, data)
     try:
-        con.execute(f"INSERT INTO {quote(table)} SELECT * FROM {quote(_BATCH)}")
+        con.execute(f"INSERT INTO {quote(table)} SELECT * FROM {quote(via)}")
     finally:
-        con.unregister(_BATCH)
+        con.unregister(via)
 
 
 @dataclass
@@ -135,6 +150,10 @@ class TableInput(Input):
                 key=keys[0][0] if len(keys) == 1 and len(keys[0]) == 1 else None,
                 where=self.name,
             )
+            taken = [row[0] for row in self._con.execute("SELECT table_name FROM information_schema.tables").fetchall()]
+            self._batch = free_name(_BATCH, [*taken, table, destination.to_table])
+            self._updates_table = free_name(_UPDATES, [*taken, table, destination.to_table, self._batch])
+            self._rowid = free_name(_ROWID, schema.names)
         except BaseException:
             self._stack.close()
             raise
@@ -216,7 +235,7 @@ class TableInput(Input):
 
     def tasks(self) -> Iterator[Batch]:
         if self._destination.in_place:
-            selected = [f"rowid AS {quote(_ROWID)}", quote(self._column)]
+            selected = [f"rowid AS {quote(self._rowid)}", quote(self._column)]
             selected += [quote(self._id_column)] if self._id_column not in (None, self._column) else []
             query = f"SELECT {', '.join(selected)} FROM {quote(self._table)}"
         else:
@@ -300,7 +319,7 @@ class TableInput(Input):
         def write(result: BatchResult) -> None:
             if not created:
                 create()
-            _insert(self._con, to_table, result.batch)
+            _insert(self._con, to_table, result.batch, self._batch)
 
         def finish() -> None:
             if not created:
@@ -312,7 +331,11 @@ class TableInput(Input):
         """``CREATE TABLE to_table (...)`` with the table's columns and constraints, the
         messages column of the migrator's output type."""
         migrator = self.migrator
-        widened = _duckdb_type(self._con, migrator.output_type) if migrator.output_type != migrator.input_type else None
+        widened = (
+            _duckdb_type(self._con, migrator.output_type, self._batch)
+            if migrator.output_type != migrator.input_type
+            else None
+        )
         columns = []
         for name, data_type, nullable, default in self._con.execute(
             "SELECT column_name, data_type, is_nullable, column_default FROM duckdb_columns() WHERE table_name = ? AND "
@@ -346,29 +369,34 @@ class TableInput(Input):
                 return
             taken = indices(changed)
             rows = pa.table(
-                {"rid": result.batch.column(_ROWID).take(taken), "value": result.batch.column(self._column).take(taken)}
+                {
+                    "rid": result.batch.column(self._rowid).take(taken),
+                    "value": result.batch.column(self._column).take(taken),
+                }
             )
             if not created:
-                self._con.register(_BATCH, rows)
-                self._con.execute(f"CREATE TEMP TABLE {quote(_UPDATES)} AS SELECT * FROM {quote(_BATCH)} LIMIT 0")
-                self._con.unregister(_BATCH)
+                self._con.register(self._batch, rows)
+                self._con.execute(
+                    f"CREATE TEMP TABLE {quote(self._updates_table)} AS SELECT * FROM {quote(self._batch)} LIMIT 0"
+                )
+                self._con.unregister(self._batch)
                 created.append(True)
-            _insert(self._con, _UPDATES, rows)
+            _insert(self._con, self._updates_table, rows, self._batch)
 
         def finish() -> None:
             if not created:
                 return
             migrator = self.migrator
             if migrator.output_type != migrator.input_type:
-                new_type = _duckdb_type(self._con, migrator.output_type)
+                new_type = _duckdb_type(self._con, migrator.output_type, self._batch)
                 self._con.execute(
                     f"ALTER TABLE {quote(self._table)} ALTER {quote(self._column)} SET DATA TYPE {new_type}"
                 )
             self._con.execute(
-                f"UPDATE {quote(self._table)} SET {quote(self._column)} = u.value FROM {quote(_UPDATES)} AS u "
+                f"UPDATE {quote(self._table)} SET {quote(self._column)} = u.value FROM {quote(self._updates_table)} AS u "
                 f"WHERE {quote(self._table)}.rowid = u.rid"
             )
-            self._con.execute(f"DROP TABLE {quote(_UPDATES)}")
+            self._con.execute(f"DROP TABLE {quote(self._updates_table)}")
 
         return write, finish
 

@@ -20,7 +20,6 @@ created.
 
 from __future__ import annotations
 
-import itertools
 import os
 import sqlite3
 from collections.abc import Sequence
@@ -29,7 +28,7 @@ from typing import Any
 from urllib.parse import quote as url_quote
 
 from histmig.errors import ColumnError, UnreadableInput, UnwritableOutput
-from histmig.sources.base import Format, folded, lazy, starts_with
+from histmig.sources.base import Format, folded, free_name, lazy, starts_with
 from histmig.sources.duckdb import quote
 from histmig.sources.table import Change, Column, Kind, Page, PageResult, TableInput
 
@@ -174,20 +173,10 @@ class SqliteTable(TableInput):
         self._write = self._gather
 
     def _free_name(self, name: str) -> str:
-        """``name``, or ``name_2``, ``name_3``...: the first that names no table, view,
-        index or trigger of the database (nor of this connection's temporary ones) and is
-        not ``--to-table``'s, as SQLite compares names (ASCII case ignored): a name of
-        histmig's own never stands for one of the user's, nor the other way round."""
-        taken = {
-            row[0].lower()
-            for row in self._query("SELECT name FROM sqlite_master UNION ALL SELECT name FROM sqlite_temp_master")
-        }
-        taken |= {self.table.lower(), (self._destination.to_table or "").lower()}
-        return next(
-            candidate
-            for n in itertools.count(1)
-            if (candidate := name if n == 1 else f"{name}_{n}").lower() not in taken
-        )
+        """:func:`~histmig.sources.base.free_name` among the database's names (tables, views,
+        indexes, triggers, this connection's temporary ones), the table's and ``--to-table``'s."""
+        rows = self._query("SELECT name FROM sqlite_master UNION ALL SELECT name FROM sqlite_temp_master")
+        return free_name(name, [*(row[0] for row in rows), self.table, self._destination.to_table])
 
     def _gather(self, page: Page, result: PageResult) -> None:
         """Keep a page's changed rows in the temporary table, for :meth:`_finish`."""

@@ -303,3 +303,20 @@ def test_a_view_is_no_in_place_input_nor_a_table_to_overwrite(tmp_path: Path, re
         == f'histmig: cannot write {db}:{TABLE}: Catalog Error: Existing object "recent" is of type View, trying to drop type Table\n'
     )
     assert read_table(db).num_rows == 5 and read_table(db, "recent").num_rows == 5
+
+
+@pytest.mark.parametrize("name", ["__histmig_batch", "__HISTMIG_UPDATES_2"])
+def test_histmig_s_own_names_never_stand_for_a_user_s(tmp_path: Path, records, name: str) -> None:
+    db = make_db(tmp_path / "chats.duckdb", records, "JSON")
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE __histmig_updates (kept VARCHAR)")  # a user's, of the name of histmig's own
+        con.execute("INSERT INTO __histmig_updates VALUES ('mine')")
+        con.execute(f"ALTER TABLE {quote(TABLE)} RENAME COLUMN name TO __histmig_rowid")
+    common = ("--table", TABLE, "--messages-column", "messages", "--id-column", "__histmig_rowid", "-q")
+    done = invoke("convert", str(db), "--to-table", name, *common)
+    assert (done.exit_code, done.stderr) == (0, ""), done.stderr
+    in_place = invoke("convert", str(db), "--in-place", *common)
+    assert (in_place.exit_code, in_place.stderr) == (0, ""), in_place.stderr
+    assert read_table(db, name).column("messages").to_pylist() == read_table(db).column("messages").to_pylist()
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT * FROM __histmig_updates").fetchall() == [("mine",)]
