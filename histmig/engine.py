@@ -496,7 +496,10 @@ def _json_problem(raw: bytes, error: Exception) -> str:
     words whichever of the two stops first."""
     if str(error).startswith("Integer value out of range"):
         digits = sys.get_int_max_str_digits()
-        return f"an integer of more than {digits:,} digits: histmig keeps integers exactly up to {digits:,} digits, Python's limit"
+        return (
+            f"an integer of more than {digits:,} digits: histmig keeps integers exactly up to {digits:,} digits, "
+            "Python's limit"
+        )
     try:
         raw.decode()
     except UnicodeDecodeError as exc:

@@ -393,7 +393,8 @@ class TableInput(Input):
                     f"ALTER TABLE {quote(self._table)} ALTER {quote(self._column)} SET DATA TYPE {new_type}"
                 )
             self._con.execute(
-                f"UPDATE {quote(self._table)} SET {quote(self._column)} = u.value FROM {quote(self._updates_table)} AS u "
+                f"UPDATE {quote(self._table)} SET {quote(self._column)} = u.value "
+                f"FROM {quote(self._updates_table)} AS u "
                 f"WHERE {quote(self._table)}.rowid = u.rid"
             )
             self._con.execute(f"DROP TABLE {quote(self._updates_table)}")
