@@ -13,7 +13,6 @@ from __future__ import annotations
 import errno
 import functools
 import inspect
-import signal
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
@@ -93,6 +92,7 @@ class _Group(TyperGroup):
     ) -> Any:
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, windows_expand_args, **extra)
+        self.interrupted = interrupt.SAID  # what an interrupt says, unless the input tells more
         try:
             with interrupt.run():
                 code = super().main(
@@ -115,16 +115,18 @@ class _Group(TyperGroup):
         except typer.Abort:
             stderr.print("Aborted!", markup=False)
             sys.exit(1)
+        if code == interrupt.EXIT_INTERRUPTED:  # typer's word for a KeyboardInterrupt it caught
+            say(self.interrupted)
         sys.exit(code if isinstance(code, int) else EXIT_OK)
 
     def invoke(self, ctx: typer.Context) -> Any:
-        """Run the command; an interrupt (Ctrl-C) is said in one line, with what it left as it
-        was when the input says (:class:`~histmig.interrupt.Interrupted`), and exits 130."""
+        """Run the command; an interrupt (Ctrl-C) exits 130, said by :meth:`main` in one line,
+        with what it left as it was when the input says (:class:`~histmig.interrupt.Interrupted`)."""
         try:
             return super().invoke(ctx)
-        except KeyboardInterrupt as exc:
-            say(f"{interrupt.SAID}; {exc}" if isinstance(exc, interrupt.Interrupted) else interrupt.SAID)
-            raise typer.Exit(interrupt.EXIT_INTERRUPTED) from None
+        except interrupt.Interrupted as exc:
+            self.interrupted = f"{interrupt.SAID}; {exc}"
+            raise
 
 
 app = typer.Typer(
@@ -581,8 +583,6 @@ def _inputs_and_output(paths: list[str]) -> tuple[list[str], str]:
 
 def main() -> None:
     """Run the command line (:mod:`histmig.__main__` calls it once it is imported): tunes the
-    allocators (:mod:`histmig.tuning`), has Ctrl-C raise ``KeyboardInterrupt`` again (said
-    by :meth:`_Group.invoke`), then runs the command."""
+    allocators (:mod:`histmig.tuning`), then runs the command (Ctrl-C: :meth:`_Group.main`)."""
     tune_allocators()
-    signal.signal(signal.SIGINT, signal.default_int_handler)
     app()

@@ -12,6 +12,7 @@ that wrote its table are those of the run, not 130.
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from collections.abc import Iterator
@@ -55,6 +56,14 @@ def reraise(error: BaseException) -> None:
         raise KeyboardInterrupt from error
 
 
+def before_run(signum: int, frame: object) -> None:
+    """The SIGINT handler while the command line is imported and built, nothing begun: say
+    the interrupt (:data:`SAID`) and exit 130 at once (a ``KeyboardInterrupt`` there would
+    end in a traceback). :func:`run` replaces it."""
+    os.write(2, f"{SAID}\n".encode())
+    os._exit(EXIT_INTERRUPTED)
+
+
 def _interrupt(signum: int, frame: object) -> None:
     global _received
     _received = True
@@ -72,7 +81,8 @@ def commit_begins() -> None:
 @contextmanager
 def run() -> Iterator[None]:
     """A run: SIGINT raises ``KeyboardInterrupt`` and is remembered (:func:`received`), when
-    it would raise it anyway (Python's own handler; a program's own handler is left alone);
+    it would raise it anyway (Python's own handler, or :func:`before_run`; a program's own
+    handler is left alone);
     the handler it begins with is the one it ends with, once the outermost of nested runs
     ends (:func:`commit_begins` changes it). Only in the main thread, the one signals go to."""
     global _runs, _received
@@ -80,7 +90,7 @@ def run() -> Iterator[None]:
     previous = signal.getsignal(signal.SIGINT) if main else None
     if main and not _runs:
         _received = False
-        if previous is signal.default_int_handler:
+        if previous in (signal.default_int_handler, before_run):
             signal.signal(signal.SIGINT, _interrupt)
     _runs += main
     try:

@@ -234,7 +234,12 @@ def _destinations(
             check_writable(destination.output)
     planned = []
     for (path, fmt), output in zip(found, outputs):
-        if output not in (None, "-") and path != "-" and os.path.exists(output) and os.path.samefile(output, path):
+        if (
+            output not in (None, "-")
+            and os.path.exists(output)
+            and os.path.exists(path)  # not stdin nor a database URL
+            and os.path.samefile(output, path)
+        ):
             raise UsageError(f"{output} is the input; use --in-place to replace it")
         if destination.in_place and not fmt.columnar:
             check_writable(path)

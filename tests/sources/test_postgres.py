@@ -495,6 +495,14 @@ def test_a_name_postgresql_would_cut_short_is_refused_and_the_table_read_is_kept
     assert raw_messages(postgres_db, "t" * 63) != before
 
 
+def test_an_output_file_already_there_is_replaced_for_a_url_input(postgres_db: str, records, tmp_path: Path) -> None:
+    make_table(postgres_db, records[:5])
+    out = tmp_path / "out.jsonl"
+    out.write_bytes(b"old\n")  # the URL is no file: it was compared with this one as a path (No such file)
+    done = runner.invoke(app, ["convert", postgres_db, "--table", TABLE, str(out), "-q"])
+    assert (done.exit_code, done.stderr) == (0, "") and len(out.read_bytes().splitlines()) == 5
+
+
 def test_a_messages_column_of_another_type_is_named_with_its_type(postgres_db: str) -> None:
     with psycopg.connect(postgres_db, autocommit=True) as con:
         con.execute("CREATE TABLE numbers (id int PRIMARY KEY, messages int8)")
