@@ -58,7 +58,7 @@ def test_an_interrupt_of_a_run_on_workers_is_one_line_and_exit_130(tmp_path: Pat
     source = tmp_path / "in.jsonl"
     source.write_bytes((CORPUS / "all.jsonl").read_bytes() * 20)
     hook = (
-        "import time, histmig.api as api\n"
+        "import time, histmig.run.local as api\n"
         "work = api._work\n"
         "def _work(job, task, slot):\n"
         "    os.write(1, b'w')\n"  # this worker is at work: the test sends SIGINT now
