@@ -119,7 +119,7 @@ class _Group(TyperGroup):
             say(self.interrupted)
         sys.exit(code if isinstance(code, int) else EXIT_OK)
 
-    def invoke(self, ctx: typer.Context) -> Any:
+    def invoke(self, ctx: Any) -> Any:
         """Run the command; an interrupt (Ctrl-C) exits 130, said by :meth:`main` in one line,
         with what it left as it was when the input says (:class:`~histmig.interrupt.Interrupted`)."""
         try:

@@ -210,7 +210,8 @@ class TableInput(Input):
             self._write, self._finish = self._file(destination.output)
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: Any) -> None:
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        error = rest[0] if rest and isinstance(rest[0], BaseException) else None
         if kind is None:
             try:
                 self._finish()
@@ -231,7 +232,7 @@ class TableInput(Input):
             if isinstance(error, KeyboardInterrupt) or interrupt.received():
                 raise interrupt.Interrupted(f"{self.name} is as it was") from error
         else:
-            self._stack.__exit__(kind, error, trace)
+            self._stack.__exit__(kind, *rest)  # type: ignore[arg-type]
 
     def tasks(self) -> Iterator[Batch]:
         if self._destination.in_place:

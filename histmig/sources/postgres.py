@@ -94,7 +94,11 @@ class PostgresTable(TableInput):
     def __init__(self, location: str, destination: Destination, options: Any, job: Job) -> None:
         if options.single_transaction and not destination.in_place:
             raise UsageError(f"{self.display(location)}: --single-transaction goes with --in-place")
-        for flag, name in (("--table", options.table), ("--to-table", destination.to_table), ("--schema", options.schema)):
+        for flag, name in (
+            ("--table", options.table),
+            ("--to-table", destination.to_table),
+            ("--schema", options.schema),
+        ):
             if name is not None and len(name.encode()) > MAX_NAME_BYTES:
                 raise UsageError(
                     f"{self.display(location)}: {flag} {name!r} is {len(name.encode())} bytes long; PostgreSQL names "
