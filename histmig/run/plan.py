@@ -177,7 +177,7 @@ def check_options(
         raise UsageError("--to-table writes one table: give one database input")
     for path, fmt in found:
         if command.startswith("otel") and fmt.columnar:
-            raise UsageError(f"{path}: the otel commands read JSON or JSONL, not Parquet or DuckDB")
+            raise UsageError(f"{redact.location(path)}: the otel commands read JSON or JSONL, not Parquet or DuckDB")
     values = _taken(destination, options)
     limited: dict[str, Flag] = {
         flag.name: flag for flag in flags() if flag.formats is not None and command in flag.commands
