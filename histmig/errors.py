@@ -48,6 +48,16 @@ class InputEnded(OSError):
     and writes what was read (exit code 1)."""
 
 
+class InputChanged(OSError):
+    """An input written in place (``--in-place``) changed while the run read it (an
+    application appended to it): it is kept as it is, and the migrated copy of what was read
+    is left beside it, at ``kept`` (exit code 1; the run goes on with its other inputs)."""
+
+    def __init__(self, message: str, kept: str) -> None:
+        super().__init__(message)
+        self.kept = kept
+
+
 class WorkerDied(RuntimeError):
     """A worker process ended without answering a task (killed, out of memory)."""
 

@@ -22,13 +22,12 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from histmig.errors import ColumnError
 from histmig.report import Report
 from histmig.sources.arrow import Cells, ColumnMigrator, find_id_column, find_messages_column, write_jsonl_rows
-from histmig.sources.atomic import atomic_output, temp_beside, unwritable
+from histmig.sources.atomic import atomic_output, replaced, unwritable
 from histmig.sources.base import Destination, Format, Input, Job, Task, TaskResult, Written, lazy
 
 if TYPE_CHECKING:
@@ -62,27 +61,20 @@ PROBE_BATCH = 16
 @contextmanager
 def parquet_sink(path: str, schema: pa.Schema, compression: str = "snappy") -> Iterator[Callable[[pa.Table], None]]:
     """A function that writes one table as one row group of the Parquet file ``path``
-    (``schema``, ``compression``); the file is written to a temporary file in the same
-    directory and renamed over ``path`` only when the block ends without an exception. A
-    write that fails raises :class:`~histmig.errors.UnwritableOutput` naming ``path``."""
-    destination = Path(path)
-    fd, tmp_name = temp_beside(destination)
-    os.close(fd)
-
-    def write(table: pa.Table) -> None:
+    (``schema``, ``compression``), written as :func:`~histmig.sources.atomic.replaced` writes
+    a file: to a temporary file beside it (beside the file a link points to), renamed over it
+    only when the block ends without an exception; a stream (``/dev/null``, a FIFO) as it is.
+    A write that fails raises :class:`~histmig.errors.UnwritableOutput` naming ``path``."""
+    with replaced(path) as out:
         with unwritable(path):
-            writer.write_table(table, row_group_size=max(1, table.num_rows))
+            writer = pq.ParquetWriter(out, schema, compression=compression)
 
-    try:
-        with unwritable(path):
-            writer = pq.ParquetWriter(tmp_name, schema, compression=compression)
+        def write(table: pa.Table) -> None:
+            with unwritable(path):
+                writer.write_table(table, row_group_size=max(1, table.num_rows))
+
         with writer:
             yield write
-        with unwritable(path):
-            os.replace(tmp_name, destination)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
 
 
 def compression(metadata: pq.FileMetaData) -> str:
