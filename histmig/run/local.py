@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from functools import partial
 
-from histmig.errors import InputEnded
+from histmig.errors import InputChanged, InputEnded
 from histmig.options import Options
 from histmig.parallel import Progress, Workers
 from histmig.report import Report
@@ -34,7 +35,7 @@ def run_local(planning: Planning, options: Options, job: Job, progress: Progress
         dict.fromkeys(
             item.destination.rejects
             for item in planning.inputs
-            if item.destination.rejects not in (None, "-") and os.path.exists(item.destination.rejects)
+            if item.destination.rejects not in (None, "-") and os.path.isfile(item.destination.rejects)
         )
     )
     if planning.directory is not None:
@@ -46,19 +47,25 @@ def run_local(planning: Planning, options: Options, job: Job, progress: Progress
     jobs = 1 if all(i.in_process for i in inputs) else options.workers
     advance: Callable[[int], None] = progress.advance if progress is not None else lambda n: None
     wrote: list[Written] = []
+    warnings: list[str] = []
     with Workers(partial(_work, job), jobs, slot_bytes=max(i.slot_bytes for i in inputs)) as workers:
         for current in inputs:
-            with current:
-                last = "the start"
-                try:
-                    for task, result, slot in _results(current, workers, job):
-                        report.merge(result.report)
-                        last = result.last or last
-                        advance(task.size)
-                        current.write(task, result, slot)
-                except InputEnded as exc:
-                    report.add_read_error(current.name, f"after {last}", str(exc))
-            wrote.append(current.written())
+            kept = None
+            try:
+                with current:
+                    last = "the start"
+                    try:
+                        for task, result, slot in _results(current, workers, job):
+                            report.merge(result.report)
+                            last = result.last or last
+                            advance(task.size)
+                            current.write(task, result, slot)
+                    except InputEnded as exc:
+                        report.add_read_error(current.name, f"after {last}", str(exc))
+            except InputChanged as exc:  # the input is kept, its migrated copy beside it; on to the next
+                warnings.append(str(exc))
+                kept = exc.kept
+            wrote.append(replace(current.written(), kept=kept))
             for row in wrote[-1].skipped:
                 report.add_skipped(row.source, row.location, row.id)
     destination = planning.destination
@@ -75,6 +82,7 @@ def run_local(planning: Planning, options: Options, job: Job, progress: Progress
         inputs=[i.name for i in inputs],
         earlier_rejects=earlier,
         target=options.target and str(options.release),
+        warnings=warnings,
     )
 
 

@@ -26,8 +26,10 @@ class Result:
     run (``earlier_rejects``), whether the input was read as JSONL from stdin
     (``stdin_lines``), whether ``check`` fails on parts of an unknown ``part_kind``
     (``strict``), and the ``target`` release (``convert``/``audit --target``, ``check
-    --reader``; ``None``: not given). :attr:`verdict` and :attr:`exit_code` are made from
-    these."""
+    --reader``; ``None``: not given), the ``warnings`` to show (an input that changed while it
+    was read in place, a temporary file a killed run left beside an output) and the temporary
+    files removed (``cleaned``, ``--clean``). :attr:`verdict` and :attr:`exit_code` are made
+    from these."""
 
     command: Command
     input: str | Sequence[str]
@@ -41,18 +43,21 @@ class Result:
     inputs: list[str] = field(default_factory=list)
     earlier_rejects: list[str] = field(default_factory=list)
     target: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    cleaned: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
         """0 done and clean; 1 a record was rejected, a row was skipped (written by another
-        client meanwhile), an input ended early, a record the ``--target`` release cannot
+        client meanwhile), an input ended early, an input written in place changed while it
+        was read (it is kept, its migrated copy beside it), a record the ``--target`` release cannot
         load was kept as it is, or (``check``) a record needs a rule, is invalid (for
         ``--reader``: that release cannot load it) or has a finding (a warning does not
         count), or, with ``strict``, holds a part of an unknown ``part_kind`` (README "Exit
         codes")."""
         if self.command == "check":
             return 1 if self.report.needs_attention or (self.strict and self._unknown_part_count()) else 0
-        return 1 if self.report.failed else 0
+        return 1 if self.report.failed or any(w.kept for w in self.wrote) else 0
 
     @property
     def verdict(self) -> str:
@@ -169,6 +174,12 @@ class Result:
         where = "stdout" if self.output == "-" else self.output or self.to_table or in_place
         withheld = bool(self.wrote) and all(w.withheld for w in self.wrote)
         said = f"nothing written to {where}" if withheld else f"written to {where}"
+        kept = [w.kept for w in self.wrote if w.kept is not None]
+        if kept:
+            changed = f"{named} changed" if len(self.inputs) <= 1 else f"{len(kept)} of them changed"
+            said += (
+                f" but {changed} while histmig read it: kept as it was, the migrated copy beside it (see the warning)"
+            )
         if not self.report.counts["rejected"]:
             return said
         rejected = next((w.rejected for w in self.wrote if w.rejected is not None), None)
@@ -183,8 +194,8 @@ class Result:
         """Notes for the user besides the verdict: how a table's rows were told apart when its
         primary key could not (:class:`~histmig.sources.base.Written`); a rejects file an
         earlier run left there, added to; a stdin read as JSONL that looks like one JSON
-        document; a ``.json`` file that looks like JSONL."""
-        notes = [note for written in self.wrote for note in written.notes]
+        document; a ``.json`` file that looks like JSONL; the temporary files ``--clean`` removed."""
+        notes = [*self.cleaned, *(note for written in self.wrote for note in written.notes)]
         for path in self.earlier_rejects:
             if any(w.rejected == path for w in self.wrote):
                 used = any(w.rejected == path and w.rejects_used for w in self.wrote)

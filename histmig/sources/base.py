@@ -115,7 +115,8 @@ class Written:
     file (``rejects_used``), the rows ``skipped`` (:class:`Skipped`; added to the report)
     and, for a table written in place, how the verdict names it (``named``: without the
     password a database URL may hold), and ``notes`` for the user (how a table's rows were
-    told apart)."""
+    told apart); for an input that changed while it was read in place
+    (:class:`~histmig.errors.InputChanged`), where its migrated copy was left instead (``kept``)."""
 
     rejected: str | None = None
     withheld: bool = False
@@ -123,6 +124,7 @@ class Written:
     skipped: list[Skipped] = field(default_factory=list)
     named: str | None = None
     notes: list[str] = field(default_factory=list)
+    kept: str | None = None
 
 
 class Input(ABC):

@@ -18,7 +18,7 @@ from histmig.engine import run_records
 from histmig.errors import InputEnded
 from histmig.records import Outcome, Record
 from histmig.report import Report
-from histmig.sources.atomic import atomic_output, input_stream
+from histmig.sources.atomic import Stamp, atomic_output, input_stream
 from histmig.sources.base import Destination, Format, Input, Job, Task, TaskResult, Written
 from histmig.sources.jsonl import BOM, READ_ERRORS, Rejects, written_to
 
@@ -72,6 +72,7 @@ class DocumentInput(Input):
         self._path = path
         self._stack = ExitStack()
         self._output = path if destination.in_place else destination.output
+        self._in_place = destination.in_place
         self._keep_rejected = destination.keep_rejected
         self._rejects = (
             Rejects(destination.rejects, self._stack)
@@ -79,11 +80,14 @@ class DocumentInput(Input):
             else None
         )
         self._withheld = False
+        self._read_as: Stamp | None = None
 
     def __exit__(self, kind: type[BaseException] | None, *rest: Any) -> None:
         self._stack.__exit__(kind, *rest)
 
     def tasks(self) -> Iterator[Document]:
+        if self._in_place:
+            self._read_as = Stamp.of(self._path)  # before it is opened
         try:
             with input_stream(self._path) as stream:
                 data = stream.read()
@@ -109,7 +113,7 @@ class DocumentInput(Input):
             data = task.data
             ending = b"\r\n" if data.endswith(b"\r\n") else b"\n" if data.endswith(b"\n") else b""
             output = (BOM if data.startswith(BOM) else b"") + outcome.output + ending
-        self._stack.enter_context(atomic_output(self._output)).write(output)
+        self._stack.enter_context(atomic_output(self._output, read_as=self._read_as)).write(output)
 
     def written(self) -> Written:
         return written_to(self._rejects, self._keep_rejected, self._withheld) if self._output is not None else Written()

@@ -33,7 +33,7 @@ from histmig.engine import run_records
 from histmig.errors import InputEnded
 from histmig.records import Record
 from histmig.report import Report
-from histmig.sources.atomic import atomic_output, input_stream
+from histmig.sources.atomic import Stamp, atomic_output, input_stream
 from histmig.sources.base import Destination, Format, Input, Job, Task, TaskResult, Written
 
 CHUNK_BYTES = 1 << 20
@@ -401,6 +401,7 @@ class LinesInput(Input):
         self.size = size
         self._stack = ExitStack()
         self._output = path if destination.in_place else destination.output
+        self._in_place = destination.in_place
         self._out: BinaryIO | None = None
         self._rejects: Rejects | None = None
         self._keep_rejected = destination.keep_rejected
@@ -408,11 +409,12 @@ class LinesInput(Input):
 
     def __enter__(self) -> LinesInput:
         try:
+            read_as = Stamp.of(self.name) if self._in_place else None  # before it is opened
             self._stream = self._stack.enter_context(input_stream(self.name))
             if self._rejects_path is not None:
                 self._rejects = Rejects(self._rejects_path, self._stack)
             if self._output is not None:
-                self._out = self._stack.enter_context(atomic_output(self._output))
+                self._out = self._stack.enter_context(atomic_output(self._output, read_as=read_as))
         except BaseException:
             self._stack.close()
             raise
