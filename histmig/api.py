@@ -65,6 +65,7 @@ def convert(
     engine: str = "local",
     spark_master: str | None = None,
     report: str | None = None,
+    clean: bool = False,
     progress: Progress | None = None,
     tune: bool = False,
 ) -> Result:
@@ -79,7 +80,9 @@ def convert(
     destination. ``engine``: ``"local"`` (this machine's worker processes, ``options.jobs``)
     or ``"spark"`` (Parquet in, ``output`` a directory of Parquet files, on ``spark_master``
     or a local session: :mod:`histmig.spark`). ``report``: the file the caller writes the
-    report to, refused when it is a file the run reads or writes. ``progress`` is told how
+    report to, refused when it is a file the run reads or writes. ``clean``: remove the
+    temporary files killed runs left beside the files the run writes (else each is named in
+    :attr:`Result.warnings`; :func:`~histmig.sources.atomic.stale_temps`). ``progress`` is told how
     far the run is; ``tune`` sets up the process as the command line does
     (:mod:`histmig.tuning`). Raises :class:`~histmig.errors.UsageError` for destinations that
     do not fit (a blank ``to_table``, a path written twice or written and read:
@@ -94,6 +97,7 @@ def convert(
         engine=engine,
         spark_master=spark_master,
         report=report,
+        clean=clean,
         progress=progress,
         tune=tune,
     )
@@ -104,12 +108,15 @@ def audit(
     options: Options = Options(),
     *,
     report: str | None = None,
+    clean: bool = False,
     progress: Progress | None = None,
     tune: bool = False,
 ) -> Result:
     """``histmig audit``: what ``convert`` would do to ``input`` (one path or several),
-    nothing written; ``report``, ``progress`` and ``tune`` as for :func:`convert`."""
-    return run("audit", input, Destination(), options, options.plan(), report=report, progress=progress, tune=tune)
+    nothing written; ``report``, ``clean``, ``progress`` and ``tune`` as for :func:`convert`."""
+    return run(
+        "audit", input, Destination(), options, options.plan(), report=report, clean=clean, progress=progress, tune=tune
+    )
 
 
 def check(
@@ -118,6 +125,7 @@ def check(
     *,
     strict: bool = False,
     report: str | None = None,
+    clean: bool = False,
     progress: Progress | None = None,
     tune: bool = False,
 ) -> Result:
@@ -127,7 +135,7 @@ def check(
     not know (a newer release's, carried unchanged: a warning otherwise). With
     ``options.target`` (``--reader``), "current and valid" is for that release: it loads
     every record and no rule would rewrite one for it; the report then tells, per record,
-    which releases load it (:class:`~histmig.report.rows.ReaderRow`). ``report``,
+    which releases load it (:class:`~histmig.report.rows.ReaderRow`). ``report``, ``clean``,
     ``progress`` and ``tune`` as for :func:`convert`."""
     return run(
         "check",
@@ -137,6 +145,7 @@ def check(
         options.plan(validate_all=True, readers=options.target is not None),
         strict=strict,
         report=report,
+        clean=clean,
         progress=progress,
         tune=tune,
     )
@@ -150,26 +159,33 @@ def otel(
     version: int = 5,
     include_content: bool = True,
     rejects: str | None = None,
+    clean: bool = False,
 ) -> Result:
     """``histmig otel``: each history of ``input`` (legacy parts migrated first, with the
     options' cause mode) exported as the OpenTelemetry GenAI message list pydantic-ai 2.68's
     instrumentation ``version`` records (framework-facts §5), to ``output`` in the input's
-    format. Raises :class:`~histmig.errors.UsageError` for a version other than 5 or 6
-    or a columnar input."""
+    format (``clean`` as for :func:`convert`). Raises :class:`~histmig.errors.UsageError` for
+    a version other than 5 or 6 or a columnar input."""
     from histmig.otel import SUPPORTED_VERSIONS
     from histmig.otel.jobs import ExportJob
 
     if version not in SUPPORTED_VERSIONS:
         raise UsageError(f"--version must be one of {', '.join(map(str, SUPPORTED_VERSIONS))}, not {version}")
     job = ExportJob(version, include_content, options.causes, options.messages_field)
-    return run("otel", input, Destination(output, rejects, keep_rejected=False), options, job)
+    return run("otel", input, Destination(output, rejects, keep_rejected=False), options, job, clean=clean)
 
 
 def otel_upgrade(
-    input: str | Sequence[str], output: str, options: Options = Options(), *, rejects: str | None = None
+    input: str | Sequence[str],
+    output: str,
+    options: Options = Options(),
+    *,
+    rejects: str | None = None,
+    clean: bool = False,
 ) -> Result:
     """``histmig otel-upgrade``: OTel message arrays exported with version 5 roles moved to
-    version 6 roles; a record already in version 6 roles is copied byte for byte."""
+    version 6 roles; a record already in version 6 roles is copied byte for byte (``clean``
+    as for :func:`convert`)."""
     from histmig.otel.jobs import UpgradeJob
 
     return run(
@@ -178,6 +194,7 @@ def otel_upgrade(
         Destination(output, rejects, keep_rejected=False),
         options,
         UpgradeJob(options.messages_field),
+        clean=clean,
     )
 
 

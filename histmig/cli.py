@@ -346,15 +346,22 @@ def _run(command: Callable[..., api.Result], inputs: list[str], *args: Any, **kw
 
 
 def _finish(result: api.Result, shown: Shown) -> None:
-    """Render the report as ``shown`` says, print the verdict line (unless quiet) and the
-    notes, and exit with the result's code."""
+    """Render the report as ``shown`` says, print the warnings, the verdict line (unless
+    quiet) and the notes, and exit with the result's code."""
     with _usage_errors():
         _emit(result.report, shown)
+    _warn(result)
     if not shown.quiet:
         say(result.verdict)
     for note in result.notes:
         say(f"histmig: note: {note}")
     raise typer.Exit(result.exit_code)
+
+
+def _warn(result: api.Result) -> None:
+    """Print the result's warnings, one line each (``-q`` does not silence them)."""
+    for warning in result.warnings:
+        say(f"histmig: warning: {warning}")
 
 
 def _emit(report: Any, shown: Shown) -> None:
@@ -441,9 +448,10 @@ def audit(
     *,
     options: Options,
     shown: Shown,
+    clean: bool,
 ) -> None:
     """Dry run: the same pipeline and report as convert; nothing is written but the report."""
-    _finish(_run(api.audit, input_path, options, report=shown.report), shown)
+    _finish(_run(api.audit, input_path, options, report=shown.report, clean=clean), shown)
 
 
 @command(
@@ -465,8 +473,9 @@ def check(
     options: Options,
     shown: Shown,
     strict: bool,
+    clean: bool,
 ) -> None:
-    _finish(_run(api.check, input_path, options, strict=strict, report=shown.report), shown)
+    _finish(_run(api.check, input_path, options, strict=strict, report=shown.report, clean=clean), shown)
 
 
 @command(
@@ -524,6 +533,7 @@ OTEL_INPUT_HELP = (
 def _otel_done(result: api.Result, quiet: bool) -> None:
     for name, line in result.rejected:
         say(f"histmig: {name}: {line}")
+    _warn(result)
     if not quiet:
         say(result.verdict)
     raise typer.Exit(result.exit_code)

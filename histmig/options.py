@@ -421,6 +421,16 @@ class Options:
             type=str | None,
         ),
         _flag(
+            "--clean",
+            "Remove the temporary files (.NAME.histmig-PID-*.tmp) that killed runs left beside the files this run "
+            "writes (without it, each is named in a warning).",
+            RUNS | EXPORTS,
+            "output",
+            name="clean",
+            type=bool,
+            default=False,
+        ),
+        _flag(
             "--strict",
             "Also fail (exit 1) when a record holds a part of a part_kind pydantic-ai 2.68 does not know (a newer "
             "release's, carried unchanged).",

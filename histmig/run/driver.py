@@ -9,9 +9,10 @@ from collections.abc import Sequence
 from histmig.options import Command, Options
 from histmig.parallel import Progress
 from histmig.run.local import run_local
-from histmig.run.plan import plan
+from histmig.run.plan import Planning, plan
 from histmig.run.result import Result, recorded, started_now
 from histmig.run.spark import run_spark
+from histmig.sources.atomic import stale_temps
 from histmig.sources.base import Destination, Job
 from histmig.tuning import keep_heap_slack, use_jemalloc
 
@@ -27,6 +28,7 @@ def run(
     spark_master: str | None = None,
     strict: bool = False,
     report: str | None = None,
+    clean: bool = False,
     progress: Progress | None = None,
     tune: bool = False,
 ) -> Result:
@@ -36,7 +38,9 @@ def run(
     run the clock gives). ``report`` is the path the caller writes the report to (checked
     against what the run reads and writes); ``tune`` sets up this process as the command line
     does (:mod:`histmig.tuning`: the heap's slack; Arrow's jemalloc pool for a columnar
-    input), which a library caller's process is spared. Raises what
+    input), which a library caller's process is spared. The temporary files killed runs left
+    beside the files the run writes are named in the result's warnings, or, with ``clean``,
+    removed (:func:`tidied`). Raises what
     :func:`~histmig.run.plan.plan` raises, before anything is read."""
     started = started_now()
     if tune:
@@ -44,10 +48,13 @@ def run(
     planning = plan(command, input, destination, options, engine=engine, spark_master=spark_master, report=report)
     if tune and planning.columnar:
         use_jemalloc()
+    warnings, cleaned = tidied(written_paths(planning, report), clean)
     if planning.engine == "spark":
         result = run_spark(planning, options, progress)
     else:
         result = run_local(planning, options, job, progress, strict=strict)
+    result.warnings[:0] = warnings
+    result.cleaned += cleaned
     given = {
         "rejects": destination.rejects,
         "in_place": destination.in_place,
@@ -59,3 +66,40 @@ def run(
     if planning.engine == "spark":
         given["spark_master"] = spark_master
     return recorded(result, options, job, started, given)
+
+
+def written_paths(planning: Planning, report: str | None) -> list[str]:
+    """The files a planned run writes: each input's OUTPUT and rejects file, each file input it
+    rewrites in place (a database's table is written in its transaction, not by file), and
+    the ``report`` file."""
+    paths = [
+        path
+        for item in planning.inputs
+        for path in (
+            item.destination.output,
+            item.destination.rejects,
+            item.path if item.destination.in_place and not item.format.columnar else None,
+        )
+        if path is not None
+    ]
+    return paths + ([report] if report is not None else [])
+
+
+def tidied(paths: Sequence[str], clean: bool) -> tuple[list[str], list[str]]:
+    """The warning lines naming the temporary files killed runs left beside the files
+    ``paths`` name (:func:`~histmig.sources.atomic.stale_temps`), and, with ``clean``, none but
+    the note lines of the ones removed (one that cannot be removed stays a warning)."""
+    warnings, cleaned = [], []
+    for stale in stale_temps(paths):
+        if not clean:
+            warnings.append(stale.said(False))
+            continue
+        try:
+            stale.path.unlink()
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            warnings.append(f"{stale.said(False)} (cannot remove it: {exc.strerror or exc})")
+            continue
+        cleaned.append(stale.said(True))
+    return warnings, cleaned
