@@ -3,6 +3,13 @@ and the pydantic-ai 2.68.0 oracle (a test dependency only)."""
 
 from __future__ import annotations
 
+import fcntl
+import os
+import stat
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -74,3 +81,44 @@ def spark():
     session.stop()
     if log is not None:
         Path(log).unlink()
+
+
+@pytest.fixture
+def device(tmp_path: Path) -> Path:
+    """A character device that discards what it is written: as root, a null device node of
+    this test's own (a write layer that replaced a device would replace the machine's
+    /dev/null); otherwise /dev/null itself (which a user cannot replace)."""
+    if os.geteuid() != 0:
+        return Path("/dev/null")
+    node = tmp_path / "null"
+    os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    return node
+
+
+def waiting_on(lock: Path, processes: list[subprocess.Popen[bytes]]) -> None:
+    """Return once each of ``processes`` waits for the flock of ``lock`` (Linux
+    /proc/locks lists a waiter as ``-> FLOCK ... PID MAJ:MIN:INODE``); fail if one ends first."""
+    inode = os.stat(lock).st_ino
+    waiting: set[int] = set()
+    while len(waiting) < len(processes):
+        for process in processes:
+            assert process.poll() is None, f"process {process.pid} ended without waiting for the lock"
+        for line in Path("/proc/locks").read_text().splitlines():
+            fields = line.split()
+            if "->" in fields and fields[fields.index("->") + 1] == "FLOCK":
+                pid, where = int(fields[-4]), fields[-3]
+                if where.endswith(f":{inode}"):
+                    waiting.add(pid)
+        waiting &= {process.pid for process in processes}
+        time.sleep(0.01)
+
+
+@contextmanager
+def holding(lock: Path) -> Iterator[None]:
+    """Hold the flock of ``lock``, as a run adding to the file beside it does."""
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

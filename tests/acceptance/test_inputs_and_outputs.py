@@ -1,21 +1,27 @@
 """Inputs and outputs as users have them (issue 14 points 4-6): several inputs and
 directories of JSON/JSONL files for every command, OUTPUT by one rule (README "Outputs"),
-running a command twice, and every error one line with its path, its cause and exit code 2."""
+running a command twice, and every error one line with its path, its cause and exit code 2;
+what a run writes never destroys what it reads (issue 23 points 2-5, 9): devices, FIFOs,
+links, concurrent runs, an input appended to during an in-place run, killed runs' leftovers."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 from typer.testing import CliRunner
 
 from histmig.cli import app
-from tests.conftest import CORPUS, HISTORIES, ROOT
+from tests.conftest import CORPUS, HISTORIES, ROOT, holding, waiting_on, without_run
 
 runner = CliRunner()
 ALL = CORPUS / "all.jsonl"
@@ -224,3 +230,174 @@ def test_a_stdout_closed_early_ends_the_run_silently_with_exit_1(tmp_path: Path)
     assert process.stdout is not None and process.stdout.read(100)
     process.stdout.close()
     assert (process.wait(timeout=60), process.stderr.read()) == (1, b"")
+
+
+def _histmig(*args: str, **kwargs: Any) -> subprocess.Popen[bytes]:
+    """A real run of the command line, in a process of its own."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "histmig", *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs
+    )
+
+
+def test_a_device_as_output_report_and_rejects_stays_a_device(device: Path, tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(b"\n".join([*LINES[:30], b"not json"]) + b"\n")
+    before = os.stat(device)
+    out = str(tmp_path / "out.jsonl")
+    for args in (
+        ("convert", str(source), str(device), "--rejects", str(tmp_path / "r.jsonl")),
+        ("convert", str(source), out, "--rejects", str(device)),
+        ("convert", str(source), out, "--report", str(device)),
+        ("audit", str(source), "--report", str(device), "--report-format", "json"),
+    ):
+        result = invoke(*args)
+        assert result.exit_code == 1, result.output
+    after = os.stat(device)
+    assert stat.S_ISCHR(after.st_mode) and (after.st_ino, after.st_rdev) == (before.st_ino, before.st_rdev)
+    left = [
+        "in.jsonl",
+        "out.jsonl",
+        "out.jsonl.rejects.jsonl",
+        "r.jsonl",
+        *(["null"] if device.parent == tmp_path else []),
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(left)
+
+
+def test_a_fifo_as_output_and_report_gives_its_reader_every_byte_and_the_run_its_exit_code(tmp_path: Path) -> None:
+    expected, expected_report = tmp_path / "expected.jsonl", tmp_path / "expected.json"
+    plain = ("--report-format", "json", "--no-timestamp", "-q")
+    assert invoke("convert", str(ALL), str(expected), "--report", str(expected_report), *plain).exit_code == 0
+    out, report = tmp_path / "out.jsonl", tmp_path / "report.json"
+    os.mkfifo(out)
+    os.mkfifo(report)
+    got: dict[Path, bytes] = {}
+    readers = [threading.Thread(target=lambda p=p: got.update({p: p.read_bytes()}), daemon=True) for p in (out, report)]
+    for reader in readers:
+        reader.start()
+    run = _histmig("convert", str(ALL), str(out), "--report", str(report), *plain)
+    assert run.wait(120) == 0, run.stderr.read()  # type: ignore[union-attr]
+    for reader in readers:
+        reader.join(60)
+    assert got[out] == expected.read_bytes()
+    assert without_run(orjson.loads(got[report])) == without_run(orjson.loads(expected_report.read_bytes()))
+    assert stat.S_ISFIFO(os.stat(out).st_mode) and stat.S_ISFIFO(os.stat(report).st_mode)
+
+
+def test_an_output_named_by_the_runs_own_stdout_descriptor_goes_to_its_stdout(tmp_path: Path) -> None:
+    expected = tmp_path / "expected.jsonl"
+    assert invoke("convert", str(ALL), str(expected), "-q").exit_code == 0
+    run = _histmig("convert", str(ALL), "/dev/fd/1", "-q")  # /dev/stdout's own target: /proc/self/fd/1
+    out, err = run.communicate(timeout=120)
+    assert (run.returncode, out, err) == (0, expected.read_bytes(), b"")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["expected.jsonl"]
+
+
+def test_an_output_that_is_a_link_writes_the_file_it_points_to_and_stays_a_link(tmp_path: Path) -> None:
+    (tmp_path / "store").mkdir()
+    real, link, expected = tmp_path / "store" / "out.jsonl", tmp_path / "out.jsonl", tmp_path / "expected.jsonl"
+    real.write_bytes(b"the previous output\n")
+    link.symlink_to(real)
+    report = tmp_path / "report.txt"
+    (tmp_path / "store" / "report.txt").write_bytes(b"the previous report\n")
+    report.symlink_to("store/report.txt")
+    assert invoke("convert", str(ALL), str(expected), "-q").exit_code == 0
+    result = invoke("convert", str(ALL), str(link), "--report", str(report))
+    assert result.exit_code == 0, result.output
+    assert link.is_symlink() and report.is_symlink() and real.read_bytes() == expected.read_bytes()
+    assert (tmp_path / "store" / "report.txt").read_text().startswith(f"{ALL}:line 1 [v0.0.20/a_tool_model_retry]")
+    assert sorted(p.name for p in (tmp_path / "store").iterdir()) == ["out.jsonl", "report.txt"]
+
+
+def test_in_place_on_a_link_migrates_the_file_it_points_to(tmp_path: Path) -> None:
+    (tmp_path / "store").mkdir()
+    real, link, expected = tmp_path / "store" / "chats.jsonl", tmp_path / "chats.jsonl", tmp_path / "expected.jsonl"
+    real.write_bytes(ALL.read_bytes())
+    link.symlink_to("store/chats.jsonl")
+    assert invoke("convert", str(ALL), str(expected), "-q").exit_code == 0
+    result = invoke("convert", str(link), "--in-place", "-q")
+    assert result.exit_code == 0, result.output
+    assert link.is_symlink() and os.readlink(link) == "store/chats.jsonl" and real.read_bytes() == expected.read_bytes()
+    assert invoke("check", str(link), "-q").exit_code == 0
+
+
+def test_in_place_keeps_an_input_an_application_appended_to_and_says_where_the_copy_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from histmig.sources import jsonl
+
+    source = tmp_path / "chats.jsonl"
+    source.write_bytes(ALL.read_bytes())
+    real = jsonl.LinesInput.__exit__
+
+    def exit(self: jsonl.LinesInput, *args: object) -> None:
+        with open(source, "ab") as application:  # the application appends, just before the rename
+            application.write(LINES[0] + b"\n")
+        real(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(jsonl.LinesInput, "__exit__", exit)
+    result = invoke("convert", str(source), "--in-place", "-q", "--jobs", "1")
+    kept = tmp_path / "chats.migrated.jsonl"
+    assert result.exit_code == 1
+    size = ALL.stat().st_size
+    assert result.stderr == (
+        f"histmig: warning: {source}: changed while histmig read it (its size went from {size:,} to "
+        f"{size + len(LINES[0]) + 1:,} bytes): it is kept as it is, and the migrated copy of what was read is {kept}\n"
+    )
+    assert source.read_bytes() == ALL.read_bytes() + LINES[0] + b"\n"
+    monkeypatch.undo()
+    assert invoke("check", str(kept), "-q").exit_code == 0
+
+
+def test_runs_sharing_a_rejects_file_add_theirs_one_after_the_other_and_lose_none(tmp_path: Path) -> None:
+    rejects, lock = tmp_path / "rejects.jsonl", tmp_path / "rejects.jsonl.lock"
+    rejects.write_bytes(b"not json: an earlier run's\n")
+    runs, lines = [], {b"not json: an earlier run's"}
+    with holding(lock):
+        for name in ("a", "b"):
+            bad = [f"not json: {name} {n}".encode() for n in range(40)]
+            lines |= set(bad)
+            source = tmp_path / f"{name}.jsonl"
+            source.write_bytes(b"\n".join(LINES[:20] + bad) + b"\n")
+            runs.append(
+                _histmig("convert", str(source), str(tmp_path / f"{name}.out.jsonl"), "--rejects", str(rejects))
+            )
+        waiting_on(lock, runs)  # both runs have migrated their records and wait to add their rejects
+    for run in runs:
+        assert run.wait(120) == 1
+        assert b"40 rejected" in run.stderr.read()  # type: ignore[union-attr]
+    assert sorted(rejects.read_bytes().splitlines()) == sorted(lines)
+    assert not lock.exists()
+
+
+def test_a_temporary_file_a_killed_run_left_is_named_by_the_next_run_and_removed_with_clean(tmp_path: Path) -> None:
+    out, report = tmp_path / "out.jsonl", tmp_path / "report.json"
+    run = _histmig("convert", "-", str(out), stdin=subprocess.PIPE)
+    run.stdin.write(ALL.read_bytes())  # type: ignore[union-attr]
+    run.stdin.flush()  # type: ignore[union-attr]
+    while not list(tmp_path.iterdir()):
+        assert run.poll() is None, "the run ended before its temporary file was seen"
+        time.sleep(0.01)
+    run.kill()  # the run waits for more of stdin: the kill lands mid-write
+    run.wait()
+    (left,) = tmp_path.iterdir()
+    assert left.name.startswith(f".out.jsonl.histmig-{run.pid}-") and left.name.endswith(".tmp")
+    (tmp_path / f".report.json.histmig-{run.pid}-abcdefgh.tmp").write_bytes(b"{")
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(LINES[0] + b"\n")
+    result = invoke("convert", str(source), str(out), "--report", str(report), "-q")
+    assert result.exit_code == 0, result.output
+    size = left.stat().st_size
+    assert result.stderr == (
+        f"histmig: warning: {left}: a temporary file ({size:,} bytes) a run that ended (pid {run.pid}) left beside "
+        f"{out}; --clean removes it\n"
+        f"histmig: warning: {tmp_path}/.report.json.histmig-{run.pid}-abcdefgh.tmp: a temporary file (1 bytes) a run "
+        f"that ended (pid {run.pid}) left beside {report}; --clean removes it\n"
+    )
+    assert left.exists()
+    result = invoke("convert", str(source), str(out), "--report", str(report), "-q", "--clean")
+    assert result.exit_code == 0, result.output
+    assert result.stderr.startswith(f"histmig: note: removed {left}: a temporary file ({size:,} bytes)")
+    assert result.stderr.count("histmig: note: removed ") == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "out.jsonl", "report.json"]
+    assert invoke("audit", str(source), "--report", str(report), "-q").stderr == ""

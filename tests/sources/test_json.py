@@ -79,3 +79,25 @@ def test_a_byte_order_mark_and_the_line_end_of_a_document_are_kept(tmp_path: Pat
     assert api.convert(str(source), str(out)).report.counts["changed"] == 1
     api.convert(str(plain_source), str(plain))
     assert out.read_bytes() == BOM + plain.read_bytes() + ending
+
+
+def test_in_place_keeps_a_document_rewritten_during_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from histmig.sources import json
+
+    source, expected = tmp_path / "history.json", tmp_path / "expected.json"
+    source.write_bytes((CORPUS / "v2.59.0" / "a_tool_model_retry.json").read_bytes())
+    api.convert(str(source), str(expected), Options(jobs=1))
+    newer = (CORPUS / "v2.59.0" / "j_rich_content.json").read_bytes()
+    real = json.DocumentInput.__exit__
+
+    def exit(self: json.DocumentInput, *args: object) -> None:
+        source.write_bytes(newer)  # the application saves the conversation again, before the rename
+        real(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(json.DocumentInput, "__exit__", exit)
+    result = api.convert(str(source), in_place=True, options=Options(jobs=1))
+    kept = tmp_path / "history.migrated.json"
+    assert source.read_bytes() == newer and kept.read_bytes() == expected.read_bytes()
+    assert result.exit_code == 1 and result.wrote[0].kept == str(kept)
+    assert len(result.warnings) == 1 and result.warnings[0].startswith(f"{source}: changed while histmig read it (")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["expected.json", "history.json", "history.migrated.json"]

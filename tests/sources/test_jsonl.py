@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 from pathlib import Path
 
 import orjson
@@ -332,3 +333,59 @@ def test_a_rejected_crlf_line_moves_with_its_line_end_and_a_last_line_gets_the_f
     assert api.convert(str(source), str(out)).exit_code == 1
     assert out.read_bytes() == ALL_LINES[-1] + b"\r\n" + ALL_LINES[-2] + b"\r\n"
     assert (tmp_path / "out.jsonl.rejects.jsonl").read_bytes() == b"{bad\r\n"
+
+
+APPENDED = (CORPUS / "all.jsonl").read_bytes().splitlines(keepends=True)[0]
+"""A record an application appends while a run rewrites the file in place."""
+
+
+def _appending_before_the_rename(monkeypatch: pytest.MonkeyPatch, source: Path) -> None:
+    """An application appends a record to ``source`` once the run has read it to its end
+    and written every chunk, just before the rename."""
+    real = jsonl.LinesInput.__exit__
+
+    def exit(self: jsonl.LinesInput, *args: object) -> None:
+        with open(source, "ab") as application:
+            application.write(APPENDED)
+        real(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(jsonl.LinesInput, "__exit__", exit)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_in_place_keeps_an_input_appended_to_during_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: int
+) -> None:
+    source, expected = tmp_path / "chats.jsonl", tmp_path / "expected.jsonl"
+    source.write_bytes((CORPUS / "all.jsonl").read_bytes())
+    api.convert(str(source), str(expected), Options(jobs=1))
+    _appending_before_the_rename(monkeypatch, source)
+    result = api.convert(str(source), in_place=True, options=Options(jobs=jobs))
+    kept = tmp_path / "chats.migrated.jsonl"
+    assert source.read_bytes() == (CORPUS / "all.jsonl").read_bytes() + APPENDED
+    assert kept.read_bytes() == expected.read_bytes()
+    assert result.exit_code == 1 and result.wrote[0].kept == str(kept)
+    size = (CORPUS / "all.jsonl").stat().st_size
+    assert result.warnings == [
+        f"{source}: changed while histmig read it (its size went from {size:,} to {size + len(APPENDED):,} bytes): "
+        f"it is kept as it is, and the migrated copy of what was read is {kept}"
+    ]
+    assert result.verdict.endswith(
+        f"written to {source} (in place) but {source} changed while histmig read it: kept as it was, "
+        "the migrated copy beside it (see the warning)"
+    )
+    assert result.report.counts["records_in"] == 212
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chats.jsonl", "chats.migrated.jsonl", "expected.jsonl"]
+
+
+def test_in_place_on_a_link_migrates_the_file_it_points_to_and_keeps_the_link(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    real, link, expected = tmp_path / "data" / "chats.jsonl", tmp_path / "chats.jsonl", tmp_path / "expected.jsonl"
+    real.write_bytes((CORPUS / "all.jsonl").read_bytes())
+    link.symlink_to("data/chats.jsonl")
+    api.convert(str(real), str(expected), Options(jobs=1))
+    result = api.convert(str(link), in_place=True, options=Options(jobs=1))
+    assert result.exit_code == 0 and result.report.counts["changed"] == 138
+    assert link.is_symlink() and os.readlink(link) == "data/chats.jsonl"
+    assert real.read_bytes() == expected.read_bytes()
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["chats.jsonl"]

@@ -6,6 +6,8 @@ report as one process, and a worker's error reaches the caller."""
 from __future__ import annotations
 
 import itertools
+import os
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -560,3 +562,23 @@ def test_rows_are_named_by_an_id_like_column_and_an_odd_messages_column_is_found
     assert result.exit_code == 0, result.output
     rows = orjson.loads(result.stdout)["changes"]
     assert {(row["row"], row["id"]) for row in rows} == {(0, "c-0"), (1, "c-1"), (2, "c-2")}
+
+
+def test_a_parquet_output_that_is_a_fifo_or_a_link_gets_the_bytes_of_a_file_output(tmp_path: Path, records) -> None:
+    source = write_parquet(tmp_path / "in.parquet", table_of(records, nested=False))
+    expected = tmp_path / "expected.parquet"
+    api.convert(str(source), str(expected), Options(jobs=1))
+    fifo = tmp_path / "fifo.parquet"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    assert api.convert(str(source), str(fifo), Options(jobs=1)).exit_code == 0
+    reader.join(60)
+    assert got == [expected.read_bytes()]
+    (tmp_path / "store").mkdir()
+    link = tmp_path / "link.parquet"
+    link.symlink_to("store/out.parquet")
+    assert api.convert(str(source), str(link), Options(jobs=1)).exit_code == 0
+    assert link.is_symlink() and (tmp_path / "store" / "out.parquet").read_bytes() == expected.read_bytes()
+    assert os.listdir(tmp_path / "store") == ["out.parquet"]
