@@ -69,16 +69,16 @@ def run(
 
 
 def written_paths(planning: Planning, report: str | None) -> list[str]:
-    """The files a planned run writes: each input's OUTPUT and rejects file, each file input it
-    rewrites in place (a database's table is written in its transaction, not by file), and
-    the ``report`` file."""
+    """The files a planned run writes: each input's OUTPUT, or the input itself when it is a
+    file rewritten in place (a database's table is written in its transaction, not by file),
+    and its rejects file; and the ``report`` file."""
     paths = [
         path
         for item in planning.inputs
         for path in (
             item.destination.output,
-            item.destination.rejects,
             item.path if item.destination.in_place and not item.format.columnar else None,
+            item.destination.rejects,
         )
         if path is not None
     ]

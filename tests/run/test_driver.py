@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -46,3 +49,29 @@ def test_tune_picks_arrows_jemalloc_pool_for_a_columnar_input_only(tmp_path: Pat
     assert backend_after(call.format(str(source), True)) == ("jemalloc" if BUILT_WITH_JEMALLOC else default)
     assert backend_after(call.format(str(source), False)) == default
     assert backend_after(call.format(str(ALL), True)) == default
+
+
+def test_the_temporary_files_of_ended_runs_beside_what_a_run_writes_are_named_or_removed(tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    source = tmp_path / "in" / "chats.jsonl"
+    source.write_bytes(ALL.read_bytes())
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    stale = [
+        tmp_path / "in" / f".chats.jsonl.histmig-{ended.pid}-abcdefgh.tmp",  # beside the in-place input
+        tmp_path / "in" / f".chats.jsonl.rejects.jsonl.histmig-{ended.pid}-abcdefgh.tmp",  # beside its rejects
+        tmp_path / f".report.json.histmig-{ended.pid}-abcdefgh.tmp",  # beside the report
+    ]
+    for path in stale:
+        path.write_bytes(b"x" * 10)
+    mine = tmp_path / f".report.json.histmig-{os.getpid()}-abcdefgh.tmp"  # a live run's
+    mine.write_bytes(b"y")
+    report = str(tmp_path / "report.json")
+    result = run("audit", str(source), Destination(), Options(), Options().plan(), report=report)
+    assert [line.split(":")[0] for line in result.warnings] == [str(path) for path in stale[2:]]
+    convert = Destination(rejects=None, in_place=True)
+    planned = run("convert", str(source), convert, Options(jobs=1), Options().plan(), report=report, clean=True)
+    assert planned.warnings == [] and [line.split(":")[0] for line in planned.cleaned] == [
+        f"removed {path}" for path in stale
+    ]
+    assert planned.notes[:3] == planned.cleaned and not any(path.exists() for path in stale) and mine.exists()
