@@ -12,6 +12,7 @@ one real path (``..`` and symlinks in the directories, a dangling link's target)
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -74,6 +75,16 @@ def check_apart(inputs: Sequence[Planned], *, rejects: str | None = None, report
     reads = _reads(inputs)
     for at, written in enumerate(writes):
         key = file_key(written.path)
-        for other in reads + writes[:at]:
+        # two outputs sent to one character device (``/dev/null``) destroy nothing: it keeps no bytes
+        others = reads if _is_device(written.path) else reads + writes[:at]
+        for other in others:
             if file_key(other.path) == key:
                 raise SamePath(written.what, written.path, other.what, other.path)
+
+
+def _is_device(path: str) -> bool:
+    """Whether ``path`` is a character device (``/dev/null``, a terminal)."""
+    try:
+        return stat.S_ISCHR(os.stat(path).st_mode)
+    except OSError:
+        return False

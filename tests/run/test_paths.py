@@ -143,3 +143,13 @@ def test_check_apart_names_what_each_path_is(tmp_path: Path) -> None:
         other,
     )
     check_apart([(str(source), Destination(None, "-")), (str(source), Destination(None, "-"))], report="-")
+
+
+def test_one_character_device_takes_the_output_and_the_report_but_never_stands_for_an_input(
+    archive: Path, device: Path
+) -> None:
+    result = CliRunner().invoke(app, ["convert", "in.jsonl", str(device), "--report", str(device), "-q"])
+    assert result.exit_code == 1, result.output  # the bad line is rejected, the rest written to the device
+    assert device.is_char_device()
+    with pytest.raises(SamePath):
+        check_apart([(str(device), Destination(output=str(device)))])
