@@ -1,0 +1,132 @@
+"""Spans read back from an OpenTelemetry export: OTLP JSON lines as a Collector's file exporter
+writes them (one ``{"resourceSpans": [...]}`` export request a line, gzipped or not).
+
+The OTLP JSON mapping (opentelemetry-proto, ``ExportTraceServiceRequest``): ids are hex strings,
+times are nanoseconds since the epoch written as decimal strings, attribute values are
+``AnyValue`` objects (``stringValue``, ``intValue`` as a decimal string, ``doubleValue``,
+``boolValue``, ``arrayValue.values``, ``kvlistValue.values``, ``bytesValue`` in base64).
+
+A line that is not an export request (truncated JSON, another shape) raises :class:`SpanError`
+naming the line; a span inside it without ids raises it naming the span's place.
+"""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+
+import orjson
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+class SpanError(ValueError):
+    """A line or span of a span export that cannot be read; the message says where and why."""
+
+
+@dataclass(frozen=True)
+class Span:
+    """One span: ``trace_id`` and ``span_id`` as lower-case hex, ``parent_span_id`` hex or ``None``
+    for a root, ``start_ns`` and ``end_ns`` nanoseconds since the epoch, ``attributes`` as plain
+    values (:func:`attribute_value`), ``status_code`` the OTLP code (0 unset, 1 ok, 2 error),
+    ``line`` the 1-based line of the export it came from."""
+
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    name: str
+    start_ns: int
+    end_ns: int
+    attributes: dict[str, Any] = field(repr=False)
+    status_code: int
+    line: int
+
+
+def attribute_value(value: Any) -> Any:
+    """An OTLP JSON ``AnyValue`` as a plain value: ``intValue`` as ``int``, arrays as lists,
+    key-value lists as dicts, ``bytesValue`` kept as its base64 text. Raises
+    :class:`SpanError` for an object that is none of the ``AnyValue`` kinds."""
+    if not isinstance(value, dict):
+        raise SpanError(f"attribute value is not an AnyValue object: {value!r:.80}")
+    if not value:
+        return None
+    kind, inner = next(iter(value.items()))
+    if kind == "stringValue" or kind == "bytesValue":
+        return inner
+    if kind == "intValue":
+        return int(inner)
+    if kind == "doubleValue":
+        return float(inner)
+    if kind == "boolValue":
+        return bool(inner)
+    if kind == "arrayValue":
+        return [attribute_value(item) for item in (inner or {}).get("values", [])]
+    if kind == "kvlistValue":
+        return {kv["key"]: attribute_value(kv.get("value", {})) for kv in (inner or {}).get("values", [])}
+    raise SpanError(f"unknown attribute value kind {kind!r}")
+
+
+def attributes_of(items: Any) -> dict[str, Any]:
+    """An OTLP ``attributes`` list (``[{"key", "value"}]``) as a dict, later keys winning."""
+    if not isinstance(items, list):
+        raise SpanError("attributes is not a list")
+    return {item["key"]: attribute_value(item.get("value", {})) for item in items}
+
+
+def _span(raw: dict[str, Any], line: int, where: str) -> Span:
+    trace_id, span_id = raw.get("traceId"), raw.get("spanId")
+    if not isinstance(trace_id, str) or not isinstance(span_id, str) or not trace_id or not span_id:
+        raise SpanError(f"line {line}: {where}: span without traceId or spanId")
+    try:
+        return Span(
+            trace_id=trace_id.lower(),
+            span_id=span_id.lower(),
+            parent_span_id=(raw.get("parentSpanId") or "").lower() or None,
+            name=str(raw.get("name", "")),
+            start_ns=int(raw.get("startTimeUnixNano", 0)),
+            end_ns=int(raw.get("endTimeUnixNano", 0)),
+            attributes=attributes_of(raw.get("attributes", [])),
+            status_code=int((raw.get("status") or {}).get("code", 0)),
+            line=line,
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SpanError(f"line {line}: span {span_id}: {exc}") from exc
+
+
+def parse_export(raw: bytes, line: int) -> list[Span]:
+    """The spans of one export request line, in the order written. Raises :class:`SpanError`
+    naming ``line`` for invalid JSON, a line that is not ``{"resourceSpans": [...]}``, or a
+    span that cannot be read."""
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise SpanError(f"line {line}: invalid JSON: {exc}") from exc
+    if not isinstance(obj, dict) or not isinstance(obj.get("resourceSpans"), list):
+        raise SpanError(f"line {line}: not an OTLP export request (no resourceSpans list)")
+    spans: list[Span] = []
+    for r_index, resource in enumerate(obj["resourceSpans"]):
+        scopes = resource.get("scopeSpans", []) if isinstance(resource, dict) else None
+        if not isinstance(scopes, list):
+            raise SpanError(f"line {line}: resourceSpans[{r_index}]: no scopeSpans list")
+        for s_index, scope in enumerate(scopes):
+            raw_spans = scope.get("spans", []) if isinstance(scope, dict) else None
+            if not isinstance(raw_spans, list):
+                raise SpanError(f"line {line}: resourceSpans[{r_index}].scopeSpans[{s_index}]: no spans list")
+            for index, raw_span in enumerate(raw_spans):
+                where = f"resourceSpans[{r_index}].scopeSpans[{s_index}].spans[{index}]"
+                if not isinstance(raw_span, dict):
+                    raise SpanError(f"line {line}: {where}: not an object")
+                spans.append(_span(raw_span, line, where))
+    return spans
+
+
+def read_lines(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
+    """The non-blank lines of a span file, numbered from 1, gunzipped when the stream starts
+    with the gzip magic number (whatever the file is called)."""
+    head = stream.peek(2)[:2] if hasattr(stream, "peek") else b""
+    source: BinaryIO = gzip.GzipFile(fileobj=stream) if head == GZIP_MAGIC else stream  # type: ignore[assignment]  # GzipFile is a binary stream
+    for number, raw in enumerate(source, start=1):
+        if raw.strip():
+            yield number, raw
