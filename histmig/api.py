@@ -15,6 +15,7 @@ options, the input or an output will not do; bad records never raise. The run it
 
 >>> from histmig.api import convert, check
 >>> from histmig.options import Options
+from histmig.otel.restore import Restored
 >>> result = convert("chats.jsonl", "chats.v2.jsonl", Options(jobs=2))  # doctest: +SKIP
 >>> result.verdict, result.exit_code  # doctest: +SKIP
 """
@@ -29,6 +30,7 @@ from histmig.engine import migrate as _migrate
 from histmig.engine import process_full
 from histmig.errors import MigrationError, NotAHistory, UsageError
 from histmig.options import Options
+from histmig.otel.restore import Restored
 from histmig.parallel import Progress
 from histmig.records import Record, check_messages, dumps
 from histmig.report import Report
@@ -44,6 +46,7 @@ __all__ = [
     "audit",
     "check",
     "convert",
+    "from_otel",
     "migrate",
     "migrate_json",
     "otel",
@@ -195,6 +198,26 @@ def otel_upgrade(
         options,
         UpgradeJob(options.messages_field),
         clean=clean,
+    )
+
+
+def from_otel(
+    input: str | Sequence[str],
+    output: str,
+    *,
+    runs: str = "last",
+    rejects: str | None = None,
+    report: str | None = None,
+) -> Restored:
+    """``histmig from-otel``: the histories of the pydantic-ai agent runs in span exports
+    (OpenTelemetry Collector file exporter OTLP JSON lines, gzipped or not; ``-`` for stdin),
+    one JSONL line a conversation (``runs="last"``) or a run (``runs="all"``), in the stored
+    format, with a report row a run (:func:`histmig.otel.restore.from_otel`, docs/from-otel.md).
+    Raises :class:`~histmig.errors.UsageError` for an unknown ``runs`` or colliding paths."""
+    from histmig.otel.restore import from_otel as _from_otel
+
+    return _from_otel(
+        [input] if isinstance(input, str) else list(input), output, runs=runs, rejects=rejects, report=report
     )
 
 

@@ -584,6 +584,38 @@ def otel_upgrade(
     _otel_done(result, quiet)
 
 
+@command(
+    "from-otel",
+    help="Rebuild the stored histories of pydantic-ai agent runs from their OpenTelemetry spans "
+    "(instrumentation versions 2-6): one JSONL line a conversation, with a report row a run.",
+    epilog="Examples:\n\n  histmig from-otel traces.jsonl histories.jsonl\n\n"
+    "  histmig from-otel spans/*.jsonl.gz - --runs all --report report.jsonl",
+)
+@takes("from-otel")
+def from_otel(
+    paths: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="SPANS... OUTPUT",
+            help="Span files an OpenTelemetry Collector's file exporter wrote (OTLP JSON, one export a line, maybe "
+            "gzipped), - for stdin; the last is OUTPUT, a JSONL file or - for stdout.",
+        ),
+    ],
+    *,
+    options: Options,
+    quiet: bool,
+    **given: Any,
+) -> None:
+    with _usage_errors():
+        inputs, output_path = _inputs_and_output(paths)
+        result = api.from_otel(inputs, output_path, **given)
+    for line in result.rejected:
+        stderr.print(f"histmig: {line}", markup=False, soft_wrap=True)
+    if not quiet:
+        stderr.print(result.verdict, markup=False, soft_wrap=True)
+    raise typer.Exit(result.exit_code)
+
+
 def _inputs_and_output(paths: list[str]) -> tuple[list[str], str]:
     """The INPUTs and the OUTPUT of an export: every argument but the last, and the last."""
     if len(paths) < 2:

@@ -90,6 +90,18 @@ class OtelExportError(ValueError):
     names the place, e.g. ``messages[2].parts[0]: ...``."""
 
 
+class SpanError(ValueError):
+    """A line or span of an OpenTelemetry span export that cannot be read (truncated JSON, not an
+    OTLP export request, a span without ids); the message names the line, and the span's place
+    in it."""
+
+
+class RebuildError(ValueError):
+    """An agent run's spans from which no history can be rebuilt: no messages recorded, messages
+    recorded without content, a part of a type the stored format has no place for. The message
+    names the span."""
+
+
 class MigrationError(ValueError):
     """:func:`histmig.api.migrate_json` could not give, or :func:`histmig.api.validate` was
     given, a history pydantic-ai 2.68 does not load even once migrated: ``errors`` holds one

@@ -33,8 +33,8 @@ from histmig.rules.counting import counting_rules
 from histmig.schema.releases import NEWEST, Release, release
 from histmig.sources import formats
 
-Command = Literal["convert", "audit", "check", "otel", "otel-upgrade"]
-COMMANDS: tuple[Command, ...] = ("convert", "audit", "check", "otel", "otel-upgrade")
+Command = Literal["convert", "audit", "check", "otel", "otel-upgrade", "from-otel"]
+COMMANDS: tuple[Command, ...] = ("convert", "audit", "check", "otel", "otel-upgrade", "from-otel")
 """The commands that run over an input, in the order the docs give them."""
 MIGRATING = frozenset({"convert", "audit"})
 RUNS = MIGRATING | {"check"}
@@ -414,7 +414,7 @@ class Options:
             "--rejects",
             "File for rejected records, added to if it exists, or - for stdout (default: OUTPUT.rejects.jsonl; with - "
             "as OUTPUT, rejected records go to stdout unchanged, in place).",
-            frozenset({"convert"}) | EXPORTS,
+            frozenset({"convert", "from-otel"}) | EXPORTS,
             "output",
             metavar="FILE",
             name="rejects",
@@ -461,6 +461,28 @@ class Options:
             default=True,
         ),
         _flag(
+            "--runs",
+            "last: each conversation once, from its last run (its all_messages holds the runs before); "
+            "all: one history a run.",
+            frozenset({"from-otel"}),
+            "records",
+            metavar="RUNS",
+            choices=("last", "all"),
+            name="runs",
+            type=str,
+            default="last",
+        ),
+        _flag(
+            "--report",
+            "File for the report, one JSON row a run: its ids, what was derived and what was unknowable "
+            "(default: OUTPUT.report.jsonl; none for stdout).",
+            frozenset({"from-otel"}),
+            "report",
+            metavar="FILE",
+            name="report",
+            type=str | None,
+        ),
+        _flag(
             "--report",
             "Write the report to this file (- for stdout) instead of stderr.",
             RUNS,
@@ -493,7 +515,7 @@ class Options:
         _flag(
             ("--quiet", "-q"),
             "No summary line on stderr (rejected records are still named).",
-            EXPORTS,
+            EXPORTS | {"from-otel"},
             "report",
             name="quiet",
             type=bool,

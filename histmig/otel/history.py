@@ -39,6 +39,7 @@ from typing import Any
 
 import orjson
 
+from histmig.errors import RebuildError
 from histmig.otel.export import (
     _MIME_TYPES,
     RETRY_FEEDBACK_FRAMING,
@@ -55,10 +56,6 @@ _TOOL_OPERATION = "execute_tool"
 _MODALITY_KIND = {"image": "image-url", "audio": "audio-url", "video": "video-url"}
 _PYDANTIC_AI_MARKS = ("logfire.msg", "agent_name", ALL_MESSAGES, "final_result")
 _RUN_FIELDS_LEFT_OUT = frozenset({ALL_MESSAGES, "logfire.json_schema"})
-
-
-class RebuildError(ValueError):
-    """A run's spans from which no history can be rebuilt; the message says why."""
 
 
 def is_run_span(span: Span) -> bool:

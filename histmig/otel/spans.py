@@ -1,5 +1,6 @@
 """Spans read back from an OpenTelemetry export: OTLP JSON lines as a Collector's file exporter
-writes them (one ``{"resourceSpans": [...]}`` export request a line, gzipped or not).
+writes them (one ``{"resourceSpans": [...]}`` export request a line, gzipped or not:
+:func:`histmig.sources.atomic.input_stream` reads both).
 
 The OTLP JSON mapping (opentelemetry-proto, ``ExportTraceServiceRequest``): ids are hex strings,
 times are nanoseconds since the epoch written as decimal strings, attribute values are
@@ -12,18 +13,13 @@ naming the line; a span inside it without ids raises it naming the span's place.
 
 from __future__ import annotations
 
-import gzip
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 import orjson
 
-GZIP_MAGIC = b"\x1f\x8b"
-
-
-class SpanError(ValueError):
-    """A line or span of a span export that cannot be read; the message says where and why."""
+from histmig.errors import SpanError
 
 
 @dataclass(frozen=True)
@@ -123,10 +119,8 @@ def parse_export(raw: bytes, line: int) -> list[Span]:
 
 
 def read_lines(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
-    """The non-blank lines of a span file, numbered from 1, gunzipped when the stream starts
-    with the gzip magic number (whatever the file is called)."""
-    head = stream.peek(2)[:2] if hasattr(stream, "peek") else b""
-    source: BinaryIO = gzip.GzipFile(fileobj=stream) if head == GZIP_MAGIC else stream  # type: ignore[assignment]  # GzipFile is a binary stream
-    for number, raw in enumerate(source, start=1):
+    """The non-blank lines of a span file (a stream :func:`histmig.sources.atomic.input_stream`
+    opened, so gunzipped already), numbered from 1."""
+    for number, raw in enumerate(stream, start=1):
         if raw.strip():
             yield number, raw

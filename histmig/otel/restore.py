@@ -1,0 +1,209 @@
+"""``histmig from-otel``: histories back from span exports (:mod:`histmig.otel.spans`,
+:mod:`histmig.otel.history`).
+
+Unlike the record loop of ``convert``, a history is made of many spans, spread over lines and
+files (a conversation's runs are separate traces), so every input is read first and the
+conversations are put together from all of them. The output is JSONL, one history a line, in the
+order of each conversation's first run (then its span id): same input, same bytes.
+
+Nothing is dropped: a line that cannot be read, or a run span that cannot be rebuilt (no
+messages, another framework's attributes), goes to the rejects file with its file, line, span id
+and reason, and its line as it was read; a run recorded without content gets a report row saying
+what its spans recorded, and no history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import orjson
+
+from histmig.errors import RebuildError, SamePath, SpanError, UsageError
+from histmig.otel.history import (
+    RunSpans,
+    conversation_messages,
+    group_runs,
+    rebuild,
+    recorded_content,
+    run_fields,
+    summary,
+)
+from histmig.otel.spans import Span, parse_export, read_lines
+from histmig.run.paths import file_key
+from histmig.sources.atomic import atomic_output, input_stream
+
+Runs = Literal["last", "all"]
+RUNS_CHOICES: tuple[Runs, ...] = ("last", "all")
+
+
+@dataclass
+class Restored:
+    """What ``from-otel`` did: ``written`` histories, ``rows`` (one report row a run looked at:
+    its ids, ``status`` ``written``/``no-content``/``rejected``, where its messages came from,
+    what was ``derived`` and ``unknowable``), ``rejected`` lines (``where: reason``, as the
+    command line prints them) and the paths it wrote."""
+
+    written: int = 0
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)
+    no_content: int = 0
+    output: str = "-"
+    rejects: str | None = None
+    report: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """0 when every run gave a history; 1 when a line or span was rejected or a run was
+        recorded without content."""
+        return 1 if self.rejected or self.no_content else 0
+
+    @property
+    def verdict(self) -> str:
+        """The one summary line: histories written, runs without content, rejects."""
+        parts = [f"{self.written} {'history' if self.written == 1 else 'histories'} written to {self.output}"]
+        if self.no_content:
+            parts.append(f"{self.no_content} run(s) recorded without content (see the report)")
+        if self.rejected:
+            parts.append(f"{len(self.rejected)} rejected to {self.rejects or 'nowhere (stdout output)'}")
+        return "; ".join(parts)
+
+
+def _default_beside(output: str, suffix: str) -> str | None:
+    return None if output == "-" else f"{output}{suffix}"
+
+
+def _check_apart(inputs: Sequence[str], written: dict[str, str | None]) -> None:
+    """Every path written held against every input and each other, as files
+    (:func:`histmig.run.paths.file_key`). Raises :class:`SamePath`."""
+    seen: list[tuple[str, str, tuple[object, ...]]] = []
+    for path in inputs:
+        key = file_key(path)
+        if key is not None:
+            seen.append(("the input", path, key))
+    for what, path in written.items():
+        if path is None:
+            continue
+        key = file_key(path)
+        if key is None:
+            continue
+        for whose, other, other_key in seen:
+            if key == other_key:
+                raise SamePath(what, path, whose, other)
+        seen.append((what, path, key))
+
+
+def _reject(path: str, line: int, raw: bytes, reason: str, span: Span | None = None) -> dict[str, Any]:
+    row: dict[str, Any] = {"file": path, "line": line}
+    if span is not None:
+        row.update(trace_id=span.trace_id, span_id=span.span_id, span_name=span.name)
+    row["error"] = reason
+    row["raw"] = raw.decode("utf-8", errors="replace").rstrip("\n")
+    return row
+
+
+def _ids(run: RunSpans) -> dict[str, Any]:
+    return {
+        "trace_id": run.run.trace_id,
+        "span_id": run.run.span_id,
+        "conversation_id": run.conversation_id,
+        "run_id": run.run_id,
+    }
+
+
+def from_otel(
+    inputs: Sequence[str],
+    output: str,
+    *,
+    runs: str = "last",
+    rejects: str | None = None,
+    report: str | None = None,
+) -> Restored:
+    """Rebuild every pydantic-ai conversation in the span files ``inputs`` (OTLP JSON lines,
+    gzipped or not, ``-`` for stdin) and write it to ``output`` (JSONL, ``-`` for stdout): one
+    line ``{"trace_id", "span_id", "conversation_id", "run_id", "attributes", "messages"}`` a
+    history, ``attributes`` the run span's own (``final_result``, ``model_name``, usage…) and
+    ``messages`` in the stored format (:func:`histmig.otel.history.rebuild`). ``runs``:
+    ``"last"`` each conversation once, from its last run; ``"all"`` one history a run.
+    ``rejects`` (default ``OUTPUT.rejects.jsonl``) gets one line a rejected line or span;
+    ``report`` (default ``OUTPUT.report.jsonl``) one row a run looked at. Both are replaced.
+
+    Raises :class:`UsageError` for an unknown ``runs`` or a written path that is an input or
+    another output, :class:`~histmig.errors.UnreadableInput` for an input that cannot be
+    opened and :class:`~histmig.errors.UnwritableOutput` for an output that cannot be written."""
+    if runs not in RUNS_CHOICES:
+        raise UsageError(f"--runs must be one of {', '.join(RUNS_CHOICES)}, not {runs!r}")
+    rejects = rejects if rejects is not None else _default_beside(output, ".rejects.jsonl")
+    report = report if report is not None else _default_beside(output, ".report.jsonl")
+    _check_apart(inputs, {"OUTPUT": output, "--rejects": rejects, "--report": report})
+    restored = Restored(output=output, rejects=rejects, report=report)
+    reject_rows: list[dict[str, Any]] = []
+    spans: list[Span] = []
+    lines: dict[tuple[str, int], bytes] = {}
+    origin: dict[tuple[str, str], str] = {}
+    for path in inputs:
+        with input_stream(path) as stream:
+            for number, raw in read_lines(stream):
+                try:
+                    found = parse_export(raw, number)
+                except SpanError as exc:
+                    reject_rows.append(_reject(path, number, raw, str(exc)))
+                    continue
+                lines[(path, number)] = raw
+                for span in found:
+                    origin[(span.trace_id, span.span_id)] = path
+                spans.extend(found)
+    grouped, foreign = group_runs(spans)
+    for span in foreign:
+        path = origin[(span.trace_id, span.span_id)]
+        reason = (
+            f"line {span.line}: span {span.span_id} ({span.name}): an agent run span "
+            "without pydantic-ai's attributes (another framework's)"
+        )
+        reject_rows.append(_reject(path, span.line, lines[(path, span.line)], reason, span))
+    conversations: dict[str, list[RunSpans]] = {}
+    for run in grouped:
+        conversations.setdefault(run.conversation_id, []).append(run)
+    histories: list[bytes] = []
+    for conversation in conversations.values():
+        ends = range(len(conversation)) if runs == "all" else [len(conversation) - 1]
+        for end in ends:
+            run = conversation[end]
+            row = _ids(run)
+            path = origin[(run.run.trace_id, run.run.span_id)]
+            try:
+                otel, source = conversation_messages(run)
+                if not recorded_content(otel):
+                    restored.no_content += 1
+                    restored.rows.append({**row, "status": "no-content", "source": source, "recorded": summary(otel)})
+                    continue
+                rebuilt = rebuild(conversation[: end + 1])
+            except RebuildError as exc:
+                reason = f"line {run.run.line}: {exc}"
+                reject_rows.append(_reject(path, run.run.line, lines[(path, run.run.line)], reason, run.run))
+                restored.rows.append({**row, "status": "rejected", "error": str(exc)})
+                continue
+            record = {**row, "attributes": run_fields(run), "messages": rebuilt.messages}
+            histories.append(orjson.dumps(record) + b"\n")
+            restored.rows.append(
+                {
+                    **row,
+                    "status": "written",
+                    "source": source,
+                    "messages": len(rebuilt.messages),
+                    "derived": rebuilt.derived,
+                    "unknowable": rebuilt.unknowable,
+                }
+            )
+    restored.written = len(histories)
+    restored.rejected = [f"{row['file']}: {row['error']}" for row in reject_rows]
+    with atomic_output(output) as out:
+        out.writelines(histories)
+    if rejects is not None and reject_rows:
+        with atomic_output(rejects) as out:
+            out.writelines(orjson.dumps(row) + b"\n" for row in reject_rows)
+    if report is not None:
+        with atomic_output(report) as out:
+            out.writelines(orjson.dumps(row) + b"\n" for row in restored.rows)
+    return restored
