@@ -82,16 +82,14 @@ def _check_apart(inputs: Sequence[str], written: dict[str, str | None]) -> None:
         key = file_key(path)
         if key is not None:
             seen.append(("the input", path, key))
-    for what, path in written.items():
-        if path is None:
-            continue
-        key = file_key(path)
-        if key is None:
+    for what, target in written.items():
+        key = file_key(target) if target is not None else None
+        if target is None or key is None:
             continue
         for whose, other, other_key in seen:
             if key == other_key:
-                raise SamePath(what, path, whose, other)
-        seen.append((what, path, key))
+                raise SamePath(what, target, whose, other)
+        seen.append((what, target, key))
 
 
 def _reject(path: str, line: int, raw: bytes, reason: str, span: Span | None = None) -> dict[str, Any]:
