@@ -625,3 +625,66 @@ def test_a_name_holding_colons_is_printed_as_it_is_not_as_an_emoji(tmp_path: Pat
         2,
         f"histmig: cannot read {tmp_path / 'none:v:.jsonl'}: no such file or directory\n",
     )
+
+
+SPANS = FIXTURES / "otel-spans"
+
+
+def test_from_otel_writes_histories_and_ends_with_a_verdict_line(tmp_path: Path) -> None:
+    out = tmp_path / "h.jsonl"
+    result = invoke(
+        "from-otel", str(SPANS / "v6" / "i_multi_run.otlp.jsonl"), str(SPANS / "v6" / "l_no_retry.otlp.jsonl"), str(out)
+    )
+    assert result.exit_code == 0
+    assert result.stderr.rstrip() == f"histmig from-otel: 2 histories written to {out}"
+    assert [orjson.loads(line)["conversation_id"] for line in out.read_bytes().splitlines()] == [
+        "conv-i_multi_run",
+        "conv-l_no_retry",
+    ]
+    assert (tmp_path / "h.jsonl.report.jsonl").exists()
+    assert invoke("from-otel", str(SPANS / "v6" / "i_multi_run.otlp.jsonl"), str(out), "-q").stderr == ""
+
+
+def test_from_otel_reads_stdin_and_writes_stdout() -> None:
+    spans = (SPANS / "v2" / "i_multi_run.otlp.jsonl").read_bytes()
+    result = invoke("from-otel", "-", "-", "--runs", "all", stdin=spans)
+    assert result.exit_code == 0
+    assert [orjson.loads(line)["run_id"] for line in result.stdout.splitlines()] == [
+        "run-i_multi_run-0",
+        "run-i_multi_run-1",
+    ]
+
+
+def test_from_otel_names_each_rejected_line_and_exits_1(tmp_path: Path) -> None:
+    spans = tmp_path / "spans.jsonl"
+    good = (SPANS / "v5" / "l_no_retry.otlp.jsonl").read_bytes()
+    spans.write_bytes(good + good[:80] + b"\n")
+    result = invoke("from-otel", str(spans), str(tmp_path / "h.jsonl"))
+    assert result.exit_code == 1
+    assert f"histmig: {spans}: line 2: invalid JSON" in result.stderr
+    assert result.stderr.rstrip().endswith(
+        f"histmig from-otel: 1 history written to {tmp_path}/h.jsonl; 1 rejected to {tmp_path}/h.jsonl.rejects.jsonl"
+    )
+
+
+def test_from_otel_usage_errors_exit_2_before_writing(tmp_path: Path) -> None:
+    spans = str(SPANS / "v5" / "l_no_retry.otlp.jsonl")
+    assert invoke("from-otel", spans).exit_code == 2
+    assert invoke("from-otel", spans, str(tmp_path / "o.jsonl"), "--runs", "first").exit_code == 2
+    missing = invoke("from-otel", str(tmp_path / "missing.jsonl"), str(tmp_path / "o.jsonl"))
+    assert missing.exit_code == 2 and "cannot read" in missing.stderr
+    nowhere = invoke("from-otel", spans, str(tmp_path / "nowhere" / "o.jsonl"))
+    assert nowhere.exit_code == 2 and "no such directory" in nowhere.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_from_otel_help_has_examples_and_its_options() -> None:
+    help_text = " ".join(invoke("from-otel", "--help").stdout.split())
+    for said in (
+        "SPANS... OUTPUT",
+        "--runs",
+        "--rejects",
+        "--report",
+        "histmig from-otel traces.jsonl histories.jsonl",
+    ):
+        assert said in help_text

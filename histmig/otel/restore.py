@@ -32,7 +32,7 @@ from histmig.otel.history import (
 )
 from histmig.otel.spans import Span, parse_export, read_lines
 from histmig.run.paths import file_key
-from histmig.sources.atomic import atomic_output, input_stream
+from histmig.sources.atomic import atomic_output, check_writable, input_stream
 
 Runs = Literal["last", "all"]
 RUNS_CHOICES: tuple[Runs, ...] = ("last", "all")
@@ -62,7 +62,8 @@ class Restored:
     @property
     def verdict(self) -> str:
         """The one summary line: histories written, runs without content, rejects."""
-        parts = [f"{self.written} {'history' if self.written == 1 else 'histories'} written to {self.output}"]
+        said = "history" if self.written == 1 else "histories"
+        parts = [f"histmig from-otel: {self.written} {said} written to {self.output}"]
         if self.no_content:
             parts.append(f"{self.no_content} run(s) recorded without content (see the report)")
         if self.rejected:
@@ -129,12 +130,16 @@ def from_otel(
 
     Raises :class:`UsageError` for an unknown ``runs`` or a written path that is an input or
     another output, :class:`~histmig.errors.UnreadableInput` for an input that cannot be
-    opened and :class:`~histmig.errors.UnwritableOutput` for an output that cannot be written."""
+    opened and :class:`~histmig.errors.UnwritableOutput` for an output that cannot be written
+    (both before anything is written)."""
     if runs not in RUNS_CHOICES:
         raise UsageError(f"--runs must be one of {', '.join(RUNS_CHOICES)}, not {runs!r}")
     rejects = rejects if rejects is not None else _default_beside(output, ".rejects.jsonl")
     report = report if report is not None else _default_beside(output, ".report.jsonl")
     _check_apart(inputs, {"OUTPUT": output, "--rejects": rejects, "--report": report})
+    for path in (output, rejects, report):
+        if path is not None:
+            check_writable(path)
     restored = Restored(output=output, rejects=rejects, report=report)
     reject_rows: list[dict[str, Any]] = []
     spans: list[Span] = []
