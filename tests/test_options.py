@@ -216,7 +216,10 @@ def test_the_option_table_gives_flag_help_commands_and_formats() -> None:
     assert (jobs.flag, jobs.metavar, jobs.formats) == ("--jobs, -j", "N", ())
     engine = next(row for row in table if row.flag == "--engine")
     assert "pip install 'histmig[spark]'" in engine.help and engine.commands == ("convert",)
-    assert [row.commands for row in table if row.flag == "--rejects"] == [("convert", "otel", "otel-upgrade")]
+    assert [row.commands for row in table if row.flag == "--rejects"] == [
+        ("convert", "otel", "otel-upgrade", "from-otel")
+    ]
+    assert [row.commands for row in table if row.flag == "--runs"] == [("from-otel",)]
 
 
 def test_an_option_is_given_when_it_is_not_its_default() -> None:
