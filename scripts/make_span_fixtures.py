@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -83,8 +85,6 @@ class CountingIds(IdGenerator):
     def generate_trace_id(self) -> int:
         return (0x4D16 << 96) | self._step()
 
-
-Script = list[Callable[[list[ModelMessage], AgentInfo], ModelResponse]]
 
 
 def scripted(*replies: Callable[[list[ModelMessage], AgentInfo], ModelResponse] | ModelResponse) -> FunctionModel:
@@ -413,6 +413,78 @@ async def run_scenario(name: str, version: int, include_content: bool, seed: int
     return lines, histories
 
 
+_STATUS = {0: "UNSET", 1: "OK", 2: "ERROR"}
+
+
+def _logfire_attributes(attributes: list[dict[str, Any]]) -> dict[str, Any]:
+    """A span's attributes as a Logfire ``records`` row holds them: plain values, and those its
+    ``logfire.json_schema`` declares objects or arrays parsed from their JSON text."""
+    plain: dict[str, Any] = {}
+    for item in attributes:
+        ((kind, value),) = item["value"].items()
+        plain[item["key"]] = int(value) if kind == "intValue" else value
+    schema = json.loads(plain.get("logfire.json_schema", "{}")).get("properties", {})
+    for key, declared in schema.items():
+        if declared.get("type") in ("object", "array") and isinstance(plain.get(key), str):
+            with contextlib.suppress(json.JSONDecodeError):  # a text final_result stays text
+                plain[key] = json.loads(plain[key])
+    return plain
+
+
+def _iso(ns: str) -> str:
+    moment = datetime.fromtimestamp(int(ns) // 1000 / 1_000_000, tz=timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def logfire_rows(lines: list[str]) -> dict[str, Any]:
+    """The spans of OTLP JSON ``lines`` as Logfire's query API returns ``SELECT * FROM records``
+    with ``row_oriented=true`` (``RowQueryResults``: ``columns`` and ``rows``), the columns its
+    SQL reference documents for a span."""
+    rows = []
+    for line in lines:
+        for resource in json.loads(line)["resourceSpans"]:
+            for scope in resource["scopeSpans"]:
+                for span in scope["spans"]:
+                    rows.append(
+                        {
+                            "trace_id": span["traceId"],
+                            "span_id": span["spanId"],
+                            "parent_span_id": span.get("parentSpanId"),
+                            "kind": "span",
+                            "span_name": span["name"],
+                            "start_timestamp": _iso(span["startTimeUnixNano"]),
+                            "end_timestamp": _iso(span["endTimeUnixNano"]),
+                            "otel_status_code": _STATUS[span.get("status", {}).get("code", 0)],
+                            "attributes": _logfire_attributes(span.get("attributes", [])),
+                        }
+                    )
+    columns = [
+        {"name": name, "datatype": datatype, "nullable": nullable}
+        for name, datatype, nullable in (
+            ("trace_id", "Utf8", False),
+            ("span_id", "Utf8", False),
+            ("parent_span_id", "Utf8", True),
+            ("kind", "Utf8", False),
+            ("span_name", "Utf8", False),
+            ("start_timestamp", {"Timestamp": ["Microsecond", "UTC"]}, False),
+            ("end_timestamp", {"Timestamp": ["Microsecond", "UTC"]}, False),
+            ("otel_status_code", "Utf8", True),
+            ("attributes", "Utf8", True),
+        )
+    ]
+    return {"columns": columns, "rows": rows}
+
+
+def write_logfire(folder: str) -> None:
+    """``logfire/{folder}/{scenario}.json`` from the span files of ``folder``."""
+    out = OUT / "logfire" / folder
+    out.mkdir(parents=True, exist_ok=True)
+    for spans in sorted((OUT / folder).glob("*.otlp.jsonl")):
+        rows = logfire_rows(spans.read_text().splitlines())
+        name = spans.name.removesuffix(".otlp.jsonl")
+        (out / f"{name}.json").write_text(json.dumps(rows, ensure_ascii=False, separators=(",", ":")) + "\n")
+
+
 def main() -> None:
     warnings.simplefilter("ignore")
     targets = [(f"v{v}", v, True) for v in VERSIONS] + [("v6-no-content", 6, False)]
@@ -423,6 +495,8 @@ def main() -> None:
             lines, histories = asyncio.run(run_scenario(name, version, include_content, seed * 100 + index))
             (out / f"{name}.otlp.jsonl").write_text("".join(line + "\n" for line in lines))
             (out / f"{name}.messages.json").write_text(json.dumps(histories, indent=1, ensure_ascii=False) + "\n")
+        if include_content:
+            write_logfire(folder)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ what its spans recorded, and no history.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import io
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -30,7 +31,7 @@ from histmig.otel.history import (
     run_fields,
     summary,
 )
-from histmig.otel.spans import Span, parse_export, read_lines
+from histmig.otel.spans import Span, is_logfire_export, parse_export, parse_logfire_row, read_lines
 from histmig.run.paths import file_key
 from histmig.sources.atomic import atomic_output, check_writable, input_stream
 
@@ -93,8 +94,43 @@ def _check_apart(inputs: Sequence[str], written: dict[str, str | None]) -> None:
         seen.append((what, target, key))
 
 
-def _reject(path: str, line: int, raw: bytes, reason: str, span: Span | None = None) -> dict[str, Any]:
-    row: dict[str, Any] = {"file": path, "line": line}
+def _read(path: str) -> Iterator[tuple[int, bytes, list[Span] | _Unreadable]]:
+    """Each line of an OTLP JSON lines file, or each row of a Logfire export (a file that is one
+    JSON document ``{"columns", "rows"}``), with its number, its bytes and its spans or why it
+    cannot be read. Raises :class:`~histmig.errors.UnreadableInput` when ``path`` cannot be opened."""
+    with input_stream(path) as stream:
+        data = stream.read()
+    try:
+        whole = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        whole = None
+    if is_logfire_export(whole):
+        for number, row in enumerate(whole["rows"], start=1):
+            raw = orjson.dumps(row)
+            try:
+                yield number, raw, [parse_logfire_row(row, number)]
+            except SpanError as exc:
+                yield number, raw, _Unreadable(str(exc), "row")
+        return
+    for number, raw in read_lines(io.BytesIO(data)):
+        try:
+            yield number, raw, parse_export(raw, number)
+        except SpanError as exc:
+            yield number, raw, _Unreadable(str(exc), "line")
+
+
+class _Unreadable(SpanError):
+    """A line or row that cannot be read, and which of the two it is."""
+
+    def __init__(self, message: str, unit: str) -> None:
+        super().__init__(message)
+        self.unit = unit
+
+
+def _reject(
+    path: str, line: int, raw: bytes, reason: str, span: Span | None = None, unit: str = "line"
+) -> dict[str, Any]:
+    row: dict[str, Any] = {"file": path, (span.unit if span is not None else unit): line}
     if span is not None:
         row.update(trace_id=span.trace_id, span_id=span.span_id, span_name=span.name)
     row["error"] = reason
@@ -146,22 +182,19 @@ def from_otel(
     lines: dict[tuple[str, int], bytes] = {}
     origin: dict[tuple[str, str], str] = {}
     for path in inputs:
-        with input_stream(path) as stream:
-            for number, raw in read_lines(stream):
-                try:
-                    found = parse_export(raw, number)
-                except SpanError as exc:
-                    reject_rows.append(_reject(path, number, raw, str(exc)))
-                    continue
-                lines[(path, number)] = raw
-                for span in found:
-                    origin[(span.trace_id, span.span_id)] = path
-                spans.extend(found)
+        for number, raw, read in _read(path):
+            if isinstance(read, _Unreadable):
+                reject_rows.append(_reject(path, number, raw, str(read), unit=read.unit))
+                continue
+            lines[(path, number)] = raw
+            for span in read:
+                origin[(span.trace_id, span.span_id)] = path
+            spans.extend(read)
     grouped, foreign = group_runs(spans)
     for span in foreign:
         path = origin[(span.trace_id, span.span_id)]
         reason = (
-            f"line {span.line}: span {span.span_id} ({span.name}): an agent run span "
+            f"{span.place}: span {span.span_id} ({span.name}): an agent run span "
             "without pydantic-ai's attributes (another framework's)"
         )
         reject_rows.append(_reject(path, span.line, lines[(path, span.line)], reason, span))
@@ -183,7 +216,7 @@ def from_otel(
                     continue
                 rebuilt = rebuild(conversation[: end + 1])
             except RebuildError as exc:
-                reason = f"line {run.run.line}: {exc}"
+                reason = f"{run.run.place}: {exc}"
                 reject_rows.append(_reject(path, run.run.line, lines[(path, run.run.line)], reason, run.run))
                 restored.rows.append({**row, "status": "rejected", "error": str(exc)})
                 continue

@@ -7,6 +7,14 @@ times are nanoseconds since the epoch written as decimal strings, attribute valu
 ``AnyValue`` objects (``stringValue``, ``intValue`` as a decimal string, ``doubleValue``,
 ``boolValue``, ``arrayValue.values``, ``kvlistValue.values``, ``bytesValue`` in base64).
 
+And as Logfire's query API returns rows of its ``records`` table (``row_oriented=true``: one JSON
+document ``{"columns": [...], "rows": [...]}``, the columns its SQL reference documents:
+``trace_id``, ``span_id``, ``parent_span_id``, ``span_name``, ``start_timestamp`` and
+``end_timestamp`` as ISO 8601 text, ``otel_status_code`` ``UNSET``/``OK``/``ERROR`` and
+``attributes`` an object whose values the span's ``logfire.json_schema`` declares objects or
+arrays are JSON values rather than text). :func:`parse_logfire` reads it; its spans are numbered
+by row.
+
 A line that is not an export request (truncated JSON, another shape) raises :class:`SpanError`
 naming the line; a span inside it without ids raises it naming the span's place.
 """
@@ -15,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, BinaryIO
 
 import orjson
@@ -27,7 +36,8 @@ class Span:
     """One span: ``trace_id`` and ``span_id`` as lower-case hex, ``parent_span_id`` hex or ``None``
     for a root, ``start_ns`` and ``end_ns`` nanoseconds since the epoch, ``attributes`` as plain
     values (:func:`attribute_value`), ``status_code`` the OTLP code (0 unset, 1 ok, 2 error),
-    ``line`` the 1-based line of the export it came from."""
+    ``line`` the 1-based line of the export it came from (``unit`` ``"row"``: the row of a Logfire
+    export)."""
 
     trace_id: str
     span_id: str
@@ -38,6 +48,12 @@ class Span:
     attributes: dict[str, Any] = field(repr=False)
     status_code: int
     line: int
+    unit: str = "line"
+
+    @property
+    def place(self) -> str:
+        """Where the span was read, as an error names it: ``line 3`` (OTLP) or ``row 3`` (Logfire)."""
+        return f"{self.unit} {self.line}"
 
 
 def attribute_value(value: Any) -> Any:
@@ -124,3 +140,56 @@ def read_lines(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
     for number, raw in enumerate(stream, start=1):
         if raw.strip():
             yield number, raw
+
+
+_STATUS_CODES = {"UNSET": 0, "OK": 1, "ERROR": 2}
+
+
+def is_logfire_export(obj: Any) -> bool:
+    """Whether a parsed JSON document is a Logfire row-oriented query result."""
+    return isinstance(obj, dict) and isinstance(obj.get("rows"), list) and isinstance(obj.get("columns"), list)
+
+
+def _nanoseconds(text: Any, where: str) -> int:
+    if not isinstance(text, str):
+        raise SpanError(f"{where}: timestamp is not ISO 8601 text")
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise SpanError(f"{where}: {exc}") from exc
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    delta = moment - datetime(1970, 1, 1, tzinfo=timezone.utc)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
+
+
+def parse_logfire_row(row: Any, number: int) -> Span:
+    """One row of a Logfire ``records`` query result (1-based ``number``) as a :class:`Span`.
+    Raises :class:`SpanError` naming the row for a row without ids, times or an attributes
+    object."""
+    where = f"row {number}"
+    if not isinstance(row, dict):
+        raise SpanError(f"{where}: not an object")
+    trace_id, span_id = row.get("trace_id"), row.get("span_id")
+    if not isinstance(trace_id, str) or not isinstance(span_id, str) or not trace_id or not span_id:
+        raise SpanError(f"{where}: row without trace_id or span_id")
+    attributes = row.get("attributes") or {}
+    if isinstance(attributes, str):
+        try:
+            attributes = orjson.loads(attributes)
+        except orjson.JSONDecodeError as exc:
+            raise SpanError(f"{where}: span {span_id}: attributes are not JSON: {exc}") from exc
+    if not isinstance(attributes, dict):
+        raise SpanError(f"{where}: span {span_id}: attributes are not an object")
+    return Span(
+        trace_id=trace_id.lower(),
+        span_id=span_id.lower(),
+        parent_span_id=(row.get("parent_span_id") or "").lower() or None,
+        name=str(row.get("span_name", "")),
+        start_ns=_nanoseconds(row.get("start_timestamp"), f"{where}: span {span_id}: start_timestamp"),
+        end_ns=_nanoseconds(row.get("end_timestamp"), f"{where}: span {span_id}: end_timestamp"),
+        attributes=attributes,
+        status_code=_STATUS_CODES.get(str(row.get("otel_status_code") or "UNSET"), 0),
+        line=number,
+        unit="row",
+    )

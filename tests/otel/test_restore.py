@@ -159,3 +159,27 @@ def test_an_output_that_is_an_input_is_refused_before_anything_is_written(tmp_pa
         from_otel([str(spans)], str(tmp_path / "o.jsonl"), report=str(spans))
     assert spans.read_bytes() == before
     assert not (tmp_path / "o.jsonl").exists()
+
+
+@pytest.mark.parametrize("version", (2, 3, 4, 5, 6))
+def test_a_logfire_export_of_the_same_spans_gives_the_same_histories(tmp_path: Path, version: int) -> None:
+    otlp = sorted(str(p) for p in (SPANS / f"v{version}").glob("*.otlp.jsonl"))
+    logfire = sorted(str(p) for p in (SPANS / "logfire" / f"v{version}").glob("*.json"))
+    assert len(otlp) == len(logfire) == 13
+    assert from_otel(otlp, str(tmp_path / "a.jsonl")).exit_code == 0
+    assert from_otel(logfire, str(tmp_path / "b.jsonl")).exit_code == 0
+    a, b = lines(tmp_path / "a.jsonl"), lines(tmp_path / "b.jsonl")
+    assert [r["messages"] for r in a] == [r["messages"] for r in b]
+    assert [r["span_id"] for r in a] == [r["span_id"] for r in b]
+
+
+def test_a_bad_logfire_row_is_rejected_by_row(tmp_path: Path) -> None:
+    export = orjson.loads((SPANS / "logfire" / "v5" / "l_no_retry.json").read_bytes())
+    export["rows"].insert(1, {"span_id": "ffff", "span_name": "broken"})
+    path = tmp_path / "logfire.json"
+    path.write_bytes(orjson.dumps(export, option=orjson.OPT_INDENT_2))  # one document over many lines
+    restored = from_otel([str(path)], str(tmp_path / "h.jsonl"))
+    assert (restored.written, restored.exit_code) == (1, 1)
+    (reject,) = lines(tmp_path / "h.jsonl.rejects.jsonl")
+    assert (reject["row"], reject["error"]) == (2, "row 2: row without trace_id or span_id")
+    assert orjson.loads(reject["raw"]) == {"span_id": "ffff", "span_name": "broken"}

@@ -9,7 +9,14 @@ import orjson
 import pytest
 
 from histmig.errors import SpanError
-from histmig.otel.spans import attribute_value, attributes_of, parse_export, read_lines
+from histmig.otel.spans import (
+    attribute_value,
+    attributes_of,
+    is_logfire_export,
+    parse_export,
+    parse_logfire_row,
+    read_lines,
+)
 from tests.conftest import FIXTURES
 
 SPANS = FIXTURES / "otel-spans"
@@ -80,3 +87,28 @@ def test_ids_are_read_as_lower_case_hex() -> None:
 
 def test_lines_are_numbered_from_one_and_blank_ones_skipped() -> None:
     assert list(read_lines(io.BytesIO(b"a\n\n  \nb\n"))) == [(1, b"a\n"), (4, b"b\n")]
+
+
+def test_a_logfire_row_gives_the_same_span_as_the_otlp_line() -> None:
+    otlp = parse_export((SPANS / "v6" / "e_output_tool_validation.otlp.jsonl").read_bytes().splitlines()[0], 1)
+    export = orjson.loads((SPANS / "logfire" / "v6" / "e_output_tool_validation.json").read_bytes())
+    assert is_logfire_export(export)
+    rows = [parse_logfire_row(row, n) for n, row in enumerate(export["rows"], start=1)]
+    assert [(s.trace_id, s.span_id, s.parent_span_id, s.name, s.status_code) for s in rows] == [
+        (s.trace_id, s.span_id, s.parent_span_id, s.name, s.status_code) for s in otlp
+    ]
+    assert [s.start_ns // 1000 for s in rows] == [s.start_ns // 1000 for s in otlp]  # microseconds in Logfire
+    run = rows[-1]
+    assert run.place == "row 3"
+    # Logfire holds what logfire.json_schema declares objects as JSON values
+    assert run.attributes["final_result"] == {"city": "Paris", "population": 2100000}
+    assert orjson.loads(otlp[-1].attributes["pydantic_ai.all_messages"]) == run.attributes["pydantic_ai.all_messages"]
+
+
+def test_a_logfire_row_without_ids_or_times_is_an_error_naming_the_row() -> None:
+    with pytest.raises(SpanError, match=r"^row 4: row without trace_id or span_id"):
+        parse_logfire_row({"span_id": "ab"}, 4)
+    with pytest.raises(SpanError, match=r"^row 2: span ab: start_timestamp: "):
+        parse_logfire_row({"trace_id": "cd", "span_id": "ab", "start_timestamp": "yesterday"}, 2)
+    with pytest.raises(SpanError, match=r"^row 1: span ab: attributes are not JSON"):
+        parse_logfire_row({"trace_id": "cd", "span_id": "ab", "attributes": "{"}, 1)
