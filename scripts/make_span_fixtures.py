@@ -86,7 +86,6 @@ class CountingIds(IdGenerator):
         return (0x4D16 << 96) | self._step()
 
 
-
 def scripted(*replies: Callable[[list[ModelMessage], AgentInfo], ModelResponse] | ModelResponse) -> FunctionModel:
     """A FunctionModel answering each request with the next reply (a response or a function of the history)."""
     queue = list(replies)
