@@ -21,8 +21,9 @@ history's :class:`Rebuilt` ``derived`` (filled by a rule, as ``convert`` fills i
   beyond the token counts the span records;
 - a retried tool return's ``retry`` when no tool span recorded it (an unknown tool, a call
   answered through ``DeferredToolResults``): the cause from the content
-  (:func:`histmig.rules.causes.infer_cause`), attempt and ``max_retries`` unknowable; a retry
-  feedback part's attempt and ``max_retries`` always;
+  (:func:`histmig.rules.causes.infer_cause`); the ``attempt`` of every retry no span recorded
+  (retry feedback parts always) counted by HM104 as ``convert --attempts`` counts it, its
+  ``max_retries`` (the agent's budget) unknowable;
 - a ``tool_call_id`` a span left out: derived as HM201 derives it
   (:func:`histmig.rules.base.derived_tool_call_id`).
 """
@@ -39,7 +40,9 @@ from typing import Any
 
 import orjson
 
+from histmig.engine import migrate
 from histmig.errors import RebuildError
+from histmig.options import Options
 from histmig.otel.export import (
     _MIME_TYPES,
     RETRY_FEEDBACK_FRAMING,
@@ -261,12 +264,10 @@ class _Builder:
                 else:
                     cause = infer_cause(inner, tool_bound=False).cause
                     self.derived.add("retry-feedback.retry.cause")
-                self.unknowable.update(("retry-feedback.retry.attempt", "retry-feedback.retry.max_retries"))
                 return _feedback_part(content, cause, stamp)
         if text in NO_OUTPUT_TEXTS and (role == "system" or _answers_nothing(previous)):
             if role != "system":
                 self.derived.add("retry-feedback.part_kind")
-            self.unknowable.update(("retry-feedback.retry.attempt", "retry-feedback.retry.max_retries"))
             return _feedback_part(text, "no_output", stamp)
         return None
 
@@ -292,7 +293,6 @@ class _Builder:
             if verdict.certainty in ("exact", "template", "shape"):
                 retry = {"cause": verdict.cause, "attempt": None, "max_retries": None}
                 self.derived.add("tool-return.retry.cause")
-                self.unknowable.update(("tool-return.retry.attempt", "tool-return.retry.max_retries"))
             elif span is not None:
                 self.unknowable.add("tool-return.outcome")
         stored: dict[str, Any] = {
@@ -611,7 +611,31 @@ def rebuild(runs: list[RunSpans]) -> Rebuilt:
                 "state": "complete",
             }
         )
+    _count_attempts(messages, builder)
     return Rebuilt(messages, source, sorted(builder.derived), sorted(builder.unknowable))
+
+
+_COUNT_ATTEMPTS = Options(attempts=True, select=("HM104",)).plan()
+"""HM104 alone: the ``attempt`` of each retry no span recorded, counted as ``convert --attempts``
+counts it (framework-facts §4, the current counting rules)."""
+
+
+def _count_attempts(messages: list[dict[str, Any]], builder: _Builder) -> None:
+    """Fill the ``attempt`` of every retry left without one by HM104 (derived), and name what
+    still has none, and every ``max_retries`` no span recorded (the agent's budget: unknowable)."""
+    open_before = {id(part) for part in _retries(messages) if part["retry"].get("attempt") is None}
+    migrate(messages, _COUNT_ATTEMPTS)
+    for part in _retries(messages):
+        kind = part["part_kind"]
+        if id(part) in open_before:
+            attempt = part["retry"].get("attempt")
+            (builder.derived if attempt is not None else builder.unknowable).add(f"{kind}.retry.attempt")
+        if part["retry"].get("max_retries") is None:
+            builder.unknowable.add(f"{kind}.retry.max_retries")
+
+
+def _retries(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [part for message in messages for part in message["parts"] if isinstance(part.get("retry"), dict)]
 
 
 def run_fields(run: RunSpans) -> dict[str, Any]:

@@ -41,14 +41,15 @@ every timestamp (a request's, a response's, a part's; the rebuilt ones are the s
 a thinking part's ``signature``."""
 
 NOT_CARRIED_BY_SCENARIO: dict[str, dict[str, tuple[str, ...]]] = {
-    "c_unknown_tool": {"call_c1": ("retry.attempt", "retry.max_retries")},
-    "e_output_tool_validation": {"call_e1": ("retry.attempt", "retry.max_retries")},
+    "c_unknown_tool": {"call_c1": ("retry.max_retries",)},
+    "e_output_tool_validation": {"call_e1": ("retry.max_retries",)},
     "m_deferred_tool": {"call_m1": ("outcome", "retry")},
 }
 """The tool returns whose retry no tool span recorded (an unknown tool has no span; an output
 tool's validation failure neither; a deferred call answered through DeferredToolResults), by
-tool_call_id: what of them the spans do not carry, in every version. Every retry-feedback part's
-``retry.attempt`` and ``retry.max_retries`` are not carried either (no span records them)."""
+tool_call_id: what of them the spans do not carry, in every version (their ``attempt`` is not
+either, but HM104 counts it as the framework did). No span records a retry-feedback part's
+``retry.max_retries`` either."""
 
 CRASHED = {"b_tool_args_validation", "k_tool_retries_exhausted"}
 """The scenarios whose run raised (retries exhausted): what ``capture_run_messages`` held ends
@@ -90,7 +91,6 @@ def comparable(messages: list[dict[str, Any]], scenario: str) -> list[dict[str, 
             for key in NOT_CARRIED:
                 part.pop(key, None)
             if part["part_kind"] == "retry-feedback":
-                _drop(part, "retry.attempt")
                 _drop(part, "retry.max_retries")
             for dotted in by_call.get(part.get("tool_call_id"), ()):
                 _drop(part, dotted)
@@ -164,9 +164,26 @@ def test_an_unknown_tool_s_cause_is_derived_from_its_text() -> None:
     runs, _ = runs_of("v5", "c_unknown_tool")
     rebuilt = rebuild(runs)
     part = rebuilt.messages[2]["parts"][0]
-    assert part["retry"] == {"cause": "unknown_tool", "attempt": None, "max_retries": None}
-    assert "tool-return.retry.cause" in rebuilt.derived
-    assert {"tool-return.retry.attempt", "tool-return.retry.max_retries"} <= set(rebuilt.unknowable)
+    # the cause from its text, the attempt counted by HM104, the agent's budget unknowable
+    assert part["retry"] == {"cause": "unknown_tool", "attempt": 1, "max_retries": None}
+    assert {"tool-return.retry.cause", "tool-return.retry.attempt"} <= set(rebuilt.derived)
+    assert "tool-return.retry.max_retries" in rebuilt.unknowable
+    assert "tool-return.retry.attempt" not in rebuilt.unknowable
+
+
+def test_a_retry_the_tool_span_recorded_is_not_said_derived() -> None:
+    runs, _ = runs_of("v3", "a_tool_model_retry")
+    rebuilt = rebuild(runs)
+    assert rebuilt.messages[2]["parts"][0]["retry"] == {"cause": "model_retry", "attempt": 1, "max_retries": 1}
+    assert not [field for field in rebuilt.derived + rebuilt.unknowable if "retry" in field]
+
+
+def test_retry_feedback_attempts_are_counted() -> None:
+    runs, truth = runs_of("v6", "f_output_validator_text")
+    rebuilt = rebuild(runs)
+    assert rebuilt.messages[2]["parts"][0]["retry"] == {"cause": "model_retry", "attempt": 1, "max_retries": None}
+    assert truth[0][2]["parts"][0]["retry"]["attempt"] == 1
+    assert "retry-feedback.retry.attempt" in rebuilt.derived
 
 
 @pytest.mark.parametrize("version", VERSIONS)
