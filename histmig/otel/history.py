@@ -231,6 +231,7 @@ class _Builder:
         self.tools = {call_id: span for run in runs for call_id, span in run.tools.items()}
         self.derived: set[str] = set()
         self.unknowable: set[str] = set()
+        self.open_calls: list[tuple[Any, str]] = []
 
     # Request parts
 
@@ -276,8 +277,12 @@ class _Builder:
     ) -> dict[str, Any]:
         call_id = part.get("id")
         if not isinstance(call_id, str):
-            call_id = derived_tool_call_id(key, index[0], index[1], part.get("name"))
+            # the open call of the same tool, first called first answered (as HM201 pairs them)
+            call_id = next((c for name, c in self.open_calls if name == part.get("name")), None)
+            if call_id is None:
+                call_id = derived_tool_call_id(key, index[0], index[1], part.get("name"))
             self.derived.add("tool-return.tool_call_id")
+        self.open_calls = [(name, c) for name, c in self.open_calls if c != call_id]
         content = part.get("result")
         span = self.tools.get(call_id)
         attrs = span.attributes if span is not None else {}
@@ -366,6 +371,7 @@ class _Builder:
                 if not isinstance(call_id, str):
                     call_id = derived_tool_call_id(key, m_index, p_index, part.get("name"))
                     self.derived.add("tool-call.tool_call_id")
+                self.open_calls.append((part.get("name"), call_id))
                 parts.append(_tool_call_part(part.get("name"), part.get("arguments"), call_id))
             else:
                 raise RebuildError(f"messages[{m_index}]: assistant part of type {kind!r} cannot be rebuilt")

@@ -248,3 +248,22 @@ def test_another_framework_s_agent_span_is_not_pydantic_ai_s() -> None:
 def test_timestamps_are_the_iso_text_the_framework_dumps() -> None:
     assert timestamp(1_796_168_398_078_607_642) == "2026-12-01T23:39:58.078607Z"
     assert timestamp(1_796_168_398_000_000_999) == "2026-12-01T23:39:58Z"
+
+
+def test_tool_call_ids_a_span_left_out_are_derived_and_paired() -> None:
+    runs, _ = runs_of("v5", "d_parallel_same_tool_fail")
+    run = runs[0]
+    otel = orjson.loads(run.run.attributes["pydantic_ai.all_messages"])
+    for message in otel:
+        for part in message["parts"]:
+            part.pop("id", None)
+    attributes = {**run.run.attributes, "pydantic_ai.all_messages": orjson.dumps(otel).decode()}
+    bare = RunSpans(Span(**{**run.run.__dict__, "attributes": attributes}), run.chats, {})
+    rebuilt = rebuild([bare])
+    calls = [p["tool_call_id"] for p in rebuilt.messages[1]["parts"]]
+    returns = [p["tool_call_id"] for p in rebuilt.messages[2]["parts"]]
+    assert len(set(calls)) == 3 and all(c.startswith("pyd_ai_") and len(c) == 39 for c in calls)
+    assert returns == calls  # each return paired with its call, in order
+    assert rebuild([bare]).messages == rebuilt.messages  # reproducible
+    assert {"tool-call.tool_call_id", "tool-return.tool_call_id"} <= set(rebuilt.derived)
+    ModelMessagesTypeAdapter.validate_json(orjson.dumps(rebuilt.messages))
