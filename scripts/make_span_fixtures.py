@@ -61,6 +61,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.instrumented import InstrumentationSettings
+from pydantic_ai.usage import RequestUsage
 
 OUT = Path(__file__).resolve().parent.parent / "fixtures" / "otel-spans"
 VERSIONS = (2, 3, 4, 5, 6)
@@ -146,6 +147,31 @@ def a_tool_model_retry(settings: InstrumentationSettings) -> list[Run]:
         if city == "Atlantis":
             raise ModelRetry("Unknown city Atlantis; try a real one.")
         return f"Sunny in {city}"
+
+    return [Run(agent, "Weather in Atlantis?", {})]
+
+
+def a_tool_model_retry_provider_ids(settings: InstrumentationSettings) -> list[Run]:
+    """The provider's response ids, finish reasons and cache usage, as a real model reports them."""
+    usage = RequestUsage(input_tokens=40, output_tokens=7, cache_read_tokens=12, cache_write_tokens=3)
+    agent = Agent(
+        scripted(
+            ModelResponse(
+                parts=[call("get_weather", {"city": "Atlantis"}, "toolu_01")],
+                usage=usage,
+                provider_response_id="resp_1",
+                finish_reason="tool_call",
+            ),
+            ModelResponse(
+                parts=[TextPart("Sunny in Paris.")], usage=usage, provider_response_id="resp_2", finish_reason="stop"
+            ),
+        ),
+        capabilities=[Instrumentation(settings=settings)],
+    )
+
+    @agent.tool_plain
+    def get_weather(city: str) -> str:
+        raise ModelRetry(f"Unknown city {city}.")
 
     return [Run(agent, "Weather in Atlantis?", {})]
 
@@ -350,6 +376,7 @@ SCENARIOS = {
     f.__name__: f
     for f in (
         a_tool_model_retry,
+        a_tool_model_retry_provider_ids,
         b_tool_args_validation,
         c_unknown_tool,
         d_parallel_same_tool_fail,

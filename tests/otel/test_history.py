@@ -136,7 +136,7 @@ def test_every_version_rebuilds_every_run_equal() -> None:
                 for end, stored in enumerate(truth)
             )
         counts[version] = equal
-    assert counts == dict.fromkeys(VERSIONS, 15)
+    assert counts == dict.fromkeys(VERSIONS, 16)
 
 
 def test_a_crashed_run_is_rebuilt_from_its_last_model_request_span() -> None:
@@ -267,3 +267,21 @@ def test_tool_call_ids_a_span_left_out_are_derived_and_paired() -> None:
     assert rebuild([bare]).messages == rebuilt.messages  # reproducible
     assert {"tool-call.tool_call_id", "tool-return.tool_call_id"} <= set(rebuilt.derived)
     ModelMessagesTypeAdapter.validate_json(orjson.dumps(rebuilt.messages))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_provider_ids_finish_reasons_and_cache_usage_come_from_the_model_request_spans(version: int) -> None:
+    runs, truth = runs_of(f"v{version}", "a_tool_model_retry_provider_ids")
+    responses = [m for m in rebuild(runs).messages if m["kind"] == "response"]
+    assert [(r["provider_response_id"], r["finish_reason"]) for r in responses] == [
+        ("resp_1", "tool_call"),
+        ("resp_2", "stop"),
+    ]
+    usage = responses[0]["usage"]
+    assert (usage["input_tokens"], usage["output_tokens"], usage["cache_read_tokens"], usage["cache_write_tokens"]) == (
+        40,
+        7,
+        12,
+        3,
+    )
+    assert [r["usage"] for r in responses] == [m["usage"] for m in truth[0] if m["kind"] == "response"]

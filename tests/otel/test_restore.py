@@ -136,7 +136,7 @@ def test_bad_spans_are_rejected_by_line_and_span_id_never_dropped(tmp_path: Path
     assert [(r["line"], r.get("span_id")) for r in rejects] == [
         (2, None),
         (4, "b7ad6b7169203331"),
-        (3, "0000019600000002"),
+        (3, "0000019700000002"),
     ]
     assert rejects[0]["error"].startswith("line 2: invalid JSON")
     assert "another framework" in rejects[1]["error"]
@@ -165,7 +165,7 @@ def test_an_output_that_is_an_input_is_refused_before_anything_is_written(tmp_pa
 def test_a_logfire_export_of_the_same_spans_gives_the_same_histories(tmp_path: Path, version: int) -> None:
     otlp = sorted(str(p) for p in (SPANS / f"v{version}").glob("*.otlp.jsonl"))
     logfire = sorted(str(p) for p in (SPANS / "logfire" / f"v{version}").glob("*.json"))
-    assert len(otlp) == len(logfire) == 13
+    assert len(otlp) == len(logfire) == 14
     assert from_otel(otlp, str(tmp_path / "a.jsonl")).exit_code == 0
     assert from_otel(logfire, str(tmp_path / "b.jsonl")).exit_code == 0
     a, b = lines(tmp_path / "a.jsonl"), lines(tmp_path / "b.jsonl")
