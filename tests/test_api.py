@@ -14,7 +14,7 @@ from histmig import api, parallel
 from histmig.errors import MigrationError, NotAHistory, UnreadableInput, UnwritableOutput, UsageError
 from histmig.options import Options
 from histmig.run import local
-from tests.conftest import CORPUS
+from tests.conftest import CORPUS, FIXTURES
 
 ALL = CORPUS / "all.jsonl"
 LEGACY = next(line for line in ALL.read_bytes().splitlines() if b"retry-prompt" in line)
@@ -423,3 +423,17 @@ def test_check_passes_a_conversation_stored_a_message_a_record_with_warnings_nam
         assert out.read_bytes() == source.read_bytes() and converted.verdict.endswith(note)
         reports.append({key: value for key, value in converted.report.to_json().items() if key != "run"})
     assert reports[0] == reports[1] and reports[0]["summary"]["fragments"] == 3
+
+
+def test_from_otel_takes_one_path_or_several(tmp_path: Path) -> None:
+    spans = FIXTURES / "otel-spans" / "v5"
+    one = api.from_otel(str(spans / "l_no_retry.otlp.jsonl"), str(tmp_path / "one.jsonl"))
+    several = api.from_otel(
+        [str(spans / "l_no_retry.otlp.jsonl"), str(spans / "i_multi_run.otlp.jsonl")],
+        str(tmp_path / "two.jsonl"),
+        runs="all",
+        report=str(tmp_path / "r.jsonl"),
+    )
+    assert (one.written, one.exit_code, several.written, several.exit_code) == (1, 0, 3, 0)
+    assert len((tmp_path / "r.jsonl").read_bytes().splitlines()) == 3
+    assert not (tmp_path / "two.jsonl.report.jsonl").exists()

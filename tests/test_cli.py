@@ -688,3 +688,12 @@ def test_from_otel_help_has_examples_and_its_options() -> None:
         "histmig from-otel traces.jsonl histories.jsonl",
     ):
         assert said in help_text
+
+
+def test_from_otel_output_is_an_archive_check_passes(tmp_path: Path) -> None:
+    out = tmp_path / "h.jsonl"
+    names = ("a_tool_model_retry", "i_multi_run", "j_rich_content", "l_no_retry")
+    assert invoke("from-otel", *(str(SPANS / "v4" / f"{n}.otlp.jsonl") for n in names), str(out), "-q").exit_code == 0
+    result = invoke("check", str(out))
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.rstrip().endswith("histmig check: all 4 records are current and valid")
