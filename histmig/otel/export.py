@@ -168,7 +168,7 @@ def _blob(binary: Any, where: str, include_content: bool) -> dict[str, Any]:
     return blob
 
 
-def _url_media_type(item: dict[str, Any]) -> str | None:
+def url_media_type(item: dict[str, Any]) -> str | None:
     """A media URL's type: the stored ``media_type``, else inferred from the URL the way 2.68
     does (YouTube videos are ``video/mp4``); ``None`` when it cannot be told (the framework then
     leaves ``mime_type`` out)."""
@@ -187,7 +187,7 @@ def _uri(item: dict[str, Any], where: str, include_content: bool) -> dict[str, A
     modality = _URL_MODALITY.get(item["kind"])
     if modality is not None:
         uri["modality"] = modality
-    media_type = _url_media_type(item)
+    media_type = url_media_type(item)
     if media_type is not None:
         uri["mime_type"] = media_type
     if include_content:

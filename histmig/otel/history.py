@@ -43,12 +43,7 @@ import orjson
 from histmig.engine import migrate
 from histmig.errors import RebuildError
 from histmig.options import Options
-from histmig.otel.export import (
-    _MIME_TYPES,
-    RETRY_FEEDBACK_FRAMING,
-    RETRY_FEEDBACK_TAG,
-    VALIDATION_ERRORS_TAG,
-)
+from histmig.otel.export import RETRY_FEEDBACK_FRAMING, RETRY_FEEDBACK_TAG, VALIDATION_ERRORS_TAG, url_media_type
 from histmig.otel.spans import Span
 from histmig.rules.base import conversation_key, derived_tool_call_id
 from histmig.rules.causes import NO_OUTPUT_TEXTS, infer_cause
@@ -457,7 +452,7 @@ def _url(url: Any, kind: str, media_type: Any) -> dict[str, Any]:
         "force_download": False,
         "vendor_metadata": None,
         "kind": kind,
-        "media_type": media_type if isinstance(media_type, str) else _MIME_TYPES.guess_type(url)[0],
+        "media_type": media_type if isinstance(media_type, str) else url_media_type({"url": url, "kind": kind}),
         "identifier": hashlib.sha1(url.encode(), usedforsecurity=False).hexdigest()[:6],
     }
 

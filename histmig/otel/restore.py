@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import orjson
 
-from histmig.errors import RebuildError, SamePath, SpanError, UsageError
+from histmig.errors import RebuildError, SpanError, UsageError
 from histmig.otel.history import (
     RunSpans,
     conversation_messages,
@@ -32,8 +32,9 @@ from histmig.otel.history import (
     summary,
 )
 from histmig.otel.spans import Span, is_logfire_export, parse_export, parse_logfire_row, read_lines
-from histmig.run.paths import file_key
+from histmig.run.paths import check_apart
 from histmig.sources.atomic import atomic_output, check_writable, input_stream
+from histmig.sources.base import Destination
 
 Runs = Literal["last", "all"]
 RUNS_CHOICES: tuple[Runs, ...] = ("last", "all")
@@ -74,24 +75,6 @@ class Restored:
 
 def _default_beside(output: str, suffix: str) -> str | None:
     return None if output == "-" else f"{output}{suffix}"
-
-
-def _check_apart(inputs: Sequence[str], written: dict[str, str | None]) -> None:
-    """Every path written held against every input and each other, as files
-    (:func:`histmig.run.paths.file_key`). Raises :class:`SamePath`."""
-    seen: list[tuple[str, str, tuple[object, ...]]] = []
-    for path in inputs:
-        key = file_key(path)
-        if key is not None:
-            seen.append(("the input", path, key))
-    for what, target in written.items():
-        key = file_key(target) if target is not None else None
-        if target is None or key is None:
-            continue
-        for whose, other, other_key in seen:
-            if key == other_key:
-                raise SamePath(what, target, whose, other)
-        seen.append((what, target, key))
 
 
 def _read(path: str) -> Iterator[tuple[int, bytes, list[Span] | _Unreadable]]:
@@ -172,7 +155,7 @@ def from_otel(
         raise UsageError(f"--runs must be one of {', '.join(RUNS_CHOICES)}, not {runs!r}")
     rejects = rejects if rejects is not None else _default_beside(output, ".rejects.jsonl")
     report = report if report is not None else _default_beside(output, ".report.jsonl")
-    _check_apart(inputs, {"OUTPUT": output, "--rejects": rejects, "--report": report})
+    check_apart([(path, Destination(output, rejects)) for path in inputs], rejects=rejects, report=report)
     for path in (output, rejects, report):
         if path is not None:
             check_writable(path)
