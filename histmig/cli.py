@@ -610,9 +610,9 @@ def from_otel(
         inputs, output_path = _inputs_and_output(paths)
         result = api.from_otel(inputs, output_path, **given)
     for line in result.rejected:
-        stderr.print(f"histmig: {line}", markup=False, soft_wrap=True)
+        say(f"histmig: {line}")
     if not quiet:
-        stderr.print(result.verdict, markup=False, soft_wrap=True)
+        say(result.verdict)
     raise typer.Exit(result.exit_code)
 
 

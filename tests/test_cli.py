@@ -697,3 +697,19 @@ def test_from_otel_output_is_an_archive_check_passes(tmp_path: Path) -> None:
     result = invoke("check", str(out))
     assert result.exit_code == 0, result.stderr
     assert result.stderr.rstrip().endswith("histmig check: all 4 records are current and valid")
+
+
+def test_from_otel_shows_a_hostile_span_name_inert(tmp_path: Path) -> None:
+    span = {
+        "traceId": "0af7651916cd43dd8448eb211c80319c",
+        "spanId": "b7ad6b7169203331",
+        "name": "invoke_agent \x1b[2J\u202eevil\nhistmig: forged",
+        "attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": "invoke_agent"}}],
+    }
+    spans = tmp_path / "spans.jsonl"
+    spans.write_bytes(orjson.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}) + b"\n")
+    result = invoke("from-otel", str(spans), str(tmp_path / "h.jsonl"))
+    assert result.exit_code == 1
+    assert "\x1b" not in result.stderr and "\u202e" not in result.stderr
+    assert "invoke_agent \\x1b[2J\\u202eevil\\x0ahistmig: forged" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 2  # the reject and the verdict, nothing forged
