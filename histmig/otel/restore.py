@@ -210,6 +210,9 @@ def from_otel(
                     **row,
                     "status": "written",
                     "source": source,
+                    # a run that raised: what capture_run_messages() held after its last model
+                    # request (the request it was building) is on no span
+                    "raised": run.run.status_code == 2,
                     "messages": len(rebuilt.messages),
                     "derived": rebuilt.derived,
                     "unknowable": rebuilt.unknowable,

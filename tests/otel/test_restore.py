@@ -46,10 +46,22 @@ def test_each_conversation_once_from_its_last_run(tmp_path: Path) -> None:
     assert comparable(first["messages"], "i_multi_run") == comparable(truth("v5", "i_multi_run")[1], "i_multi_run")
     report = lines(tmp_path / "h.jsonl.report.jsonl")
     assert [row["status"] for row in report] == ["written"] * 3
+    assert [row["raised"] for row in report] == [False] * 3
     assert report[1]["source"] == "pydantic_ai.all_messages"
     assert "response.timestamp" in report[1]["derived"]
     assert "response.provider_name" in report[1]["unknowable"]
     assert not (tmp_path / "h.jsonl.rejects.jsonl").exists()
+
+
+def test_a_run_that_raised_is_said_in_its_report_row(tmp_path: Path) -> None:
+    out = tmp_path / "h.jsonl"
+    from_otel([str(SPANS / "v6" / "k_tool_retries_exhausted.otlp.jsonl")], str(out))
+    (row,) = lines(tmp_path / "h.jsonl.report.jsonl")
+    assert (row["status"], row["raised"], row["source"]) == (
+        "written",
+        True,
+        "gen_ai.input.messages+gen_ai.output.messages",
+    )
 
 
 def test_runs_all_writes_every_run(tmp_path: Path) -> None:
