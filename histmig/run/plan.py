@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from histmig import redact
 from histmig.errors import UnwritableOutput, UsageError
-from histmig.options import Command, Flag, Options, flags, given
+from histmig.options import Command, Options, flags, given
 from histmig.run.paths import check_apart
 from histmig.sources import expands, formats, input_paths, named_format, output_paths
 from histmig.sources.atomic import check_directory, check_writable
@@ -141,6 +141,8 @@ def _check_convert(input: str | Sequence[str], destination: Destination, engine:
         raise UsageError(
             "give OUTPUT, or --in-place with a file or database INPUT (not both), or --to-table for a database input"
         )
+    if in_place and to_table is not None:
+        raise UsageError("give one of OUTPUT, --to-table and --in-place")
     if to_table is not None and not to_table.strip():
         raise UsageError(f"--to-table {to_table!r}: name a table")
 
@@ -167,7 +169,8 @@ def check_options(
     (its :attr:`~histmig.options.Flag.formats`; with inputs of several formats, each takes
     what applies to it: ``--messages-column`` for the Parquet files of a directory), naming
     that option, the input and the formats it applies to; for ``--overwrite`` without
-    ``--to-table``, ``--to-table`` with several inputs, and a columnar input to an export."""
+    ``--to-table``, ``--to-table`` with several inputs, ``--single-transaction`` without
+    ``--in-place``, and a columnar input to an export."""
     if destination.overwrite and destination.to_table is None:
         raise UsageError(
             "--overwrite replaces the table --to-table names (an output "
@@ -179,26 +182,25 @@ def check_options(
         if command.startswith("otel") and fmt.columnar:
             raise UsageError(f"{redact.location(path)}: the otel commands read JSON or JSONL, not Parquet or DuckDB")
     values = _taken(destination, options)
-    limited: dict[str, Flag] = {
-        flag.name: flag for flag in flags() if flag.formats is not None and command in flag.commands
-    }
+    _check_limited(found, values)
+    if options.single_transaction and not destination.in_place:
+        raise UsageError("--single-transaction goes with --in-place")
+
+
+def _check_limited(found: list[tuple[str, Format]], values: dict[str, Any]) -> None:
+    """Refuse an option given (``values`` by name) that applies to formats none of ``found``
+    is."""
     extra = [
         flag
-        for flag in limited.values()
-        if given(flag, values.get(flag.name, flag.default))
-        and not any(
-            fmt.name in flag.formats  # type: ignore[operator]  # limited: formats set
-            for _, fmt in found
-        )
+        for flag in flags()
+        if flag.formats is not None
+        and given(flag, values.get(flag.name, flag.default))
+        and not any(fmt.name in flag.formats for _, fmt in found)
     ]
     if extra:
         words = " and ".join(flag.flag for flag in extra)
         takers = _alternatives(
-            [
-                f.description
-                for f in formats().values()
-                if all(f.name in flag.formats for flag in extra)  # type: ignore[operator]  # limited: formats set
-            ]
+            [f.description for f in formats().values() if all(f.name in (flag.formats or ()) for flag in extra)]
         )
         inputs = f"{redact.location(found[0][0])}: " if len(found) == 1 else ""
         kinds = _alternatives(list(dict.fromkeys(fmt.description for _, fmt in found)))

@@ -114,8 +114,6 @@ class TableInput(Input):
 
     def __init__(self, path: str, destination: Destination, options: Any, job: Job) -> None:
         table = options.table
-        if sum((destination.output is not None, destination.to_table is not None, destination.in_place)) > 1:
-            raise UsageError(f"{path}: give one of OUTPUT, --to-table and --in-place")
         self.name = f"{path}:{table}"
         self.size = os.path.getsize(path)
         self._table, self._destination = table, destination

@@ -92,8 +92,6 @@ class PostgresTable(TableInput):
     PARAM = "%s"
 
     def __init__(self, location: str, destination: Destination, options: Any, job: Job) -> None:
-        if options.single_transaction and not destination.in_place:
-            raise UsageError(f"{self.display(location)}: --single-transaction goes with --in-place")
         for flag, name in (
             ("--table", options.table),
             ("--to-table", destination.to_table),

@@ -153,7 +153,7 @@ class TableInput(Input):
     ``messages_column``, ``key_column``, ``id_column``. The table is looked at when the
     input is made (a connection opened and closed, so that none crosses the fork of the
     workers), and connected to again on entering the ``with`` block. Raises
-    :class:`~histmig.errors.UsageError` without ``--table`` or with two destinations,
+    :class:`~histmig.errors.UsageError` without ``--table`` or for a ``--to-table`` naming the table read,
     and :class:`~histmig.errors.ColumnError` for a missing table or column, a column of
     a type histmig cannot migrate, or a table without a key."""
 
@@ -172,8 +172,6 @@ class TableInput(Input):
         what = self.FORMAT.description
         if options.table is None:
             raise UsageError(f"{self.display(location)}: a {what} input needs --table")
-        if sum((destination.output is not None, destination.to_table is not None, destination.in_place)) > 1:
-            raise UsageError(f"{self.display(location)}: give one of OUTPUT, --to-table and --in-place")
         if destination.to_table is not None and self.same_name(destination.to_table, options.table):
             raise UsageError(f"{self.display(location)}: --to-table names the table read; use --in-place to rewrite it")
         self.location, self._destination, self._job, self._options = location, destination, job, options

@@ -70,6 +70,17 @@ def test_inputs_of_several_formats_each_take_what_applies_to_them() -> None:
         check_options("convert", found, Destination(to_table="t"), Options())
     with pytest.raises(UsageError, match="the otel commands read JSON or JSONL"):
         check_options("otel", found, Destination("o"), Options())
+    with pytest.raises(UsageError, match="all.jsonl: --table does not apply to a JSONL input"):
+        check_options("otel", found[:1], Destination("o"), Options(table="t"))  # whatever the command
+
+
+def test_the_destination_rules_of_a_database_input_are_the_plans() -> None:
+    postgres = [("postgresql://app@db/app", formats()["postgres"])]
+    with pytest.raises(UsageError, match="^--single-transaction goes with --in-place$"):
+        check_options("audit", postgres, Destination(), Options(table="t", single_transaction=True))
+    check_options("convert", postgres, Destination(in_place=True), Options(table="t", single_transaction=True))
+    with pytest.raises(UsageError, match="^give one of OUTPUT, --to-table and --in-place$"):
+        plan("convert", "postgresql://app@db/app", Destination(in_place=True, to_table="x"), Options(table="t"))
 
 
 @pytest.mark.parametrize(
