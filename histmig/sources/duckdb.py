@@ -106,7 +106,7 @@ class Batch(Task):
         return result
 
 
-class TableInput(Input):
+class DuckdbTable(Input):
     """A DuckDB table opened for a run (see the module docstring): read by batches, written to
     ``destination``."""
 
@@ -195,7 +195,7 @@ class TableInput(Input):
         ]
         return f"its tables: {', '.join(names)}" if names else "it has no table"
 
-    def __enter__(self) -> TableInput:
+    def __enter__(self) -> DuckdbTable:
         destination = self._destination
         if destination.in_place or destination.to_table is not None:
             self._con.execute("BEGIN TRANSACTION")
@@ -405,7 +405,7 @@ def open_table(path: str, destination: Destination, options: Any, job: Job) -> l
     """The table ``options.table`` of the DuckDB file ``path``, for ``destination``. Raises
     :class:`~histmig.errors.UsageError` without ``--table`` or with two destinations,
     and :class:`~histmig.errors.ColumnError` for a missing file, table or column."""
-    return [TableInput(path, destination, options, job)]
+    return [DuckdbTable(path, destination, options, job)]
 
 
 FORMAT = Format(

@@ -30,7 +30,7 @@ from urllib.parse import quote as url_quote
 from histmig.errors import ColumnError, UnreadableInput, UnwritableOutput
 from histmig.sources.base import Format, folded, free_name, lazy, starts_with
 from histmig.sources.duckdb import quote
-from histmig.sources.table import Change, Column, Kind, Page, PageResult, TableInput
+from histmig.sources.table import RowUpdate, Column, Kind, Page, PageResult, TableInput
 
 pa = lazy("pyarrow")
 
@@ -209,7 +209,7 @@ class SqliteTable(TableInput):
                 while rows := con.execute(
                     f"SELECT * FROM temp.{self._changes} WHERE seq > ? ORDER BY seq LIMIT {_BATCH_ROWS}", [seq]
                 ).fetchall():
-                    self.apply(table, [Change(tuple(row[5:]), row[2], row[1], row[3], row[4]) for row in rows])
+                    self.apply(table, [RowUpdate(tuple(row[5:]), row[2], row[1], row[3], row[4]) for row in rows])
                     seq = rows[-1][0]
                 if destination.to_table is not None:
                     self._put_in_place(table, destination.to_table)

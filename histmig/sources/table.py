@@ -64,7 +64,7 @@ class Column(NamedTuple):
     type: str
 
 
-class Change(NamedTuple):
+class RowUpdate(NamedTuple):
     """A migrated row to write: its ``key`` values, the messages ``stored`` (as read: the
     UPDATE's condition), the ``new`` value (a parameter of the column's type), and where it
     is for the report (``location``, ``id``)."""
@@ -504,14 +504,14 @@ class TableInput(Input):
         assert isinstance(task, Page) and isinstance(result, PageResult)
         self._write(task, result)
 
-    def changes(self, page: Page, result: PageResult) -> list[Change]:
+    def changes(self, page: Page, result: PageResult) -> list[RowUpdate]:
         """The rows of ``page`` its ``result`` migrated, in page order."""
         k, s = len(self.key), len(self.stored)
         found = []
         for i in sorted(result.outputs):
             row = page.rows[i]
             found.append(
-                Change(
+                RowUpdate(
                     tuple(row[:k]),
                     row[k],
                     self._new_value(result.outputs[i], tuple(row[k : k + s])),
@@ -531,7 +531,7 @@ class TableInput(Input):
             f"{self.stored[0]} = {self.PARAM}"
         )
 
-    def apply(self, table: str, changes: Sequence[Change]) -> None:
+    def apply(self, table: str, changes: Sequence[RowUpdate]) -> None:
         """Write ``changes`` to ``table`` (quoted) by :meth:`update_statement`; a row whose
         messages are no longer those read is left alone and counted as skipped."""
         if not changes:
