@@ -29,19 +29,7 @@ from typing import Any, Literal
 
 from histmig.rules.base import Messages, Part
 from histmig.rules.causes import infer_cause
-
-Release = tuple[int, int, int]
-
-_RELEASE = re.compile(r"v?(\d+)\.(\d+)\.(\d+)(?:(?:a|b|rc)\d+)?\Z")
-
-
-def release(text: str) -> Release:
-    """``"1.39.1"`` as ``(1, 39, 1)``; a pre-release (``"2.0.0b1"``) counts as its release.
-    Raises ``ValueError`` for anything else."""
-    found = _RELEASE.match(text.strip())
-    if found is None:
-        raise ValueError(f"{text!r} is not a release such as 1.0.18")
-    return int(found[1]), int(found[2]), int(found[3])
+from histmig.schema.releases import Release, release
 
 
 @dataclass(frozen=True)
@@ -75,12 +63,12 @@ class Counting:
 
 
 ERAS: tuple[Counting, ...] = (
-    Counting("0.0.1-0.4.3", (0, 0, 1), True, False, "run-wide", False, True, False),
-    Counting("0.4.4-0.4.8", (0, 4, 4), True, False, "both", True, False, False),
-    Counting("0.4.9-1.39.1", (0, 4, 9), False, True, "both", True, False, False),
-    Counting("1.40.0-1.79.0", (1, 40, 0), False, True, "both", False, False, False),
-    Counting("1.80.0-2.15.0", (1, 80, 0), False, True, "own", False, False, False),
-    Counting("2.16.0+", (2, 16, 0), False, False, "own", False, False, True),
+    Counting("0.0.1-0.4.3", Release(0, 0, 1), True, False, "run-wide", False, True, False),
+    Counting("0.4.4-0.4.8", Release(0, 4, 4), True, False, "both", True, False, False),
+    Counting("0.4.9-1.39.1", Release(0, 4, 9), False, True, "both", True, False, False),
+    Counting("1.40.0-1.79.0", Release(1, 40, 0), False, True, "both", False, False, False),
+    Counting("1.80.0-2.15.0", Release(1, 80, 0), False, True, "own", False, False, False),
+    Counting("2.16.0+", Release(2, 16, 0), False, False, "own", False, False, True),
 )
 """The counting of every release range, oldest first (framework-facts §4 "History"; the
 output-tool row from the tool manager of 0.4.4). The 1.x line up to 1.107.10 counts as
@@ -175,7 +163,7 @@ def written_between(messages: Messages) -> tuple[Release, Release | None]:
     """The releases that may have written ``messages`` (one run's), from their fields
     (:data:`FIELDS`, :data:`ALWAYS_WRITTEN`) and their unknown-tool texts: ``(low, high)``,
     from ``low`` up to before ``high`` (``None``: no end)."""
-    low, high = (0, 0, 1), None
+    low, high = Release(0, 0, 1), None
     seen: set[tuple[Where, str | None]] = set()
     held: set[Where] = set()
 
@@ -193,15 +181,15 @@ def written_between(messages: Messages) -> tuple[Release, Release | None]:
         for part in message.get("parts") or ():
             content = part.get("content") if isinstance(part, dict) else None
             if isinstance(content, str) and _QUOTED_TOOLS.match(content):
-                low = max(low, (0, 4, 4))
+                low = max(low, Release(0, 4, 4))
             elif isinstance(content, str) and _PLAIN_TOOLS.match(content):
-                until((0, 4, 4))
+                until(Release(0, 4, 4))
     for where, name, first, last in FIELDS:
         if (where, name) in seen:
             low = max(low, release(first))
             if last is not None:
                 major, minor, patch = release(last)
-                until((major, minor, patch + 1))
+                until(Release(major, minor, patch + 1))
         elif (where, name) in ALWAYS_WRITTEN and where in held:
             until(release(first))
     return low, high
@@ -249,7 +237,7 @@ class Run:
     end: int
     how: Literal["run_id", "inferred", "history"]
     cut: bool
-    written: tuple[Release, Release | None] = ((0, 0, 1), None)
+    written: tuple[Release, Release | None] = (Release(0, 0, 1), None)
 
 
 Kind = Literal["tool", "output-tool", "unknown", "unavailable", "feedback"]

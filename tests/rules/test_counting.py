@@ -9,7 +9,8 @@ from typing import Any
 import orjson
 import pytest
 
-from histmig.rules.counting import ERAS, History, counting_rules, eras_between, release, release_range, written_between
+from histmig.rules.counting import ERAS, History, counting_rules, eras_between, release_range, written_between
+from histmig.schema.releases import release
 from tests.conftest import CORPUS
 
 CURRENT = counting_rules("current")[0]
@@ -69,9 +70,12 @@ def attempts(messages: list[Any], counting: str = "current") -> list[int | None]
 
 
 def test_releases_and_the_counting_of_each() -> None:
-    assert release("1.39.1") == (1, 39, 1) and release("v2.0.0b1") == (2, 0, 0)
-    with pytest.raises(ValueError, match="'2.x' is not a release"):
-        release("2.x")
+    assert release("1.39.1") == (1, 39, 1) and release("v2.0.0") == (2, 0, 0)
+    for named in ("2.x", "v2.0.0b1"):  # one parser for every release: a pre-release is none
+        with pytest.raises(ValueError, match=f"'{named}' is not a release"):
+            release(named)
+    with pytest.raises(ValueError, match="--counting must be current, writer or a release such as 1.0.18, not '3.0.0'"):
+        counting_rules("3.0.0")  # histmig knows releases 0.0.13 to 2.68.0
     assert [era.releases for era in ERAS] == [
         "0.0.1-0.4.3",
         "0.4.4-0.4.8",
