@@ -390,20 +390,26 @@ class Report:
         head = {"run": self.run.to_json(timestamp)} if self.run is not None else {}
         return {**head, "summary": self.json_summary()}
 
+    def json_shape(self, timestamp: bool = False) -> Iterator[tuple[str, Any, bool]]:
+        """The JSON report (README "Report"), its one shape, in order: each key with its
+        value and whether the value is rows (``True``: an iterator of batches of row objects,
+        for a renderer to stream; ``False``: the value itself). :meth:`to_json` and the JSON
+        renderer (:mod:`histmig.report.json`) both follow it."""
+        for key, value in self.json_head(timestamp).items():
+            yield key, value, False
+        yield "changes", ([json_row(row._asdict()) for row in batch] for batch in self.change_batches()), True
+        yield "findings", ([json_row(row._asdict()) for row in batch] for batch in self.finding_batches()), True
+        if self._reader is not None:
+            yield "readers", ([json_row(row._asdict()) for row in batch] for batch in self.reader_batches()), True
+        yield "errors", [json_row(row, "errors") for row in self.errors], False
+        yield "warnings", [json_row(row, "warnings") for row in self.warnings], False
+
     def to_json(self, timestamp: bool = False) -> dict[str, Any]:
-        """The whole report as the JSON report gives it (README "Report"), without the start
-        time unless ``timestamp``."""
+        """The whole report as the JSON report gives it (:meth:`json_shape`), without the
+        start time unless ``timestamp``."""
         return {
-            **self.json_head(timestamp),
-            "changes": [json_row(row._asdict()) for batch in self.change_batches() for row in batch],
-            "findings": [json_row(row._asdict()) for batch in self.finding_batches() for row in batch],
-            **(
-                {"readers": [json_row(row._asdict()) for batch in self.reader_batches() for row in batch]}
-                if self._reader is not None
-                else {}
-            ),
-            "errors": [json_row(row, "errors") for row in self.errors],
-            "warnings": [json_row(row, "warnings") for row in self.warnings],
+            key: [row for batch in value for row in batch] if rows else value
+            for key, value, rows in self.json_shape(timestamp)
         }
 
 

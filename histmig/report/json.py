@@ -2,41 +2,41 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import Any, NamedTuple, TextIO
+from collections.abc import Iterator
+from typing import Any, TextIO
 
 import orjson
 
-from histmig.report import Rendering, Report, json_row
+from histmig.report import Rendering, Report
 
 
 def render(report: Report, stream: TextIO, how: Rendering = Rendering()) -> None:
     """Write the report as JSON to ``stream``: the same text as ``orjson.dumps(
     report.to_json(how.timestamp), option=orjson.OPT_INDENT_2) + b"\\n"`` decoded (two-space
-    indent), built a batch of rows at a time instead of as one value, so memory stays flat
-    whatever the number of rows. Every row is given whatever ``how.detail`` says: the JSON
-    report is the complete record."""
+    indent), built a batch of rows at a time (:meth:`~histmig.report.Report.json_shape`)
+    instead of as one value, so memory stays flat whatever the number of rows. Every row is
+    given whatever ``how.detail`` says: the JSON report is the complete record."""
+    sections = list(report.json_shape(how.timestamp))
     stream.write("{\n")
-    for key, value in report.json_head(how.timestamp).items():
-        stream.write(f'  "{key}": {_indented(value, 1)},\n')
-    _rows(stream, "changes", report.change_batches())
-    _rows(stream, "findings", report.finding_batches())
-    if report.reader is not None:
-        _rows(stream, "readers", report.reader_batches())
-    errors = [json_row(row, "errors") for row in report.errors]
-    warnings = [json_row(row, "warnings") for row in report.warnings]
-    stream.write(f'  "errors": {_indented(errors, 1)},\n  "warnings": {_indented(warnings, 1)}\n}}\n')
+    for n, (key, value, rows) in enumerate(sections, 1):
+        stream.write(f'  "{key}": ')
+        if rows:
+            _rows(stream, value)
+        else:
+            stream.write(_indented(value, 1))
+        stream.write(",\n" if n < len(sections) else "\n")
+    stream.write("}\n")
 
 
-def _rows(stream: TextIO, key: str, batches: Iterator[Sequence[NamedTuple]]) -> None:
-    """``"key": [rows],`` with the rows of ``batches``, each an object, two-space indented."""
-    stream.write(f'  "{key}": [')
+def _rows(stream: TextIO, batches: Iterator[list[dict[str, Any]]]) -> None:
+    """``[rows]`` with the row objects of ``batches``, two-space indented one level deep."""
+    stream.write("[")
     separator = ""
     for batch in batches:
-        rows = orjson.dumps([json_row(row._asdict()) for row in batch], option=orjson.OPT_INDENT_2).decode()
+        rows = orjson.dumps(batch, option=orjson.OPT_INDENT_2).decode()
         stream.write(separator + rows[1:-2].replace("\n", "\n  "))
         separator = ","
-    stream.write("\n  ],\n" if separator else "],\n")
+    stream.write("\n  ]" if separator else "]")
 
 
 def _indented(value: Any, level: int) -> str:
