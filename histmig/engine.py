@@ -42,7 +42,7 @@ import orjson
 
 from histmig import schema
 from histmig.errors import Malformed, NotAHistory
-from histmig.problems import Problem
+from histmig.problems import InvalidJson, Problem
 from histmig.records import (
     ID_FIELDS,
     Outcome,
@@ -493,7 +493,8 @@ def _json_problem(raw: bytes, error: Exception) -> str:
     surrogate), its ``line 1 column 31 (char 30)`` on a record's first line given as ``at
     character 31 of the record``, counted from 1; a text nested deeper than Python's
     recursion limit lets msgspec go (orjson stops at 1024 levels) is said to be, in the same
-    words whichever of the two stops first."""
+    words whichever of the two stops first. All but the integer are an
+    :class:`~histmig.problems.InvalidJson`."""
     if str(error).startswith("Integer value out of range"):
         digits = sys.get_int_max_str_digits()
         return (
@@ -503,13 +504,13 @@ def _json_problem(raw: bytes, error: Exception) -> str:
     try:
         raw.decode()
     except UnicodeDecodeError as exc:
-        return f"invalid JSON: not UTF-8: byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the record"
+        return InvalidJson.of(raw, f"not UTF-8: byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the record")
     try:
         orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         if not str(exc).startswith("depth limit exceeded"):
-            return "invalid JSON: " + _FIRST_LINE_PLACE.sub(r" at character \1 of the record", str(exc))
-    return f"invalid JSON: nested deeper than {sys.getrecursionlimit()} levels"
+            return InvalidJson.of(raw, _FIRST_LINE_PLACE.sub(r" at character \1 of the record", str(exc)))
+    return InvalidJson.of(raw, f"nested deeper than {sys.getrecursionlimit()} levels")
 
 
 _FIRST_LINE_PLACE = re.compile(r": line 1 column (\d+) \(char \d+\)$")

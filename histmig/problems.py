@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 
 class Problem(str):
     """One error or warning line about a record: the ``path`` inside the record
@@ -30,6 +32,35 @@ class Problem(str):
         if self.path is None or not self.path.startswith("messages") or prefix == "messages":
             return self
         return Problem(prefix + self.path[len("messages") :], self.message)
+
+
+class InvalidJson(Problem):
+    """A record that is not JSON histmig reads (``invalid JSON: ...``, a problem of the whole
+    record); ``more``: its first line is a whole JSON document and more follows on the next
+    (JSONL read as one JSON document), which a note tells apart by this type, not by the
+    message (README "Bad input")."""
+
+    more: bool
+
+    def __new__(cls, message: str, more: bool = False) -> InvalidJson:
+        line = super().__new__(cls, None, message)
+        line.more = more
+        return line  # type: ignore[return-value]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (InvalidJson, (self.message, self.more))
+
+    @classmethod
+    def of(cls, raw: bytes, why: str) -> InvalidJson:
+        """The problem of ``raw``, which does not parse (``why``, after ``invalid JSON: ``)."""
+        first, _, rest = raw.partition(b"\n")
+        try:
+            raw.decode()
+            orjson.loads(first)
+            more = bool(rest.partition(b"\n")[0].strip())
+        except (UnicodeDecodeError, orjson.JSONDecodeError):
+            more = False
+        return cls(f"invalid JSON: {why}", more)
 
 
 def parts_of(line: str) -> tuple[str | None, str]:

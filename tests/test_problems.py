@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pickle
 
-from histmig.problems import Problem, parts_of
+from histmig.problems import InvalidJson, Problem, parts_of
 
 
 def test_a_problem_is_its_line_and_keeps_path_and_message_apart() -> None:
@@ -30,3 +30,23 @@ def test_under_moves_a_messages_path_under_the_envelope_field() -> None:
 def test_parts_of_a_line() -> None:
     assert parts_of(Problem("messages[1]", "bad")) == ("messages[1]", "bad")
     assert parts_of("no release 0.0.13-2.68 wrote this shape") == (None, "no release 0.0.13-2.68 wrote this shape")
+
+
+def test_invalid_json_is_its_own_type_and_tells_jsonl_given_as_one_document() -> None:
+    several = InvalidJson.of(b'{"a": 1}\n{"b": 2}\n', "unexpected content after document: line 2 column 1 (char 9)")
+    assert (str(several), several.path, several.more) == (
+        "invalid JSON: unexpected content after document: line 2 column 1 (char 9)",
+        None,
+        True,
+    )
+    assert [
+        InvalidJson.of(raw, "x").more for raw in (b"{oops\n{}", b'{"a": 1}\n\n{}', b'{"a": 1}', b'{"a": "\xff"}\n{}')
+    ] == [
+        False,
+        False,
+        False,
+        False,
+    ]
+    again = pickle.loads(pickle.dumps(several))
+    assert type(again) is InvalidJson and (again, again.more) == (several, True)
+    assert parts_of(several) == (None, str(several))

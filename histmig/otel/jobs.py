@@ -18,6 +18,7 @@ import orjson
 from histmig.engine import Plan, migrate
 from histmig.errors import NotAHistory, OtelExportError
 from histmig.otel.export import to_otel_messages, upgrade_v5_to_v6
+from histmig.problems import InvalidJson
 from histmig.records import Located, Outcome, Record, check_messages, envelope_id, locate_messages
 from histmig.rules.base import CauseMode
 from histmig.schema import current_errors
@@ -108,7 +109,7 @@ class _Converter:
         try:
             obj = orjson.loads(record.raw)
         except orjson.JSONDecodeError as exc:
-            return Outcome(record, "rejected", None, errors=[f"invalid JSON: {exc}"])
+            return Outcome(record, "rejected", None, errors=[InvalidJson.of(record.raw, str(exc))])
         record = replace(record, record_id=envelope_id(obj))
         try:
             converted = self.job.convert(obj)

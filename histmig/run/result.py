@@ -12,6 +12,7 @@ from typing import Any
 from histmig import __version__, redact
 from histmig.engine import Plan
 from histmig.options import Command, Options
+from histmig.problems import InvalidJson
 from histmig.report import Report, RunInfo, record_name
 from histmig.sources.base import Job, Written
 
@@ -213,16 +214,14 @@ class Result:
             and counts["rejected"] == counts["records_in"]
             and first is not None
             and first["location"] == "line 1"
-            and first["errors"][0].startswith("invalid JSON")
+            and isinstance(first["errors"][0], InvalidJson)
         ):
             notes.append(
                 "stdin was read as JSONL and no line of it is a record; "
                 "if it holds one JSON document, add --format json"
             )
         for row in self.report.errors:
-            if row["location"] == "file" and row["errors"][0].startswith(
-                "invalid JSON: unexpected content after document: line 2 "
-            ):
+            if row["location"] == "file" and isinstance(row["errors"][0], InvalidJson) and row["errors"][0].more:
                 notes.append(
                     f"{row['source']} holds more than one JSON document; if it holds one record a line, add "
                     "--format jsonl"

@@ -65,3 +65,18 @@ def test_a_run_is_recorded_with_its_options_and_verdict() -> None:
     )
     assert "jobs" not in run.options and run.options["select"] == ["HM1"] and run.options["engine"] == "local"
     assert run.options["rules"] == [rule.code for rule in options.rules]
+
+
+def test_notes_tell_problems_by_their_type_not_their_words() -> None:
+    document = b'{"a": 1}\n{"b": 2}\n'
+    report = Report.in_memory()
+    report.add(process_full(Record(document, "chats.json", "file"), Options().plan()))
+    result = Result("audit", "chats.json", report)
+    assert result.notes == [
+        "chats.json holds more than one JSON document; if it holds one record a line, add --format jsonl"
+    ]
+    worded = Report.in_memory()  # the same words in a problem of another type are no sign
+    outcome = process_full(Record(document, "chats.json", "file"), Options().plan())
+    outcome.errors = [str(error) for error in outcome.errors]
+    worded.add(outcome)
+    assert Result("audit", "chats.json", worded).notes == []
