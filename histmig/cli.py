@@ -238,13 +238,12 @@ def takes(name: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
 
         @functools.wraps(command)
         def run(**values: Any) -> None:
-            given = {key: values.pop(key) for key in list(values) if key in FIELDS}
+            given: dict[str, Any] = {
+                key: tuple(value or ()) if key in _REPEATED else value
+                for key, value in [(key, values.pop(key)) for key in list(values) if key in FIELDS]
+            }
             with _usage_errors():
-                options = Options(
-                    **{  # type: ignore[arg-type]  # each key is an Options field (FIELDS)
-                        key: tuple(value or ()) if key in _REPEATED else value for key, value in given.items()
-                    }
-                )
+                options = Options(**given)
                 options.rules  # noqa: B018 (an unknown code is a usage error before anything is read)
             if shows:
                 values["shown"] = Shown(**{key: values.pop(key) for key in list(values) if key in _SHOWN})

@@ -4,7 +4,7 @@ report all make or read them."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -43,9 +43,9 @@ class InvalidJson(Problem):
     more: bool
 
     def __new__(cls, message: str, more: bool = False) -> InvalidJson:
-        line = super().__new__(cls, None, message)
+        line = cast(InvalidJson, super().__new__(cls, None, message))
         line.more = more
-        return line  # type: ignore[return-value]
+        return line
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (InvalidJson, (self.message, self.more))

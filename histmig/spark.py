@@ -280,11 +280,10 @@ def _options(given: dict[str, Any]) -> Options:
         raise UsageError(
             f"unknown option {', '.join(map(repr, unknown))} (options: {', '.join(sorted(RECORD_OPTIONS))})"
         )
-    options = Options(
-        **{  # type: ignore[arg-type]  # each key is an Options field (checked above)
-            k: ((v,) if isinstance(v, str) else tuple(v)) if k in ("select", "ignore") else v for k, v in given.items()
-        }
-    )
+    values: dict[str, Any] = {
+        k: ((v,) if isinstance(v, str) else tuple(v)) if k in ("select", "ignore") else v for k, v in given.items()
+    }
+    options = Options(**values)
     options.rules  # noqa: B018 (an unknown code is a usage error before Spark runs anything)
     return options
 
