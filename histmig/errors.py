@@ -102,6 +102,11 @@ class RebuildError(ValueError):
     names the span."""
 
 
+class ExportRejected(ValueError):
+    """One record an OpenTelemetry export (``histmig otel``, ``otel-upgrade``) could not
+    convert; the message says why. The record is rejected and reported, the run goes on."""
+
+
 class MigrationError(ValueError):
     """:func:`histmig.api.migrate_json` could not give, or :func:`histmig.api.validate` was
     given, a history pydantic-ai 2.68 does not load even once migrated: ``errors`` holds one

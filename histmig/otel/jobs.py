@@ -16,16 +16,12 @@ from typing import Any
 import orjson
 
 from histmig.engine import Plan, migrate
-from histmig.errors import NotAHistory, OtelExportError
+from histmig.errors import ExportRejected, NotAHistory, OtelExportError
 from histmig.otel.export import to_otel_messages, upgrade_v5_to_v6
 from histmig.problems import InvalidJson
 from histmig.records import Located, Outcome, Record, check_messages, envelope_id, locate_messages
 from histmig.rules.base import CauseMode
 from histmig.schema import current_errors
-
-
-class Rejected(ValueError):
-    """One record could not be converted; the message says why."""
 
 
 def export_record(
@@ -36,22 +32,22 @@ def export_record(
     checked against the current schema and exported by :func:`histmig.otel.export.to_otel_messages`.
     A bare array becomes the OTel array; an envelope object keeps its other fields (a history
     held as JSON text becomes the OTel array as JSON text). Raises
-    :class:`Rejected` when the record holds no history, the migrated history would not load in
+    :class:`ExportRejected` when the record holds no history, the migrated history would not load in
     pydantic-ai 2.68, or the export cannot render it."""
     try:
         located = locate_messages(obj, messages_field)
         check_messages(located.messages, located.name or "messages")
     except NotAHistory as exc:
-        raise Rejected(str(exc)) from exc
+        raise ExportRejected(str(exc)) from exc
     messages = located.messages
     migrate(messages, Plan(causes=causes))
     errors = current_errors(messages)
     if errors:
-        raise Rejected("; ".join(errors))
+        raise ExportRejected("; ".join(errors))
     try:
         exported = to_otel_messages(messages, version=version, include_content=include_content)
     except OtelExportError as exc:
-        raise Rejected(str(exc)) from exc
+        raise ExportRejected(str(exc)) from exc
     return located.put(obj, exported)
 
 
@@ -68,23 +64,23 @@ def _looks_like_otel(value: Any) -> bool:
 def locate_otel_messages(obj: Any, messages_field: str | None = None) -> Located:
     """Find the OTel message array in a parsed record, as
     :func:`~histmig.records.locate_messages` finds a history, a field being recognised by its
-    ``{"role", "parts"}`` objects. Raises :class:`Rejected` when there is none."""
+    ``{"role", "parts"}`` objects. Raises :class:`ExportRejected` when there is none."""
     try:
         return locate_messages(obj, messages_field, _looks_like_otel, "OpenTelemetry messages")
     except NotAHistory as exc:
-        raise Rejected(str(exc)) from exc
+        raise ExportRejected(str(exc)) from exc
 
 
 def upgrade_record(obj: Any, messages_field: str | None = None) -> Any | None:
     """One parsed record with its version 5 OTel array moved to version 6 roles
     (:func:`histmig.otel.export.upgrade_v5_to_v6`), or ``None`` when nothing moves (the caller
-    then keeps the record's bytes). Raises :class:`Rejected` when the record holds no OTel
+    then keeps the record's bytes). Raises :class:`ExportRejected` when the record holds no OTel
     array."""
     located = locate_otel_messages(obj, messages_field)
     try:
         upgraded = upgrade_v5_to_v6(located.messages)
     except ValueError as exc:
-        raise Rejected(str(exc)) from exc
+        raise ExportRejected(str(exc)) from exc
     if upgraded == located.messages:
         return None
     return located.put(obj, upgraded)
@@ -113,7 +109,7 @@ class _Converter:
         record = replace(record, record_id=envelope_id(obj))
         try:
             converted = self.job.convert(obj)
-        except Rejected as exc:
+        except ExportRejected as exc:
             return Outcome(record, "rejected", None, errors=[str(exc)])
         if converted is None:
             return Outcome(record, "unchanged", record.raw)

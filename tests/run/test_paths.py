@@ -153,3 +153,13 @@ def test_one_character_device_takes_the_output_and_the_report_but_never_stands_f
     assert device.is_char_device()
     with pytest.raises(SamePath):
         check_apart([(str(device), Destination(output=str(device)))])
+
+
+def test_an_export_never_writes_its_rejects_over_its_input(archive: Path) -> None:
+    assert refused("otel", "in.jsonl", "out.jsonl", "--rejects", "in.jsonl") == (
+        "histmig: --rejects in.jsonl is the input in.jsonl; name another file\n"
+    )
+    assert refused("otel-upgrade", "in.jsonl", "out.jsonl", "--rejects", "out.jsonl") == (
+        "histmig: --rejects out.jsonl is OUTPUT out.jsonl; name another file\n"
+    )
+    assert archive.read_bytes() == LEGACY + b"\n{not json\n" and not Path("out.jsonl").exists()
