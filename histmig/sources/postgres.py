@@ -85,9 +85,9 @@ def _claims(location: str) -> bool:
 
 class PostgresTable(TableInput):
     """A PostgreSQL table opened for a run (see the module docstring). Raises
-    :class:`~histmig.errors.UsageError` for ``--single-transaction`` without
-    ``--in-place``, and :class:`~histmig.errors.UnreadableInput` when psycopg is
-    missing or the server cannot be reached."""
+    :class:`~histmig.errors.UnreadableInput` when psycopg is missing or the server cannot
+    be reached (``--single-transaction`` without ``--in-place`` is refused by the plan,
+    :mod:`histmig.run.plan`)."""
 
     PARAM = "%s"
 

@@ -30,7 +30,7 @@ from urllib.parse import quote as url_quote
 from histmig.errors import ColumnError, UnreadableInput, UnwritableOutput
 from histmig.sources.base import Format, folded, free_name, lazy, starts_with
 from histmig.sources.duckdb import quote
-from histmig.sources.table import RowUpdate, Column, Kind, Page, PageResult, TableInput
+from histmig.sources.table import Column, Kind, Page, PageResult, RowUpdate, TableInput
 
 pa = lazy("pyarrow")
 
