@@ -3,7 +3,7 @@ is a thin shell over these), and the one-history functions an application calls.
 
 Each command takes the input (a path: a file, a directory or a glob, each file in its own
 format, a database file, or ``-`` for stdin; or a list of them), for ``convert`` and the
-exports the output (one rule: :func:`~histmig.sources.output_paths`), and an
+exports the output (one rule: :func:`~histmig.run.outputs.output_paths`), and an
 :class:`~histmig.options.Options` (its default ``jobs`` the command line's: every core); the
 other options a command takes are keywords of the same names as its flags
 (:attr:`~histmig.options.Options.PARAMETERS`). Each returns a :class:`Result`: the
@@ -74,7 +74,7 @@ def convert(
 ) -> Result:
     """``histmig convert``: migrate every record of ``input`` (a path, a directory, a glob,
     or several of them) to ``output`` (a file or a directory, by the one rule of
-    :func:`~histmig.sources.output_paths`; ``-``: stdout), or over the input (``in_place``;
+    :func:`~histmig.run.outputs.output_paths`; ``-``: stdout), or over the input (``in_place``;
     a database table in one transaction), or to a new table of a database input
     (``to_table``; an existing one is replaced only with ``overwrite``): unchanged records
     byte for byte, migrated ones compact, in input order; rejected records to ``rejects``

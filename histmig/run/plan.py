@@ -4,7 +4,7 @@ destination rule, in one place (README "Outputs").
 :func:`plan` resolves the INPUT arguments once (:func:`~histmig.sources.input_paths`), checks
 that each input takes the options given (each option's :attr:`~histmig.options.Flag.formats`,
 declared once on :class:`~histmig.options.Options`), decides where each input is written (the
-one rule of :func:`~histmig.sources.output_paths`; its rejects file), and refuses, with a
+one rule of :func:`~histmig.run.outputs.output_paths`; its rejects file), and refuses, with a
 usage error before anything is read or written: destinations that do not fit the command,
 the engine or each other, an output that cannot be created, and any path the run writes that
 is a file it reads or writes besides (:mod:`histmig.run.paths`).
@@ -21,8 +21,9 @@ from typing import Any, Literal
 from histmig import redact
 from histmig.errors import UnwritableOutput, UsageError
 from histmig.options import Command, Options, flags, given
+from histmig.run.outputs import output_format, output_paths
 from histmig.run.paths import check_apart
-from histmig.sources import expands, formats, input_paths, named_format, output_paths
+from histmig.sources import expands, formats, input_paths, named_format
 from histmig.sources.atomic import check_directory, check_writable
 from histmig.sources.base import Destination, Format
 
@@ -219,7 +220,7 @@ def _destinations(
     paths: list[str], found: list[tuple[str, Format]], destination: Destination, engine: str
 ) -> tuple[list[Planned], str | None]:
     """Each input file with its own destination (its output by the one rule of
-    :func:`~histmig.sources.output_paths`, its rejects file), and the output directory to
+    :func:`~histmig.run.outputs.output_paths`, its rejects file), and the output directory to
     create, if any; the Spark engine writes one directory of every input."""
     if engine == "spark":
         files = [path for path, _ in found]
@@ -246,7 +247,8 @@ def _destinations(
         if destination.in_place and not fmt.columnar:
             check_writable(path)
         rejects = rejects_of(destination, path, output, directory)
-        planned.append(Planned(path, fmt, replace(destination, output=output, rejects=rejects)))
+        written_as = output_format(fmt, output) if output is not None else None
+        planned.append(Planned(path, fmt, replace(destination, output=output, rejects=rejects, written_as=written_as)))
     return planned, directory
 
 

@@ -5,8 +5,8 @@ Every module of this package that defines ``FORMAT`` (a :class:`~histmig.sources
 is a format: adding one is one module and its test file. Their heavy libraries (pyarrow,
 duckdb) are imported when first used (:func:`~histmig.sources.base.lazy`), so finding the
 formats costs a JSONL run nothing. Every command asks :func:`input_paths` (the files the
-INPUT arguments name, each with its format) and :func:`output_paths` (where each is
-written, by the one rule of README "Outputs"); nothing else looks at a path's suffix.
+INPUT arguments name, each with its format); where each is written is the run plan's
+(:mod:`histmig.run.outputs`, the one rule of README "Outputs").
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import os
 import pkgutil
 from collections.abc import Sequence
 from functools import cache
-from pathlib import Path
 
 from histmig.errors import UnreadableInput, UsageError
 from histmig.redact import location
@@ -123,96 +122,6 @@ def _directory(path: str, explicit: str | None) -> list[tuple[str, Format]]:
             f"{path}: no input in this directory (files ending in {kinds}; --format json|jsonl reads every file)"
         )
     return chosen
-
-
-def output_format(input_format: Format, output: str) -> str:
-    """The format an input of ``input_format`` is written as to the file ``output``: the one
-    its name tells among those the input can be written as; a name that tells none gets the
-    first (a columnar input only when the name has no suffix at all). Raises :class:`UsageError`
-    when ``output`` is stdout for a columnar input, or its name asks for a format the input
-    cannot be written as."""
-    if output == "-":
-        if input_format.columnar:
-            raise UsageError(
-                f"a {input_format.description} input is written to a {_suffixes(input_format.written_as)} file, "
-                "not to stdout"
-            )
-        return input_format.written_as[0]
-    named = named_format(output)
-    if named is not None and named.name in input_format.written_as:
-        return named.name
-    if named is None and (not input_format.columnar or not Path(output).suffix):
-        return input_format.written_as[0]
-    kinds = " or ".join(
-        f"{fmt.description} ({fmt.suffixes[0]})" for fmt in map(formats().get, input_format.written_as) if fmt
-    )
-    what = kinds if input_format.columnar else f"{input_format.description} ({', '.join(input_format.suffixes)})"
-    raise UsageError(f"{output}: this input is written as {what}; choose an output name that says so")
-
-
-def output_paths(
-    inputs: Sequence[tuple[str, Format]], output: str, into_directory: bool
-) -> tuple[list[str], str | None]:
-    """Where each of ``inputs`` is written for the OUTPUT argument ``output`` (README
-    "Outputs", the one rule): the files, in input order, and the directory to create, if
-    any. OUTPUT is a directory when ``into_directory`` (several inputs, a directory or a
-    glob was named), when it is one, or when it ends in ``/``: each input is then written
-    into it under its own name (:func:`own_name`); else it is the one input's file, written
-    as :func:`output_format` says. ``-`` is stdout, for JSON/JSONL inputs: one, or several
-    JSONL ones written one after another. Raises :class:`UsageError` for an OUTPUT that
-    cannot take these inputs (a file name for several, a name that asks for another format,
-    two inputs of one name)."""
-    if output == "-":
-        if len(inputs) > 1 and any(fmt.name != "jsonl" for _, fmt in inputs):
-            raise UsageError(
-                "several inputs go to stdout only when every one is JSONL (a JSON document or a table needs a "
-                "file of its own); name a directory"
-            )
-        for _, fmt in inputs:
-            output_format(fmt, output)
-        return ["-"] * len(inputs), None
-    if into_directory or os.path.isdir(output) or output.endswith(("/", os.sep)):
-        return _into_directory(inputs, output)
-    ((_, fmt),) = inputs
-    output_format(fmt, output)
-    return [output], None
-
-
-def _into_directory(inputs: Sequence[tuple[str, Format]], output: str) -> tuple[list[str], str | None]:
-    if os.path.exists(output) and not os.path.isdir(output):
-        raise UsageError(
-            f"{output}: several inputs are written into a directory, each under its own name, and this is a file"
-        )
-    named = named_format(output.rstrip("/" + os.sep))
-    if not os.path.exists(output) and named is not None:
-        raise UsageError(
-            f"{output}: several inputs are written into a directory, each under its own name; this name is a "
-            f"{named.description} file's (name a directory)"
-        )
-    names = [own_name(path, fmt) for path, fmt in inputs]
-    by_name: dict[str, str] = {}
-    for (path, _), name in zip(inputs, names):
-        if name in by_name:
-            raise UsageError(f"{output}: {by_name[name]} and {path} would both be written as {name}")
-        by_name[name] = path
-    return [os.path.join(output, name) for name in names], output
-
-
-def own_name(path: str, fmt: Format) -> str:
-    """The name an input is written under in an OUTPUT directory: its own file name, with
-    the suffix of the format it is written as when that is not its own (a DuckDB file
-    ``chats.duckdb`` as ``chats.parquet``). Stdin is ``stdin.jsonl``."""
-    if path == "-":
-        return "stdin.jsonl"
-    name = os.path.basename(path.rstrip("/" + os.sep))
-    if fmt.name in fmt.written_as:
-        return name
-    suffix = next((s for s in fmt.suffixes if name.lower().endswith(s)), "")
-    return name[: len(name) - len(suffix)] + formats()[fmt.written_as[0]].suffixes[0]
-
-
-def _suffixes(names: tuple[str, ...]) -> str:
-    return " or ".join(formats()[name].suffixes[0] for name in names)
 
 
 def input_size(path: str) -> int | None:

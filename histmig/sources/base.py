@@ -79,8 +79,9 @@ class Destination:
     input itself), ``to_table`` (a new table of a database input; an existing one is
     replaced only with ``overwrite``), and whether rejected records with nowhere else to go
     stay in the output unchanged (``keep_rejected``; an export leaves them out). The run
-    driver (:mod:`histmig.run.plan`) gives each input its own destination, its paths decided by the
-    one rule of :func:`histmig.sources.output_paths`."""
+    plan (:mod:`histmig.run.plan`) gives each input its own destination, its paths and the
+    format its output file is ``written_as`` (a format's name) decided by the one rule of
+    :mod:`histmig.run.outputs`; a source writes what its destination says."""
 
     output: str | None = None
     rejects: str | None = None
@@ -88,6 +89,7 @@ class Destination:
     to_table: str | None = None
     keep_rejected: bool = True
     overwrite: bool = False
+    written_as: str | None = None
 
     @property
     def writes(self) -> bool:

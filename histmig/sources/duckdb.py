@@ -272,9 +272,7 @@ class DuckdbTable(Input):
     def _file(self, output: str) -> tuple[Callable[[BatchResult], None], Callable[[], None]]:
         """Writers of a Parquet or JSONL file: each batch as it comes (JSONL) or in row
         groups of :data:`ROW_GROUP_ROWS` rows (Parquet)."""
-        from histmig.sources import formats, output_format
-
-        if output_format(formats()["duckdb"], output) == "jsonl":
+        if self._destination.written_as == "jsonl":
             out = self._stack.enter_context(atomic_output(output))
             return (
                 lambda result: write_jsonl_rows(

@@ -307,10 +307,9 @@ def open_file(path: str, destination: Destination, options: Any, job: Job) -> li
     one JSON object a row; otherwise Parquet). Raises
     :class:`~histmig.errors.ColumnError` for an unreadable file or a missing or
     unusable column."""
-    from histmig.sources import formats, output_format
-
-    written_as = output_format(formats()["parquet"], destination.output) if destination.output is not None else None
-    return [ParquetInput(path, destination.output, written_as, job, options.messages_column, options.id_column)]
+    return [
+        ParquetInput(path, destination.output, destination.written_as, job, options.messages_column, options.id_column)
+    ]
 
 
 def _slices(parquet: pq.ParquetFile, group: RowGroup) -> list[RowGroup]:

@@ -368,15 +368,10 @@ class TableInput(Input):
         else:
             id_column = self._options.id_column
             extra = [c for c in self.columns if c.name == id_column and id_column not in self.key]
-        parquet = output is not None and self._output_format() == "parquet"
+        parquet = output is not None and self._destination.written_as == "parquet"
         selected = [*map(self.quote, self.key), *self.stored]
         selected += [self._file_expression(c) if parquet else self.quote(c.name) for c in extra]
         return selected, extra
-
-    def _output_format(self) -> str:
-        from histmig.sources import output_format
-
-        return output_format(self.FORMAT, self._destination.output)  # type: ignore[arg-type]  # asked with an output
 
     # ------------------------------------------------------------ reading
 
@@ -561,7 +556,7 @@ class TableInput(Input):
         def cells(page: Page, result: PageResult) -> list[bytes | None]:
             return [result.outputs.get(i, cell) for i, cell in enumerate(page.cells)]
 
-        if self._output_format() == "jsonl":
+        if self._destination.written_as == "jsonl":
             out = self._stack.enter_context(atomic_output(output))
 
             def write_lines(page: Page, result: PageResult) -> None:
