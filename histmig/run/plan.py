@@ -170,8 +170,9 @@ def check_options(
     (its :attr:`~histmig.options.Flag.formats`; with inputs of several formats, each takes
     what applies to it: ``--messages-column`` for the Parquet files of a directory), naming
     that option, the input and the formats it applies to; for ``--overwrite`` without
-    ``--to-table``, ``--to-table`` with several inputs, ``--single-transaction`` without
-    ``--in-place``, and a columnar input to an export."""
+    ``--to-table``, ``--to-table`` with several inputs or naming the table read (as its
+    format compares names), ``--single-transaction`` without ``--in-place``, and a columnar
+    input to an export."""
     if destination.overwrite and destination.to_table is None:
         raise UsageError(
             "--overwrite replaces the table --to-table names (an output "
@@ -186,6 +187,16 @@ def check_options(
     _check_limited(found, values)
     if options.single_transaction and not destination.in_place:
         raise UsageError("--single-transaction goes with --in-place")
+    for path, fmt in found:
+        to_table, table = destination.to_table, options.table
+        if (
+            to_table is not None
+            and table is not None
+            and fmt.same_table is not None
+            and fmt.same_table(to_table, table)
+        ):
+            where = fmt.display(path) if fmt.display is not None else path
+            raise UsageError(f"{where}: --to-table names the table read; use --in-place to rewrite it")
 
 
 def _check_limited(found: list[tuple[str, Format]], values: dict[str, Any]) -> None:

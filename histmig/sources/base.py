@@ -185,7 +185,10 @@ class Format:
     (:data:`Opener`), whether it is a ``columnar`` format (a column of histories among
     other columns, named with ``--messages-column``), and whether the files of a
     directory given as INPUT are read as this format when their names tell it
-    (``in_directories``: files, not databases that need ``--table``). The options a format
+    (``in_directories``: files, not databases that need ``--table``). A database format
+    says how two of its table names compare (``same_table``: exactly, or as
+    :func:`same_folded`) and how a location is named in an error line (``display``: a URL
+    without its password; ``None``: as it is). The options a format
     takes are declared with them, on :class:`~histmig.options.Options` (each flag's
     ``formats`` names the formats it applies to); a format's ``open`` reads them from the
     ``options`` it is given."""
@@ -198,6 +201,8 @@ class Format:
     columnar: bool = False
     description: str = ""
     in_directories: bool = False
+    same_table: Callable[[str, str], bool] | None = None
+    display: Callable[[str], str] | None = None
 
     def named(self, path: str) -> bool:
         """Whether ``path``'s name ends in one of the suffixes (any case)."""
@@ -218,6 +223,12 @@ def free_name(name: str, taken: Iterable[str | None]) -> str:
     stands for a user's, nor a user's for one of them (``--to-table __histmig_changes``)."""
     used = {folded(other) for other in taken if other is not None}
     return next(c for n in itertools.count(1) if folded(c := name if n == 1 else f"{name}_{n}") not in used)
+
+
+def same_folded(one: str, other: str) -> bool:
+    """Whether two table names are one table as SQLite and DuckDB compare them
+    (:func:`folded`), quoted or not."""
+    return folded(one) == folded(other)
 
 
 def starts_with(path: str, magic: bytes, offset: int = 0) -> bool:

@@ -33,6 +33,7 @@ from histmig.sources.base import (
     folded,
     free_name,
     lazy,
+    same_folded,
     starts_with,
 )
 from histmig.sources.parquet import parquet_sink
@@ -127,8 +128,6 @@ class DuckdbTable(Input):
         try:
             if table is None:
                 raise UsageError(f"{path}: a DuckDB input needs --table ({self._tables()})")
-            if destination.to_table is not None and folded(destination.to_table) == folded(table):
-                raise UsageError(f"{path}: --to-table names the table read; use --in-place to rewrite it")
             if not self._exists(table):
                 raise ColumnError(f"{path}: no table {table!r} ({self._tables()})")
             if destination.in_place and self._exists(table, "VIEW"):
@@ -416,4 +415,5 @@ FORMAT = Format(
     ),  # a DuckDB file's header, whatever its name (.db is SQLite's too)
     columnar=True,
     description="DuckDB",
+    same_table=same_folded,
 )

@@ -273,5 +273,7 @@ FORMAT = Format(
     claims=_claims,
     columnar=True,
     description="PostgreSQL",
+    same_table=str.__eq__,
+    display=PostgresTable.display,
 )
 PostgresTable.FORMAT = FORMAT

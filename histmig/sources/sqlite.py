@@ -28,7 +28,7 @@ from typing import Any
 from urllib.parse import quote as url_quote
 
 from histmig.errors import ColumnError, UnreadableInput, UnwritableOutput
-from histmig.sources.base import Format, folded, free_name, lazy, starts_with
+from histmig.sources.base import Format, free_name, lazy, same_folded, starts_with
 from histmig.sources.duckdb import quote
 from histmig.sources.table import Column, Kind, Page, PageResult, RowUpdate, TableInput
 
@@ -101,10 +101,6 @@ class SqliteTable(TableInput):
 
     def _relation(self) -> str:
         return quote(self.table)
-
-    @staticmethod
-    def same_name(one: str, other: str) -> bool:
-        return folded(one) == folded(other)  # quoted or not
 
     def _exists(self, table: str) -> bool:
         return bool(
@@ -256,5 +252,6 @@ FORMAT = Format(
     claims=lambda path: starts_with(path, MAGIC),
     columnar=True,
     description="SQLite",
+    same_table=same_folded,
 )
 SqliteTable.FORMAT = FORMAT

@@ -162,18 +162,10 @@ class TableInput(Input):
     """The driver's parameter placeholder."""
     FORMAT: Format
 
-    @staticmethod
-    def same_name(one: str, other: str) -> bool:
-        """Whether two table names (each one quoted identifier) name the same table: the
-        same text (PostgreSQL); SQLite overrides it, its names ignoring ASCII case."""
-        return one == other
-
     def __init__(self, location: str, destination: Destination, options: Any, job: Job) -> None:
         what = self.FORMAT.description
         if options.table is None:
             raise UsageError(f"{self.display(location)}: a {what} input needs --table")
-        if destination.to_table is not None and self.same_name(destination.to_table, options.table):
-            raise UsageError(f"{self.display(location)}: --to-table names the table read; use --in-place to rewrite it")
         self.location, self._destination, self._job, self._options = location, destination, job, options
         self.table = options.table
         self.name = f"{self.display(location)}:{self.table}"

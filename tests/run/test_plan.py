@@ -126,3 +126,15 @@ def test_a_spark_output_is_a_directory_beside_its_inputs(tmp_path: Path) -> None
     with pytest.raises(UsageError, match="holds the input"):
         (tmp_path / "_SUCCESS").write_bytes(b"")
         plan("convert", str(source), Destination(str(tmp_path)), Options(), engine="spark")
+
+
+def test_to_table_naming_the_table_read_is_refused_as_its_format_compares_names() -> None:
+    postgres = [("postgresql://app:secret@db/app", formats()["postgres"])]
+    with pytest.raises(UsageError) as raised:
+        check_options("convert", postgres, Destination(to_table="chats"), Options(table="chats"))
+    assert str(raised.value).endswith(": --to-table names the table read; use --in-place to rewrite it")
+    assert "secret" not in str(raised.value) and str(raised.value).startswith("postgresql://app")
+    check_options("convert", postgres, Destination(to_table="Chats"), Options(table="chats"))
+    sqlite = [("chats.sqlite", formats()["sqlite"])]
+    with pytest.raises(UsageError, match="^chats.sqlite: --to-table names the table read"):
+        check_options("convert", sqlite, Destination(to_table="CHATS"), Options(table="chats"))

@@ -14,7 +14,7 @@ import pytest
 
 from histmig.errors import ColumnError
 from histmig.options import Options
-from histmig.sources import table
+from histmig.sources import formats, table
 from histmig.sources.base import Destination
 from histmig.sources.sqlite import SqliteTable
 from histmig.sources.table import Page, row_name
@@ -108,9 +108,10 @@ def test_a_page_goes_to_a_worker_without_its_rows(tmp_path: Path, texts: list[by
     assert result.report.counts["records_in"] == 30 and result.report.counts["changed"] == len(result.outputs)
 
 
-def test_same_name_is_exact_on_postgresql_and_ignores_ascii_case_on_sqlite() -> None:
-    assert table.TableInput.same_name("chats", "chats") and not table.TableInput.same_name("Chats", "chats")
-    assert SqliteTable.same_name("Chats", "cHATS") and not SqliteTable.same_name("Äb", "äb")
+def test_same_table_is_exact_on_postgresql_and_ignores_ascii_case_on_sqlite_and_duckdb() -> None:
+    postgres, sqlite, duckdb = (formats()[name].same_table for name in ("postgres", "sqlite", "duckdb"))
+    assert postgres("chats", "chats") and not postgres("Chats", "chats")
+    assert sqlite("Chats", "cHATS") and not sqlite("Äb", "äb") and duckdb("Chats", "cHATS")
 
 
 def test_the_messages_column_is_found_by_what_it_holds(tmp_path: Path, texts: list[bytes]) -> None:
