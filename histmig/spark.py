@@ -25,6 +25,7 @@ within a partition; a rejected row keeps its original value.
 
 from __future__ import annotations
 
+import itertools
 import os
 import pickle
 import re
@@ -527,6 +528,10 @@ def _replacing(output: str) -> Iterator[str]:
         shutil.rmtree(old)
 
 
+_BLOCKS = itertools.count()
+"""Numbers the blocks :func:`_tracked` watches, for their Spark job groups."""
+
+
 @contextmanager
 def _tracked(spark: SparkSession, progress: Progress | None, total: int) -> Iterator[None]:
     """Tell ``progress`` of the Spark jobs the block runs: ``total`` input bytes, advanced as
@@ -537,7 +542,10 @@ def _tracked(spark: SparkSession, progress: Progress | None, total: int) -> Iter
         yield
         return
     context = spark.sparkContext
-    context.setJobGroup("histmig", "histmig convert")
+    # a group of this block's own: a session's earlier blocks left jobs under theirs, whose
+    # skipped or failed stages never end
+    group = f"histmig-{next(_BLOCKS)}"
+    context.setJobGroup(group, "histmig convert")
     progress.start(total)
     stop = threading.Event()
     told = 0
@@ -547,12 +555,15 @@ def _tracked(spark: SparkSession, progress: Progress | None, total: int) -> Iter
         tracker = context.statusTracker()
         while not stop.wait(0.5):
             tasks = ended = 0
-            for job in tracker.getJobIdsForGroup("histmig"):
+            for job in tracker.getJobIdsForGroup(group):
                 info = tracker.getJobInfo(job)
                 for stage in info.stageIds if info else ():
                     stage_info = tracker.getStageInfo(stage)
                     if stage_info is not None:
-                        tasks, ended = tasks + stage_info.numTasks, ended + stage_info.numCompletedTasks
+                        # a job that succeeded has ended every task it needed: a stage it skipped
+                        # (its shuffle output reused) never counts its tasks completed
+                        done = stage_info.numTasks if info.status == "SUCCEEDED" else stage_info.numCompletedTasks
+                        tasks, ended = tasks + stage_info.numTasks, ended + done
             now = min(total * ended // tasks if tasks else 0, total - 1)
             if now > told:
                 progress.advance(now - told)
