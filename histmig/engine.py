@@ -32,10 +32,10 @@ import copy
 import itertools
 import re
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache, cached_property
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 import msgspec
 import orjson
@@ -45,6 +45,8 @@ from histmig.errors import Malformed, NotAHistory
 from histmig.problems import Problem
 from histmig.records import (
     ID_FIELDS,
+    Conversation,
+    Located,
     Outcome,
     Readers,
     Record,
@@ -55,7 +57,7 @@ from histmig.records import (
     locate_messages,
 )
 from histmig.rules import Walk, known_part_kinds, registry, select
-from histmig.rules.base import Budgets, CauseMode, Change, Context, Finding, Rule
+from histmig.rules.base import ABSENT_PART, Budgets, CauseMode, Change, Context, Finding, Rule
 from histmig.rules.pairing import CODES
 from histmig.schema import REQUEST_PART_KINDS, RESPONSE_PART_KINDS, releases
 from histmig.schema.releases import NEWEST, Release
@@ -81,7 +83,9 @@ class Plan:
     newest by default), whether each record's :class:`~histmig.records.Readers` are told
     (``readers``: ``check --reader``), HM104's ``counting`` rules and retry ``budgets``, and
     whether the calls of the last response are left open whatever the fixes
-    (``keep_frontier``: the plan of a record that names a conversation, :meth:`for_record`).
+    (``keep_frontier``: the plan of a record that names a conversation, :meth:`for_record`), and
+    the codes whose fixes are ``withheld`` (only reported: not applicable to a conversation's
+    layout).
     Built by :meth:`histmig.options.Options.plan`.
 
     For an older ``target``, a record is valid when that release loads it (the legacy schema
@@ -98,6 +102,7 @@ class Plan:
     counting: str = "current"
     budgets: Budgets = Budgets()
     keep_frontier: bool = False
+    withheld: frozenset[str] = frozenset()
 
     @cached_property
     def context(self) -> Context:
@@ -135,13 +140,15 @@ class Plan:
     @cached_property
     def fixing(self) -> frozenset[str]:
         """The codes of the rules whose fix applies: the safe ones, and the unsafe ones with
-        ``unsafe_fixes`` (a rule without a fix only reports)."""
+        ``unsafe_fixes`` (a rule without a fix only reports), but those ``withheld`` (fixes
+        not applicable to a conversation's layout, :func:`process_conversation`)."""
         return frozenset(
             rule.code
             for rule in self.rules
             if rule.fix is not None
             and (rule.applicability == "safe" or self.unsafe_fixes)
             and not (self.keep_frontier and rule.code == FRONTIER)
+            and rule.code not in self.withheld
         )
 
     @cached_property
@@ -332,6 +339,15 @@ class Stream:
             self._changed_in_a_row = 0
         return verdict
 
+    def conversation(self, conversation: Conversation) -> list[Outcome]:
+        """The outcomes of ``conversation``'s records: a conversation of one record as any
+        record (the screen, else :meth:`full`), one of several by :func:`process_conversation`."""
+        if len(conversation.records) == 1:
+            record = conversation.records[0]
+            verdict = self.screened(record.raw)
+            return [self.full(record) if verdict is None else screened_outcome(record, verdict)]
+        return process_conversation(conversation, self.plan)
+
     def full(self, record: Record) -> Outcome:
         """:func:`process_full` of ``record`` (a record that :meth:`screened` just refused, or
         was not asked about), counted towards skipping the screen."""
@@ -382,6 +398,32 @@ def run_records(
             unchanged += 1
         else:
             report.add(outcome)
+    report.add_unchanged(unchanged)
+
+
+def run_conversations(
+    conversations: Iterable[tuple[Conversation, Sequence[K]]],
+    processor: Stream,
+    report: Report,
+    accept: Callable[[K, Outcome], Outcome] | None = None,
+) -> None:
+    """:func:`run_records` for a source that groups its records into conversations
+    (``--conversation``): each ``(conversation, keys)`` (its records in order and where each
+    lies) through ``processor`` (:meth:`Stream.conversation`), each record's outcome handed to
+    ``accept(key, outcome)`` and added to ``report`` unless it is quiet. A conversation's
+    :attr:`~histmig.records.Conversation.note` is a warning of each of its records. Never
+    raises for bad input."""
+    unchanged = 0
+    for conversation, keys in conversations:
+        for key, outcome in zip(keys, processor.conversation(conversation)):
+            if conversation.note is not None:
+                outcome.warnings.append(conversation.note)
+            if accept is not None:
+                outcome = accept(key, outcome)
+            if outcome.quiet:
+                unchanged += 1
+            else:
+                report.add(outcome)
     report.add_unchanged(unchanged)
 
 
@@ -582,3 +624,253 @@ def _under(line: str, prefix: str) -> str:
 
 def _validation_errors(messages: list[Any], prefix: str) -> list[str]:
     return [_under(line, prefix) for line in schema.current_errors(messages)]
+
+
+# ------------------------------------------------------------ a conversation of several records
+
+
+class _Held(NamedTuple):
+    """A record of a conversation as parsed: the record (named), the parsed ``obj`` and where
+    its history is in it."""
+
+    record: Record
+    obj: Any
+    located: Located
+
+
+Layout = list[tuple[int, int]]
+"""Where each message of a conversation's history is: ``(record, index in that record)``."""
+
+
+def process_conversation(conversation: Conversation, plan: Plan = Plan()) -> list[Outcome]:
+    """Migrate the records of ``conversation`` as one history (design.md "The unit of
+    work"): their messages concatenated in order, the rules run on the whole (pairing across
+    records, derived ids and attempts counted from the conversation, the settled check and
+    validation on the whole), and each record given back its own messages, changed only where
+    a rule changed them: a record whose messages come back as they were keeps its bytes.
+    Returns an :class:`Outcome` a record, in order; the change, finding and error places are
+    the record's own (``messages[0]`` is its first message).
+
+    Nothing moves between records: a part a fix adds stays in the message it went to; a new
+    message goes to the record of the message before it. A fix that would empty a record,
+    move a part to another record, or add a message where every record holds one message is
+    not applied: the conversation is migrated again with that rule only reporting, and the
+    record it concerns warned that the fix is not applicable to this layout.
+
+    A record that is not JSON or holds no history rejects the whole conversation (every
+    record kept as it is, each told why). Never raises for bad input."""
+    held: list[_Held] = []
+    for at, record in enumerate(conversation.records):
+        try:
+            obj = _DECODER.decode(record.raw)
+        except (msgspec.DecodeError, RecursionError):
+            bad = Outcome(record, "rejected", None, errors=[f"invalid JSON: {_json_problem(record.raw)}"])
+            return _rejected_with(conversation, at, bad)
+        try:
+            located = locate_messages(obj, plan.messages_field)
+            check_messages(located.messages, located.name or "messages")
+        except NotAHistory as exc:
+            return _rejected_with(conversation, at, Outcome(_named(record, obj), "rejected", None, errors=[str(exc)]))
+        held.append(_Held(_named(record, obj), obj, located))
+    outcomes = _conversation_way(conversation, held, plan)
+    if plan.readers:
+        for outcome, record in zip(outcomes, conversation.records):
+            outcome.readers = Readers(plan.target, _readers(record.raw, plan.messages_field))
+    return outcomes
+
+
+def _rejected_with(conversation: Conversation, at: int, bad: Outcome) -> list[Outcome]:
+    """Every record of ``conversation`` rejected, kept as it is: the one at ``at`` with its
+    own outcome ``bad``, each other saying which record rejected its conversation."""
+    said = f"rejected with its conversation ({conversation.name}): {bad.record.name} cannot be read"
+    return [
+        bad if i == at else Outcome(record, "rejected", None, errors=[said])
+        for i, record in enumerate(conversation.records)
+    ]
+
+
+def _conversation_way(conversation: Conversation, held: list[_Held], plan: Plan) -> list[Outcome]:
+    """:func:`process_conversation` of the parsed ``held`` records."""
+    history = [message for item in held for message in item.located.messages]
+    rules = plan.walk.to_run(history, defer=False)[0]
+    if not rules and not plan.validates_unchanged:
+        return [Outcome(item.record, "unchanged", item.record.raw) for item in held]
+    original: Layout = [(r, i) for r, item in enumerate(held) for i in range(len(item.located.messages))]
+    owner = {id(message): r for r, item in enumerate(held) for message in item.located.messages}
+    part_owner = {
+        id(part): r for r, item in enumerate(held) for message in item.located.messages for part in message["parts"]
+    }
+    before = [dumps(item.located.messages) for item in held]
+    try:
+        changes, findings, paired = _apply(history, rules, plan)
+    except Malformed as exc:
+        return _rejected_all(held, [exc.args[0]], original)
+    except Exception as exc:  # a rule met a shape it did not expect: keep the records, say so
+        return _rejected_all(held, [f"internal error: {type(exc).__name__}: {exc}"], original)
+    split, final, added, moved = _split(history, owner, part_owner, len(held))
+    refused = _not_applicable(held, split, final, added, moved, changes)
+    if refused:
+        codes = frozenset(refused)
+        outcomes = process_conversation(conversation, replace(plan, withheld=plan.withheld | codes))
+        for code, (r, why) in refused.items():
+            outcomes[r].warnings.append(f"{code} not applied: its fix would {why} (not applicable to this layout)")
+        return outcomes
+    if changes:
+        checked = dumps(history)
+        settled = plan.settled(None, pairing=not paired)
+        if settled is None or not settled(checked):
+            errors, warnings = _validate(history, "messages", plan.target)
+            if errors:
+                return _rejected_all(held, errors, final, warnings)
+            second = _apply(history, plan.walk.to_run(history)[0], plan)[0]
+            if second:
+                said = ", ".join(sorted({c.rule for c in second}))
+                return _rejected_all(
+                    held, [f"internal error: a second pass changed the conversation again ({said})"], final
+                )
+        errors, warnings = [], []
+    else:
+        errors, warnings = _validate(history, "messages", plan.target) if plan.validates_unchanged else ([], [])
+        if errors and schema.legacy_errors(history):
+            errors.append("no release 0.0.13-2.68 wrote this shape: no rule can migrate it")
+    placed = _places(plan, changes, findings, original, final, added)
+    error_lines = _lines(held, errors, final)
+    warning_lines = _lines(held, warnings, final)
+    outcomes = []
+    for r, item in enumerate(held):
+        own_changes, own_findings = placed[r]
+        record = item.record
+        if changes and dumps(split[r]) != before[r]:
+            output = dumps(item.located.put(item.obj, split[r]))
+            outcomes.append(Outcome(record, "changed", output, own_changes, [], warning_lines[r], own_findings))
+        else:
+            outcomes.append(
+                Outcome(record, "unchanged", record.raw, [], error_lines[r], warning_lines[r], own_findings)
+            )
+    return outcomes
+
+
+def _split(
+    history: list[Any], owner: dict[int, int], part_owner: dict[int, int], records: int
+) -> tuple[list[list[Any]], Layout, list[int], set[int]]:
+    """The migrated ``history`` given back to its ``records``: each record's messages (a
+    message keeps its record, told by identity, ``owner``; a new one goes to the record of the
+    message before it, the first record's at the start), where each message now is, the
+    places of the new messages, and the records holding a part that came from another record
+    (``part_owner``)."""
+    split: list[list[Any]] = [[] for _ in range(records)]
+    final: Layout = []
+    added: list[int] = []
+    moved: set[int] = set()
+    current = 0
+    for at, message in enumerate(history):
+        r = owner.get(id(message))
+        if r is None:
+            added.append(at)
+        else:
+            current = r
+        for part in message["parts"]:
+            came = part_owner.get(id(part), current)
+            if came != current:
+                moved |= {came, current}
+        final.append((current, len(split[current])))
+        split[current].append(message)
+    return split, final, added, moved
+
+
+def _not_applicable(
+    held: list[_Held], split: list[list[Any]], final: Layout, added: list[int], moved: set[int], changes: list[Change]
+) -> dict[str, tuple[int, str]]:
+    """The rules whose fixes do not fit the records of a conversation, each with the record
+    it concerns and why: a fix that empties a record (its message removals), that adds a
+    message where every record holds one (the changes at the new message), or that moves a
+    part between records (every rule that changed the conversation, none telling alone)."""
+    refused: dict[str, tuple[int, str]] = {}
+    emptied = [r for r, item in enumerate(held) if item.located.messages and not split[r]]
+    for r in emptied:
+        for change in changes:
+            if change.part is None and change.after == ABSENT_PART:
+                refused.setdefault(change.rule, (r, "empty this record"))
+    if added and len(held) > 1 and all(len(item.located.messages) == 1 for item in held):
+        for at in added:
+            for change in changes:
+                if change.message == at:
+                    refused.setdefault(change.rule, (final[at][0], "add a message where a record holds one"))
+    if moved or (emptied and not refused):
+        for change in changes:
+            refused.setdefault(change.rule, (min(moved or emptied), "move a part to another record"))
+    return refused
+
+
+def _places(
+    plan: Plan, changes: list[Change], findings: list[Finding], original: Layout, final: Layout, added: list[int]
+) -> list[tuple[list[Change], list[Finding]]]:
+    """Each record's changes and findings, placed in it. A rule runs on the history the
+    earlier rules left: its places are in the original numbering until a rule removed or
+    added a message, in the final one after (a rule that adds messages gives the final
+    places of what it added)."""
+    order = {rule.code: i for i, rule in enumerate(plan.rules)}
+    adding = {change.rule for change in changes if change.message in added}
+    reshaping = adding | {change.rule for change in changes if change.part is None and ABSENT_PART == change.after}
+    first = min((order.get(code, 0) for code in reshaping), default=len(order))
+    placed: list[tuple[list[Change], list[Finding]]] = [
+        ([], []) for _ in range(1 + max((r for r, _ in original), default=0))
+    ]
+
+    def layout(code: str) -> Layout:
+        return final if code in adding or order.get(code, 0) > first else original
+
+    for change in changes:
+        r, i = _at(layout(change.rule), change.message)
+        placed[r][0].append(change._replace(message=i))
+    for finding in findings:
+        r, i = _at(layout(finding.code), finding.message)
+        placed[r][1].append(finding._replace(message=i))
+    return placed
+
+
+def _at(layout: Layout, message: int) -> tuple[int, int]:
+    """Where the message at ``message`` of a conversation is in its records (the last message
+    for a place past the end: a removed last message)."""
+    return layout[min(message, len(layout) - 1)] if layout else (0, message)
+
+
+_MESSAGE_PATH = re.compile(r"messages\[(\d+)\]")
+
+
+def _lines(held: list[_Held], lines: list[str], layout: Layout) -> list[list[str]]:
+    """Each record's share of a conversation's error or warning ``lines``: a line whose path
+    starts at a message goes to that message's record, its path the record's own; a line of
+    the whole conversation goes to every record."""
+    shares: list[list[str]] = [[] for _ in held]
+    for line in lines:
+        path = line.path if isinstance(line, Problem) else None
+        found = _MESSAGE_PATH.match(path) if path else None
+        if found is None or not layout:
+            for share in shares:
+                share.append(line)
+            continue
+        r, i = _at(layout, int(found.group(1)))
+        prefix = held[r].located.name or "messages"
+        shares[r].append(Problem(f"{prefix}[{i}]{path[found.end() :]}", line.message))  # type: ignore[index, union-attr]
+    return shares
+
+
+def _rejected_all(
+    held: list[_Held], errors: list[str], layout: Layout, warnings: list[str] | None = None
+) -> list[Outcome]:
+    """Every record of a conversation rejected, kept as it is: each with its share of
+    ``errors`` (:func:`_lines`), or, when none is its own, told that its conversation was."""
+    shares = _lines(held, list(errors), layout)
+    warned = _lines(held, warnings or [], layout)
+    return [
+        Outcome(
+            item.record,
+            "rejected",
+            None,
+            [],
+            shares[r] or ["rejected with its conversation: another of its records cannot be migrated"],
+            warned[r],
+        )
+        for r, item in enumerate(held)
+    ]

@@ -51,6 +51,18 @@ class Record:
         return f"{self.source}:{self.location}{suffix}"
 
 
+class Conversation(NamedTuple):
+    """The records of one conversation, in its order (design.md "The unit of work"): what
+    ``--conversation`` groups and ``--order`` sorts. ``records`` as read, each with where it
+    came from; ``name`` the conversation as error lines name it (``session_id='s1'``, ``the
+    table``); ``size`` the bytes of its records, for ``--max-conversation-bytes``; ``note``,
+    what every record of it is told (a null key: a conversation of its own), or ``None``."""
+
+    records: tuple[Record, ...]
+    name: str
+    note: str | None = None
+
+
 def field_path(spec: str) -> tuple[str, ...]:
     """The keys a ``--messages-field`` path names, from the record down: ``payload.messages``
     is ``("payload", "messages")``; ``\\.`` is a dot inside a key (``chat\\.v1`` is the key
