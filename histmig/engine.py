@@ -411,11 +411,17 @@ def run_conversations(
     (``--conversation``): each ``(conversation, keys)`` (its records in order and where each
     lies) through ``processor`` (:meth:`Stream.conversation`), each record's outcome handed to
     ``accept(key, outcome)`` and added to ``report`` unless it is quiet. A conversation's
-    :attr:`~histmig.records.Conversation.note` is a warning of each of its records. Never
-    raises for bad input."""
+    :attr:`~histmig.records.Conversation.note` is a warning of each of its records; one it
+    ``refused`` is rejected whole, unread. Never raises for bad input."""
     unchanged = 0
     for conversation, keys in conversations:
-        for key, outcome in zip(keys, processor.conversation(conversation)):
+        refused = conversation.refused
+        outcomes = (
+            processor.conversation(conversation)
+            if refused is None
+            else [Outcome(record, "rejected", None, errors=[refused]) for record in conversation.records]
+        )
+        for key, outcome in zip(keys, outcomes):
             if conversation.note is not None:
                 outcome.warnings.append(conversation.note)
             if accept is not None:

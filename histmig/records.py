@@ -55,12 +55,14 @@ class Conversation(NamedTuple):
     """The records of one conversation, in its order (design.md "The unit of work"): what
     ``--conversation`` groups and ``--order`` sorts. ``records`` as read, each with where it
     came from; ``name`` the conversation as error lines name it (``session_id='s1'``, ``the
-    table``); ``size`` the bytes of its records, for ``--max-conversation-bytes``; ``note``,
-    what every record of it is told (a null key: a conversation of its own), or ``None``."""
+    table``); ``note``, what every record of it is told (a null key: a conversation of its
+    own), or ``None``; ``refused``, why it is rejected whole unread (past
+    ``--max-conversation-bytes``), or ``None``."""
 
     records: tuple[Record, ...]
     name: str
     note: str | None = None
+    refused: str | None = None
 
 
 def field_path(spec: str) -> tuple[str, ...]:
@@ -90,6 +92,55 @@ def field_path(spec: str) -> tuple[str, ...]:
     if not all(keys):
         raise BadFieldPath(f"--messages-field {spec!r}: names an empty key (a dot inside a key is written \\.)")
     return tuple(keys)
+
+
+WHOLE_INPUT = "*"
+"""``--conversation`` of an input whose every record belongs to one conversation (the
+pydantic-ai chat-app example's table)."""
+
+MAX_CONVERSATION_BYTES = 64 << 20
+"""``--max-conversation-bytes`` by default: the records of one conversation held at once."""
+
+
+@dataclass(frozen=True)
+class Grouping:
+    """How an input's records make conversations (``--conversation``, ``--order``,
+    ``--max-conversation-bytes``; design.md "The unit of work"): the ``keys`` naming a
+    conversation (columns, or :func:`field_path`\ s of a JSON record; several: a composite
+    key; ``()`` with :data:`WHOLE_INPUT`: the whole input is one), the ``order`` of its
+    records (``None``: the input's own, key or line order) and the ``limit`` of its records'
+    bytes (past it, a conversation is rejected whole)."""
+
+    keys: tuple[str, ...]
+    order: str | None = None
+    limit: int = MAX_CONVERSATION_BYTES
+
+    @property
+    def whole(self) -> bool:
+        """Whether every record of an input is one conversation (``--conversation '*'``)."""
+        return self.keys == (WHOLE_INPUT,)
+
+    @property
+    def paths(self) -> tuple[tuple[str, ...], ...]:
+        """The keys as paths into a JSON record (:func:`field_path`)."""
+        return () if self.whole else tuple(field_path(key) for key in self.keys)
+
+    def named(self, values: tuple[Any, ...]) -> str:
+        """A conversation as error lines name it: ``session_id='s1'`` (``the input`` for
+        :data:`WHOLE_INPUT`)."""
+        if self.whole:
+            return "the whole input"
+        return ",".join(f"{key}={value!r}" for key, value in zip(self.keys, values))
+
+
+def path_value(obj: Any, path: tuple[str, ...]) -> Any:
+    """The value at ``path`` of a parsed JSON record (``None`` when a key is missing or a
+    step is no object)."""
+    for key in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
 
 
 @lru_cache(maxsize=64)
