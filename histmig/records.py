@@ -104,7 +104,7 @@ MAX_CONVERSATION_BYTES = 64 << 20
 
 @dataclass(frozen=True)
 class Grouping:
-    """How an input's records make conversations (``--conversation``, ``--order``,
+    r"""How an input's records make conversations (``--conversation``, ``--order``,
     ``--max-conversation-bytes``; design.md "The unit of work"): the ``keys`` naming a
     conversation (columns, or :func:`field_path`\ s of a JSON record; several: a composite
     key; ``()`` with :data:`WHOLE_INPUT`: the whole input is one), the ``order`` of its

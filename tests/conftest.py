@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import random
 import stat
 import subprocess
 import time
@@ -122,3 +123,44 @@ def holding(lock: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+CAPTURED = sorted(CORPUS.glob("captured/v*/*.json"))
+"""The captured histories: runs that ended in an exception."""
+
+
+def run_pieces(messages: list[Any]) -> list[list[Any]]:
+    """A history cut at every run boundary, as a per-run store holds it: before each request
+    holding a ``user-prompt`` part (a new prompt) and each message whose ``run_id`` differs
+    from the message before's (a resumed run: a deferred tool's result)."""
+    pieces: list[list[Any]] = []
+    for index, message in enumerate(messages):
+        prompt = message.get("kind") == "request" and any(
+            isinstance(part, dict) and part.get("part_kind") == "user-prompt" for part in message.get("parts", [])
+        )
+        previous = messages[index - 1].get("run_id") if index else None
+        resumed = previous is not None and message.get("run_id") not in (None, previous)
+        if not pieces or prompt or resumed:
+            pieces.append([])
+        pieces[-1].append(message)
+    return pieces
+
+
+LAYOUTS = {"per_run": run_pieces, "per_message": lambda messages: [[m] for m in messages]}
+"""How the stores users keep cut a conversation into records (issue 25)."""
+
+
+def stored_apart(layout: str, seed: int = 25) -> tuple[dict[str, list[Any]], list[dict[str, Any]]]:
+    """Every corpus and captured history (by :func:`history_id`) and its records in
+    ``layout``, shuffled in physical order: ``{"conversation_id", "seq", "messages"}`` each."""
+    histories = {
+        history_id(path) if path.parent.parent == CORPUS else f"captured/{history_id(path)}": load(path)
+        for path in [*HISTORIES, *CAPTURED]
+    }
+    records = [
+        {"conversation_id": name, "seq": seq, "messages": piece}
+        for name, messages in histories.items()
+        for seq, piece in enumerate(LAYOUTS[layout](messages))
+    ]
+    random.Random(seed).shuffle(records)
+    return histories, records

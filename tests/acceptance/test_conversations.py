@@ -1,0 +1,139 @@
+"""Issue 25: a conversation stored as many records. Every corpus and captured history, cut at
+every run boundary and into one message a record, stored as JSONL rows shuffled in physical
+order: with ``--conversation``/``--order`` each record gets back its own messages, which put
+together are the whole history's conversion byte for byte (but for the fixes a layout cannot
+take, named here), ``check`` finds what it finds in the whole history, and pydantic-ai 2.68
+loads every conversation put together."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from histmig import api
+from histmig.engine import process
+from histmig.options import Options
+from histmig.records import Record
+from tests.conftest import framework_dump, stored_apart
+
+NOT_APPLICABLE = {
+    **{
+        ("per_message", True, f"captured/v{release}/k_tool_retries_exhausted"): {"HM407"}
+        for release in ("0.0.20", "0.0.55", "0.4.11", "1.0.18", "1.107.10", "2.0.0")
+    },
+    **{
+        ("per_message", True, f"v{release}/m_deferred_tool_model_retry"): {"HM407"}
+        for release in ("1.0.18", "1.107.10", "2.0.0", "2.59.0", "2.60.0", "2.68.0")
+    },
+}
+"""The fixes a layout cannot take (issue 25.2), by layout, ``--unsafe-fixes`` and history:
+HM407 answers the calls of a history's last response in a new request when the history ends
+on that response, and a store of one message a record has no record for a new message (the
+captured k_tool_retries_exhausted of 2.59.0 on ends on an empty request, which takes them)."""
+
+
+def _written(tmp_path: Path, records: list[dict[str, Any]]) -> Path:
+    """The records as JSONL, spaced as Python's json writes them (a record written back
+    compact shows that histmig rewrote it)."""
+    path = tmp_path / "apart.jsonl"
+    path.write_text("".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records), encoding="utf-8")
+    return path
+
+
+def _whole(messages: list[Any], options: Options, withheld: set[str]) -> tuple[str, list[Any] | None]:
+    plan = replace(options.plan(), withheld=frozenset(withheld))
+    raw = orjson.dumps(messages)
+    outcome = process(Record(raw, "whole", "line 1"), plan)
+    return outcome.status, None if outcome.output is None else orjson.loads(outcome.output)
+
+
+@pytest.mark.parametrize("unsafe", [False, True], ids=["safe", "unsafe"])
+@pytest.mark.parametrize("layout", ["per_run", "per_message"])
+def test_each_record_gets_back_its_own_messages_as_the_whole_conversion_has_them(
+    tmp_path: Path, layout: str, unsafe: bool
+) -> None:
+    histories, records = stored_apart(layout)
+    path = _written(tmp_path, records)
+    options = Options(unsafe_fixes=unsafe, conversation=("conversation_id",), order="seq", jobs=2)
+    result = api.convert(str(path), str(tmp_path / "out.jsonl"), options)
+    lines = (tmp_path / "out.jsonl").read_bytes().splitlines()
+    assert len(lines) == len(records)  # every record written, in the input's line order
+    out = [orjson.loads(line) for line in lines]
+    changed = {row["location"] for row in result.report.changes}
+    inputs = path.read_bytes().splitlines()
+    for number, (line, before, record) in enumerate(zip(lines, inputs, records), 1):
+        assert (record["conversation_id"], record["seq"]) == (
+            out[number - 1]["conversation_id"],
+            out[number - 1]["seq"],
+        )
+        if f"line {number}" not in changed:
+            assert line == before  # a record no rule touched keeps its bytes
+    warned: dict[str, set[str]] = {}
+    for row in result.report.warnings:
+        name = records[int(row["location"].split()[1]) - 1]["conversation_id"]
+        for line in row["warnings"]:
+            assert line.endswith("(not applicable to this layout)"), line
+            warned.setdefault(name, set()).add(line.split()[0])
+    expected = {name: codes for (lay, uns, name), codes in NOT_APPLICABLE.items() if lay == layout and uns == unsafe}
+    assert warned == expected
+    for name, messages in histories.items():
+        withheld = expected.get(name, set())
+        status, whole = _whole(messages, options, withheld)
+        mine = sorted((record for record in out if record["conversation_id"] == name), key=lambda r: r["seq"])
+        together = [message for record in mine for message in record["messages"]]
+        if status == "rejected":
+            assert together == messages, name  # kept as it was, every record of it
+            continue
+        assert orjson.dumps(together) == orjson.dumps(whole), name
+        framework_dump(together)  # pydantic-ai 2.68 loads it
+
+
+@pytest.mark.parametrize("layout", ["per_run", "per_message"])
+def test_check_finds_in_the_records_what_it_finds_in_the_whole_history(tmp_path: Path, layout: str) -> None:
+    histories, records = stored_apart(layout)
+    path = _written(tmp_path, records)
+    whole_path = tmp_path / "whole.jsonl"
+    names = list(histories)
+    whole_path.write_bytes(b"".join(orjson.dumps(histories[name]) + b"\n" for name in names))
+    offsets = {}
+    for record in records:
+        offsets[record["conversation_id"], record["seq"]] = len(record["messages"])
+    starts: dict[tuple[str, int], int] = {}
+    for name in names:
+        at = 0
+        seq = 0
+        while (name, seq) in offsets:
+            starts[name, seq] = at
+            at += offsets[name, seq]
+            seq += 1
+    apart = api.check(str(path), Options(conversation=("conversation_id",), order="seq", jobs=2))
+    whole = api.check(str(whole_path), Options(jobs=2))
+
+    def in_apart(number: int) -> tuple[str, int]:
+        record = records[number - 1]
+        return record["conversation_id"], starts[record["conversation_id"], record["seq"]]
+
+    mapped: Counter[tuple[Any, ...]] = Counter()
+    for row in apart.report.findings:
+        name, start = in_apart(int(row["location"].split()[1]))
+        mapped[name, start + row["message"], row["rule"], row["part"], row["severity"], row["text"]] += 1
+    expected = Counter(
+        (
+            names[int(row["location"].split()[1]) - 1],
+            row["message"],
+            row["rule"],
+            row["part"],
+            row["severity"],
+            row["text"],
+        )
+        for row in whole.report.findings
+    )
+    assert mapped == expected
+    assert sum(expected.values()) > 0
+    assert apart.report.counts["invalid"] == whole.report.counts["invalid"]
