@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import closing
 from typing import Any
 from urllib.parse import quote as url_quote
@@ -30,7 +30,7 @@ from urllib.parse import quote as url_quote
 from histmig.errors import ColumnError, UnreadableInput, UnwritableOutput
 from histmig.sources.base import Format, folded, free_name, lazy, starts_with
 from histmig.sources.duckdb import quote
-from histmig.sources.table import Change, Column, Kind, Page, PageResult, TableInput
+from histmig.sources.table import Change, Column, Kind, Page, PageResult, Seen, TableInput
 
 pa = lazy("pyarrow")
 
@@ -169,7 +169,11 @@ class SqliteTable(TableInput):
             return
         keys = ", ".join(f"k{i}" for i in range(len(self.key)))
         self._changes = quote(self._free_name(_CHANGES))
-        self._query(f"CREATE TEMP TABLE {self._changes} (seq INTEGER PRIMARY KEY, new, stored, location, id, {keys})")
+        self._query(
+            f"CREATE TEMP TABLE {self._changes} "
+            f"(seq INTEGER PRIMARY KEY, new, stored, location, id, conversation, {keys})"
+        )
+        self._seen: dict[int, Seen] = {}
         self._write = self._gather
 
     def _free_name(self, name: str) -> str:
@@ -179,12 +183,16 @@ class SqliteTable(TableInput):
         return free_name(name, [*(row[0] for row in rows), self.table, self._destination.to_table])
 
     def _gather(self, page: Page, result: PageResult) -> None:
-        """Keep a page's changed rows in the temporary table, for :meth:`_finish`."""
-        marks = ", ".join("?" * (4 + len(self.key)))
-        rows = [(c.new, c.stored, c.location, c.id, *c.key) for c in self.changes(page, result)]
+        """Keep a page's changed rows in the temporary table, for :meth:`_finish` (and, under
+        ``--conversation``, what their conversations held when read)."""
+        marks = ", ".join("?" * (5 + len(self.key)))
+        changes = self.changes(page, result)
+        rows = [(c.new, c.stored, c.location, c.id, c.conversation, *c.key) for c in changes]
+        numbers = {c.conversation for c in changes}
+        self._seen.update((seen.number, seen) for seen in page.conversations or () if seen.number in numbers)
         try:
             self._con.executemany(
-                f"INSERT INTO temp.{self._changes} (new, stored, location, id, "
+                f"INSERT INTO temp.{self._changes} (new, stored, location, id, conversation, "
                 f"{', '.join(f'k{i}' for i in range(len(self.key)))}) VALUES ({marks})",
                 rows,
             )
@@ -205,12 +213,21 @@ class SqliteTable(TableInput):
                 table = self._relation()
                 if destination.to_table is not None:
                     table = self._copy(destination.to_table)
-                seq = 0
-                while rows := con.execute(
-                    f"SELECT * FROM temp.{self._changes} WHERE seq > ? ORDER BY seq LIMIT {_BATCH_ROWS}", [seq]
-                ).fetchall():
-                    self.apply(table, [Change(tuple(row[5:]), row[2], row[1], row[3], row[4]) for row in rows])
-                    seq = rows[-1][0]
+                if self.grouping is None:
+                    seq = 0
+                    while rows := con.execute(
+                        f"SELECT * FROM temp.{self._changes} WHERE seq > ? ORDER BY seq LIMIT {_BATCH_ROWS}", [seq]
+                    ).fetchall():
+                        self.apply(table, [_change(row) for row in rows])
+                        seq = rows[-1][0]
+                else:
+                    for number, seen in self._seen.items():
+                        rows = con.execute(
+                            f"SELECT * FROM temp.{self._changes} WHERE conversation = ? ORDER BY seq", [number]
+                        ).fetchall()
+                        self.apply_conversations(
+                            table, Page("", (), (), conversations=(seen,)), list(map(_change, rows))
+                        )
                 if destination.to_table is not None:
                     self._put_in_place(table, destination.to_table)
                 con.execute("COMMIT")
@@ -220,6 +237,14 @@ class SqliteTable(TableInput):
                 raise
         except sqlite3.Error as exc:
             raise UnwritableOutput(f"{self.name}: {self._problem(exc)}") from exc
+
+    def _ordered(self, statement: str) -> Iterator[tuple[Any, ...]]:
+        try:
+            cursor = self._con.execute(statement)
+            while rows := cursor.fetchmany(_BATCH_ROWS):
+                yield from rows
+        except sqlite3.Error as exc:
+            raise UnreadableInput(f"{self.name}: {self._problem(exc)}") from exc
 
     def _copy(self, to_table: str) -> str:
         """Create a table with the input's columns (declared types, ``NOT NULL``, primary key)
@@ -246,6 +271,11 @@ class SqliteTable(TableInput):
         if self._destination.overwrite:
             self._con.execute(f"DROP TABLE IF EXISTS {quote(to_table)}")
             self._con.execute(f"ALTER TABLE {table} RENAME TO {quote(to_table)}")
+
+
+def _change(row: tuple[Any, ...]) -> Change:
+    """A gathered row of the temporary table as the :class:`~histmig.sources.table.Change` it keeps."""
+    return Change(tuple(row[6:]), row[2], row[1], row[3], row[4], row[5])
 
 
 FORMAT = Format(
