@@ -45,6 +45,7 @@ from histmig.errors import Malformed, NotAHistory
 from histmig.problems import Problem
 from histmig.records import (
     ID_FIELDS,
+    MESSAGE_KINDS,
     Conversation,
     Located,
     Outcome,
@@ -54,6 +55,7 @@ from histmig.records import (
     conversation_names,
     dumps,
     envelope_id,
+    locate_in_conversation,
     locate_messages,
 )
 from histmig.rules import Walk, known_part_kinds, registry, select
@@ -289,6 +291,22 @@ def told_conversations(raw: bytes, findings: Iterable[Finding], field: str | Non
         return ()
 
 
+_KIND = msgspec.json.Decoder(
+    msgspec.defstruct("_Kind", [("kind", Any, None), ("parts", msgspec.Raw, msgspec.Raw(b"null"))], gc=False)
+)
+"""Reads a record's ``kind`` and ``parts`` alone: whether it is one message."""
+
+
+def _is_message(raw: bytes) -> bool:
+    """Whether ``raw`` is one message, a ``ModelRequest`` or ``ModelResponse`` object (a
+    store of one message a row), not a history nor an envelope."""
+    try:
+        found = _KIND.decode(raw)
+    except msgspec.DecodeError:
+        return False
+    return found.kind in MESSAGE_KINDS and bytes(found.parts)[:1] == b"["
+
+
 SKIP_SCREEN_AFTER = 2
 """Records in a row that :class:`Stream` found changed, after which it stops asking the
 screen, until a record comes out unchanged."""
@@ -341,8 +359,9 @@ class Stream:
 
     def conversation(self, conversation: Conversation) -> list[Outcome]:
         """The outcomes of ``conversation``'s records: a conversation of one record as any
-        record (the screen, else :meth:`full`), one of several by :func:`process_conversation`."""
-        if len(conversation.records) == 1:
+        record (the screen, else :meth:`full`), one of several, or one message alone, by
+        :func:`process_conversation`."""
+        if len(conversation.records) == 1 and not _is_message(conversation.records[0].raw):
             record = conversation.records[0]
             verdict = self.screened(record.raw)
             return [self.full(record) if verdict is None else screened_outcome(record, verdict)]
@@ -673,7 +692,7 @@ def process_conversation(conversation: Conversation, plan: Plan = Plan()) -> lis
             bad = Outcome(record, "rejected", None, errors=[f"invalid JSON: {_json_problem(record.raw)}"])
             return _rejected_with(conversation, at, bad)
         try:
-            located = locate_messages(obj, plan.messages_field)
+            located = locate_in_conversation(obj, plan.messages_field)
             check_messages(located.messages, located.name or "messages")
         except NotAHistory as exc:
             return _rejected_with(conversation, at, Outcome(_named(record, obj), "rejected", None, errors=[str(exc)]))
@@ -797,6 +816,12 @@ def _not_applicable(
         for change in changes:
             if change.part is None and change.after == ABSENT_PART:
                 refused.setdefault(change.rule, (r, "empty this record"))
+    for r, item in enumerate(held):
+        if item.located.single and len(split[r]) > 1:
+            for at in added:
+                for change in changes:
+                    if change.message == at:
+                        refused.setdefault(change.rule, (r, "add a message to a record that is one message"))
     if added and len(held) > 1 and all(len(item.located.messages) == 1 for item in held):
         for at in added:
             for change in changes:

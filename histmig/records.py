@@ -166,12 +166,15 @@ class Located(NamedTuple):
     """Where a record's history is: the ``messages`` (a list, as parsed), the ``path`` of
     keys leading to them from the record (``()``: the record is the history), and whether
     they are held as JSON ``text`` in a string field (``"messages": "[{...}]"``, as database
-    exports write them), which :meth:`put` writes back as JSON text. (A named tuple: one is
+    exports write them), which :meth:`put` writes back as JSON text, and whether the record
+    is a ``single`` message (a store of one message a row, in a conversation: the history of
+    that message alone, written back as the message). (A named tuple: one is
     made for every record that goes the full way.)"""
 
     messages: list[Any]
     path: tuple[str, ...] = ()
     text: bool = False
+    single: bool = False
 
     @property
     def name(self) -> str | None:
@@ -183,6 +186,8 @@ class Located(NamedTuple):
         """``obj`` with ``value`` (a history, or for a text-held one its JSON text, a
         ``str``; a list is encoded) in the history's place; the value itself for a bare
         history."""
+        if self.single:
+            (value,) = value
         if self.text and not isinstance(value, str):
             value = dumps(value).decode()
         if not self.path:
@@ -296,6 +301,24 @@ def locate_messages(
             f"field {present!r} is not an array (if the {what} are in another field, name it with --messages-field)"
         )
     raise NotAHistory(f"no {what} field found (name it with --messages-field)")
+
+
+def locate_in_conversation(obj: Any, field: str | None = None) -> Located:
+    """:func:`locate_messages` for a record of a conversation (``--conversation``), which
+    may also be one message, a ``ModelRequest``/``ModelResponse`` object (a store of one
+    message a row): its history is that message alone (:attr:`Located.single`)."""
+    if (
+        field is None
+        and isinstance(obj, dict)
+        and obj.get("kind") in MESSAGE_KINDS
+        and isinstance(obj.get("parts"), list)
+    ):
+        return Located([obj], single=True)
+    return locate_messages(obj, field)
+
+
+MESSAGE_KINDS = ("request", "response")
+"""The ``kind`` of a ``ModelRequest`` and of a ``ModelResponse``."""
 
 
 def check_messages(messages: list[Any], prefix: str = "messages") -> None:

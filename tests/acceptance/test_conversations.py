@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,25 +16,8 @@ import orjson
 import pytest
 
 from histmig import api
-from histmig.engine import process
 from histmig.options import Options
-from histmig.records import Record
-from tests.conftest import framework_dump, stored_apart
-
-NOT_APPLICABLE = {
-    **{
-        ("per_message", True, f"captured/v{release}/k_tool_retries_exhausted"): {"HM407"}
-        for release in ("0.0.20", "0.0.55", "0.4.11", "1.0.18", "1.107.10", "2.0.0")
-    },
-    **{
-        ("per_message", True, f"v{release}/m_deferred_tool_model_retry"): {"HM407"}
-        for release in ("1.0.18", "1.107.10", "2.0.0", "2.59.0", "2.60.0", "2.68.0")
-    },
-}
-"""The fixes a layout cannot take (issue 25.2), by layout, ``--unsafe-fixes`` and history:
-HM407 answers the calls of a history's last response in a new request when the history ends
-on that response, and a store of one message a record has no record for a new message (the
-captured k_tool_retries_exhausted of 2.59.0 on ends on an empty request, which takes them)."""
+from tests.conftest import assert_reassembled, not_applicable, stored_apart
 
 
 def _written(tmp_path: Path, records: list[dict[str, Any]]) -> Path:
@@ -44,13 +26,6 @@ def _written(tmp_path: Path, records: list[dict[str, Any]]) -> Path:
     path = tmp_path / "apart.jsonl"
     path.write_text("".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records), encoding="utf-8")
     return path
-
-
-def _whole(messages: list[Any], options: Options, withheld: set[str]) -> tuple[str, list[Any] | None]:
-    plan = replace(options.plan(), withheld=frozenset(withheld))
-    raw = orjson.dumps(messages)
-    outcome = process(Record(raw, "whole", "line 1"), plan)
-    return outcome.status, None if outcome.output is None else orjson.loads(outcome.output)
 
 
 @pytest.mark.parametrize("unsafe", [False, True], ids=["safe", "unsafe"])
@@ -80,18 +55,9 @@ def test_each_record_gets_back_its_own_messages_as_the_whole_conversion_has_them
         for line in row["warnings"]:
             assert line.endswith("(not applicable to this layout)"), line
             warned.setdefault(name, set()).add(line.split()[0])
-    expected = {name: codes for (lay, uns, name), codes in NOT_APPLICABLE.items() if lay == layout and uns == unsafe}
+    expected = not_applicable(layout, unsafe)
     assert warned == expected
-    for name, messages in histories.items():
-        withheld = expected.get(name, set())
-        status, whole = _whole(messages, options, withheld)
-        mine = sorted((record for record in out if record["conversation_id"] == name), key=lambda r: r["seq"])
-        together = [message for record in mine for message in record["messages"]]
-        if status == "rejected":
-            assert together == messages, name  # kept as it was, every record of it
-            continue
-        assert orjson.dumps(together) == orjson.dumps(whole), name
-        framework_dump(together)  # pydantic-ai 2.68 loads it
+    assert_reassembled(histories, out, options, expected)
 
 
 @pytest.mark.parametrize("layout", ["per_run", "per_message"])
