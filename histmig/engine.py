@@ -756,10 +756,12 @@ def _conversation_way(conversation: Conversation, held: list[_Held], plan: Plan)
         errors, warnings = [], []
     else:
         errors, warnings = _validate(history, "messages", plan.target) if plan.validates_unchanged else ([], [])
-        if errors and schema.legacy_errors(history):
-            errors.append("no release 0.0.13-2.68 wrote this shape: no rule can migrate it")
     placed = _places(plan, changes, findings, original, final, added)
     error_lines = _lines(held, errors, final)
+    if errors and not changes and schema.legacy_errors(history):
+        for lines in error_lines:
+            if lines:
+                lines.append("no release 0.0.13-2.68 wrote this shape: no rule can migrate it")
     warning_lines = _lines(held, warnings, final)
     outcomes = []
     for r, item in enumerate(held):
