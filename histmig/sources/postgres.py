@@ -219,6 +219,18 @@ class PostgresTable(TableInput):
         except psycopg.Error as exc:
             raise UnreadableInput(f"{self.name}: {str(exc).strip()}") from exc
 
+    def _index_columns(self) -> list[tuple[str, ...]]:
+        rows = self._query(
+            "SELECT i.indexrelid, a.attname FROM pg_index i CROSS JOIN unnest(i.indkey) WITH ORDINALITY AS k(attnum, n) "
+            "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum "
+            "WHERE i.indrelid = %s ORDER BY i.indexrelid, k.n",
+            [self._table_oid],
+        )
+        indexes: dict[int, list[str]] = {}
+        for index, column in rows:
+            indexes.setdefault(index, []).append(column)
+        return [tuple(columns) for columns in indexes.values()]
+
     def _ordered(self, statement: str) -> Iterator[tuple[Any, ...]]:
         """The rows of ``statement`` from one server-side cursor (``WITH HOLD``: it outlives
         the page transactions of an in-place run on the same connection), a batch at a time."""

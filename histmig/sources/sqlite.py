@@ -238,6 +238,13 @@ class SqliteTable(TableInput):
         except sqlite3.Error as exc:
             raise UnwritableOutput(f"{self.name}: {self._problem(exc)}") from exc
 
+    def _index_columns(self) -> list[tuple[str, ...]]:
+        names = [row[0] for row in self._query("SELECT name FROM pragma_index_list(?)", [self.table])]
+        return [
+            tuple(row[0] for row in self._query("SELECT name FROM pragma_index_info(?) ORDER BY seqno", [name]))
+            for name in names
+        ]
+
     def _ordered(self, statement: str) -> Iterator[tuple[Any, ...]]:
         try:
             cursor = self._con.execute(statement)

@@ -371,6 +371,7 @@ class TableInput(Input):
                 if column not in by_name and column not in self._hidden_columns():
                     raise ColumnError(f"{self.name}: no column {column!r} (columns: {', '.join(names)})")
         self.grouping = grouping
+        self._indexes = self._index_columns() if grouping is not None else []
         self.columns, self.column, self.kind, self.key = columns, name, kind, key
         self.stored = self._stored(name, kind)
 
@@ -729,7 +730,7 @@ class TableInput(Input):
 
     def written(self) -> Written:
         destination = self._destination
-        notes = [self.note] if self.note is not None else []
+        notes = ([self.note] if self.note is not None else []) + self._notes()
         if not destination.writes:
             return Written(notes=notes)
         return Written(
@@ -738,6 +739,26 @@ class TableInput(Input):
             named=self.name if destination.in_place else None,
             notes=notes,
         )
+
+    def _notes(self) -> list[str]:
+        """Under ``--conversation``, when no index of the table starts with the conversation
+        and order columns: that one would let the database read the rows in that order
+        instead of sorting the table first."""
+        grouping = self.grouping
+        if grouping is None:
+            return []
+        wanted = (*(() if grouping.whole else grouping.keys), *filter(None, [grouping.order]))
+        if not wanted or any(tuple(index[: len(wanted)]) == wanted for index in self._indexes):
+            return []
+        columns = ", ".join(map(self.quote, wanted))
+        return [
+            f"{self.name}: no index on ({columns}), so the table was sorted to read it conversation by conversation; "
+            f"CREATE INDEX ON {self._relation()} ({columns}) would let it be read in that order"
+        ]
+
+    def _index_columns(self) -> list[tuple[str, ...]]:
+        """The columns of each index of the table, in order (none known: ``[]``)."""
+        return []
 
     def _file(self, output: str) -> Callable[[Page, PageResult], None]:
         """A writer of every row of each page to the Parquet or JSONL file ``output``,

@@ -535,3 +535,17 @@ def test_a_conversation_an_application_changes_mid_run_is_skipped_whole_and_a_re
     again = api.convert(str(db), None, options, in_place=True)
     assert again.report.counts["changed"] == len(skipped) and again.exit_code == 0
     assert api.check(str(db), options).report.counts["changed"] == 0
+
+
+def test_the_verdict_says_an_index_on_the_conversation_would_help_until_there_is_one(tmp_path: Path) -> None:
+    _, stored = stored_apart("per_run")
+    db = sessions_db(tmp_path / "chat.sqlite", stored[:20])
+    options = Options(table="messages", messages_column="message_list", conversation=("session_id",), order="seq")
+    assert api.audit(str(db), options).notes == [
+        f'{db}:messages: no index on ("session_id", "seq"), so the table was sorted to read it conversation by '
+        'conversation; CREATE INDEX ON "messages" ("session_id", "seq") would let it be read in that order'
+    ]
+    with closing(sqlite3.connect(db)) as con:
+        con.execute("CREATE INDEX by_session ON messages (session_id, seq, id)")
+    assert api.audit(str(db), options).notes == []
+    assert api.audit(str(db), Options(table="messages", messages_column="message_list")).notes == []
