@@ -87,7 +87,8 @@ class Plan:
     whether the calls of the last response are left open whatever the fixes
     (``keep_frontier``: the plan of a record that names a conversation, :meth:`for_record`), and
     the codes whose fixes are ``withheld`` (only reported: not applicable to a conversation's
-    layout).
+    layout), and whether the records were ``grouped`` into conversations (``--conversation``:
+    a conversation is whole, its last calls are closed as any history's).
     Built by :meth:`histmig.options.Options.plan`.
 
     For an older ``target``, a record is valid when that release loads it (the legacy schema
@@ -105,6 +106,7 @@ class Plan:
     budgets: Budgets = Budgets()
     keep_frontier: bool = False
     withheld: frozenset[str] = frozenset()
+    grouped: bool = False
 
     @cached_property
     def context(self) -> Context:
@@ -164,7 +166,7 @@ class Plan:
         record of the conversation (the next run's, starting with their results) may answer
         them, which a record alone cannot tell (HM407's unsafe fix closes them on a history
         given alone, :func:`migrate`)."""
-        if FRONTIER not in self.fixing or not conversation_names(obj, messages):
+        if self.grouped or FRONTIER not in self.fixing or not conversation_names(obj, messages):
             return self
         return self._frontier_kept
 

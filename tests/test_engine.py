@@ -512,13 +512,12 @@ def test_a_call_and_its_result_in_two_records_get_one_derived_id_and_an_untouche
     assert [(c.rule, c.message, c.part) for c in outcomes[2].changes] == [("HM201", 0, 0)]  # the record's own place
 
 
-def test_each_record_apart_would_be_fixed_wrongly_and_together_is_not_touched() -> None:
+def test_records_apart_are_fragments_and_together_a_whole_conversation_with_nothing_to_say() -> None:
     call = {**CALL, "parts": [{**CALL["parts"][0], "tool_call_id": "c1"}]}
     result = {**RESULT, "parts": [{**RESULT["parts"][0], "tool_call_id": "c1"}]}
     plan = Plan(unsafe_fixes=True)
-    assert (
-        process(Record(orjson.dumps([result, ANSWER]), "x", "line 3"), plan).status == "changed"
-    )  # an "orphan" dropped
+    alone = process(Record(orjson.dumps([result, ANSWER]), "x", "line 2"), plan)
+    assert [(f.code, f.certainty) for f in alone.findings] == [("HM401", "fragment")]
     outcomes = engine.process_conversation(_conversation([PROMPT, call], [result, ANSWER]), plan)
     assert [(o.status, o.changes, o.findings) for o in outcomes] == [("unchanged", [], []), ("unchanged", [], [])]
 
