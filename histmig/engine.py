@@ -303,7 +303,7 @@ def _is_message(raw: bytes) -> bool:
     """Whether ``raw`` is one message, a ``ModelRequest`` or ``ModelResponse`` object (a
     store of one message a row), not a history nor an envelope."""
     try:
-        found = _KIND.decode(raw)
+        found: Any = _KIND.decode(raw)
     except msgspec.DecodeError:
         return False
     return found.kind in MESSAGE_KINDS and bytes(found.parts)[:1] == b"["
@@ -846,7 +846,7 @@ def _places(
     places of what it added)."""
     order = {rule.code: i for i, rule in enumerate(plan.rules)}
     adding = {change.rule for change in changes if change.message in added}
-    reshaping = adding | {change.rule for change in changes if change.part is None and ABSENT_PART == change.after}
+    reshaping = adding | {change.rule for change in changes if change.part is None and change.after == ABSENT_PART}
     first = min((order.get(code, 0) for code in reshaping), default=len(order))
     placed: list[tuple[list[Change], list[Finding]]] = [
         ([], []) for _ in range(1 + max((r for r, _ in original), default=0))
@@ -881,13 +881,13 @@ def _lines(held: list[_Held], lines: list[str], layout: Layout) -> list[list[str
     for line in lines:
         path = line.path if isinstance(line, Problem) else None
         found = _MESSAGE_PATH.match(path) if path else None
-        if found is None or not layout:
+        if path is None or found is None or not layout:
             for share in shares:
                 share.append(line)
             continue
         r, i = _at(layout, int(found.group(1)))
         prefix = held[r].located.name or "messages"
-        shares[r].append(Problem(f"{prefix}[{i}]{path[found.end() :]}", line.message))  # type: ignore[index, union-attr]
+        shares[r].append(Problem(f"{prefix}[{i}]{path[found.end() :]}", line.message))  # type: ignore[attr-defined]
     return shares
 
 

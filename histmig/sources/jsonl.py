@@ -578,7 +578,7 @@ class GroupedLines(LinesInput):
                 raise
         super().__exit__(kind, *rest)
 
-    def tasks(self) -> Iterator[Conversations]:
+    def tasks(self) -> Iterator[Conversations]:  # type: ignore[override]  # its own tasks, which its write takes
         grouping = self._grouping
         paths, whole = grouping.paths, grouping.whole
         order = field_path(grouping.order) if grouping.order is not None else None
@@ -600,9 +600,8 @@ class GroupedLines(LinesInput):
                         number,
                     )  # a conversation of its own; a record that is no JSON is rejected as such
                     if obj is not None:
-                        notes[key] = (
-                            f"no conversation key ({', '.join(grouping.keys)} missing or null): a conversation of its own"
-                        )
+                        missing = ", ".join(grouping.keys)
+                        notes[key] = f"no conversation key ({missing} missing or null): a conversation of its own"
                 else:
                     key = dumps(values)
                 if key not in groups:

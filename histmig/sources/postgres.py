@@ -221,7 +221,8 @@ class PostgresTable(TableInput):
 
     def _index_columns(self) -> list[tuple[str, ...]]:
         rows = self._query(
-            "SELECT i.indexrelid, a.attname FROM pg_index i CROSS JOIN unnest(i.indkey) WITH ORDINALITY AS k(attnum, n) "
+            "SELECT i.indexrelid, a.attname FROM pg_index i "
+            "CROSS JOIN unnest(i.indkey) WITH ORDINALITY AS k(attnum, n) "
             "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum "
             "WHERE i.indrelid = %s ORDER BY i.indexrelid, k.n",
             [self._table_oid],

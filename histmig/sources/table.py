@@ -513,7 +513,8 @@ class TableInput(Input):
         groups = [] if grouping.whole else list(grouping.keys)
         order = [f"{self.quote(grouping.order)} IS NULL", self.quote(grouping.order)] if grouping.order else []
         ordered = [*map(self.quote, groups), *order, *map(self.quote, key)]
-        statement = f"SELECT {', '.join([*selected, *map(self.quote, groups)])} FROM {self._relation()} ORDER BY {', '.join(ordered)}"
+        columns = ", ".join([*selected, *map(self.quote, groups)])
+        statement = f"SELECT {columns} FROM {self._relation()} ORDER BY {', '.join(ordered)}"
         id_at = self._id_at(extra)
         g = len(groups)
         rows: list[tuple[Any, ...]] = []
@@ -550,7 +551,8 @@ class TableInput(Input):
             row = row[: len(row) - g] if g else row
             if None in row[:k]:
                 raise ColumnError(
-                    f"{self.name}: a row has a null key ({row_name(key, row[:k])}); name a unique non-null column with --key-column"
+                    f"{self.name}: a row has a null key ({row_name(key, row[:k])}); "
+                    "name a unique non-null column with --key-column"
                 )
             alone = None in values
             if not seen or alone or values != current:
@@ -593,10 +595,8 @@ class TableInput(Input):
         """Whether the rows of conversation ``seen`` still hold what they held when read: the
         same rows (none added, none deleted), each with the same messages; the rows are
         locked until the transaction ends where the database can (:meth:`_locking`)."""
-        rows = self._query(
-            f"SELECT {', '.join([*map(self.quote, self.key), self.stored[0]])} FROM {self._relation()}{seen.where}{self._locking()}",
-            list(seen.params),
-        )
+        read = ", ".join([*map(self.quote, self.key), self.stored[0]])
+        rows = self._query(f"SELECT {read} FROM {self._relation()}{seen.where}{self._locking()}", list(seen.params))
         return _digest(rows) == seen.digest
 
     def _locking(self) -> str:
@@ -704,7 +704,7 @@ class TableInput(Input):
         ready: list[Change] = []
         for number, group in itertools.groupby(changes, key=lambda change: change.conversation):
             rows = list(group)
-            if self.unchanged_since(by_number[number]):  # type: ignore[index]
+            if self.unchanged_since(by_number[number]):
                 ready += rows
             else:
                 self._skipped += [Skipped(self.name, c.location, c.id) for c in rows]
