@@ -45,6 +45,7 @@ from histmig.errors import Malformed, NotAHistory
 from histmig.problems import Problem
 from histmig.records import (
     ID_FIELDS,
+    MESSAGE_FIELD_CANDIDATES,
     MESSAGE_KINDS,
     Conversation,
     Located,
@@ -175,6 +176,12 @@ class Plan:
         """The :class:`~histmig.screen.Screen` of these rules and envelope field, or ``None``
         under ``validate_all`` (``check`` parses and validates every record)."""
         return None if self.validate_all else screen_for(self.rules, self.messages_field, self.fixing, self.target)
+
+    @property
+    def history_screen(self) -> Screen | None:
+        """:attr:`screen` for a bare history (a conversation's records put together,
+        :func:`joined_history`)."""
+        return None if self.validate_all else screen_for(self.rules, None, self.fixing, self.target)
 
     def processor(self) -> Stream:
         """A :class:`Stream` of this plan, for one task's records (the plan is the job of a
@@ -309,6 +316,69 @@ def _is_message(raw: bytes) -> bool:
     return found.kind in MESSAGE_KINDS and bytes(found.parts)[:1] == b"["
 
 
+_HELD = msgspec.json.Decoder(
+    msgspec.defstruct(
+        "_Held",
+        [(f"f{i}", msgspec.Raw, msgspec.Raw(b"null")) for i in range(len(MESSAGE_FIELD_CANDIDATES))],
+        rename={f"f{i}": name for i, name in enumerate(MESSAGE_FIELD_CANDIDATES)},
+        gc=False,
+    )
+)
+"""Reads an envelope's candidate messages fields as their bytes (:data:`~histmig.records.MESSAGE_FIELD_CANDIDATES`)."""
+
+
+def joined_history(records: Sequence[Record], field: str | None) -> bytes | None:
+    """The bytes of the history the ``records`` of a conversation hold put together: each
+    one's array (a bare history, an envelope's messages field as auto-detection finds it,
+    ``field`` when it is a key of the envelope) or message (a record that is one) joined into
+    one array, built from their bytes alone. ``None`` when a record's history is not an array
+    of its bytes (JSON text in a string, a nested field, a field found by its content): then
+    the records are parsed (:func:`process_conversation`)."""
+    pieces: list[bytes] = []
+    for record in records:
+        raw = record.raw
+        if raw.lstrip()[:1] == b"{":
+            if _is_message(raw):
+                pieces.append(raw.strip())
+                continue
+            array = _held_array(raw, field)
+        else:
+            array = raw
+        if array is None:
+            return None
+        try:  # each record's bytes checked JSON on their own, never only when put together
+            items = _ITEMS.decode(array)
+        except msgspec.DecodeError:
+            return None
+        pieces += map(bytes, items)
+    return b"[" + b",".join(pieces) + b"]"
+
+
+_ITEMS = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+def _held_array(raw: bytes, field: str | None) -> bytes | None:
+    """The bytes of the array an envelope holds its history in: ``field`` (a key of the
+    envelope) or the first candidate field holding an array, as :func:`~histmig.records.locate_messages`
+    finds it; ``None`` when it is elsewhere or not an array of its own bytes."""
+    try:
+        if field is not None:
+            if "." in field or "\\" in field:
+                return None
+            value: Any = msgspec.json.decode(raw, type=dict[str, msgspec.Raw]).get(field)
+            return bytes(value) if value is not None and bytes(value)[:1] == b"[" else None
+        held = _HELD.decode(raw)
+    except msgspec.DecodeError:
+        return None
+    for name in held.__struct_fields__:
+        value = bytes(getattr(held, name))
+        if value[:1] == b"[":
+            return value
+        if value != b"null":
+            return None  # a candidate holding anything else: locate_messages decides
+    return None
+
+
 SKIP_SCREEN_AFTER = 2
 """Records in a row that :class:`Stream` found changed, after which it stops asking the
 screen, until a record comes out unchanged."""
@@ -345,6 +415,7 @@ class Stream:
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
         self._screen = plan.screen
+        self._history_screen = plan.history_screen if plan.grouped else None
         self._changed_in_a_row = 0
 
     def _skipping(self) -> bool:
@@ -361,12 +432,20 @@ class Stream:
 
     def conversation(self, conversation: Conversation) -> list[Outcome]:
         """The outcomes of ``conversation``'s records: a conversation of one record as any
-        record (the screen, else :meth:`full`), one of several, or one message alone, by
-        :func:`process_conversation`."""
-        if len(conversation.records) == 1 and not _is_message(conversation.records[0].raw):
-            record = conversation.records[0]
-            verdict = self.screened(record.raw)
-            return [self.full(record) if verdict is None else screened_outcome(record, verdict)]
+        record (the screen, else :meth:`full`); one of several, or one message alone, by
+        :func:`process_conversation`, unless the screen passes their histories put together
+        (:func:`joined_history`) with nothing to say: then no record is built."""
+        records = conversation.records
+        if len(records) == 1:
+            verdict = self.screened(records[0].raw)
+            if verdict is not None:
+                return [self.passed(records[0], verdict)]
+            if not _is_message(records[0].raw):
+                return [self.full(records[0])]
+        elif self._history_screen is not None:
+            joined = joined_history(records, self.plan.messages_field)
+            if joined is not None and self._history_screen(joined) == ():
+                return [Outcome(record, "unchanged", record.raw) for record in records]
         return process_conversation(conversation, self.plan)
 
     def full(self, record: Record) -> Outcome:

@@ -143,6 +143,70 @@ def path_value(obj: Any, path: tuple[str, ...]) -> Any:
     return obj
 
 
+class FieldReader:
+    r"""Reads the values at ``paths`` (:func:`field_path`\ s) of a JSON record's bytes
+    without building the rest of it: msgspec decodes the objects along the paths into small
+    structs and skips every other field. A record where that does not fit (not an object, a
+    step that is no object) is decoded whole and walked (:func:`path_value`). ``None`` for a
+    value that is missing or null, and every value ``None`` for a record that is not JSON."""
+
+    def __init__(self, paths: tuple[tuple[str, ...], ...]) -> None:
+        self._paths = paths
+        tree: dict[str, Any] = {}
+        fits = True
+        for path in paths:
+            node = tree
+            for key in path[:-1]:
+                found = node.setdefault(key, {})
+                fits = fits and found is not None
+                node = found if isinstance(found, dict) else {}
+            fits = fits and not node.get(path[-1])
+            node.setdefault(path[-1], None)
+        self._fast = msgspec.json.Decoder(_struct_of(tree, "_Fields")) if fits else None
+        self._steps = [tuple(_attribute(tree, path[: i + 1]) for i in range(len(path))) for path in paths]
+
+    def __call__(self, raw: bytes) -> tuple[Any, ...]:
+        if self._fast is not None:
+            try:
+                obj = self._fast.decode(raw)
+            except (msgspec.DecodeError, RecursionError):
+                pass
+            else:
+                return tuple(_walked(obj, steps) for steps in self._steps)
+        try:
+            whole = _DECODER.decode(raw)
+        except (msgspec.DecodeError, RecursionError):
+            return tuple(None for _ in self._paths)
+        return tuple(path_value(whole, path) for path in self._paths)
+
+
+def _attribute(tree: dict[str, Any], path: tuple[str, ...]) -> str:
+    """The struct attribute of the last key of ``path`` (:func:`_struct_of` names them by
+    their place among their siblings)."""
+    node = tree
+    for key in path[:-1]:
+        node = node[key]
+    return f"f{list(node).index(path[-1])}"
+
+
+def _walked(obj: Any, steps: tuple[str, ...]) -> Any:
+    for step in steps:
+        if obj is None:
+            return None
+        obj = getattr(obj, step)
+    return obj
+
+
+def _struct_of(tree: dict[str, Any], name: str) -> Any:
+    """A msgspec struct type holding the keys of ``tree`` (each a value, or an object of its
+    subtree), every one optional (a missing key is ``None``)."""
+    fields = [
+        (f"f{i}", Any if sub is None else _struct_of(sub, f"{name}_{i}") | None, None)
+        for i, sub in enumerate(tree.values())
+    ]
+    return msgspec.defstruct(name, fields, rename={f"f{i}": key for i, key in enumerate(tree)}, gc=False)
+
+
 @lru_cache(maxsize=64)
 def spelled(path: tuple[str, ...]) -> str:
     """A path written as :func:`field_path` reads it (``("chat.v1",)`` is ``chat\\.v1``)."""

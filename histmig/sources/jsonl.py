@@ -34,7 +34,7 @@ import msgspec
 
 from histmig.engine import run_conversations, run_records
 from histmig.errors import InputEnded
-from histmig.records import Conversation, Grouping, Outcome, Record, dumps, field_path, path_value
+from histmig.records import Conversation, FieldReader, Grouping, Outcome, Record, dumps, field_path
 from histmig.report import Report
 from histmig.sources.atomic import Stamp, atomic_output, input_stream
 from histmig.sources.base import Destination, Format, Input, Job, Task, TaskResult, Written
@@ -580,34 +580,28 @@ class GroupedLines(LinesInput):
 
     def tasks(self) -> Iterator[Conversations]:  # type: ignore[override]  # its own tasks, which its write takes
         grouping = self._grouping
-        paths, whole = grouping.paths, grouping.whole
-        order = field_path(grouping.order) if grouping.order is not None else None
+        keys = len(grouping.paths)
+        order = (field_path(grouping.order),) if grouping.order is not None else ()
+        read = FieldReader(grouping.paths + order)
         groups: dict[Any, list[tuple[tuple[int, Any], int, int, int]]] = {}
         names: dict[Any, str] = {}
         notes: dict[Any, str] = {}
+        missing = f"no conversation key ({', '.join(grouping.keys)} missing or null): a conversation of its own"
         file = None
         for chunk in _read_blocks(self._stream, self.name):
             file = chunk.file
             for raw, (start, stop, number) in _Lines(chunk.data, chunk.first):
-                try:
-                    obj = _DECODER.decode(raw)
-                except (msgspec.DecodeError, RecursionError):
-                    obj = None
-                values = () if whole else tuple(path_value(obj, path) for path in paths)
-                if None in values:
-                    key: Any = (
-                        "line",
-                        number,
-                    )  # a conversation of its own; a record that is no JSON is rejected as such
-                    if obj is not None:
-                        missing = ", ".join(grouping.keys)
-                        notes[key] = f"no conversation key ({missing} missing or null): a conversation of its own"
-                else:
-                    key = dumps(values)
+                found = read(raw)
+                values = found[:keys]
+                key: Any = dumps(values).decode()  # a text of its own size (orjson's bytes keep their whole buffer)
+                if None in values:  # a conversation of its own; a record that is no JSON is rejected as such
+                    key = number
+                    if raw[:1] == b"{":
+                        notes[key] = missing
                 if key not in groups:
                     groups[key] = []
-                    names[key] = f"line {number}" if key[0] == "line" else grouping.named(values)
-                sort = _sort_key(path_value(obj, order)) if order is not None else (0, 0)
+                    names[key] = f"line {number}" if isinstance(key, int) else grouping.named(values)
+                sort = _sort_key(found[keys]) if order else (0, 0)
                 groups[key].append((sort, number, chunk.offset + start, stop - start))
         if file is None:
             return

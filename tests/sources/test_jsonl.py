@@ -473,3 +473,10 @@ def test_a_format_that_does_not_group_refuses_conversation(tmp_path: Path, name:
         UsageError, match="--conversation does not apply to a .* input \\(only to a JSONL, PostgreSQL or SQLite one\\)"
     ):
         api.audit(str(path), Options(conversation=("session_id",)))
+
+
+def test_conversation_takes_one_input_whose_records_it_groups(tmp_path: Path) -> None:
+    for name in ("a.jsonl", "b.jsonl"):
+        (tmp_path / name).write_bytes(_lines_of({"chat": {"id": "a"}, "n": 0, "messages": [_PROMPT, _ANSWER]}))
+    with pytest.raises(UsageError, match="--conversation groups the records of one input"):
+        api.audit(str(tmp_path), GROUPED)
