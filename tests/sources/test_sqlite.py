@@ -549,3 +549,27 @@ def test_the_verdict_says_an_index_on_the_conversation_would_help_until_there_is
         con.execute("CREATE INDEX by_session ON messages (session_id, seq, id)")
     assert api.audit(str(db), options).notes == []
     assert api.audit(str(db), Options(table="messages", messages_column="message_list")).notes == []
+
+
+def test_every_history_in_a_chat_app_table_of_its_own_converts_as_the_whole_history(tmp_path: Path) -> None:
+    """pydantic-ai's chat-app layout, a database a conversation, one row a run, for every corpus and
+    captured history: the rows put together are the whole history's conversion, each row loads in 2.68."""
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+    histories, _ = stored_apart("per_run")
+    options = Options(
+        table="messages",
+        messages_column="message_list",
+        key_column="rowid",
+        unsafe_fixes=True,
+        conversation=("*",),
+        jobs=1,
+    )
+    out = []
+    for i, (name, history) in enumerate(histories.items()):
+        db = chat_app_db(tmp_path / f"chat_app_{i}.sqlite", run_pieces(history))
+        api.convert(str(db), None, options, in_place=True)
+        for seq, (value,) in enumerate(query(db, "SELECT message_list FROM messages ORDER BY rowid")):
+            ModelMessagesTypeAdapter.validate_json(value)
+            out.append({"conversation_id": name, "seq": seq, "messages": orjson.loads(value)})
+    assert_reassembled(histories, out, options, not_applicable("per_run", True))
