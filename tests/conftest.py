@@ -4,10 +4,12 @@ and the pydantic-ai 2.68.0 oracle (a test dependency only)."""
 from __future__ import annotations
 
 import fcntl
+import importlib.util
 import os
 import random
 import stat
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -132,25 +134,13 @@ CAPTURED = sorted(CORPUS.glob("captured/v*/*.json"))
 """The captured histories: runs that ended in an exception."""
 
 
-def run_pieces(messages: list[Any]) -> list[list[Any]]:
-    """A history cut at every run boundary, as a per-run store holds it: before each request
-    holding a ``user-prompt`` part (a new prompt) and each message whose ``run_id`` differs
-    from the message before's (a resumed run: a deferred tool's result)."""
-    pieces: list[list[Any]] = []
-    for index, message in enumerate(messages):
-        prompt = message.get("kind") == "request" and any(
-            isinstance(part, dict) and part.get("part_kind") == "user-prompt" for part in message.get("parts", [])
-        )
-        previous = messages[index - 1].get("run_id") if index else None
-        resumed = previous is not None and message.get("run_id") not in (None, previous)
-        if not pieces or prompt or resumed:
-            pieces.append([])
-        pieces[-1].append(message)
-    return pieces
-
-
-LAYOUTS = {"per_run": run_pieces, "per_message": lambda messages: [[m] for m in messages]}
-"""How the stores users keep cut a conversation into records (issue 25)."""
+_BENCH = importlib.util.spec_from_file_location("bench", ROOT / "scripts" / "bench.py")
+bench = sys.modules.setdefault("bench", importlib.util.module_from_spec(_BENCH))
+if not hasattr(bench, "LAYOUTS"):
+    _BENCH.loader.exec_module(bench)  # type: ignore[union-attr]
+run_pieces, LAYOUTS = bench.run_pieces, bench.LAYOUTS
+"""How the stores users keep cut a conversation into records (issue 25), as the benchmark cuts
+them (scripts/bench.py)."""
 
 
 def stored_apart(layout: str, seed: int = 25) -> tuple[dict[str, list[Any]], list[dict[str, Any]]]:
@@ -171,11 +161,11 @@ def stored_apart(layout: str, seed: int = 25) -> tuple[dict[str, list[Any]], lis
 
 NOT_APPLICABLE = {
     **{
-        ("per_message", True, f"captured/v{release}/k_tool_retries_exhausted"): {"HM407"}
+        ("per message", True, f"captured/v{release}/k_tool_retries_exhausted"): {"HM407"}
         for release in ("0.0.20", "0.0.55", "0.4.11", "1.0.18", "1.107.10", "2.0.0")
     },
     **{
-        ("per_message", True, f"v{release}/m_deferred_tool_model_retry"): {"HM407"}
+        ("per message", True, f"v{release}/m_deferred_tool_model_retry"): {"HM407"}
         for release in ("1.0.18", "1.107.10", "2.0.0", "2.59.0", "2.60.0", "2.68.0")
     },
 }

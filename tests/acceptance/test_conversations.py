@@ -29,7 +29,7 @@ def _written(tmp_path: Path, records: list[dict[str, Any]]) -> Path:
 
 
 @pytest.mark.parametrize("unsafe", [False, True], ids=["safe", "unsafe"])
-@pytest.mark.parametrize("layout", ["per_run", "per_message"])
+@pytest.mark.parametrize("layout", ["per run", "per message"])
 def test_each_record_gets_back_its_own_messages_as_the_whole_conversion_has_them(
     tmp_path: Path, layout: str, unsafe: bool
 ) -> None:
@@ -60,7 +60,7 @@ def test_each_record_gets_back_its_own_messages_as_the_whole_conversion_has_them
     assert_reassembled(histories, out, options, expected)
 
 
-@pytest.mark.parametrize("layout", ["per_run", "per_message"])
+@pytest.mark.parametrize("layout", ["per run", "per message"])
 def test_check_finds_in_the_records_what_it_finds_in_the_whole_history(tmp_path: Path, layout: str) -> None:
     histories, records = stored_apart(layout)
     path = _written(tmp_path, records)

@@ -700,7 +700,7 @@ CONVERSATIONS = Options(
 
 
 def test_a_table_of_one_message_a_row_converts_as_the_whole_histories_do(postgres_db: str) -> None:
-    histories, records = stored_apart("per_message")
+    histories, records = stored_apart("per message")
     messages_table(postgres_db, records)
     before = messages_of(postgres_db)
     options = replace(CONVERSATIONS, unsafe_fixes=True)
@@ -713,14 +713,14 @@ def test_a_table_of_one_message_a_row_converts_as_the_whole_histories_do(postgre
         if f"id={old[0]}" not in changed:
             assert new == old  # a row no rule touched is not written
     out = [{"conversation_id": name, "seq": seq, "messages": orjson.loads(text)} for _, name, seq, text in after]
-    assert_reassembled(histories, out, options, not_applicable("per_message", True), exact=False)
+    assert_reassembled(histories, out, options, not_applicable("per message", True), exact=False)
     assert api.check(postgres_db, CONVERSATIONS).report.counts["changed"] == 0
 
 
 def test_a_conversation_an_application_changes_mid_run_is_skipped_whole_and_a_rerun_completes_it(
     postgres_db: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    histories, records = stored_apart("per_message")
+    histories, records = stored_apart("per message")
     messages_table(postgres_db, records)
     victim = "v2.59.0/m_deferred_tool_model_retry"
     real = PostgresTable._page_transaction

@@ -435,7 +435,7 @@ def read_back(db: Path) -> list[dict[str, Any]]:
     ]
 
 
-@pytest.mark.parametrize("layout", ["per_run", "per_message"])
+@pytest.mark.parametrize("layout", ["per run", "per message"])
 def test_a_session_table_converts_conversation_by_conversation_as_the_whole_histories_do(
     tmp_path: Path, layout: str
 ) -> None:
@@ -510,7 +510,7 @@ def test_the_chat_app_table_is_one_conversation_and_a_deferred_tool_keeps_its_re
 def test_a_conversation_an_application_changes_mid_run_is_skipped_whole_and_a_rerun_completes_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    histories, stored = stored_apart("per_run")
+    histories, stored = stored_apart("per run")
     db = sessions_db(tmp_path / "chat.sqlite", stored)
     options = Options(table="messages", messages_column="message_list", conversation=("session_id",), order="seq")
     victim = "v2.59.0/m_deferred_tool_model_retry"
@@ -538,7 +538,7 @@ def test_a_conversation_an_application_changes_mid_run_is_skipped_whole_and_a_re
 
 
 def test_the_verdict_says_an_index_on_the_conversation_would_help_until_there_is_one(tmp_path: Path) -> None:
-    _, stored = stored_apart("per_run")
+    _, stored = stored_apart("per run")
     db = sessions_db(tmp_path / "chat.sqlite", stored[:20])
     options = Options(table="messages", messages_column="message_list", conversation=("session_id",), order="seq")
     assert api.audit(str(db), options).notes == [
@@ -556,7 +556,7 @@ def test_every_history_in_a_chat_app_table_of_its_own_converts_as_the_whole_hist
     captured history: the rows put together are the whole history's conversion, each row loads in 2.68."""
     from pydantic_ai.messages import ModelMessagesTypeAdapter
 
-    histories, _ = stored_apart("per_run")
+    histories, _ = stored_apart("per run")
     options = Options(
         table="messages",
         messages_column="message_list",
@@ -572,4 +572,4 @@ def test_every_history_in_a_chat_app_table_of_its_own_converts_as_the_whole_hist
         for seq, (value,) in enumerate(query(db, "SELECT message_list FROM messages ORDER BY rowid")):
             ModelMessagesTypeAdapter.validate_json(value)
             out.append({"conversation_id": name, "seq": seq, "messages": orjson.loads(value)})
-    assert_reassembled(histories, out, options, not_applicable("per_run", True))
+    assert_reassembled(histories, out, options, not_applicable("per run", True))
