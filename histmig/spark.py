@@ -270,11 +270,20 @@ def session(master: str | None = None, cores: int = 1) -> tuple[SparkSession, st
     return spark, log.name
 
 
+NOT_GROUPED = (
+    "--conversation: the Spark engine does not group records into conversations yet; "
+    "the local engine does, for a JSONL, PostgreSQL or SQLite input"
+)
+"""Why :func:`migrate` and :func:`check` refuse ``conversation`` (never ignored)."""
+
+
 def _options(given: dict[str, Any]) -> Options:
     """The :class:`~histmig.options.Options` of :func:`migrate`'s keyword arguments (a rule
     code may be given as one string). Raises :class:`~histmig.errors.UsageError` for an
     option it does not take (one of :data:`~histmig.options.RECORD_OPTIONS`) or an unknown
     rule code."""
+    if given.get("conversation") or given.get("order") is not None:
+        raise UsageError(NOT_GROUPED)
     unknown = sorted(set(given) - RECORD_OPTIONS)
     if unknown:
         raise UsageError(

@@ -167,7 +167,8 @@ def check_options(
     (its :attr:`~histmig.options.Flag.formats`; with inputs of several formats, each takes
     what applies to it: ``--messages-column`` for the Parquet files of a directory), naming
     that option, the input and the formats it applies to; for ``--overwrite`` without
-    ``--to-table``, ``--to-table`` with several inputs, and a columnar input to an export."""
+    ``--to-table``, ``--to-table`` with several inputs, a columnar input to an export, and
+    ``--conversation`` for an export or several inputs."""
     if destination.overwrite and destination.to_table is None:
         raise UsageError(
             "--overwrite replaces the table --to-table names (an output "
@@ -178,6 +179,13 @@ def check_options(
     for path, fmt in found:
         if command.startswith("otel") and fmt.columnar:
             raise UsageError(f"{redact.location(path)}: the otel commands read JSON or JSONL, not Parquet or DuckDB")
+    if options.grouping is not None and command.startswith("otel"):
+        raise UsageError("--conversation: the otel commands export each record on its own; group records with convert")
+    if options.grouping is not None and len(found) > 1:
+        raise UsageError(
+            "--conversation groups the records of one input: give one file or table (a conversation's records "
+            "in several files are not put together)"
+        )
     values = _taken(destination, options)
     limited: dict[str, Flag] = {
         flag.name: flag for flag in flags() if flag.formats is not None and command in flag.commands
