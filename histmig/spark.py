@@ -185,6 +185,8 @@ def migrate_files(
     :class:`~histmig.errors.UsageError` when there is no Java, and
     :class:`~histmig.errors.ColumnError` for a messages or id column that is missing or of
     another type (before Spark starts)."""
+    if options.grouping is not None:
+        raise UsageError(NOT_GROUPED)
     first = open_parquet(files[0]).schema_arrow
     column = find_messages_column(first, options.messages_column, where=files[0])
     id_column = find_id_column(first, options.id_column, where=files[0])
@@ -274,7 +276,8 @@ NOT_GROUPED = (
     "--conversation: the Spark engine does not group records into conversations yet; "
     "the local engine does, for a JSONL, PostgreSQL or SQLite input"
 )
-"""Why :func:`migrate` and :func:`check` refuse ``conversation`` (never ignored)."""
+"""Why :func:`migrate`, :func:`check` and :func:`migrate_files` refuse ``conversation``
+(never ignored)."""
 
 
 def _options(given: dict[str, Any]) -> Options:

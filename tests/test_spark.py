@@ -578,7 +578,10 @@ def test_the_spark_engine_refuses_conversation_rather_than_judge_each_row_alone(
     for call in (
         lambda: hs.migrate(None, conversation="session_id"),  # type: ignore[arg-type]
         lambda: hs.check(None, conversation=("session_id",), order="seq"),  # type: ignore[arg-type]
-        lambda: hs.convert(str(tmp_path), str(tmp_path / "out"), Options(conversation=("session_id",))),
+        lambda: hs.migrate_files([str(tmp_path / "in.parquet")], str(tmp_path / "out"), Options(conversation=("s",))),
     ):
         with pytest.raises(UsageError, match=re.escape(hs.NOT_GROUPED)):
             call()
+    pq.write_table(pa.table({"messages": ["[]"]}), tmp_path / "in.parquet")
+    with pytest.raises(UsageError, match="--conversation does not apply to a Parquet input"):
+        api.convert(str(tmp_path / "in.parquet"), str(tmp_path / "out"), Options(conversation=("s",)), engine="spark")

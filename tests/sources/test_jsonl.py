@@ -18,12 +18,12 @@ from typer.testing import CliRunner
 from histmig import api
 from histmig.cli import app
 from histmig.engine import Plan, process
+from histmig.errors import UsageError
 from histmig.options import Options
 from histmig.parallel import WINDOW, Slots, Workers
 from histmig.records import Record
 from histmig.report import Report
 from histmig.sources import jsonl
-from histmig.sources.base import UsageError
 from histmig.sources.jsonl import Chunk, Placed
 from tests.conftest import CORPUS, without_run
 
