@@ -28,19 +28,25 @@ def _written(tmp_path: Path, records: list[dict[str, Any]]) -> Path:
     return path
 
 
-@pytest.mark.parametrize("unsafe", [False, True], ids=["safe", "unsafe"])
+@pytest.mark.parametrize("fixes", ["safe", "unsafe", "attempts"])
 @pytest.mark.parametrize("layout", ["per run", "per message"])
 def test_each_record_gets_back_its_own_messages_as_the_whole_conversion_has_them(
-    tmp_path: Path, layout: str, unsafe: bool
+    tmp_path: Path, layout: str, fixes: str
 ) -> None:
+    """``attempts``: HM104 counts the retries of a conversation across its records, as in the
+    whole history."""
     histories, records = stored_apart(layout)
     path = _written(tmp_path, records)
-    options = Options(unsafe_fixes=unsafe, conversation=("conversation_id",), order="seq", jobs=2)
+    unsafe = fixes == "unsafe"
+    options = Options(
+        unsafe_fixes=unsafe, attempts=fixes == "attempts", conversation=("conversation_id",), order="seq", jobs=2
+    )
     result = api.convert(str(path), str(tmp_path / "out.jsonl"), options)
     lines = (tmp_path / "out.jsonl").read_bytes().splitlines()
     assert len(lines) == len(records)  # every record written, in the input's line order
     out = [orjson.loads(line) for line in lines]
     changed = {row["location"] for row in result.report.changes}
+    assert (fixes == "attempts") == any(row["rule"] == "HM104" for row in result.report.changes)
     inputs = path.read_bytes().splitlines()
     for number, (line, before, record) in enumerate(zip(lines, inputs, records), 1):
         assert (record["conversation_id"], record["seq"]) == (

@@ -573,3 +573,42 @@ def test_every_history_in_a_chat_app_table_of_its_own_converts_as_the_whole_hist
             ModelMessagesTypeAdapter.validate_json(value)
             out.append({"conversation_id": name, "seq": seq, "messages": orjson.loads(value)})
     assert_reassembled(histories, out, options, not_applicable("per run", True))
+
+
+def test_a_row_without_a_conversation_key_is_its_own_and_a_conversation_past_the_limit_is_left_whole(
+    tmp_path: Path,
+) -> None:
+    runs = run_pieces(orjson.loads((CORPUS / "v2.59.0" / "m_deferred_tool_model_retry.json").read_bytes()))
+    alone = orjson.loads((CORPUS / "v2.59.0" / "h_empty_response.json").read_bytes())
+    db = sessions_db(
+        tmp_path / "chat.sqlite",
+        [
+            {"conversation_id": "big", "seq": 0, "messages": runs[0]},
+            {"conversation_id": None, "seq": 0, "messages": alone},
+            {"conversation_id": "big", "seq": 1, "messages": runs[1]},
+        ],
+    )
+    before = query(db, "SELECT id, message_list FROM messages ORDER BY id")
+    sizes = [len(value) for _, value in before]
+    limit = max(sizes) + 10
+    assert sizes[0] + sizes[2] > limit  # the two rows of "big" together hold more
+    options = Options(
+        table="messages",
+        messages_column="message_list",
+        conversation=("session_id",),
+        order="seq",
+        max_conversation_bytes=limit,
+    )
+    result = api.convert(str(db), None, options, in_place=True)
+    after = query(db, "SELECT id, message_list FROM messages ORDER BY id")
+    assert [after[0], after[2]] == [before[0], before[2]]  # the conversation past the limit: nothing written
+    assert after[1] != before[1]  # the row without a key: migrated as the whole history it holds
+    errors = {row["location"]: row["errors"] for row in result.report.errors}
+    said = (
+        f"conversation session_id=big holds {sizes[0] + sizes[2]} bytes in 2 rows, past --max-conversation-bytes "
+        f"{limit}: rejected whole, nothing written for it"
+    )
+    assert errors == {"id=1": [said], "id=3": [said]}
+    assert [(row["location"], row["warnings"]) for row in result.report.warnings] == [
+        ("id=2", ["no conversation key (session_id null): a conversation of its own"])
+    ]
