@@ -480,3 +480,15 @@ def test_conversation_takes_one_input_whose_records_it_groups(tmp_path: Path) ->
         (tmp_path / name).write_bytes(_lines_of({"chat": {"id": "a"}, "n": 0, "messages": [_PROMPT, _ANSWER]}))
     with pytest.raises(UsageError, match="--conversation groups the records of one input"):
         api.audit(str(tmp_path), GROUPED)
+
+
+def test_the_whole_file_is_one_conversation_with_a_star(tmp_path: Path) -> None:
+    path = tmp_path / "runs.jsonl"
+    path.write_bytes(_lines_of([_PROMPT, _CALL], [_RETRY, _ANSWER]))
+    apart = api.convert(str(path), str(tmp_path / "apart.jsonl"), Options())  # each line alone: the second a fragment
+    assert apart.report.fragments == 1
+    result = api.convert(str(path), str(tmp_path / "out.jsonl"), Options(conversation=("*",)))
+    out = [orjson.loads(line) for line in (tmp_path / "out.jsonl").read_bytes().splitlines()]
+    whole = process(Record(orjson.dumps([_PROMPT, _CALL, _RETRY, _ANSWER]), "x", "line 1"), Plan())
+    assert out[0] + out[1] == orjson.loads(whole.output) and out[0] == [_PROMPT, _CALL]
+    assert [(row["location"], row["rule"]) for row in result.report.changes] == [("line 2", "HM101")]
