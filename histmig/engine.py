@@ -316,66 +316,62 @@ def _is_message(raw: bytes) -> bool:
     return found.kind in MESSAGE_KINDS and bytes(found.parts)[:1] == b"["
 
 
-_HELD = msgspec.json.Decoder(
+_ENVELOPE = msgspec.json.Decoder(
     msgspec.defstruct(
-        "_Held",
-        [(f"f{i}", msgspec.Raw, msgspec.Raw(b"null")) for i in range(len(MESSAGE_FIELD_CANDIDATES))],
+        "_Envelope",
+        [
+            ("kind", Any, None),
+            ("parts", msgspec.Raw, msgspec.Raw(b"null")),
+            *((f"f{i}", list[msgspec.Raw] | None, None) for i in range(len(MESSAGE_FIELD_CANDIDATES))),
+        ],
         rename={f"f{i}": name for i, name in enumerate(MESSAGE_FIELD_CANDIDATES)},
         gc=False,
     )
 )
-"""Reads an envelope's candidate messages fields as their bytes (:data:`~histmig.records.MESSAGE_FIELD_CANDIDATES`)."""
+"""Reads in one pass whether an object is one message (its ``kind`` and ``parts``) and, else,
+the items of its candidate messages fields (:data:`~histmig.records.MESSAGE_FIELD_CANDIDATES`),
+each as its bytes; a candidate holding anything but an array or null does not decode."""
+
+_ITEMS = msgspec.json.Decoder(list[msgspec.Raw])
+_FIELDS = msgspec.json.Decoder(dict[str, msgspec.Raw])
 
 
 def joined_history(records: Sequence[Record], field: str | None) -> bytes | None:
     """The bytes of the history the ``records`` of a conversation hold put together: each
     one's array (a bare history, an envelope's messages field as auto-detection finds it,
     ``field`` when it is a key of the envelope) or message (a record that is one) joined into
-    one array, built from their bytes alone. ``None`` when a record's history is not an array
-    of its bytes (JSON text in a string, a nested field, a field found by its content): then
-    the records are parsed (:func:`process_conversation`)."""
+    one array, built from their bytes alone (each record's checked JSON on its own, never only
+    when put together). ``None`` when a record's history is not an array of its bytes (JSON
+    text in a string, a nested field, a field found by its content, no JSON): then the records
+    are parsed (:func:`process_conversation`)."""
     pieces: list[bytes] = []
     for record in records:
-        raw = record.raw
-        if raw.lstrip()[:1] == b"{":
-            if _is_message(raw):
-                pieces.append(raw.strip())
-                continue
-            array = _held_array(raw, field)
-        else:
-            array = raw
-        if array is None:
-            return None
-        try:  # each record's bytes checked JSON on their own, never only when put together
-            items = _ITEMS.decode(array)
-        except msgspec.DecodeError:
+        items = _items(record.raw, field)
+        if items is None:
             return None
         pieces += map(bytes, items)
     return b"[" + b",".join(pieces) + b"]"
 
 
-_ITEMS = msgspec.json.Decoder(list[msgspec.Raw])
-
-
-def _held_array(raw: bytes, field: str | None) -> bytes | None:
-    """The bytes of the array an envelope holds its history in: ``field`` (a key of the
-    envelope) or the first candidate field holding an array, as :func:`~histmig.records.locate_messages`
-    finds it; ``None`` when it is elsewhere or not an array of its own bytes."""
+def _items(raw: bytes, field: str | None) -> list[Any] | None:
+    """The messages of one record as their bytes (:func:`joined_history`), or ``None``."""
     try:
+        if raw.lstrip()[:1] != b"{":
+            return _ITEMS.decode(raw)
         if field is not None:
             if "." in field or "\\" in field:
                 return None
-            value: Any = msgspec.json.decode(raw, type=dict[str, msgspec.Raw]).get(field)
-            return bytes(value) if value is not None and bytes(value)[:1] == b"[" else None
-        held = _HELD.decode(raw)
+            value = _FIELDS.decode(raw).get(field)
+            return None if value is None else _ITEMS.decode(value)
+        found: Any = _ENVELOPE.decode(raw)
     except msgspec.DecodeError:
         return None
-    for name in held.__struct_fields__:
-        value = bytes(getattr(held, name))
-        if value[:1] == b"[":
-            return value
-        if value != b"null":
-            return None  # a candidate holding anything else: locate_messages decides
+    if found.kind in MESSAGE_KINDS and bytes(found.parts)[:1] == b"[":
+        return [raw.strip()]
+    for name in found.__struct_fields__[2:]:
+        items = getattr(found, name)
+        if items is not None:
+            return items
     return None
 
 

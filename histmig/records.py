@@ -9,6 +9,7 @@ counts.
 
 from __future__ import annotations
 
+import operator
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -164,6 +165,8 @@ class FieldReader:
             node.setdefault(path[-1], None)
         self._fast = msgspec.json.Decoder(_struct_of(tree, "_Fields")) if fits else None
         self._steps = [tuple(_attribute(tree, path[: i + 1]) for i in range(len(path))) for path in paths]
+        flat = all(len(path) == 1 for path in paths) and len(paths) > 1
+        self._flat = operator.attrgetter(*(steps[0] for steps in self._steps)) if flat else None
 
     def __call__(self, raw: bytes) -> tuple[Any, ...]:
         if self._fast is not None:
@@ -172,6 +175,8 @@ class FieldReader:
             except (msgspec.DecodeError, RecursionError):
                 pass
             else:
+                if self._flat is not None:  # top-level keys alone: read at once
+                    return self._flat(obj)  # type: ignore[no-any-return]
                 return tuple(_walked(obj, steps) for steps in self._steps)
         try:
             whole = _DECODER.decode(raw)

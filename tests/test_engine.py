@@ -552,3 +552,22 @@ def test_an_error_is_named_in_the_record_that_holds_it() -> None:
     assert outcomes[0].errors == []
     assert outcomes[1].errors[0].path == "messages[1].parts[0].content"  # type: ignore[attr-defined]
     assert outcomes[1].errors[1:] == ["no release 0.0.13-2.68 wrote this shape: no rule can migrate it"]
+
+
+def test_records_that_only_put_together_are_json_are_rejected_not_passed() -> None:
+    """Each record's bytes are checked on their own before the screen sees them joined: two
+    halves of one message, neither JSON, are rejected (and kept), not passed as unchanged."""
+    halves = (b'[{"kind": "response", "parts": [], "note": "]', b'["}]')
+    assert b"[" + halves[0][1:-1] + b"," + halves[1][1:-1] + b"]" == b'[{"kind": "response", "parts": [], "note": ","}]'
+    assert engine.joined_history([Record(h, "x", "line 1") for h in halves], None) is None
+    stream = Plan(grouped=True).processor()
+    outcomes = stream.conversation(_conversation(*halves))
+    assert [o.status for o in outcomes] == ["rejected", "rejected"]
+    assert outcomes[0].errors[0].startswith("invalid JSON")
+
+
+def test_a_conversation_whose_records_put_together_need_nothing_is_not_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(engine, "process_conversation", lambda *_: pytest.fail("built"))
+    records = ({"session_id": "s1", "messages": [PROMPT]}, ANSWER)  # an envelope and a message alone
+    outcomes = Plan(grouped=True).processor().conversation(_conversation(*records))
+    assert [(o.status, o.output) for o in outcomes] == [("unchanged", orjson.dumps(r)) for r in records]
