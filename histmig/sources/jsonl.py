@@ -473,10 +473,11 @@ Line = tuple[int, int, int]
 
 @dataclass
 class GroupResult(TaskResult):
-    """What a task of conversations came to: its ``report`` and the ``edits``, ``(line,
-    output)`` of each record migrated (its new bytes) or rejected (``None``)."""
+    """What a task of conversations came to: its ``report`` and the ``edits``, ``(start,
+    length, output)`` of each record migrated (its new bytes) or rejected (``None``), by its
+    place in the file."""
 
-    edits: list[tuple[int, bytes | None]] = field(default_factory=list)
+    edits: list[tuple[int, int, bytes | None]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -500,17 +501,17 @@ class Conversations(Task):
         fd = _descriptor(self.file)
         result = GroupResult(Report.in_memory())
 
-        def conversations() -> Iterator[tuple[Conversation, list[int]]]:
+        def conversations() -> Iterator[tuple[Conversation, tuple[Line, ...]]]:
             for lines, name, note, refused in zip(self.groups, self.names, self.notes, self.refused):
                 records = tuple(
                     Record(b"" if refused else os.pread(fd, length, start), self.source, f"line {number}")
                     for start, length, number in lines
                 )
-                yield Conversation(records, name, note, refused), [number for *_, number in lines]
+                yield Conversation(records, name, note, refused), lines
 
-        def accept(number: int, outcome: Outcome) -> Outcome:
+        def accept(line: Line, outcome: Outcome) -> Outcome:
             if outcome.status != "unchanged":
-                result.edits.append((number, outcome.output))
+                result.edits.append((line[0], line[1], outcome.output))
             return outcome
 
         run_conversations(conversations(), job.processor(), result.report, accept)  # type: ignore[arg-type]
@@ -548,7 +549,7 @@ class GroupedLines(LinesInput):
     def __init__(self, path: str, destination: Destination, size: int | None, grouping: Grouping) -> None:
         super().__init__(path, destination, size)
         self._grouping = grouping
-        self._index: dict[int, tuple[int, int] | None] = {}
+        self._edits: list[tuple[int, int, tuple[int, int] | None]] = []
 
     def __enter__(self) -> GroupedLines:
         super().__enter__()
@@ -593,7 +594,9 @@ class GroupedLines(LinesInput):
             for raw, (start, stop, number) in _Lines(chunk.data, chunk.first):
                 found = read(raw)
                 values = found[:keys]
-                key: Any = dumps(values).decode()  # a text of its own size (orjson's bytes keep their whole buffer)
+                key: Any = (
+                    values if all(type(value) is str for value in values) else dumps(values).decode()
+                )  # texts as they are, other values as JSON text (orjson's bytes would keep a 4 KB buffer each)
                 if None in values:  # a conversation of its own; a record that is no JSON is rejected as such
                     key = number
                     if raw[:1] == b"{":
@@ -651,24 +654,29 @@ class GroupedLines(LinesInput):
         assert isinstance(result, GroupResult)
         if self._out is None:
             return
-        for number, output in result.edits:
+        for start, length, output in result.edits:
             if output is None:
-                self._index[number] = None
+                self._edits.append((start, length, None))
             else:
-                self._index[number] = (self._spill.tell(), len(output))
+                self._edits.append((start, length, (self._spill.tell(), len(output))))
                 self._spill.write(output)
 
     def _write_out(self) -> None:
         """Write the output in the input's line order: every record as it is, but those
         migrated (from the spill) and rejected (moved to the rejects, or kept)."""
         self._spill.flush()
-        spill, index = self._spill.fileno(), self._index
+        spill = self._spill.fileno()
+        self._edits.sort()
+        edits = iter(self._edits)
+        edit = next(edits, None)
         rejects = self._rejects if self._rejects is not None or self._keep_rejected else _discarded
         self._stream.seek(0)
         for chunk in _read_blocks(self._stream, self.name):
-            edits: list[Edit] = []
-            for _, (start, stop, number) in _Lines(chunk.data, chunk.first):
-                if number in index:
-                    place = index[number]
-                    edits.append((start, stop, None if place is None else os.pread(spill, place[1], place[0])))
-            write_chunk(chunk.data, edits, self._out, rejects)  # type: ignore[arg-type]
+            end = chunk.offset + len(chunk.data)
+            mine: list[Edit] = []
+            while edit is not None and edit[0] < end:
+                start, length, place = edit
+                new = None if place is None else os.pread(spill, place[1], place[0])
+                mine.append((start - chunk.offset, start - chunk.offset + length, new))
+                edit = next(edits, None)
+            write_chunk(chunk.data, mine, self._out, rejects)  # type: ignore[arg-type]
