@@ -176,7 +176,7 @@ class FieldReader:
                 pass
             else:
                 if self._flat is not None:  # top-level keys alone: read at once
-                    return self._flat(obj)  # type: ignore[no-any-return]
+                    return self._flat(obj)
                 return tuple(_walked(obj, steps) for steps in self._steps)
         try:
             whole = _DECODER.decode(raw)

@@ -205,7 +205,6 @@ class Result:
                     else "this run wrote no rejected record to it"
                 )
                 notes.append(f"{path} already held rejected records of an earlier run; {added}")
-        notes += [note for written in self.wrote for note in written.notes]
         first = self.report.errors[0] if self.report.errors else None
         counts = self.report.counts
         if (
