@@ -480,13 +480,7 @@ def test_the_chat_app_table_is_one_conversation_and_a_deferred_tool_keeps_its_re
     runs = run_pieces(history)
     assert len(runs) == 2 and runs[0][-1]["kind"] == "response"  # the run stopped for the deferred tool
     db = chat_app_db(tmp_path / "chat_app.sqlite", runs)
-    options = Options(
-        table="messages",
-        messages_column="message_list",
-        key_column="rowid",
-        unsafe_fixes=True,
-        conversation=("*",),
-    )
+    options = Options(table="messages", unsafe_fixes=True, conversation=("*",))  # the column and key found
     audit = api.audit(str(db), options)
     changes = {(row["location"], row["rule"]) for row in audit.report.changes}
     assert changes == {("rowid=2", "HM101"), ("rowid=2", "HM407")}  # as the whole history: no return invented in row 1
@@ -557,14 +551,7 @@ def test_every_history_in_a_chat_app_table_of_its_own_converts_as_the_whole_hist
     from pydantic_ai.messages import ModelMessagesTypeAdapter
 
     histories, _ = stored_apart("per run")
-    options = Options(
-        table="messages",
-        messages_column="message_list",
-        key_column="rowid",
-        unsafe_fixes=True,
-        conversation=("*",),
-        jobs=1,
-    )
+    options = Options(table="messages", unsafe_fixes=True, conversation=("*",), jobs=1)
     out = []
     for i, (name, history) in enumerate(histories.items()):
         db = chat_app_db(tmp_path / f"chat_app_{i}.sqlite", run_pieces(history))
