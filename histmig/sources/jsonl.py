@@ -536,12 +536,12 @@ class GroupedLines(LinesInput):
     """A JSONL input whose records make conversations (``--conversation``, ``--order``;
     :class:`~histmig.records.Grouping`). The records of one conversation may lie anywhere
     in the file, so the file is read three times: once to index it (each line's conversation
-    key and order value decoded, its place kept: about 100 bytes of memory a line), then
-    each conversation's lines read by position (``pread``) and migrated as one
-    (:class:`Conversations`), the migrated records spilled to a temporary file, and once more
-    to write the output in the input's line order, each migrated record from the spill.
-    stdin and a ``.gz`` are first copied, as read, to a temporary file. Memory holds the
-    index and the conversations in flight, not the archive."""
+    key and order value decoded, its place kept: a few hundred bytes of memory a line, about
+    30 MB for 100,000 lines), then each conversation's lines read by position (``pread``) and
+    migrated as one (:class:`Conversations`), the migrated records spilled to a temporary file,
+    and once more to write the output in the input's line order, each migrated record taken
+    from the spill at its place. stdin and a ``.gz`` are first copied, as read, to a temporary
+    file. Memory holds the index and the conversations in flight, not the archive."""
 
     window = 2
     slot_bytes = 0
