@@ -833,7 +833,7 @@ def _conversation_way(conversation: Conversation, held: list[_Held], plan: Plan)
         errors, warnings = [], []
     else:
         errors, warnings = _validate(history, "messages", plan.target) if plan.validates_unchanged else ([], [])
-    placed = _places(plan, changes, findings, original, final, added)
+    placed = _places(plan, changes, findings, (original, final), added, len(held))
     error_lines = _lines(held, errors, final)
     if errors and not changes and schema.legacy_errors(history):
         for lines in error_lines:
@@ -913,9 +913,15 @@ def _not_applicable(
 
 
 def _places(
-    plan: Plan, changes: list[Change], findings: list[Finding], original: Layout, final: Layout, added: list[int]
+    plan: Plan,
+    changes: list[Change],
+    findings: list[Finding],
+    layouts: tuple[Layout, Layout],
+    added: list[int],
+    records: int,
 ) -> list[tuple[list[Change], list[Finding]]]:
-    """Each record's changes and findings, placed in it. A rule runs on the history the
+    """Each of the ``records``' changes and findings, placed in it (``layouts``: the original
+    and the final places of the messages). A rule runs on the history the
     earlier rules left: its places are in the original numbering until a rule removed or
     added a message, in the final one after (a rule that adds messages gives the final
     places of what it added)."""
@@ -923,9 +929,8 @@ def _places(
     adding = {change.rule for change in changes if change.message in added}
     reshaping = adding | {change.rule for change in changes if change.part is None and change.after == ABSENT_PART}
     first = min((order.get(code, 0) for code in reshaping), default=len(order))
-    placed: list[tuple[list[Change], list[Finding]]] = [
-        ([], []) for _ in range(1 + max((r for r, _ in original), default=0))
-    ]
+    original, final = layouts
+    placed: list[tuple[list[Change], list[Finding]]] = [([], []) for _ in range(records)]
 
     def layout(code: str) -> Layout:
         return final if code in adding or order.get(code, 0) > first else original

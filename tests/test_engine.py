@@ -571,3 +571,9 @@ def test_a_conversation_whose_records_put_together_need_nothing_is_not_built(mon
     records = ({"session_id": "s1", "messages": [PROMPT]}, ANSWER)  # an envelope and a message alone
     outcomes = Plan(grouped=True).processor().conversation(_conversation(*records))
     assert [(o.status, o.output) for o in outcomes] == [("unchanged", orjson.dumps(r)) for r in records]
+
+
+def test_a_record_holding_no_message_keeps_its_place_in_its_conversation() -> None:
+    outcomes = engine.process_conversation(_conversation([PROMPT, CALL], [RESULT], []), Plan())
+    assert [o.status for o in outcomes] == ["changed", "changed", "unchanged"]
+    assert outcomes[2].output == b"[]" and outcomes[2].changes == []
