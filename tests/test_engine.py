@@ -577,3 +577,14 @@ def test_a_record_holding_no_message_keeps_its_place_in_its_conversation() -> No
     outcomes = engine.process_conversation(_conversation([PROMPT, CALL], [RESULT], []), Plan())
     assert [o.status for o in outcomes] == ["changed", "changed", "unchanged"]
     assert outcomes[2].output == b"[]" and outcomes[2].changes == []
+
+
+def test_a_new_message_goes_at_the_end_of_the_record_holding_the_message_before_it() -> None:
+    """HM406 answers a dangling call with a new request right after its response: in the
+    record of that response, not at the start of the next record."""
+    call = {**CALL, "parts": [{**CALL["parts"][0], "tool_call_id": "c1"}]}
+    outcomes = engine.process_conversation(_conversation([PROMPT, call], [ANSWER]), Plan(unsafe_fixes=True))
+    first = orjson.loads(outcomes[0].output)
+    assert [m["kind"] for m in first] == ["request", "response", "request"]
+    assert first[2]["parts"][0]["part_kind"] == "tool-return" and outcomes[0].changes[0].rule == "HM406"
+    assert (outcomes[1].status, outcomes[1].output) == ("unchanged", orjson.dumps([ANSWER]))

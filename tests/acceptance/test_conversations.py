@@ -8,7 +8,9 @@ loads every conversation put together."""
 from __future__ import annotations
 
 import json
+import random
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,9 @@ import orjson
 import pytest
 
 from histmig import api
+from histmig.engine import process, process_conversation
 from histmig.options import Options
+from histmig.records import Conversation, Record
 from tests.conftest import assert_reassembled, not_applicable, stored_apart
 
 
@@ -109,3 +113,29 @@ def test_check_finds_in_the_records_what_it_finds_in_the_whole_history(tmp_path:
     assert mapped == expected
     assert sum(expected.values()) > 0
     assert apart.report.counts["invalid"] == whole.report.counts["invalid"]
+
+
+@pytest.mark.parametrize("unsafe", [False, True], ids=["safe", "unsafe"])
+def test_any_cut_of_any_history_gives_back_the_whole_conversion(unsafe: bool) -> None:
+    """Not only at run boundaries: each history cut at random places (seeded), some records
+    bare arrays and some envelopes, some empty, goes through the engine as one conversation and
+    comes back as the whole conversion, but for the fixes its records say do not apply."""
+    rng = random.Random(25)
+    plan = Options(unsafe_fixes=unsafe, conversation=("s",)).plan()
+    for name, messages in stored_apart("per run")[0].items():
+        cuts = sorted(rng.sample(range(1, len(messages)), min(3, len(messages) - 1)))
+        pieces = [messages[a:b] for a, b in zip([0, *cuts], [*cuts, len(messages)])]
+        pieces.insert(rng.randrange(len(pieces) + 1), [])
+        records = tuple(
+            Record(orjson.dumps({"s": 1, "messages": piece} if i % 2 else piece), "x", f"line {i + 1}")
+            for i, piece in enumerate(pieces)
+        )
+        outcomes = process_conversation(Conversation(records, "s=1"), plan)
+        withheld = {line.split()[0] for o in outcomes for line in o.warnings if line.endswith("to this layout)")}
+        whole = process(Record(orjson.dumps(messages), "whole", "line 1"), replace(plan, withheld=frozenset(withheld)))
+        if whole.status == "rejected":
+            assert {o.status for o in outcomes} == {"rejected"}, name
+            continue
+        held = [orjson.loads(o.output) for o in outcomes]
+        together = [m for value in held for m in (value["messages"] if isinstance(value, dict) else value)]
+        assert together == orjson.loads(whole.output), name
