@@ -765,8 +765,8 @@ def process_conversation(conversation: Conversation, plan: Plan = Plan()) -> lis
     for at, record in enumerate(conversation.records):
         try:
             obj = _DECODER.decode(record.raw)
-        except (msgspec.DecodeError, RecursionError):
-            bad = Outcome(record, "rejected", None, errors=[f"invalid JSON: {_json_problem(record.raw)}"])
+        except (msgspec.DecodeError, RecursionError) as exc:
+            bad = Outcome(record, "rejected", None, errors=[_json_problem(record.raw, exc)])
             return _rejected_with(conversation, at, bad)
         try:
             located = locate_in_conversation(obj, plan.messages_field)
