@@ -492,3 +492,15 @@ def test_the_whole_file_is_one_conversation_with_a_star(tmp_path: Path) -> None:
     whole = process(Record(orjson.dumps([_PROMPT, _CALL, _RETRY, _ANSWER]), "x", "line 1"), Plan())
     assert out[0] + out[1] == orjson.loads(whole.output) and out[0] == [_PROMPT, _CALL]
     assert [(row["location"], row["rule"]) for row in result.report.changes] == [("line 2", "HM101")]
+
+
+def test_in_place_a_grouped_file_is_rewritten_as_its_output_would_be(tmp_path: Path) -> None:
+    data = _lines_of(
+        {"chat": {"id": "b"}, "n": 1, "messages": [_RETRY, _ANSWER]},
+        {"chat": {"id": "b"}, "n": 0, "messages": [_PROMPT, _CALL]},
+    )
+    source = tmp_path / "chats.jsonl"
+    source.write_bytes(data)
+    api.convert(str(source), str(tmp_path / "out.jsonl"), GROUPED)
+    result = api.convert(str(source), in_place=True, options=GROUPED)
+    assert result.exit_code == 0 and source.read_bytes() == (tmp_path / "out.jsonl").read_bytes() != data
