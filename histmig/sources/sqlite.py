@@ -45,6 +45,8 @@ _CHANGES = "__histmig_changes"
 _SCRATCH = "__histmig_new_table"
 """The copy ``--to-table --overwrite`` fills before it takes the replaced table's name."""
 _BATCH_ROWS = 1000
+_BATCH_CONVERSATIONS = 200
+"""Conversations whose gathered rows are written by one round (their rows found again together)."""
 
 
 def affinity(declared: str) -> str:
@@ -221,12 +223,17 @@ class SqliteTable(TableInput):
                         self.apply(table, [_change(row) for row in rows])
                         seq = rows[-1][0]
                 else:
-                    for number, seen in self._seen.items():
+                    seen = list(self._seen.values())
+                    for start in range(0, len(seen), _BATCH_CONVERSATIONS):
+                        batch = seen[start : start + _BATCH_CONVERSATIONS]
+                        marks = ", ".join("?" * len(batch))
                         rows = con.execute(
-                            f"SELECT * FROM temp.{self._changes} WHERE conversation = ? ORDER BY seq", [number]
+                            f"SELECT * FROM temp.{self._changes} WHERE conversation IN ({marks}) "
+                            "ORDER BY conversation, seq",
+                            [one.number for one in batch],
                         ).fetchall()
                         self.apply_conversations(
-                            table, Page("", (), (), conversations=(seen,)), list(map(_change, rows))
+                            table, Page("", (), (), conversations=tuple(batch)), list(map(_change, rows))
                         )
                 if destination.to_table is not None:
                     self._put_in_place(table, destination.to_table)

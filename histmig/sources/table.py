@@ -164,7 +164,8 @@ class Seen(NamedTuple):
     (:class:`~histmig.records.Conversation`), why it is ``refused`` (past
     ``--max-conversation-bytes``), the SQL condition (``where``, with ``params``) that finds
     its rows, and the :func:`_digest` of its rows as read, which a write compares with what
-    they hold then."""
+    they hold then; ``keyed``: found by its conversation key (``params`` its values), so that
+    the conversations of a page are found again by one statement."""
 
     start: int
     end: int
@@ -175,6 +176,15 @@ class Seen(NamedTuple):
     where: str
     params: tuple[Any, ...]
     digest: str
+    keyed: bool = False
+
+
+_VERIFY_BATCH = 200
+"""Conversations found again by one statement when their changed rows are written."""
+
+
+def _conversation(change: Change) -> int | None:
+    return change.conversation
 
 
 def _digest(rows: Sequence[Sequence[Any]]) -> str:
@@ -563,7 +573,8 @@ class TableInput(Input):
                         rows, seen, size = [], [], 0
                 current = values
                 where, params, name, note = self._conversation_of(groups, values, row[:k], alone)
-                seen.append(Seen(len(rows), len(rows), number, name, note, None, where, params, ""))
+                keyed = bool(groups) and not alone
+                seen.append(Seen(len(rows), len(rows), number, name, note, None, where, params, "", keyed))
                 number += 1
             rows.append(row)
             size += len(self._cell(row[k]) or b"")
@@ -701,14 +712,39 @@ class TableInput(Input):
         transaction); else every changed row of it is skipped, the conversation as the
         application left it, for a rerun to complete."""
         by_number = {seen.number: seen for seen in page.conversations or ()}
+        grouped = [(number, list(group)) for number, group in itertools.groupby(changes, key=_conversation)]
+        fresh = self._unchanged([by_number[number] for number, _ in grouped])  # type: ignore[index]
         ready: list[Change] = []
-        for number, group in itertools.groupby(changes, key=lambda change: change.conversation):
-            rows = list(group)
-            if self.unchanged_since(by_number[number]):
+        for number, rows in grouped:
+            if number in fresh:
                 ready += rows
             else:
                 self._skipped += [Skipped(self.name, c.location, c.id) for c in rows]
         self.apply(table, ready)
+
+    def _unchanged(self, seen: list[Seen]) -> set[int]:
+        """The numbers of the conversations of ``seen`` whose rows still hold what was read:
+        those found by their conversation key by one statement a batch (a table without an
+        index on it is scanned once a batch, not once a conversation), the others one by one
+        (:meth:`unchanged_since`); the rows are locked as there."""
+        fresh = {one.number for one in seen if not one.keyed and self.unchanged_since(one)}
+        keyed = [one for one in seen if one.keyed]
+        groups = [self.quote(c) for c in self.grouping.keys] if self.grouping is not None else []
+        read = ", ".join([*groups, *map(self.quote, self.key), self.stored[0]])
+        g = len(groups)
+        for start in range(0, len(keyed), _VERIFY_BATCH):
+            batch = keyed[start : start + _VERIFY_BATCH]
+            marks = ", ".join("(" + ", ".join([self.PARAM] * g) + ")" for _ in batch)
+            found = f"WHERE ({', '.join(groups)}) IN (VALUES {marks})"
+            rows = self._query(
+                f"SELECT {read} FROM {self._relation()} {found}{self._locking()}",
+                [value for one in batch for value in one.params],
+            )
+            held: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+            for row in rows:
+                held.setdefault(tuple(row[:g]), []).append(tuple(row[g:]))
+            fresh |= {one.number for one in batch if _digest(held.get(tuple(one.params), [])) == one.digest}
+        return fresh
 
     def update_statement(self, table: str) -> str:
         """The UPDATE of one row of ``table`` (quoted), conditional on its stored messages:
