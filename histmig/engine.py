@@ -32,10 +32,10 @@ import copy
 import itertools
 import re
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache, cached_property
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 import msgspec
 import orjson
@@ -45,6 +45,10 @@ from histmig.errors import Malformed, NotAHistory
 from histmig.problems import InvalidJson, Problem
 from histmig.records import (
     ID_FIELDS,
+    MESSAGE_FIELD_CANDIDATES,
+    MESSAGE_KINDS,
+    Conversation,
+    Located,
     Outcome,
     Readers,
     Record,
@@ -52,10 +56,11 @@ from histmig.records import (
     conversation_names,
     dumps,
     envelope_id,
+    locate_in_conversation,
     locate_messages,
 )
 from histmig.rules import Walk, known_part_kinds, registry, select
-from histmig.rules.base import Budgets, CauseMode, Change, Context, Finding, Rule
+from histmig.rules.base import ABSENT_PART, Budgets, CauseMode, Change, Context, Finding, Rule
 from histmig.rules.pairing import CODES
 from histmig.schema import REQUEST_PART_KINDS, RESPONSE_PART_KINDS, releases
 from histmig.schema.releases import NEWEST, Release
@@ -81,7 +86,10 @@ class Plan:
     newest by default), whether each record's :class:`~histmig.records.Readers` are told
     (``readers``: ``check --reader``), HM104's ``counting`` rules and retry ``budgets``, and
     whether the calls of the last response are left open whatever the fixes
-    (``keep_frontier``: the plan of a record that names a conversation, :meth:`for_record`).
+    (``keep_frontier``: the plan of a record that names a conversation, :meth:`for_record`), and
+    the codes whose fixes are ``withheld`` (only reported: not applicable to a conversation's
+    layout), and whether the records were ``grouped`` into conversations (``--conversation``:
+    a conversation is whole, its last calls are closed as any history's).
     Built by :meth:`histmig.options.Options.plan`.
 
     For an older ``target``, a record is valid when that release loads it (the legacy schema
@@ -98,6 +106,8 @@ class Plan:
     counting: str = "current"
     budgets: Budgets = Budgets()
     keep_frontier: bool = False
+    withheld: frozenset[str] = frozenset()
+    grouped: bool = False
 
     @cached_property
     def context(self) -> Context:
@@ -135,13 +145,15 @@ class Plan:
     @cached_property
     def fixing(self) -> frozenset[str]:
         """The codes of the rules whose fix applies: the safe ones, and the unsafe ones with
-        ``unsafe_fixes`` (a rule without a fix only reports)."""
+        ``unsafe_fixes`` (a rule without a fix only reports), but those ``withheld`` (fixes
+        not applicable to a conversation's layout, :func:`process_conversation`)."""
         return frozenset(
             rule.code
             for rule in self.rules
             if rule.fix is not None
             and (rule.applicability == "safe" or self.unsafe_fixes)
             and not (self.keep_frontier and rule.code == FRONTIER)
+            and rule.code not in self.withheld
         )
 
     @cached_property
@@ -155,7 +167,7 @@ class Plan:
         record of the conversation (the next run's, starting with their results) may answer
         them, which a record alone cannot tell (HM407's unsafe fix closes them on a history
         given alone, :func:`migrate`)."""
-        if FRONTIER not in self.fixing or not conversation_names(obj, messages):
+        if self.grouped or FRONTIER not in self.fixing or not conversation_names(obj, messages):
             return self
         return self._frontier_kept
 
@@ -164,6 +176,12 @@ class Plan:
         """The :class:`~histmig.screen.Screen` of these rules and envelope field, or ``None``
         under ``validate_all`` (``check`` parses and validates every record)."""
         return None if self.validate_all else screen_for(self.rules, self.messages_field, self.fixing, self.target)
+
+    @property
+    def history_screen(self) -> Screen | None:
+        """:attr:`screen` for a bare history (a conversation's records put together,
+        :func:`joined_history`)."""
+        return None if self.validate_all else screen_for(self.rules, None, self.fixing, self.target)
 
     def processor(self) -> Stream:
         """A :class:`Stream` of this plan, for one task's records (the plan is the job of a
@@ -282,6 +300,81 @@ def told_conversations(raw: bytes, findings: Iterable[Finding], field: str | Non
         return ()
 
 
+_KIND = msgspec.json.Decoder(
+    msgspec.defstruct("_Kind", [("kind", Any, None), ("parts", msgspec.Raw, msgspec.Raw(b"null"))], gc=False)
+)
+"""Reads a record's ``kind`` and ``parts`` alone: whether it is one message."""
+
+
+def _is_message(raw: bytes) -> bool:
+    """Whether ``raw`` is one message, a ``ModelRequest`` or ``ModelResponse`` object (a
+    store of one message a row), not a history nor an envelope."""
+    try:
+        found: Any = _KIND.decode(raw)
+    except msgspec.DecodeError:
+        return False
+    return found.kind in MESSAGE_KINDS and bytes(found.parts)[:1] == b"["
+
+
+_ENVELOPE = msgspec.json.Decoder(
+    msgspec.defstruct(
+        "_Envelope",
+        [
+            ("kind", Any, None),
+            ("parts", msgspec.Raw, msgspec.Raw(b"null")),
+            *((f"f{i}", list[msgspec.Raw] | None, None) for i in range(len(MESSAGE_FIELD_CANDIDATES))),
+        ],
+        rename={f"f{i}": name for i, name in enumerate(MESSAGE_FIELD_CANDIDATES)},
+        gc=False,
+    )
+)
+"""Reads in one pass whether an object is one message (its ``kind`` and ``parts``) and, else,
+the items of its candidate messages fields (:data:`~histmig.records.MESSAGE_FIELD_CANDIDATES`),
+each as its bytes; a candidate holding anything but an array or null does not decode."""
+
+_ITEMS = msgspec.json.Decoder(list[msgspec.Raw])
+_FIELDS = msgspec.json.Decoder(dict[str, msgspec.Raw])
+
+
+def joined_history(records: Sequence[Record], field: str | None) -> bytes | None:
+    """The bytes of the history the ``records`` of a conversation hold put together: each
+    one's array (a bare history, an envelope's messages field as auto-detection finds it,
+    ``field`` when it is a key of the envelope) or message (a record that is one) joined into
+    one array, built from their bytes alone (each record's checked JSON on its own, never only
+    when put together). ``None`` when a record's history is not an array of its bytes (JSON
+    text in a string, a nested field, a field found by its content, no JSON): then the records
+    are parsed (:func:`process_conversation`)."""
+    pieces: list[bytes] = []
+    for record in records:
+        items = _items(record.raw, field)
+        if items is None:
+            return None
+        pieces += map(bytes, items)
+    return b"[" + b",".join(pieces) + b"]"
+
+
+def _items(raw: bytes, field: str | None) -> list[Any] | None:
+    """The messages of one record as their bytes (:func:`joined_history`), or ``None``."""
+    try:
+        if raw.lstrip()[:1] != b"{":
+            return _ITEMS.decode(raw)
+        if field is not None:
+            if "." in field or "\\" in field:
+                return None
+            value = _FIELDS.decode(raw).get(field)
+            return None if value is None else _ITEMS.decode(value)
+        found: Any = _ENVELOPE.decode(raw)
+    except msgspec.DecodeError:
+        return None
+    if found.kind in MESSAGE_KINDS and bytes(found.parts)[:1] == b"[":
+        return [raw.strip()]
+    for name in found.__struct_fields__[2:]:
+        items = getattr(found, name)
+        if items is not None:
+            return items
+    return None
+
+
 SKIP_SCREEN_AFTER = 2
 """Records in a row that :class:`Stream` found changed, after which it stops asking the
 screen, until a record comes out unchanged."""
@@ -318,6 +411,7 @@ class Stream:
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
         self._screen = plan.screen
+        self._history_screen = plan.history_screen if plan.grouped else None
         self._changed_in_a_row = 0
 
     def _skipping(self) -> bool:
@@ -331,6 +425,24 @@ class Stream:
         if verdict is not None:
             self._changed_in_a_row = 0
         return verdict
+
+    def conversation(self, conversation: Conversation) -> list[Outcome]:
+        """The outcomes of ``conversation``'s records: a conversation of one record as any
+        record (the screen, else :meth:`full`); one of several, or one message alone, by
+        :func:`process_conversation`, unless the screen passes their histories put together
+        (:func:`joined_history`) with nothing to say: then no record is built."""
+        records = conversation.records
+        if len(records) == 1:
+            verdict = self.screened(records[0].raw)
+            if verdict is not None:
+                return [self.passed(records[0], verdict)]
+            if not _is_message(records[0].raw):
+                return [self.full(records[0])]
+        elif self._history_screen is not None:
+            joined = joined_history(records, self.plan.messages_field)
+            if joined is not None and self._history_screen(joined) == ():
+                return [Outcome(record, "unchanged", record.raw) for record in records]
+        return process_conversation(conversation, self.plan)
 
     def full(self, record: Record) -> Outcome:
         """:func:`process_full` of ``record`` (a record that :meth:`screened` just refused, or
@@ -382,6 +494,38 @@ def run_records(
             unchanged += 1
         else:
             report.add(outcome)
+    report.add_unchanged(unchanged)
+
+
+def run_conversations(
+    conversations: Iterable[tuple[Conversation, Sequence[K]]],
+    processor: Stream,
+    report: Report,
+    accept: Callable[[K, Outcome], Outcome] | None = None,
+) -> None:
+    """:func:`run_records` for a source that groups its records into conversations
+    (``--conversation``): each ``(conversation, keys)`` (its records in order and where each
+    lies) through ``processor`` (:meth:`Stream.conversation`), each record's outcome handed to
+    ``accept(key, outcome)`` and added to ``report`` unless it is quiet. A conversation's
+    :attr:`~histmig.records.Conversation.note` is a warning of each of its records; one it
+    ``refused`` is rejected whole, unread. Never raises for bad input."""
+    unchanged = 0
+    for conversation, keys in conversations:
+        refused = conversation.refused
+        outcomes = (
+            processor.conversation(conversation)
+            if refused is None
+            else [Outcome(record, "rejected", None, errors=[refused]) for record in conversation.records]
+        )
+        for key, outcome in zip(keys, outcomes):
+            if conversation.note is not None:
+                outcome.warnings.append(conversation.note)
+            if accept is not None:
+                outcome = accept(key, outcome)
+            if outcome.quiet:
+                unchanged += 1
+            else:
+                report.add(outcome)
     report.add_unchanged(unchanged)
 
 
@@ -583,3 +727,266 @@ def _under(line: str, prefix: str) -> str:
 
 def _validation_errors(messages: list[Any], prefix: str) -> list[str]:
     return [_under(line, prefix) for line in schema.current_errors(messages)]
+
+
+# ------------------------------------------------------------ a conversation of several records
+
+
+class _Held(NamedTuple):
+    """A record of a conversation as parsed: the record (named), the parsed ``obj`` and where
+    its history is in it."""
+
+    record: Record
+    obj: Any
+    located: Located
+
+
+Layout = list[tuple[int, int]]
+"""Where each message of a conversation's history is: ``(record, index in that record)``."""
+
+
+def process_conversation(conversation: Conversation, plan: Plan = Plan()) -> list[Outcome]:
+    """Migrate the records of ``conversation`` as one history (design.md "The unit of
+    work"): their messages concatenated in order, the rules run on the whole (pairing across
+    records, derived ids and attempts counted from the conversation, the settled check and
+    validation on the whole), and each record given back its own messages, changed only where
+    a rule changed them: a record whose messages come back as they were keeps its bytes.
+    Returns an :class:`Outcome` a record, in order; the change, finding and error places are
+    the record's own (``messages[0]`` is its first message).
+
+    Nothing moves between records: a part a fix adds stays in the message it went to; a new
+    message goes to the record of the message before it. A fix that would empty a record,
+    move a part to another record, or add a message where every record holds one message is
+    not applied: the conversation is migrated again with that rule only reporting, and the
+    record it concerns warned that the fix is not applicable to this layout.
+
+    A record that is not JSON or holds no history rejects the whole conversation (every
+    record kept as it is, each told why). Never raises for bad input."""
+    held: list[_Held] = []
+    for at, record in enumerate(conversation.records):
+        try:
+            obj = _DECODER.decode(record.raw)
+        except (msgspec.DecodeError, RecursionError) as exc:
+            bad = Outcome(record, "rejected", None, errors=[_json_problem(record.raw, exc)])
+            return _rejected_with(conversation, at, bad)
+        try:
+            located = locate_in_conversation(obj, plan.messages_field)
+            check_messages(located.messages, located.name or "messages")
+        except NotAHistory as exc:
+            return _rejected_with(conversation, at, Outcome(_named(record, obj), "rejected", None, errors=[str(exc)]))
+        held.append(_Held(_named(record, obj), obj, located))
+    outcomes = _conversation_way(conversation, held, plan)
+    if plan.readers:
+        for outcome, record in zip(outcomes, conversation.records):
+            outcome.readers = Readers(plan.target, _readers(record.raw, plan.messages_field))
+    return outcomes
+
+
+def _rejected_with(conversation: Conversation, at: int, bad: Outcome) -> list[Outcome]:
+    """Every record of ``conversation`` rejected, kept as it is: the one at ``at`` with its
+    own outcome ``bad``, each other saying which record rejected its conversation."""
+    said = f"rejected with its conversation ({conversation.name}): {bad.record.name} cannot be read"
+    return [
+        bad if i == at else Outcome(record, "rejected", None, errors=[said])
+        for i, record in enumerate(conversation.records)
+    ]
+
+
+def _conversation_way(conversation: Conversation, held: list[_Held], plan: Plan) -> list[Outcome]:
+    """:func:`process_conversation` of the parsed ``held`` records."""
+    history = [message for item in held for message in item.located.messages]
+    rules = plan.walk.to_run(history, defer=False)[0]
+    if not rules and not plan.validates_unchanged:
+        return [Outcome(item.record, "unchanged", item.record.raw) for item in held]
+    original: Layout = [(r, i) for r, item in enumerate(held) for i in range(len(item.located.messages))]
+    owner = {id(message): r for r, item in enumerate(held) for message in item.located.messages}
+    part_owner = {
+        id(part): r for r, item in enumerate(held) for message in item.located.messages for part in message["parts"]
+    }
+    before = [dumps(item.located.messages) for item in held]
+    try:
+        changes, findings, paired = _apply(history, rules, plan)
+    except Malformed as exc:
+        return _rejected_all(held, [exc.args[0]], original)
+    except Exception as exc:  # a rule met a shape it did not expect: keep the records, say so
+        return _rejected_all(held, [f"internal error: {type(exc).__name__}: {exc}"], original)
+    split, final, added, moved = _split(history, owner, part_owner, len(held))
+    refused = _not_applicable(held, split, final, added, moved, changes)
+    if refused:
+        codes = frozenset(refused)
+        outcomes = process_conversation(conversation, replace(plan, withheld=plan.withheld | codes))
+        for code, (r, why) in refused.items():
+            outcomes[r].warnings.append(f"{code} not applied: its fix would {why} (not applicable to this layout)")
+        return outcomes
+    if changes:
+        checked = dumps(history)
+        settled = plan.settled(None, pairing=not paired)
+        if settled is None or not settled(checked):
+            errors, warnings = _validate(history, "messages", plan.target)
+            if errors:
+                return _rejected_all(held, errors, final, warnings)
+            second = _apply(history, plan.walk.to_run(history)[0], plan)[0]
+            if second:
+                said = ", ".join(sorted({c.rule for c in second}))
+                return _rejected_all(
+                    held, [f"internal error: a second pass changed the conversation again ({said})"], final
+                )
+        errors, warnings = [], []
+    else:
+        errors, warnings = _validate(history, "messages", plan.target) if plan.validates_unchanged else ([], [])
+    placed = _places(plan, changes, findings, (original, final), added, len(held))
+    error_lines = _lines(held, errors, final)
+    if errors and not changes and schema.legacy_errors(history):
+        for lines in error_lines:
+            if lines:
+                lines.append("no release 0.0.13-2.68 wrote this shape: no rule can migrate it")
+    warning_lines = _lines(held, warnings, final)
+    outcomes = []
+    for r, item in enumerate(held):
+        own_changes, own_findings = placed[r]
+        record = item.record
+        if changes and dumps(split[r]) != before[r]:
+            output = dumps(item.located.put(item.obj, split[r]))
+            outcomes.append(Outcome(record, "changed", output, own_changes, [], warning_lines[r], own_findings))
+        else:
+            outcomes.append(
+                Outcome(record, "unchanged", record.raw, [], error_lines[r], warning_lines[r], own_findings)
+            )
+    return outcomes
+
+
+def _split(
+    history: list[Any], owner: dict[int, int], part_owner: dict[int, int], records: int
+) -> tuple[list[list[Any]], Layout, list[int], set[int]]:
+    """The migrated ``history`` given back to its ``records``: each record's messages (a
+    message keeps its record, told by identity, ``owner``; a new one goes to the record of the
+    message before it, the first record's at the start), where each message now is, the
+    places of the new messages, and the records holding a part that came from another record
+    (``part_owner``)."""
+    split: list[list[Any]] = [[] for _ in range(records)]
+    final: Layout = []
+    added: list[int] = []
+    moved: set[int] = set()
+    current = 0
+    for at, message in enumerate(history):
+        r = owner.get(id(message))
+        if r is None:
+            added.append(at)
+        else:
+            current = r
+        for part in message["parts"]:
+            came = part_owner.get(id(part), current)
+            if came != current:
+                moved |= {came, current}
+        final.append((current, len(split[current])))
+        split[current].append(message)
+    return split, final, added, moved
+
+
+def _not_applicable(
+    held: list[_Held], split: list[list[Any]], final: Layout, added: list[int], moved: set[int], changes: list[Change]
+) -> dict[str, tuple[int, str]]:
+    """The rules whose fixes do not fit the records of a conversation, each with the record
+    it concerns and why: a fix that empties a record (its message removals), that adds a
+    message where every record holds one (the changes at the new message), or that moves a
+    part between records (every rule that changed the conversation, none telling alone)."""
+    refused: dict[str, tuple[int, str]] = {}
+    emptied = [r for r, item in enumerate(held) if item.located.messages and not split[r]]
+    for r in emptied:
+        for change in changes:
+            if change.part is None and change.after == ABSENT_PART:
+                refused.setdefault(change.rule, (r, "empty this record"))
+    for r, item in enumerate(held):
+        if item.located.single and len(split[r]) > 1:
+            for at in added:
+                for change in changes:
+                    if change.message == at:
+                        refused.setdefault(change.rule, (r, "add a message to a record that is one message"))
+    if added and len(held) > 1 and all(len(item.located.messages) == 1 for item in held):
+        for at in added:
+            for change in changes:
+                if change.message == at:
+                    refused.setdefault(change.rule, (final[at][0], "add a message where a record holds one"))
+    if moved or (emptied and not refused):
+        for change in changes:
+            refused.setdefault(change.rule, (min(moved or emptied), "move a part to another record"))
+    return refused
+
+
+def _places(
+    plan: Plan,
+    changes: list[Change],
+    findings: list[Finding],
+    layouts: tuple[Layout, Layout],
+    added: list[int],
+    records: int,
+) -> list[tuple[list[Change], list[Finding]]]:
+    """Each of the ``records``' changes and findings, placed in it (``layouts``: the original
+    and the final places of the messages). A rule runs on the history the
+    earlier rules left: its places are in the original numbering until a rule removed or
+    added a message, in the final one after (a rule that adds messages gives the final
+    places of what it added)."""
+    order = {rule.code: i for i, rule in enumerate(plan.rules)}
+    adding = {change.rule for change in changes if change.message in added}
+    reshaping = adding | {change.rule for change in changes if change.part is None and change.after == ABSENT_PART}
+    first = min((order.get(code, 0) for code in reshaping), default=len(order))
+    original, final = layouts
+    placed: list[tuple[list[Change], list[Finding]]] = [([], []) for _ in range(records)]
+
+    def layout(code: str) -> Layout:
+        return final if code in adding or order.get(code, 0) > first else original
+
+    for change in changes:
+        r, i = _at(layout(change.rule), change.message)
+        placed[r][0].append(change._replace(message=i))
+    for finding in findings:
+        r, i = _at(layout(finding.code), finding.message)
+        placed[r][1].append(finding._replace(message=i))
+    return placed
+
+
+def _at(layout: Layout, message: int) -> tuple[int, int]:
+    """Where the message at ``message`` of a conversation is in its records (the last message
+    for a place past the end: a removed last message)."""
+    return layout[min(message, len(layout) - 1)] if layout else (0, message)
+
+
+_MESSAGE_PATH = re.compile(r"messages\[(\d+)\]")
+
+
+def _lines(held: list[_Held], lines: list[str], layout: Layout) -> list[list[str]]:
+    """Each record's share of a conversation's error or warning ``lines``: a line whose path
+    starts at a message goes to that message's record, its path the record's own; a line of
+    the whole conversation goes to every record."""
+    shares: list[list[str]] = [[] for _ in held]
+    for line in lines:
+        path = line.path if isinstance(line, Problem) else None
+        found = _MESSAGE_PATH.match(path) if path else None
+        if path is None or found is None or not layout:
+            for share in shares:
+                share.append(line)
+            continue
+        r, i = _at(layout, int(found.group(1)))
+        prefix = held[r].located.name or "messages"
+        shares[r].append(Problem(f"{prefix}[{i}]{path[found.end() :]}", line.message))  # type: ignore[attr-defined]
+    return shares
+
+
+def _rejected_all(
+    held: list[_Held], errors: list[str], layout: Layout, warnings: list[str] | None = None
+) -> list[Outcome]:
+    """Every record of a conversation rejected, kept as it is: each with its share of
+    ``errors`` (:func:`_lines`), or, when none is its own, told that its conversation was."""
+    shares = _lines(held, list(errors), layout)
+    warned = _lines(held, warnings or [], layout)
+    return [
+        Outcome(
+            item.record,
+            "rejected",
+            None,
+            [],
+            shares[r] or ["rejected with its conversation: another of its records cannot be migrated"],
+            warned[r],
+        )
+        for r, item in enumerate(held)
+    ]

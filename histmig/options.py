@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Literal, NamedTuple
 
 from histmig.engine import Plan
 from histmig.errors import BadFieldPath, UnknownRule, UsageError
-from histmig.records import field_path
+from histmig.records import MAX_CONVERSATION_BYTES, WHOLE_INPUT, Grouping, field_path
 from histmig.report import DETAIL_ROWS
 from histmig.rules import opt_ins, select
 from histmig.rules.base import Budgets, CauseMode, Rule
@@ -50,6 +50,8 @@ TABLES = frozenset({"duckdb", "postgres", "sqlite"})
 """The formats that are a table of a database."""
 COLUMNAR = TABLES | {"parquet"}
 """The formats that hold a column of histories among other columns."""
+GROUPED = frozenset({"jsonl", "postgres", "sqlite"})
+"""The formats whose records ``--conversation`` groups into conversations (docs/layouts.md)."""
 
 
 @dataclass(frozen=True)
@@ -141,6 +143,12 @@ class Options:
       ``counting``: the counting rules it replays (``current``, ``writer`` or a release such
       as ``"1.0.18"``); ``max_retries``: the agent's budgets, ``"tools=N,output=M,tool:NAME=K"``,
       which fill ``retry.max_retries`` (README "Attempts").
+    - ``conversation``: what groups records into one conversation (design.md "The unit of
+      work"): columns, or field paths of a JSON record (one by one or comma-separated; several:
+      a composite key), or ``("*",)``: every record of an input is one; ``order``: the column
+      or field ordering its records (default: the key order of a table, the line order of a
+      file); ``max_conversation_bytes``: past it a conversation is rejected whole
+      (:class:`~histmig.records.Grouping`, docs/layouts.md).
 
     **Adding an option** is one declaration here and its use in the module that reads it
     (and their tests): a field ``name: type = option(default, Flag(...))`` when it is about
@@ -351,6 +359,43 @@ class Options:
             MIGRATING,
             "records",
             metavar="BUDGETS",
+        ),
+    )
+    conversation: tuple[str, ...] = option(
+        (),
+        _flag(
+            "--conversation",
+            "The column or field (a path: payload.session_id) naming the conversation each record belongs to; several "
+            "(comma-separated or repeated) for a composite key; '*': every record of the input is one conversation. "
+            "The rules then see each conversation whole (default: each record is one; docs/layouts.md).",
+            RUNS,
+            "input",
+            formats=GROUPED,
+            metavar="KEY",
+        ),
+    )
+    order: str | None = option(
+        None,
+        _flag(
+            "--order",
+            "With --conversation: the column or field ordering a conversation's records "
+            "(default: a table's key order, a file's line order).",
+            RUNS,
+            "input",
+            formats=GROUPED,
+            metavar="KEY",
+        ),
+    )
+    max_conversation_bytes: int = option(
+        MAX_CONVERSATION_BYTES,
+        _flag(
+            "--max-conversation-bytes",
+            "With --conversation: a conversation whose records hold more bytes is rejected whole, nothing written "
+            "for it (default: 64 MiB).",
+            RUNS,
+            "input",
+            formats=GROUPED,
+            metavar="BYTES",
         ),
     )
 
@@ -567,6 +612,31 @@ class Options:
             self.budgets  # noqa: B018 (a budget that does not parse is a usage error before anything is read)
         except ValueError as exc:
             raise UsageError(str(exc)) from exc
+        self.grouping  # noqa: B018 (a --conversation that names nothing is a usage error at once)
+
+    @property
+    def grouping(self) -> Grouping | None:
+        """How records make conversations (``conversation``, ``order``,
+        ``max_conversation_bytes``), ``None`` without ``conversation``: each record is one.
+        Raises :class:`~histmig.errors.UsageError` for a key that is no field path, ``*``
+        beside another key, ``order`` or a limit without ``conversation``, or a limit below 1."""
+        given = self.conversation
+        keys = codes((given,) if isinstance(given, str) else given)
+        if not keys:
+            if self.order is not None or self.max_conversation_bytes != MAX_CONVERSATION_BYTES:
+                raise UsageError("--order and --max-conversation-bytes need --conversation")
+            return None
+        if WHOLE_INPUT in keys and len(keys) > 1:
+            raise UsageError(f"--conversation {WHOLE_INPUT!r} (the whole input is one conversation) takes no other key")
+        if self.max_conversation_bytes < 1:
+            raise UsageError(f"--max-conversation-bytes must be 1 or more, not {self.max_conversation_bytes}")
+        try:
+            for key in (*keys, *([self.order] if self.order is not None else [])):
+                if key != WHOLE_INPUT:
+                    field_path(key)
+        except BadFieldPath as exc:
+            raise UsageError(str(exc).replace("--messages-field", "--conversation/--order")) from exc
+        return Grouping(keys, self.order, self.max_conversation_bytes)
 
     @property
     def budgets(self) -> Budgets:
@@ -612,6 +682,7 @@ class Options:
             readers=readers,
             counting=self.counting,
             budgets=self.budgets,
+            grouped=self.grouping is not None,
         )
 
     @property

@@ -9,6 +9,7 @@ counts.
 
 from __future__ import annotations
 
+import operator
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -51,6 +52,20 @@ class Record:
         return f"{self.source}:{self.location}{suffix}"
 
 
+class Conversation(NamedTuple):
+    """The records of one conversation, in its order (design.md "The unit of work"): what
+    ``--conversation`` groups and ``--order`` sorts. ``records`` as read, each with where it
+    came from; ``name`` the conversation as error lines name it (``session_id='s1'``, ``the
+    table``); ``note``, what every record of it is told (a null key: a conversation of its
+    own), or ``None``; ``refused``, why it is rejected whole unread (past
+    ``--max-conversation-bytes``), or ``None``."""
+
+    records: tuple[Record, ...]
+    name: str
+    note: str | None = None
+    refused: str | None = None
+
+
 def field_path(spec: str) -> tuple[str, ...]:
     """The keys a ``--messages-field`` path names, from the record down: ``payload.messages``
     is ``("payload", "messages")``; ``\\.`` is a dot inside a key (``chat\\.v1`` is the key
@@ -80,6 +95,123 @@ def field_path(spec: str) -> tuple[str, ...]:
     return tuple(keys)
 
 
+WHOLE_INPUT = "*"
+"""``--conversation`` of an input whose every record belongs to one conversation (the
+pydantic-ai chat-app example's table)."""
+
+MAX_CONVERSATION_BYTES = 64 << 20
+"""``--max-conversation-bytes`` by default: the records of one conversation held at once."""
+
+
+@dataclass(frozen=True)
+class Grouping:
+    r"""How an input's records make conversations (``--conversation``, ``--order``,
+    ``--max-conversation-bytes``; design.md "The unit of work"): the ``keys`` naming a
+    conversation (columns, or :func:`field_path`\ s of a JSON record; several: a composite
+    key; ``()`` with :data:`WHOLE_INPUT`: the whole input is one), the ``order`` of its
+    records (``None``: the input's own, key or line order) and the ``limit`` of its records'
+    bytes (past it, a conversation is rejected whole)."""
+
+    keys: tuple[str, ...]
+    order: str | None = None
+    limit: int = MAX_CONVERSATION_BYTES
+
+    @property
+    def whole(self) -> bool:
+        """Whether every record of an input is one conversation (``--conversation '*'``)."""
+        return self.keys == (WHOLE_INPUT,)
+
+    @property
+    def paths(self) -> tuple[tuple[str, ...], ...]:
+        """The keys as paths into a JSON record (:func:`field_path`)."""
+        return () if self.whole else tuple(field_path(key) for key in self.keys)
+
+    def named(self, values: tuple[Any, ...]) -> str:
+        """A conversation as error lines name it: ``session_id='s1'`` (``the input`` for
+        :data:`WHOLE_INPUT`)."""
+        if self.whole:
+            return "the whole input"
+        return ",".join(f"{key}={value!r}" for key, value in zip(self.keys, values))
+
+
+def path_value(obj: Any, path: tuple[str, ...]) -> Any:
+    """The value at ``path`` of a parsed JSON record (``None`` when a key is missing or a
+    step is no object)."""
+    for key in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+class FieldReader:
+    r"""Reads the values at ``paths`` (:func:`field_path`\ s) of a JSON record's bytes
+    without building the rest of it: msgspec decodes the objects along the paths into small
+    structs and skips every other field. A record where that does not fit (not an object, a
+    step that is no object) is decoded whole and walked (:func:`path_value`). ``None`` for a
+    value that is missing or null, and every value ``None`` for a record that is not JSON."""
+
+    def __init__(self, paths: tuple[tuple[str, ...], ...]) -> None:
+        self._paths = paths
+        tree: dict[str, Any] = {}
+        fits = True
+        for path in paths:
+            node = tree
+            for key in path[:-1]:
+                found = node.setdefault(key, {})
+                fits = fits and found is not None
+                node = found if isinstance(found, dict) else {}
+            fits = fits and not node.get(path[-1])
+            node.setdefault(path[-1], None)
+        self._fast = msgspec.json.Decoder(_struct_of(tree, "_Fields")) if fits else None
+        self._steps = [tuple(_attribute(tree, path[: i + 1]) for i in range(len(path))) for path in paths]
+        flat = all(len(path) == 1 for path in paths) and len(paths) > 1
+        self._flat = operator.attrgetter(*(steps[0] for steps in self._steps)) if flat else None
+
+    def __call__(self, raw: bytes) -> tuple[Any, ...]:
+        if self._fast is not None:
+            try:
+                obj = self._fast.decode(raw)
+            except (msgspec.DecodeError, RecursionError):
+                pass
+            else:
+                if self._flat is not None:  # top-level keys alone: read at once
+                    return self._flat(obj)
+                return tuple(_walked(obj, steps) for steps in self._steps)
+        try:
+            whole = _DECODER.decode(raw)
+        except (msgspec.DecodeError, RecursionError):
+            return tuple(None for _ in self._paths)
+        return tuple(path_value(whole, path) for path in self._paths)
+
+
+def _attribute(tree: dict[str, Any], path: tuple[str, ...]) -> str:
+    """The struct attribute of the last key of ``path`` (:func:`_struct_of` names them by
+    their place among their siblings)."""
+    node = tree
+    for key in path[:-1]:
+        node = node[key]
+    return f"f{list(node).index(path[-1])}"
+
+
+def _walked(obj: Any, steps: tuple[str, ...]) -> Any:
+    for step in steps:
+        if obj is None:
+            return None
+        obj = getattr(obj, step)
+    return obj
+
+
+def _struct_of(tree: dict[str, Any], name: str) -> Any:
+    """A msgspec struct type holding the keys of ``tree`` (each a value, or an object of its
+    subtree), every one optional (a missing key is ``None``)."""
+    fields = [
+        (f"f{i}", Any if sub is None else _struct_of(sub, f"{name}_{i}") | None, None)
+        for i, sub in enumerate(tree.values())
+    ]
+    return msgspec.defstruct(name, fields, rename={f"f{i}": key for i, key in enumerate(tree)}, gc=False)
+
+
 @lru_cache(maxsize=64)
 def spelled(path: tuple[str, ...]) -> str:
     """A path written as :func:`field_path` reads it (``("chat.v1",)`` is ``chat\\.v1``)."""
@@ -103,12 +235,15 @@ class Located(NamedTuple):
     """Where a record's history is: the ``messages`` (a list, as parsed), the ``path`` of
     keys leading to them from the record (``()``: the record is the history), and whether
     they are held as JSON ``text`` in a string field (``"messages": "[{...}]"``, as database
-    exports write them), which :meth:`put` writes back as JSON text. (A named tuple: one is
+    exports write them), which :meth:`put` writes back as JSON text, and whether the record
+    is a ``single`` message (a store of one message a row, in a conversation: the history of
+    that message alone, written back as the message). (A named tuple: one is
     made for every record that goes the full way.)"""
 
     messages: list[Any]
     path: tuple[str, ...] = ()
     text: bool = False
+    single: bool = False
 
     @property
     def name(self) -> str | None:
@@ -120,6 +255,8 @@ class Located(NamedTuple):
         """``obj`` with ``value`` (a history, or for a text-held one its JSON text, a
         ``str``; a list is encoded) in the history's place; the value itself for a bare
         history."""
+        if self.single:
+            (value,) = value
         if self.text and not isinstance(value, str):
             value = dumps(value).decode()
         if not self.path:
@@ -233,6 +370,24 @@ def locate_messages(
             f"field {present!r} is not an array (if the {what} are in another field, name it with --messages-field)"
         )
     raise NotAHistory(f"no {what} field found (name it with --messages-field)")
+
+
+def locate_in_conversation(obj: Any, field: str | None = None) -> Located:
+    """:func:`locate_messages` for a record of a conversation (``--conversation``), which
+    may also be one message, a ``ModelRequest``/``ModelResponse`` object (a store of one
+    message a row): its history is that message alone (:attr:`Located.single`)."""
+    if (
+        field is None
+        and isinstance(obj, dict)
+        and obj.get("kind") in MESSAGE_KINDS
+        and isinstance(obj.get("parts"), list)
+    ):
+        return Located([obj], single=True)
+    return locate_messages(obj, field)
+
+
+MESSAGE_KINDS = ("request", "response")
+"""The ``kind`` of a ``ModelRequest`` and of a ``ModelResponse``."""
 
 
 def check_messages(messages: list[Any], prefix: str = "messages") -> None:

@@ -186,6 +186,8 @@ def migrate_files(
     :class:`~histmig.errors.UsageError` when there is no Java, and
     :class:`~histmig.errors.ColumnError` for a messages or id column that is missing or of
     another type (before Spark starts)."""
+    if options.grouping is not None:
+        raise UsageError(NOT_GROUPED)
     first = open_parquet(files[0]).schema_arrow
     column = find_messages_column(first, options.messages_column, where=files[0])
     id_column = find_id_column(first, options.id_column, where=files[0])
@@ -271,11 +273,21 @@ def session(master: str | None = None, cores: int = 1) -> tuple[SparkSession, st
     return spark, log.name
 
 
+NOT_GROUPED = (
+    "--conversation: the Spark engine does not group records into conversations yet; "
+    "the local engine does, for a JSONL, PostgreSQL or SQLite input"
+)
+"""Why :func:`migrate`, :func:`check` and :func:`migrate_files` refuse ``conversation``
+(never ignored)."""
+
+
 def _options(given: dict[str, Any]) -> Options:
     """The :class:`~histmig.options.Options` of :func:`migrate`'s keyword arguments (a rule
     code may be given as one string). Raises :class:`~histmig.errors.UsageError` for an
     option it does not take (one of :data:`~histmig.options.RECORD_OPTIONS`) or an unknown
     rule code."""
+    if given.get("conversation") or given.get("order") is not None:
+        raise UsageError(NOT_GROUPED)
     unknown = sorted(set(given) - RECORD_OPTIONS)
     if unknown:
         raise UsageError(
@@ -557,7 +569,9 @@ def _tracked(spark: SparkSession, progress: Progress | None, total: int) -> Iter
             tasks = ended = 0
             for job in tracker.getJobIdsForGroup(group):
                 info = tracker.getJobInfo(job)
-                for stage in info.stageIds if info else ():
+                if info is None:  # a job the tracker no longer keeps
+                    continue
+                for stage in info.stageIds:
                     stage_info = tracker.getStageInfo(stage)
                     if stage_info is not None:
                         # a job that succeeded has ended every task it needed: a stage it skipped

@@ -151,6 +151,166 @@ def build(workdir: Path, count: int) -> None:
         print(f"built {jsonl.name} ({jsonl.stat().st_size / 1e6:.0f} MB) and {parquet.name}", file=sys.stderr)
 
 
+# ---------------------------------------------------------------- a conversation over many records
+
+
+def run_pieces(messages: list[dict]) -> list[list[dict]]:
+    """A history cut at every run boundary, as a per-run store holds it: before each request
+    holding a ``user-prompt`` part (a new prompt) and each message whose ``run_id`` differs
+    from the message before's (a resumed run: a deferred tool's result)."""
+    pieces: list[list[dict]] = []
+    for index, message in enumerate(messages):
+        prompt = message.get("kind") == "request" and any(
+            isinstance(part, dict) and part.get("part_kind") == "user-prompt" for part in message.get("parts", [])
+        )
+        previous = messages[index - 1].get("run_id") if index else None
+        resumed = previous is not None and message.get("run_id") not in (None, previous)
+        if not pieces or prompt or resumed:
+            pieces.append([])
+        pieces[-1].append(message)
+    return pieces
+
+
+LAYOUTS = {"per run": run_pieces, "per message": lambda messages: [[m] for m in messages]}
+"""How the stores users keep cut a conversation into records (docs/layouts.md)."""
+
+
+def layout_records(records: list[dict], layout: str, seed: int = 25) -> list[dict]:
+    """``records`` (whole histories) cut into ``layout``'s records, ``{"id", "seq", "version",
+    "scenario", "messages"}`` each (``id`` the conversation's), shuffled in physical order
+    (deterministic): a conversation's records far apart, as a store written by many sessions
+    at once has them."""
+    import random
+
+    cut = [
+        {**{k: v for k, v in record.items() if k != "messages"}, "seq": seq, "messages": piece}
+        for record in records
+        for seq, piece in enumerate(LAYOUTS[layout](record["messages"]))
+    ]
+    random.Random(seed).shuffle(cut)
+    return cut
+
+
+def layout_paths(workdir: Path, count: int) -> dict[str, Path]:
+    """Where :func:`build_layouts` writes the 10 % variant in each layout (JSONL)."""
+    return {layout: workdir / f"retry10-{count}-{layout.replace(' ', '-')}.jsonl" for layout in LAYOUTS}
+
+
+def build_layouts(workdir: Path, count: int, url: str | None) -> None:
+    """The 10 % variant's histories in each layout (:func:`layout_records`) as JSONL and,
+    with ``url``, as PostgreSQL tables ``layout_per_run`` and ``layout_per_message`` (``id``
+    text, ``seq`` integer, ``messages`` jsonb, a serial key, an index on ``(id, seq)``), unless
+    present."""
+    records = None
+    for layout, path in layout_paths(workdir, count).items():
+        if path.exists():
+            continue
+        records = records or build_records(count, SHARES[1][1], corpus_pools())
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in layout_records(records, layout)))
+        tmp.replace(path)
+    if url is None:
+        return
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as con:
+        for layout in LAYOUTS:
+            table = f"template_layout_{layout.replace(' ', '_')}_{count}"
+            if con.execute("SELECT to_regclass(%s)", [table]).fetchone()[0] is not None:
+                continue
+            records = records or build_records(count, SHARES[1][1], corpus_pools())
+            with con.transaction():
+                con.execute(
+                    f"CREATE TABLE {table} (key bigserial PRIMARY KEY, id text, seq integer, version text, "
+                    "scenario text, messages jsonb)"
+                )
+                con.execute(f"CREATE INDEX ON {table} (id, seq)")
+                with con.cursor().copy(f"COPY {table} (id, seq, version, scenario, messages) FROM STDIN") as copy:
+                    for r in layout_records(records, layout):
+                        copy.write_row(
+                            (r["id"], r["seq"], r["version"], r["scenario"], orjson.dumps(r["messages"]).decode())
+                        )
+            con.execute(f"VACUUM ANALYZE {table}")
+
+
+def measure_layouts(workdir: Path, count: int, url: str | None, repeat: int) -> None:
+    """Time histmig on the 10 % variant stored per run and per message (:func:`build_layouts`;
+    ``--conversation id --order seq``) against the same histories stored whole, the commands
+    taking turns: JSONL files, and with ``url`` PostgreSQL tables converted ``--in-place``
+    (each restored before every run). Prints the throughput of each layout as a share of the
+    whole one's (``x whole``: 1.00 is as fast), and histmig's peak RSS."""
+    run = [sys.executable, __file__]
+    subprocess.run([*run, "--build-layouts", str(workdir), str(count), url or ""], check=True)
+    whole = archive_paths(workdir, count)["10%"]["jsonl"]
+    out = workdir / "out"
+    out.mkdir(exist_ok=True)
+    print(f"\nlayouts: the {count} conversations of the 10% variant, a conversation's records shuffled far apart\n")
+    header = f"| {'layout':<26} | {'records':>8} | {'histmig s':>9} | {'whole s':>7} | {'x whole':>7} | {'histmig RSS MB':>14} |"
+    print(header)
+    print("|" + "|".join("-" * len(cell) for cell in header.split("|")[1:-1]) + "|")
+    grouped = ("--conversation", "id", "--order", "seq")
+    for layout, path in layout_paths(workdir, count).items():
+        ours, theirs = best(
+            [histmig_argv(path, out / "layout.jsonl", None, *grouped), histmig_argv(whole, out / "whole.jsonl")], repeat
+        )
+        lines = path.read_bytes().count(b"\n")
+        print(_layout_row(f"JSONL {layout}", lines, ours, theirs), flush=True)
+    if url is None:
+        return
+    for layout in LAYOUTS:
+        table = f"layout_{layout.replace(' ', '_')}"
+        template = f"template_{table}_{count}"
+        ours, theirs, lines = _table_runs(url, workdir, (table, template), count, repeat, grouped)
+        print(_layout_row(f"PostgreSQL {layout}", lines, ours, theirs), flush=True)
+
+
+def _table_runs(
+    url: str, workdir: Path, tables: tuple[str, str], count: int, repeat: int, grouped: tuple[str, ...]
+) -> tuple[Timing, Timing, int]:
+    """Best timings of ``convert --in-place`` of the layout table (grouped) and of the whole
+    table (:func:`build_tables`), each restored from its template before every run."""
+    import psycopg
+
+    def restore(name: str, source: str) -> None:
+        with psycopg.connect(url, autocommit=True) as con:
+            con.execute(f"DROP TABLE IF EXISTS {name}")
+            con.execute(f"CREATE TABLE {name} (LIKE {source} INCLUDING ALL)")
+            con.execute(f"INSERT INTO {name} SELECT * FROM {source}")
+            con.execute(f"VACUUM ANALYZE {name}")
+
+    table, template = tables
+    subprocess.run([sys.executable, __file__, "--build-tables", str(workdir), str(count), url], check=True)
+    commands = [
+        (
+            [sys.executable, "-m", "histmig", "convert", url, "--table", table, "--in-place", "-q", *grouped],
+            table,
+            template,
+        ),
+        (
+            [sys.executable, "-m", "histmig", "convert", url, "--table", TABLE, "--in-place", "-q"],
+            TABLE,
+            table_paths(workdir, count)["postgres-template"],
+        ),
+    ]
+    runs: list[list[Timing]] = [[], []]
+    for _ in range(repeat):
+        for (argv, name, source), seen in zip(commands, runs):
+            restore(name, source)
+            seen.append(timed(argv))
+    with psycopg.connect(url) as con:
+        lines = con.execute(f"SELECT count(*) FROM {template}").fetchone()[0]
+    ours, theirs = (
+        Timing(min(t.seconds for t in seen), max(t.peak_rss_mb for t in seen), all(t.ok for t in seen)) for seen in runs
+    )
+    return ours, theirs, lines
+
+
+def _layout_row(name: str, records: int, ours: Timing, whole: Timing) -> str:
+    ratio = f"{whole.seconds / ours.seconds:.2f}" if ours.ok and whole.ok else "n/a"
+    rss = f"{ours.peak_rss_mb:.0f}" if ours.ok else "n/a"
+    return f"| {name:<26} | {records:>8} | {ours.seconds:>9.2f} | {whole.seconds:>7.2f} | {ratio:>7} | {rss:>14} |"
+
+
 # ---------------------------------------------------------------- the baselines (run in a child)
 
 
@@ -554,7 +714,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--formats",
         default="jsonl,parquet",
-        help="comma-separated: jsonl, parquet, postgres, sqlite, spark (Parquet through Spark local[2])",
+        help="comma-separated: jsonl, parquet, postgres, sqlite, spark (Parquet through Spark local[2]), "
+        "layouts (the 10%% variant per run and per message against whole: JSONL, and PostgreSQL with postgres)",
     )
     parser.add_argument(
         "--postgres", metavar="URL", help="database for the postgres table (default: a throwaway PostgreSQL 15 cluster)"
@@ -627,6 +788,10 @@ def main(argv: list[str] | None = None) -> int:
             args.postgres,
             lambda url: measure_tables(tables, args.workdir, count, url, args.repeat),
             "postgres" in tables,
+        )
+    if "layouts" in formats:
+        with_postgres(
+            args.postgres, lambda url: measure_layouts(args.workdir, count, url, args.repeat), "postgres" in formats
         )
     return 0
 
@@ -714,6 +879,9 @@ if __name__ == "__main__":
         sys.exit(0)
     if len(sys.argv) == 5 and sys.argv[1] == "--build-tables":
         build_tables(Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4] or None)
+        sys.exit(0)
+    if len(sys.argv) == 5 and sys.argv[1] == "--build-layouts":
+        build_layouts(Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4] or None)
         sys.exit(0)
     if len(sys.argv) == 6 and sys.argv[1] == "--reset-table":
         reset_table(sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]), sys.argv[5] or None)

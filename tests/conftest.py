@@ -4,12 +4,16 @@ and the pydantic-ai 2.68.0 oracle (a test dependency only)."""
 from __future__ import annotations
 
 import fcntl
+import importlib.util
 import os
+import random
 import stat
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +22,9 @@ import pytest
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
 from histmig.api import migrate
+from histmig.engine import process
 from histmig.options import Options
+from histmig.records import Record
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -122,3 +128,94 @@ def holding(lock: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+CAPTURED = sorted(CORPUS.glob("captured/v*/*.json"))
+"""The captured histories: runs that ended in an exception."""
+
+
+_BENCH = importlib.util.spec_from_file_location("bench", ROOT / "scripts" / "bench.py")
+bench = sys.modules.setdefault("bench", importlib.util.module_from_spec(_BENCH))
+if not hasattr(bench, "LAYOUTS"):
+    _BENCH.loader.exec_module(bench)  # type: ignore[union-attr]
+run_pieces, LAYOUTS = bench.run_pieces, bench.LAYOUTS
+"""How the stores users keep cut a conversation into records (issue 25), as the benchmark cuts
+them (scripts/bench.py)."""
+
+
+def stored_apart(layout: str, seed: int = 25) -> tuple[dict[str, list[Any]], list[dict[str, Any]]]:
+    """Every corpus and captured history (by :func:`history_id`) and its records in
+    ``layout``, shuffled in physical order: ``{"conversation_id", "seq", "messages"}`` each."""
+    histories = {
+        history_id(path) if path.parent.parent == CORPUS else f"captured/{history_id(path)}": load(path)
+        for path in [*HISTORIES, *CAPTURED]
+    }
+    records = [
+        {"conversation_id": name, "seq": seq, "messages": piece}
+        for name, messages in histories.items()
+        for seq, piece in enumerate(LAYOUTS[layout](messages))
+    ]
+    random.Random(seed).shuffle(records)
+    return histories, records
+
+
+NOT_APPLICABLE = {
+    **{
+        ("per message", True, f"captured/v{release}/k_tool_retries_exhausted"): {"HM407"}
+        for release in ("0.0.20", "0.0.55", "0.4.11", "1.0.18", "1.107.10", "2.0.0")
+    },
+    **{
+        ("per message", True, f"v{release}/m_deferred_tool_model_retry"): {"HM407"}
+        for release in ("1.0.18", "1.107.10", "2.0.0", "2.59.0", "2.60.0", "2.68.0")
+    },
+}
+"""The fixes a layout cannot take (issue 25.2), by layout, ``--unsafe-fixes`` and history:
+HM407 answers the calls of a history's last response in a new request when the history ends
+on that response, and a store of one message a record has no record for a new message (the
+captured k_tool_retries_exhausted of 2.59.0 on ends on an empty request, which takes them)."""
+
+
+def whole_conversion(messages: list[Any], options: Options, withheld: set[str]) -> tuple[str, list[Any] | None]:
+    plan = replace(options.plan(), withheld=frozenset(withheld))
+    raw = orjson.dumps(messages)
+    outcome = process(Record(raw, "whole", "line 1"), plan)
+    return outcome.status, None if outcome.output is None else orjson.loads(outcome.output)
+
+
+def not_applicable(layout: str, unsafe: bool) -> dict[str, set[str]]:
+    """:data:`NOT_APPLICABLE` of ``layout`` and ``unsafe``, by history."""
+    return {name: codes for (lay, uns, name), codes in NOT_APPLICABLE.items() if lay == layout and uns == unsafe}
+
+
+def assert_reassembled(
+    histories: dict[str, list[Any]],
+    out: list[dict[str, Any]],
+    options: Options,
+    withheld: dict[str, set[str]],
+    exact: bool = True,
+) -> None:
+    """The records ``out`` (``{"conversation_id", "seq", "messages"}``; ``messages`` a list, or
+    one message) put together by conversation and ``seq`` are each history's conversion whole
+    (:func:`whole_conversion`, with the fixes ``withheld`` for it not applied), byte for byte:
+    a rejected history is kept as it was; pydantic-ai 2.68 loads each. Not ``exact``: the same
+    JSON values (a ``jsonb`` column keeps its own key order)."""
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for record in out:
+        by_name.setdefault(record["conversation_id"], []).append(record)
+    assert set(by_name) == set(histories)
+    for name, messages in histories.items():
+        status, whole = whole_conversion(messages, options, withheld.get(name, set()))
+        mine = sorted(by_name[name], key=lambda r: r["seq"])
+        together = [
+            message
+            for record in mine
+            for message in (record["messages"] if isinstance(record["messages"], list) else [record["messages"]])
+        ]
+        if status == "rejected":
+            assert together == messages, name  # kept as it was, every record of it
+            continue
+        if exact:
+            assert orjson.dumps(together) == orjson.dumps(whole), name
+        else:
+            assert together == whole, name
+        framework_dump(together)  # pydantic-ai 2.68 loads it

@@ -437,3 +437,10 @@ def test_from_otel_takes_one_path_or_several(tmp_path: Path) -> None:
     assert (one.written, one.exit_code, several.written, several.exit_code) == (1, 0, 3, 0)
     assert len((tmp_path / "r.jsonl").read_bytes().splitlines()) == 3
     assert not (tmp_path / "two.jsonl.report.jsonl").exists()
+
+
+def test_the_otel_commands_refuse_conversation(tmp_path: Path) -> None:
+    path = tmp_path / "chats.jsonl"
+    path.write_bytes(b"[]\n")
+    with pytest.raises(UsageError, match="the otel commands export each record on its own"):
+        api.otel(str(path), str(tmp_path / "spans.jsonl"), Options(conversation=("session_id",)))

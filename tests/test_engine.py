@@ -11,7 +11,7 @@ import pytest
 
 from histmig import engine
 from histmig.engine import Plan, Stream, process, process_full, run_records
-from histmig.records import Outcome, Record
+from histmig.records import Conversation, Outcome, Record
 from histmig.report import Report
 from histmig.rules import select
 from histmig.rules.base import Change, Docs, Finding, Rule, ValueField, iter_parts
@@ -471,3 +471,120 @@ def test_a_fragment_is_left_as_it_is_whatever_the_fixes_and_names_its_conversati
             ("HM407", "fragment", "warning"),
         ]
         assert outcome.conversations == (f"conversation_id={DEFERRED[2]['conversation_id']}",)
+
+
+# ------------------------------------------------------------ a conversation of several records (issue 25)
+
+
+def _conversation(*records: Any, name: str = "session_id='s1'") -> Conversation:
+    return Conversation(
+        tuple(
+            Record(r if isinstance(r, bytes) else orjson.dumps(r), "chats.jsonl", f"line {i}")
+            for i, r in enumerate(records, 1)
+        ),
+        name,
+    )
+
+
+CALL = {
+    "kind": "response",
+    "parts": [{"part_kind": "tool-call", "tool_name": "get_weather", "args": "{}", "tool_call_id": None}],
+}
+RESULT = {
+    "kind": "request",
+    "parts": [{"part_kind": "tool-return", "tool_name": "get_weather", "content": "sunny", "tool_call_id": None}],
+}
+PROMPT = {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "weather?"}]}
+ANSWER = {"kind": "response", "parts": [{"part_kind": "text", "content": "Sunny."}]}
+
+
+def test_a_call_and_its_result_in_two_records_get_one_derived_id_and_an_untouched_record_its_bytes() -> None:
+    first = (
+        b'[{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "weather?"}]}]'  # spaced: kept as is
+    )
+    outcomes = engine.process_conversation(_conversation(first, [CALL], [RESULT, ANSWER]), Plan())
+    assert [o.status for o in outcomes] == ["unchanged", "changed", "changed"]
+    assert outcomes[0].output == first
+    call, result = orjson.loads(outcomes[1].output)[0], orjson.loads(outcomes[2].output)[0]
+    assert call["parts"][0]["tool_call_id"] == result["parts"][0]["tool_call_id"]
+    whole = process(Record(orjson.dumps([PROMPT, CALL, RESULT, ANSWER]), "whole", "line 1"), Plan())
+    assert orjson.loads(whole.output) == [PROMPT, call, result, ANSWER]  # the whole history's ids
+    assert [(c.rule, c.message, c.part) for c in outcomes[2].changes] == [("HM201", 0, 0)]  # the record's own place
+
+
+def test_records_apart_are_fragments_and_together_a_whole_conversation_with_nothing_to_say() -> None:
+    call = {**CALL, "parts": [{**CALL["parts"][0], "tool_call_id": "c1"}]}
+    result = {**RESULT, "parts": [{**RESULT["parts"][0], "tool_call_id": "c1"}]}
+    plan = Plan(unsafe_fixes=True)
+    alone = process(Record(orjson.dumps([result, ANSWER]), "x", "line 2"), plan)
+    assert [(f.code, f.certainty) for f in alone.findings] == [("HM401", "fragment")]
+    outcomes = engine.process_conversation(_conversation([PROMPT, call], [result, ANSWER]), plan)
+    assert [(o.status, o.changes, o.findings) for o in outcomes] == [("unchanged", [], []), ("unchanged", [], [])]
+
+
+def test_a_fix_that_needs_a_new_message_in_a_store_of_one_message_a_record_is_not_applied_and_said() -> None:
+    call = {**CALL, "parts": [{**CALL["parts"][0], "tool_call_id": "c1"}]}
+    plan = Plan(unsafe_fixes=True)
+    outcomes = engine.process_conversation(_conversation(PROMPT, call), plan)
+    assert [o.status for o in outcomes] == ["unchanged", "unchanged"]
+    assert outcomes[1].warnings == [
+        "HM407 not applied: its fix would add a message to a record that is one message (not applicable to this layout)"
+    ]
+    assert [(f.code, f.message) for f in outcomes[1].findings] == [("HM407", 0)]
+    runs = engine.process_conversation(_conversation([PROMPT, ANSWER], [PROMPT, call]), plan)  # per run
+    assert [o.status for o in runs] == ["unchanged", "changed"] and not runs[1].warnings
+    assert orjson.loads(runs[1].output)[2]["parts"][0]["part_kind"] == "tool-return"  # the new request joins its record
+
+
+def test_a_record_that_cannot_be_read_rejects_its_whole_conversation() -> None:
+    outcomes = engine.process_conversation(_conversation([PROMPT], b"[{not json", [ANSWER]), Plan())
+    assert [o.status for o in outcomes] == ["rejected"] * 3
+    assert outcomes[1].errors[0].startswith("invalid JSON")
+    said = "rejected with its conversation (session_id='s1'): chats.jsonl:line 2 cannot be read"
+    assert outcomes[0].errors == outcomes[2].errors == [said]
+
+
+def test_an_error_is_named_in_the_record_that_holds_it() -> None:
+    bad = {"kind": "response", "parts": [{"part_kind": "text", "content": 5}]}
+    outcomes = engine.process_conversation(
+        _conversation({"messages": [PROMPT]}, {"messages": [ANSWER, bad]}), Plan(validate_all=True)
+    )
+    assert outcomes[0].errors == []
+    assert outcomes[1].errors[0].path == "messages[1].parts[0].content"  # type: ignore[attr-defined]
+    assert outcomes[1].errors[1:] == ["no release 0.0.13-2.68 wrote this shape: no rule can migrate it"]
+
+
+def test_records_that_only_put_together_are_json_are_rejected_not_passed() -> None:
+    """Each record's bytes are checked on their own before the screen sees them joined: two
+    halves of one message, neither JSON, are rejected (and kept), not passed as unchanged."""
+    halves = (b'[{"kind": "response", "parts": [], "note": "]', b'["}]')
+    assert b"[" + halves[0][1:-1] + b"," + halves[1][1:-1] + b"]" == b'[{"kind": "response", "parts": [], "note": ","}]'
+    assert engine.joined_history([Record(h, "x", "line 1") for h in halves], None) is None
+    stream = Plan(grouped=True).processor()
+    outcomes = stream.conversation(_conversation(*halves))
+    assert [o.status for o in outcomes] == ["rejected", "rejected"]
+    assert outcomes[0].errors[0].startswith("invalid JSON")
+
+
+def test_a_conversation_whose_records_put_together_need_nothing_is_not_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(engine, "process_conversation", lambda *_: pytest.fail("built"))
+    records = ({"session_id": "s1", "messages": [PROMPT]}, ANSWER)  # an envelope and a message alone
+    outcomes = Plan(grouped=True).processor().conversation(_conversation(*records))
+    assert [(o.status, o.output) for o in outcomes] == [("unchanged", orjson.dumps(r)) for r in records]
+
+
+def test_a_record_holding_no_message_keeps_its_place_in_its_conversation() -> None:
+    outcomes = engine.process_conversation(_conversation([PROMPT, CALL], [RESULT], []), Plan())
+    assert [o.status for o in outcomes] == ["changed", "changed", "unchanged"]
+    assert outcomes[2].output == b"[]" and outcomes[2].changes == []
+
+
+def test_a_new_message_goes_at_the_end_of_the_record_holding_the_message_before_it() -> None:
+    """HM406 answers a dangling call with a new request right after its response: in the
+    record of that response, not at the start of the next record."""
+    call = {**CALL, "parts": [{**CALL["parts"][0], "tool_call_id": "c1"}]}
+    outcomes = engine.process_conversation(_conversation([PROMPT, call], [ANSWER]), Plan(unsafe_fixes=True))
+    first = orjson.loads(outcomes[0].output)
+    assert [m["kind"] for m in first] == ["request", "response", "request"]
+    assert first[2]["parts"][0]["part_kind"] == "tool-return" and outcomes[0].changes[0].rule == "HM406"
+    assert (outcomes[1].status, outcomes[1].output) == ("unchanged", orjson.dumps([ANSWER]))

@@ -4,6 +4,7 @@ codes given, the rules and plan they make, bad values."""
 from __future__ import annotations
 
 import inspect
+import re
 
 import pytest
 
@@ -226,3 +227,34 @@ def test_an_option_is_given_when_it_is_not_its_default() -> None:
     select, overwrite = (next(flag for flag in flags() if flag.name == name) for name in ("select", "overwrite"))
     assert (given(select, ()), given(select, None), given(select, ("HM1",))) == (False, False, True)
     assert (given(overwrite, False), given(overwrite, True)) == (False, True)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"order": "seq"}, "--order and --max-conversation-bytes need --conversation"),
+        ({"max_conversation_bytes": 10}, "--order and --max-conversation-bytes need --conversation"),
+        (
+            {"conversation": ("*", "session_id")},
+            "--conversation '*' (the whole input is one conversation) takes no other key",
+        ),
+        ({"conversation": ("a..b",)}, "--conversation/--order 'a..b': names an empty key"),
+        ({"conversation": ("s",), "max_conversation_bytes": 0}, "--max-conversation-bytes must be 1 or more, not 0"),
+    ],
+)
+def test_bad_conversation_options_are_usage_errors(options: dict, message: str) -> None:
+    with pytest.raises(UsageError, match=re.escape(message)):
+        Options(**options)
+
+
+def test_conversation_keys_are_given_one_by_one_or_comma_separated() -> None:
+    grouping = Options(conversation=("tenant, session_id", "payload.thread"), order="seq").grouping
+    assert grouping is not None
+    assert (grouping.keys, grouping.order, grouping.limit) == (
+        ("tenant", "session_id", "payload.thread"),
+        "seq",
+        64 << 20,
+    )
+    assert grouping.paths == (("tenant",), ("session_id",), ("payload", "thread"))
+    assert Options(conversation=("*",)).grouping.whole  # type: ignore[union-attr]
+    assert Options().grouping is None

@@ -572,3 +572,16 @@ def test_convert_on_spark_from_a_folder_holding_a_histmig_folder(text_parquet: P
     )
     assert (done.returncode, done.stderr) == (0, "")
     assert pq.read_table(tmp_path / "out.v2").num_rows == 212
+
+
+def test_the_spark_engine_refuses_conversation_rather_than_judge_each_row_alone(tmp_path: Path) -> None:
+    for call in (
+        lambda: hs.migrate(None, conversation="session_id"),  # type: ignore[arg-type]
+        lambda: hs.check(None, conversation=("session_id",), order="seq"),  # type: ignore[arg-type]
+        lambda: hs.migrate_files([str(tmp_path / "in.parquet")], str(tmp_path / "out"), Options(conversation=("s",))),
+    ):
+        with pytest.raises(UsageError, match=re.escape(hs.NOT_GROUPED)):
+            call()
+    pq.write_table(pa.table({"messages": ["[]"]}), tmp_path / "in.parquet")
+    with pytest.raises(UsageError, match="--conversation does not apply to a Parquet input"):
+        api.convert(str(tmp_path / "in.parquet"), str(tmp_path / "out"), Options(conversation=("s",)), engine="spark")

@@ -555,6 +555,8 @@ def rename_field(messages: Messages, code: str, old: str, new: str, test: Test) 
         if not isinstance(message, dict) or not test(message, None):
             continue
         message.pop(new, None)
-        messages[m_index] = {(new if key == old else key): value for key, value in message.items()}
+        items = list(message.items())
+        message.clear()  # the same object, renamed in its place: a conversation tells its records' messages by identity
+        message.update(((new if key == old else key), value) for key, value in items)
         changes.append(Change(code, m_index, None, old, new, "field-rename", "exact"))
     return changes

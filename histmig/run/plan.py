@@ -171,8 +171,8 @@ def check_options(
     what applies to it: ``--messages-column`` for the Parquet files of a directory), naming
     that option, the input and the formats it applies to; for ``--overwrite`` without
     ``--to-table``, ``--to-table`` with several inputs or naming the table read (as its
-    format compares names), ``--single-transaction`` without ``--in-place``, and a columnar
-    input to an export."""
+    format compares names), ``--single-transaction`` without ``--in-place``, a columnar
+    input to an export, and ``--conversation`` for an export or several inputs."""
     if destination.overwrite and destination.to_table is None:
         raise UsageError(
             "--overwrite replaces the table --to-table names (an output "
@@ -183,6 +183,13 @@ def check_options(
     for path, fmt in found:
         if command.startswith("otel") and fmt.columnar:
             raise UsageError(f"{redact.location(path)}: the otel commands read JSON or JSONL, not Parquet or DuckDB")
+    if options.grouping is not None and command.startswith("otel"):
+        raise UsageError("--conversation: the otel commands export each record on its own; group records with convert")
+    if options.grouping is not None and len(found) > 1:
+        raise UsageError(
+            "--conversation groups the records of one input: give one file or table (a conversation's records "
+            "in several files are not put together)"
+        )
     values = _taken(destination, options)
     _check_limited(found, values)
     if options.single_transaction and not destination.in_place:

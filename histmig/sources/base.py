@@ -117,8 +117,9 @@ class Written:
     file (``rejects_used``), the rows ``skipped`` (:class:`Skipped`; added to the report)
     and, for a table written in place, how the verdict names it (``named``: without the
     password a database URL may hold), and ``notes`` for the user (how a table's rows were
-    told apart); for an input that changed while it was read in place
-    (:class:`~histmig.errors.InputChanged`), where its migrated copy was left instead (``kept``)."""
+    told apart; a table read in conversation order without an index that gives it); for an input
+    that changed while it was read in place (:class:`~histmig.errors.InputChanged`), where its
+    migrated copy was left instead (``kept``)."""
 
     rejected: str | None = None
     withheld: bool = False

@@ -23,15 +23,18 @@ import gzip
 import io
 import os
 import stat
+import tempfile
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO, NamedTuple
 
-from histmig.engine import run_records
+import msgspec
+
+from histmig.engine import run_conversations, run_records
 from histmig.errors import InputEnded
-from histmig.records import Record
+from histmig.records import Conversation, FieldReader, Grouping, Outcome, Record, dumps, field_path
 from histmig.report import Report
 from histmig.sources.atomic import Stamp, atomic_output, input_stream
 from histmig.sources.base import Destination, Format, Input, Job, Task, TaskResult, Written
@@ -49,6 +52,9 @@ WINDOW = 4
 
 READ_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile, OSError)
 """What reading a truncated ``.gz`` or a failing disk raises."""
+
+
+_DECODER = msgspec.json.Decoder()
 
 
 class Placed(NamedTuple):
@@ -443,6 +449,9 @@ def open_lines(path: str, destination: Destination, options: Any, job: Job) -> l
     """The JSONL input ``path`` (``-``: stdin) for ``destination``."""
     from histmig.sources import input_size
 
+    grouping = options.grouping
+    if grouping is not None:
+        return [GroupedLines(path, destination, input_size(path), grouping)]
     return [LinesInput(path, destination, input_size(path))]
 
 
@@ -454,3 +463,220 @@ FORMAT = Format(
     description="JSONL",
     in_directories=True,
 )
+
+
+# ------------------------------------------------------------ records grouped into conversations
+
+Line = tuple[int, int, int]
+"""A record of a file: ``(start, length, number)``, its bytes' place and its 1-based line."""
+
+
+@dataclass
+class GroupResult(TaskResult):
+    """What a task of conversations came to: its ``report`` and the ``edits``, ``(start,
+    length, output)`` of each record migrated (its new bytes) or rejected (``None``), by its
+    place in the file."""
+
+    edits: list[tuple[int, int, bytes | None]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Conversations(Task):
+    """Conversations of a regular file as a task: each one's ``lines`` in its order, its
+    ``name`` and ``note`` (:class:`~histmig.records.Conversation`) and, past the limit, why it
+    is ``refused``; a worker reads the lines itself, by position (``file``: path, device,
+    inode, as :class:`Chunk`)."""
+
+    file: tuple[str, int, int]
+    source: str
+    groups: tuple[tuple[Line, ...], ...]
+    names: tuple[str, ...]
+    notes: tuple[str | None, ...]
+    refused: tuple[str | None, ...]
+    size: int = 0
+
+    def run(self, job: Job, slot: memoryview | None) -> GroupResult:
+        """Read each conversation's lines and put it through ``job``'s processor
+        (:func:`~histmig.engine.run_conversations`). Never raises for bad input."""
+        fd = _descriptor(self.file)
+        result = GroupResult(Report.in_memory())
+
+        def conversations() -> Iterator[tuple[Conversation, tuple[Line, ...]]]:
+            for lines, name, note, refused in zip(self.groups, self.names, self.notes, self.refused):
+                records = tuple(
+                    Record(b"" if refused else os.pread(fd, length, start), self.source, f"line {number}")
+                    for start, length, number in lines
+                )
+                yield Conversation(records, name, note, refused), lines
+
+        def accept(line: Line, outcome: Outcome) -> Outcome:
+            if outcome.status != "unchanged":
+                result.edits.append((line[0], line[1], outcome.output))
+            return outcome
+
+        run_conversations(conversations(), job.processor(), result.report, accept)  # type: ignore[arg-type]
+        last = max((number for lines in self.groups for *_, number in lines), default=None)
+        result.last = None if last is None else f"line {last}"
+        return result
+
+
+def _sort_key(value: Any) -> tuple[int, Any]:
+    """An ``--order`` value as records are sorted by it: numbers, then texts, then any other
+    JSON (by its text), then none (a record without it)."""
+    if value is None:
+        return (3, b"")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (0, value)
+    if isinstance(value, str):
+        return (1, value)
+    return (2, dumps(value))
+
+
+class GroupedLines(LinesInput):
+    """A JSONL input whose records make conversations (``--conversation``, ``--order``;
+    :class:`~histmig.records.Grouping`). The records of one conversation may lie anywhere
+    in the file, so the file is read three times: once to index it (each line's conversation
+    key and order value decoded, its place kept: a few hundred bytes of memory a line, about
+    30 MB for 100,000 lines), then each conversation's lines read by position (``pread``) and
+    migrated as one (:class:`Conversations`), the migrated records spilled to a temporary file,
+    and once more to write the output in the input's line order, each migrated record taken
+    from the spill at its place. stdin and a ``.gz`` are first copied, as read, to a temporary
+    file. Memory holds the index and the conversations in flight, not the archive."""
+
+    window = 2
+    slot_bytes = 0
+
+    def __init__(self, path: str, destination: Destination, size: int | None, grouping: Grouping) -> None:
+        super().__init__(path, destination, size)
+        self._grouping = grouping
+        self._edits: list[tuple[int, int, tuple[int, int] | None]] = []
+
+    def __enter__(self) -> GroupedLines:
+        super().__enter__()
+        try:
+            if not _is_regular_file(self._stream):
+                spool = self._stack.enter_context(tempfile.NamedTemporaryFile(prefix="histmig-", suffix=".jsonl"))
+                try:
+                    while block := self._stream.read(CHUNK_BYTES):
+                        spool.write(block)
+                except READ_ERRORS as exc:
+                    raise InputEnded(f"input ends early or cannot be read further: {exc}") from exc
+                spool.flush()
+                self._stream = open(spool.name, "rb")
+                self._stack.callback(self._stream.close)
+            self._spill = self._stack.enter_context(tempfile.TemporaryFile(prefix="histmig-"))
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: Any) -> None:
+        if kind is None and self._out is not None:
+            try:
+                self._write_out()
+            except BaseException as failed:
+                self._stack.__exit__(type(failed), failed, failed.__traceback__)
+                raise
+        super().__exit__(kind, *rest)
+
+    def tasks(self) -> Iterator[Conversations]:  # type: ignore[override]  # its own tasks, which its write takes
+        grouping = self._grouping
+        keys = len(grouping.paths)
+        order = (field_path(grouping.order),) if grouping.order is not None else ()
+        read = FieldReader(grouping.paths + order)
+        groups: dict[Any, list[tuple[tuple[int, Any], int, int, int]]] = {}
+        names: dict[Any, str] = {}
+        notes: dict[Any, str] = {}
+        missing = f"no conversation key ({', '.join(grouping.keys)} missing or null): a conversation of its own"
+        file = None
+        for chunk in _read_blocks(self._stream, self.name):
+            file = chunk.file
+            for raw, (start, stop, number) in _Lines(chunk.data, chunk.first):
+                found = read(raw)
+                values = found[:keys]
+                key: Any = (
+                    values if all(type(value) is str for value in values) else dumps(values).decode()
+                )  # texts as they are, other values as JSON text (orjson's bytes would keep a 4 KB buffer each)
+                if None in values:  # a conversation of its own; a record that is no JSON is rejected as such
+                    key = number
+                    if raw[:1] == b"{":
+                        notes[key] = missing
+                if key not in groups:
+                    groups[key] = []
+                    names[key] = f"line {number}" if isinstance(key, int) else grouping.named(values)
+                sort = _sort_key(found[keys]) if order else (0, 0)
+                groups[key].append((sort, number, chunk.offset + start, stop - start))
+        if file is None:
+            return
+        batch: list[tuple[Any, list[Line]]] = []
+        size = 0
+        for key, members in groups.items():
+            members.sort(key=lambda member: member[:2])
+            lines = [(start, length, number) for _, number, start, length in members]
+            bytes_ = sum(length for _, length, _ in lines)
+            batch.append((key, lines))
+            size += bytes_
+            if size >= CHUNK_BYTES:
+                yield self._task(file, batch, names, notes, size)
+                batch, size = [], 0
+        if batch:
+            yield self._task(file, batch, names, notes, size)
+
+    def _task(
+        self,
+        file: tuple[str, int, int],
+        batch: list[tuple[Any, list[Line]]],
+        names: dict[Any, str],
+        notes: dict[Any, str],
+        size: int,
+    ) -> Conversations:
+        limit = self._grouping.limit
+        refused = []
+        for key, lines in batch:
+            held = sum(length for _, length, _ in lines)
+            refused.append(
+                f"conversation {names[key]} holds {held} bytes in {len(lines)} records, past --max-conversation-bytes "
+                f"{limit}: rejected whole, nothing written for it"
+                if held > limit
+                else None
+            )
+        return Conversations(
+            file,
+            self.name,
+            tuple(tuple(lines) for _, lines in batch),
+            tuple(names[key] for key, _ in batch),
+            tuple(notes.get(key) for key, _ in batch),
+            tuple(refused),
+            size,
+        )
+
+    def write(self, task: Task, result: TaskResult, slot: memoryview | None) -> None:
+        assert isinstance(result, GroupResult)
+        if self._out is None:
+            return
+        for start, length, output in result.edits:
+            if output is None:
+                self._edits.append((start, length, None))
+            else:
+                self._edits.append((start, length, (self._spill.tell(), len(output))))
+                self._spill.write(output)
+
+    def _write_out(self) -> None:
+        """Write the output in the input's line order: every record as it is, but those
+        migrated (from the spill) and rejected (moved to the rejects, or kept)."""
+        self._spill.flush()
+        spill = self._spill.fileno()
+        self._edits.sort()
+        edits = iter(self._edits)
+        edit = next(edits, None)
+        rejects = self._rejects if self._rejects is not None or self._keep_rejected else _discarded
+        self._stream.seek(0)
+        for chunk in _read_blocks(self._stream, self.name):
+            end = chunk.offset + len(chunk.data)
+            mine: list[Edit] = []
+            while edit is not None and edit[0] < end:
+                start, length, place = edit
+                new = None if place is None else os.pread(spill, place[1], place[0])
+                mine.append((start - chunk.offset, start - chunk.offset + length, new))
+                edit = next(edits, None)
+            write_chunk(chunk.data, mine, self._out, rejects)  # type: ignore[arg-type]

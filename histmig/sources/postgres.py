@@ -22,13 +22,13 @@ enter SQL only as quoted identifiers (``psycopg.sql.Identifier``), values only a
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from histmig import redact
 from histmig.errors import ColumnError, UnreadableInput, UnwritableOutput, UsageError
 from histmig.sources.base import Destination, Format, Job, lazy
-from histmig.sources.table import Column, Kind, Page, PageResult, TableInput
+from histmig.sources.table import Column, Kind, Page, PageResult, RowUpdate, TableInput
 
 psycopg = lazy("psycopg")
 pq = lazy("psycopg.pq")
@@ -40,6 +40,9 @@ SCHEMES = ("postgresql://", "postgres://")
 MAX_NAME_BYTES = 63
 """The longest name PostgreSQL keeps whole (``NAMEDATALEN - 1``, in bytes of UTF-8): a longer
 one it cuts short without an error, so that ``--to-table`` could name the table read."""
+
+_FETCH_ROWS = 512
+"""Rows a server-side cursor fetches at a time (``--conversation``)."""
 
 TEXT_TYPES = frozenset({"json", "jsonb", "text", "varchar"})
 """Column types (base types of a domain) whose text a history may be."""
@@ -214,6 +217,33 @@ class PostgresTable(TableInput):
         except psycopg.Error as exc:
             raise UnreadableInput(f"{self.name}: {str(exc).strip()}") from exc
 
+    def _index_columns(self) -> list[tuple[str, ...]]:
+        rows = self._query(
+            "SELECT i.indexrelid, a.attname FROM pg_index i "
+            "CROSS JOIN unnest(i.indkey) WITH ORDINALITY AS k(attnum, n) "
+            "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum "
+            "WHERE i.indrelid = %s ORDER BY i.indexrelid, k.n",
+            [self._table_oid],
+        )
+        indexes: dict[int, list[str]] = {}
+        for index, column in rows:
+            indexes.setdefault(index, []).append(column)
+        return [tuple(columns) for columns in indexes.values()]
+
+    def _ordered(self, statement: str) -> Iterator[tuple[Any, ...]]:
+        """The rows of ``statement`` from one server-side cursor (``WITH HOLD``: it outlives
+        the page transactions of an in-place run on the same connection), a batch at a time."""
+        try:
+            with self._con.cursor("histmig_conversations", binary=True, withhold=True) as cursor:
+                cursor.itersize = _FETCH_ROWS
+                cursor.execute(statement)
+                yield from cursor
+        except psycopg.Error as exc:
+            raise UnreadableInput(f"{self.name}: {str(exc).strip()}") from exc
+
+    def _locking(self) -> str:
+        return " FOR UPDATE"
+
     def _update(self, statement: str, params: list[tuple[Any, ...]]) -> list[bool]:
         try:
             with self._con.cursor() as cursor:
@@ -245,7 +275,7 @@ class PostgresTable(TableInput):
         if destination.writes:
             self._stack.enter_context(con.transaction())
         if destination.in_place:
-            self._write = lambda page, result: self.apply(self._relation(), self.changes(page, result))
+            self._write = lambda page, result: self._apply_page(self._relation(), page, result)
         elif destination.to_table is not None:
             new = self._qualified(destination.to_table)
             if destination.overwrite:  # in the run's one transaction: the old table stays if the run fails
@@ -262,7 +292,17 @@ class PostgresTable(TableInput):
         changes = self.changes(page, result)
         if changes:
             with self._con.transaction():
-                self.apply(self._relation(), changes)
+                self._apply_page(self._relation(), page, result, changes)
+
+    def _apply_page(self, table: str, page: Page, result: PageResult, changes: list[RowUpdate] | None = None) -> None:
+        """Write a page's changed rows over the input, in the transaction open: under
+        ``--conversation``, a conversation at a time, its rows locked and compared with what
+        was read (:meth:`~histmig.sources.table.TableInput.apply_conversations`)."""
+        changes = self.changes(page, result) if changes is None else changes
+        if self.grouping is None:
+            self.apply(table, changes)
+        else:
+            self.apply_conversations(table, page, changes)
 
 
 FORMAT = Format(

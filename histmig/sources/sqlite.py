@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import closing
 from typing import Any
 from urllib.parse import quote as url_quote
@@ -30,7 +30,7 @@ from urllib.parse import quote as url_quote
 from histmig.errors import ColumnError, UnreadableInput, UnwritableOutput
 from histmig.sources.base import Format, free_name, lazy, same_folded, starts_with
 from histmig.sources.duckdb import quote
-from histmig.sources.table import Column, Kind, Page, PageResult, RowUpdate, TableInput
+from histmig.sources.table import Column, Kind, Page, PageResult, RowUpdate, Seen, TableInput
 
 pa = lazy("pyarrow")
 
@@ -45,6 +45,8 @@ _CHANGES = "__histmig_changes"
 _SCRATCH = "__histmig_new_table"
 """The copy ``--to-table --overwrite`` fills before it takes the replaced table's name."""
 _BATCH_ROWS = 1000
+_BATCH_CONVERSATIONS = 200
+"""Conversations whose gathered rows are written by one round (their rows found again together)."""
 
 
 def affinity(declared: str) -> str:
@@ -165,7 +167,11 @@ class SqliteTable(TableInput):
             return
         keys = ", ".join(f"k{i}" for i in range(len(self.key)))
         self._changes = quote(self._free_name(_CHANGES))
-        self._query(f"CREATE TEMP TABLE {self._changes} (seq INTEGER PRIMARY KEY, new, stored, location, id, {keys})")
+        self._query(
+            f"CREATE TEMP TABLE {self._changes} "
+            f"(seq INTEGER PRIMARY KEY, new, stored, location, id, conversation, {keys})"
+        )
+        self._seen: dict[int, Seen] = {}
         self._write = self._gather
 
     def _free_name(self, name: str) -> str:
@@ -175,12 +181,16 @@ class SqliteTable(TableInput):
         return free_name(name, [*(row[0] for row in rows), self.table, self._destination.to_table])
 
     def _gather(self, page: Page, result: PageResult) -> None:
-        """Keep a page's changed rows in the temporary table, for :meth:`_finish`."""
-        marks = ", ".join("?" * (4 + len(self.key)))
-        rows = [(c.new, c.stored, c.location, c.id, *c.key) for c in self.changes(page, result)]
+        """Keep a page's changed rows in the temporary table, for :meth:`_finish` (and, under
+        ``--conversation``, what their conversations held when read)."""
+        marks = ", ".join("?" * (5 + len(self.key)))
+        changes = self.changes(page, result)
+        rows = [(c.new, c.stored, c.location, c.id, c.conversation, *c.key) for c in changes]
+        numbers = {c.conversation for c in changes}
+        self._seen.update((seen.number, seen) for seen in page.conversations or () if seen.number in numbers)
         try:
             self._con.executemany(
-                f"INSERT INTO temp.{self._changes} (new, stored, location, id, "
+                f"INSERT INTO temp.{self._changes} (new, stored, location, id, conversation, "
                 f"{', '.join(f'k{i}' for i in range(len(self.key)))}) VALUES ({marks})",
                 rows,
             )
@@ -201,12 +211,26 @@ class SqliteTable(TableInput):
                 table = self._relation()
                 if destination.to_table is not None:
                     table = self._copy(destination.to_table)
-                seq = 0
-                while rows := con.execute(
-                    f"SELECT * FROM temp.{self._changes} WHERE seq > ? ORDER BY seq LIMIT {_BATCH_ROWS}", [seq]
-                ).fetchall():
-                    self.apply(table, [RowUpdate(tuple(row[5:]), row[2], row[1], row[3], row[4]) for row in rows])
-                    seq = rows[-1][0]
+                if self.grouping is None:
+                    seq = 0
+                    while rows := con.execute(
+                        f"SELECT * FROM temp.{self._changes} WHERE seq > ? ORDER BY seq LIMIT {_BATCH_ROWS}", [seq]
+                    ).fetchall():
+                        self.apply(table, [_change(row) for row in rows])
+                        seq = rows[-1][0]
+                else:
+                    seen = list(self._seen.values())
+                    for start in range(0, len(seen), _BATCH_CONVERSATIONS):
+                        batch = seen[start : start + _BATCH_CONVERSATIONS]
+                        marks = ", ".join("?" * len(batch))
+                        rows = con.execute(
+                            f"SELECT * FROM temp.{self._changes} WHERE conversation IN ({marks}) "
+                            "ORDER BY conversation, seq",
+                            [one.number for one in batch],
+                        ).fetchall()
+                        self.apply_conversations(
+                            table, Page("", (), (), conversations=tuple(batch)), list(map(_change, rows))
+                        )
                 if destination.to_table is not None:
                     self._put_in_place(table, destination.to_table)
                 con.execute("COMMIT")
@@ -216,6 +240,21 @@ class SqliteTable(TableInput):
                 raise
         except sqlite3.Error as exc:
             raise UnwritableOutput(f"{self.name}: {self._problem(exc)}") from exc
+
+    def _index_columns(self) -> list[tuple[str, ...]]:
+        names = [row[0] for row in self._query("SELECT name FROM pragma_index_list(?)", [self.table])]
+        return [
+            tuple(row[0] for row in self._query("SELECT name FROM pragma_index_info(?) ORDER BY seqno", [name]))
+            for name in names
+        ]
+
+    def _ordered(self, statement: str) -> Iterator[tuple[Any, ...]]:
+        try:
+            cursor = self._con.execute(statement)
+            while rows := cursor.fetchmany(_BATCH_ROWS):
+                yield from rows
+        except sqlite3.Error as exc:
+            raise UnreadableInput(f"{self.name}: {self._problem(exc)}") from exc
 
     def _copy(self, to_table: str) -> str:
         """Create a table with the input's columns (declared types, ``NOT NULL``, primary key)
@@ -242,6 +281,11 @@ class SqliteTable(TableInput):
         if self._destination.overwrite:
             self._con.execute(f"DROP TABLE IF EXISTS {quote(to_table)}")
             self._con.execute(f"ALTER TABLE {table} RENAME TO {quote(to_table)}")
+
+
+def _change(row: tuple[Any, ...]) -> RowUpdate:
+    """A gathered row of the temporary table as the :class:`~histmig.sources.table.RowUpdate` it keeps."""
+    return RowUpdate(tuple(row[6:]), row[2], row[1], row[3], row[4], row[5])
 
 
 FORMAT = Format(

@@ -27,16 +27,19 @@ is and reported.
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 from abc import abstractmethod
+from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple
 
 from histmig import interrupt
-from histmig.engine import run_records
+from histmig.engine import run_conversations, run_records
 from histmig.errors import ColumnError, UnwritableOutput, UsageError
-from histmig.records import MESSAGE_FIELD_CANDIDATES, Outcome, Record
+from histmig.records import MESSAGE_FIELD_CANDIDATES, Conversation, Outcome, Record
 from histmig.report import Report
 from histmig.sources.arrow import holds_history, jsonl_line
 from histmig.sources.atomic import atomic_output
@@ -66,14 +69,16 @@ class Column(NamedTuple):
 
 class RowUpdate(NamedTuple):
     """A migrated row to write: its ``key`` values, the messages ``stored`` (as read: the
-    UPDATE's condition), the ``new`` value (a parameter of the column's type), and where it
-    is for the report (``location``, ``id``)."""
+    UPDATE's condition), the ``new`` value (a parameter of the column's type), where it
+    is for the report (``location``, ``id``), and under ``--conversation`` the number of its
+    conversation in the run (:class:`Seen`)."""
 
     key: tuple[Any, ...]
     stored: Any
     new: Any
     location: str
     id: str | None
+    conversation: int | None = None
 
 
 @dataclass
@@ -90,7 +95,8 @@ class Page(Task):
     """A page of rows as a task: the table's name (``source``), each row's messages bytes
     (``cells``, ``None`` for a null cell: not a record, left as it is), location (``names``,
     its key: ``id=42``) and ``ids`` (``--id-column``), and the ``rows`` as read, which stay
-    in the parent (:meth:`sent`) for the writes."""
+    in the parent (:meth:`sent`) for the writes; under ``--conversation``, the page's
+    ``conversations`` (whole: a page never cuts one), in order."""
 
     source: str
     cells: tuple[bytes | None, ...]
@@ -98,6 +104,7 @@ class Page(Task):
     ids: tuple[str | None, ...] | None = None
     rows: tuple[tuple[Any, ...], ...] = ()
     size: int = 0
+    conversations: tuple[Seen, ...] | None = None
 
     @property
     def depth(self) -> int:
@@ -128,15 +135,68 @@ class Page(Task):
                 result.rejected.append(i)
             return outcome
 
-        run_records(
-            ((raw, i) for i, raw in enumerate(self.cells) if raw is not None),
-            job.processor(),
-            result.report,
-            record,
-            accept,
-        )
+        if self.conversations is None:
+            run_records(
+                ((raw, i) for i, raw in enumerate(self.cells) if raw is not None),
+                job.processor(),
+                result.report,
+                record,
+                accept,
+            )
+        else:
+            run_conversations(self._grouped(record), job.processor(), result.report, accept)  # type: ignore[arg-type]
         result.last = self.names[-1] if self.names else None
         return result
+
+    def _grouped(self, record: Callable[[bytes, int], Record]) -> Iterator[tuple[Conversation, list[int]]]:
+        """Each conversation of the page with the positions of its records (a null cell is
+        none)."""
+        for seen in self.conversations or ():
+            at = [i for i in range(seen.start, seen.end) if self.cells[i] is not None]
+            records = tuple(record(self.cells[i], i) for i in at)  # type: ignore[arg-type]
+            if records:
+                yield Conversation(records, seen.name, seen.note, seen.refused), at
+
+
+class Seen(NamedTuple):
+    """One conversation of a page (``--conversation``): its rows ``start`` to ``end`` in the
+    page, its ``number`` in the run, its ``name`` and ``note``
+    (:class:`~histmig.records.Conversation`), why it is ``refused`` (past
+    ``--max-conversation-bytes``), the SQL condition (``where``, with ``params``) that finds
+    its rows, and the :func:`_digest` of its rows as read, which a write compares with what
+    they hold then; ``keyed``: found by its conversation key (``params`` its values), so that
+    the conversations of a page are found again by one statement."""
+
+    start: int
+    end: int
+    number: int
+    name: str
+    note: str | None
+    refused: str | None
+    where: str
+    params: tuple[Any, ...]
+    digest: str
+    keyed: bool = False
+
+
+_VERIFY_BATCH = 200
+"""Conversations found again by one statement when their changed rows are written."""
+
+
+def _conversation(change: RowUpdate) -> int | None:
+    return change.conversation
+
+
+def _digest(rows: Sequence[Sequence[Any]]) -> str:
+    """What a conversation's rows hold, in 64 hex digits whatever their order: a SHA-256 of
+    each row's key values and stored messages (bytes; a driver may give a ``memoryview``),
+    sorted. Two reads of the same rows give the same digest; a row added, deleted or
+    rewritten in between, another."""
+    held = sorted(
+        repr(tuple(bytes(value) if isinstance(value, (bytearray, memoryview)) else value for value in row)).encode()
+        for row in rows
+    )
+    return hashlib.sha256(b"\n".join(held)).hexdigest()
 
 
 def row_name(key: Sequence[str], values: Sequence[Any]) -> str:
@@ -305,6 +365,13 @@ class TableInput(Input):
                 f"{self.display(self.location)}: table {self._destination.to_table!r} already exists "
                 "(--overwrite replaces it)"
             )
+        grouping = options.grouping
+        if grouping is not None:
+            for column in (*(() if grouping.whole else grouping.keys), *filter(None, [grouping.order])):
+                if column not in by_name and column not in self._hidden_columns():
+                    raise ColumnError(f"{self.name}: no column {column!r} (columns: {', '.join(names)})")
+        self.grouping = grouping
+        self._indexes = self._index_columns() if grouping is not None else []
         self.columns, self.column, self.kind, self.key = columns, name, kind, key
         self.stored = self._stored(name, kind)
 
@@ -368,6 +435,9 @@ class TableInput(Input):
     # ------------------------------------------------------------ reading
 
     def tasks(self) -> Iterator[Page]:
+        if self.grouping is not None:
+            yield from self._conversations()
+            return
         selected, extra = self._selected()
         key, k, s = self.key, len(self.key), len(self.stored)
         keys = ", ".join(map(self.quote, key))
@@ -418,6 +488,117 @@ class TableInput(Input):
                 return
             last = tuple(fresh[-1][:k])
             limit = max(1, min(MAX_PAGE_ROWS, PAGE_BYTES * len(fresh) // max(size, 1)))
+
+    def _id_at(self, extra: list[Column]) -> int | None:
+        """Where a row read holds the ``--id-column`` (``None``: not given)."""
+        id_column, key = self._options.id_column, self.key
+        if id_column in key:
+            return key.index(id_column)
+        return next((len(key) + len(self.stored) + i for i, c in enumerate(extra) if c.name == id_column), None)
+
+    def _conversations(self) -> Iterator[Page]:
+        """The pages of a table whose rows make conversations (``--conversation``): every row
+        read by one query in (conversation, order, key) order, streamed
+        (:meth:`_ordered`), cut into pages of whole conversations of about
+        :data:`PAGE_BYTES`. A row whose conversation key is null is a conversation of its own,
+        and says so. A conversation past ``--max-conversation-bytes`` is refused whole."""
+        grouping = self.grouping
+        selected, extra = self._selected()
+        key, k = self.key, len(self.key)
+        groups = [] if grouping.whole else list(grouping.keys)
+        order = [f"{self.quote(grouping.order)} IS NULL", self.quote(grouping.order)] if grouping.order else []
+        ordered = [*map(self.quote, groups), *order, *map(self.quote, key)]
+        columns = ", ".join([*selected, *map(self.quote, groups)])
+        statement = f"SELECT {columns} FROM {self._relation()} ORDER BY {', '.join(ordered)}"
+        id_at = self._id_at(extra)
+        g = len(groups)
+        rows: list[tuple[Any, ...]] = []
+        seen: list[Seen] = []
+        size = 0
+        number = 0
+        current: Any = None
+
+        def page() -> Page:
+            cells = tuple(self._cell(row[k]) for row in rows)
+            return Page(
+                self.name,
+                cells,
+                tuple(row_name(key, row[:k]) for row in rows),
+                None if id_at is None else tuple(None if row[id_at] is None else str(row[id_at]) for row in rows),
+                tuple(rows),
+                size,
+                tuple(seen),
+            )
+
+        def close() -> None:
+            held = rows[seen[-1].start :]
+            bytes_ = sum(len(self._cell(row[k]) or b"") for row in held)
+            refused = (
+                f"conversation {seen[-1].name} holds {bytes_} bytes in {len(held)} rows, past --max-conversation-bytes "
+                f"{grouping.limit}: rejected whole, nothing written for it"
+                if bytes_ > grouping.limit
+                else None
+            )
+            seen[-1] = seen[-1]._replace(end=len(rows), refused=refused, digest=_digest([row[: k + 1] for row in held]))
+
+        for row in self._ordered(statement):
+            values = tuple(row[len(row) - g :]) if g else ()
+            row = row[: len(row) - g] if g else row
+            if None in row[:k]:
+                raise ColumnError(
+                    f"{self.name}: a row has a null key ({row_name(key, row[:k])}); "
+                    "name a unique non-null column with --key-column"
+                )
+            alone = None in values
+            if not seen or alone or values != current:
+                if seen:
+                    close()
+                    if size >= PAGE_BYTES:
+                        yield page()
+                        rows, seen, size = [], [], 0
+                current = values
+                where, params, name, note = self._conversation_of(groups, values, row[:k], alone)
+                keyed = bool(groups) and not alone
+                seen.append(Seen(len(rows), len(rows), number, name, note, None, where, params, "", keyed))
+                number += 1
+            rows.append(row)
+            size += len(self._cell(row[k]) or b"")
+        if seen:
+            close()
+            yield page()
+
+    def _conversation_of(
+        self, groups: list[str], values: tuple[Any, ...], key: tuple[Any, ...], alone: bool
+    ) -> tuple[str, tuple[Any, ...], str, str | None]:
+        """The SQL condition finding a conversation's rows, its parameters, its name and
+        note: by its key ``values`` in ``groups``, the whole table (``--conversation '*'``),
+        or, for a row whose conversation key is null, by the row's own ``key``."""
+        if alone:
+            where = " AND ".join(f"{self.quote(c)} = {self.PARAM}" for c in self.key)
+            said = f"no conversation key ({', '.join(groups)} null): a conversation of its own"
+            return f" WHERE {where}", key, row_name(self.key, key), said
+        if not groups:
+            return "", (), f"the whole table {self.table}", None
+        where = " AND ".join(f"{self.quote(c)} = {self.PARAM}" for c in groups)
+        return f" WHERE {where}", values, row_name(groups, values), None
+
+    def _ordered(self, statement: str) -> Iterator[tuple[Any, ...]]:
+        """The rows of ``statement`` as they come (one query, not pages): a format streams
+        them from a cursor."""
+        yield from self._query(statement)
+
+    def unchanged_since(self, seen: Seen) -> bool:
+        """Whether the rows of conversation ``seen`` still hold what they held when read: the
+        same rows (none added, none deleted), each with the same messages; the rows are
+        locked until the transaction ends where the database can (:meth:`_locking`)."""
+        read = ", ".join([*map(self.quote, self.key), self.stored[0]])
+        rows = self._query(f"SELECT {read} FROM {self._relation()}{seen.where}{self._locking()}", list(seen.params))
+        return _digest(rows) == seen.digest
+
+    def _locking(self) -> str:
+        """The clause that locks the rows a statement reads until the transaction ends
+        (``FOR UPDATE``; SQLite's write transaction holds the whole database)."""
+        return ""
 
     def _fresh(self, rows: list[tuple[Any, ...]], last: tuple[Any, ...] | None) -> list[tuple[Any, ...]]:
         """``rows`` without the row of the ``last`` key read (asked again; gone if it was
@@ -495,6 +676,7 @@ class TableInput(Input):
         """The rows of ``page`` its ``result`` migrated, in page order."""
         k, s = len(self.key), len(self.stored)
         found = []
+        starts = [seen.start for seen in page.conversations or ()]
         for i in sorted(result.outputs):
             row = page.rows[i]
             found.append(
@@ -504,9 +686,50 @@ class TableInput(Input):
                     self._new_value(result.outputs[i], tuple(row[k : k + s])),
                     page.names[i],
                     None if page.ids is None else page.ids[i],
+                    page.conversations[bisect_right(starts, i) - 1].number if page.conversations else None,
                 )
             )
         return found
+
+    def apply_conversations(self, table: str, page: Page, changes: Sequence[RowUpdate]) -> None:
+        """:meth:`apply` under ``--conversation``: a conversation's changed rows are written
+        only if its rows still hold what was read (:meth:`unchanged_since`, in the write's
+        transaction); else every changed row of it is skipped, the conversation as the
+        application left it, for a rerun to complete."""
+        by_number = {seen.number: seen for seen in page.conversations or ()}
+        grouped = [(number, list(group)) for number, group in itertools.groupby(changes, key=_conversation)]
+        fresh = self._unchanged([by_number[number] for number, _ in grouped])  # type: ignore[index]
+        ready: list[RowUpdate] = []
+        for number, rows in grouped:
+            if number in fresh:
+                ready += rows
+            else:
+                self._skipped += [Skipped(self.name, c.location, c.id) for c in rows]
+        self.apply(table, ready)
+
+    def _unchanged(self, seen: list[Seen]) -> set[int]:
+        """The numbers of the conversations of ``seen`` whose rows still hold what was read:
+        those found by their conversation key by one statement a batch (a table without an
+        index on it is scanned once a batch, not once a conversation), the others one by one
+        (:meth:`unchanged_since`); the rows are locked as there."""
+        fresh = {one.number for one in seen if not one.keyed and self.unchanged_since(one)}
+        keyed = [one for one in seen if one.keyed]
+        groups = [self.quote(c) for c in self.grouping.keys] if self.grouping is not None else []
+        read = ", ".join([*groups, *map(self.quote, self.key), self.stored[0]])
+        g = len(groups)
+        for start in range(0, len(keyed), _VERIFY_BATCH):
+            batch = keyed[start : start + _VERIFY_BATCH]
+            marks = ", ".join("(" + ", ".join([self.PARAM] * g) + ")" for _ in batch)
+            found = f"WHERE ({', '.join(groups)}) IN (VALUES {marks})"
+            rows = self._query(
+                f"SELECT {read} FROM {self._relation()} {found}{self._locking()}",
+                [value for one in batch for value in one.params],
+            )
+            held: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+            for row in rows:
+                held.setdefault(tuple(row[:g]), []).append(tuple(row[g:]))
+            fresh |= {one.number for one in batch if _digest(held.get(tuple(one.params), [])) == one.digest}
+        return fresh
 
     def update_statement(self, table: str) -> str:
         """The UPDATE of one row of ``table`` (quoted), conditional on its stored messages:
@@ -528,7 +751,7 @@ class TableInput(Input):
 
     def written(self) -> Written:
         destination = self._destination
-        notes = [self.note] if self.note is not None else []
+        notes = ([self.note] if self.note is not None else []) + self._notes()
         if not destination.writes:
             return Written(notes=notes)
         return Written(
@@ -537,6 +760,26 @@ class TableInput(Input):
             named=self.name if destination.in_place else None,
             notes=notes,
         )
+
+    def _notes(self) -> list[str]:
+        """Under ``--conversation``, when no index of the table starts with the conversation
+        and order columns: that one would let the database read the rows in that order
+        instead of sorting the table first."""
+        grouping = self.grouping
+        if grouping is None:
+            return []
+        wanted = (*(() if grouping.whole else grouping.keys), *filter(None, [grouping.order]))
+        if not wanted or any(tuple(index[: len(wanted)]) == wanted for index in self._indexes):
+            return []
+        columns = ", ".join(map(self.quote, wanted))
+        return [
+            f"{self.name}: no index on ({columns}), so the table was sorted to read it conversation by conversation; "
+            f"CREATE INDEX ON {self._relation()} ({columns}) would let it be read in that order"
+        ]
+
+    def _index_columns(self) -> list[tuple[str, ...]]:
+        """The columns of each index of the table, in order (none known: ``[]``)."""
+        return []
 
     def _file(self, output: str) -> Callable[[Page, PageResult], None]:
         """A writer of every row of each page to the Parquet or JSONL file ``output``,

@@ -165,3 +165,20 @@ def test_the_spark_table_times_histmig_on_spark_against_jobs_2_and_the_floors(
     assert len(rows) == 3
     # x --jobs 2 = 2/8, x floor = 6/8; start 4 s, JVM read and write 6 - 4, Python workers 7 - 6, migrating 8 - 7
     assert [cell.strip() for cell in rows[0].split("|")[6:12]] == ["0.25", "0.75", "4.00", "2.00", "1.00", "1.00"]
+
+
+@pytest.mark.parametrize("layout", ["per run", "per message"])
+def test_a_layout_keeps_every_message_of_each_history_in_its_order_its_records_shuffled(layout: str) -> None:
+    records = [orjson.loads(line) for line in (CORPUS / "all.jsonl").read_bytes().splitlines()]
+    cut = bench.layout_records(records, layout)
+    assert cut == bench.layout_records(records, layout)  # deterministic
+    by_id: dict[str, list[dict]] = {}
+    for record in cut:
+        by_id.setdefault(record["id"], []).append(record)
+    for record in records:
+        pieces = sorted(by_id[record["id"]], key=lambda r: r["seq"])
+        assert [m for piece in pieces for m in piece["messages"]] == record["messages"]
+        assert all(piece["scenario"] == record["scenario"] for piece in pieces)
+    assert [r["id"] for r in cut] != sorted((r["id"] for r in cut), key=[r["id"] for r in records].index)
+    if layout == "per message":
+        assert all(len(r["messages"]) == 1 for r in cut)

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from histmig import api
 from histmig.cli import app
 from histmig.engine import Plan, process
+from histmig.errors import UsageError
 from histmig.options import Options
 from histmig.parallel import WINDOW, Slots, Workers
 from histmig.records import Record
@@ -389,3 +390,117 @@ def test_in_place_on_a_link_migrates_the_file_it_points_to_and_keeps_the_link(tm
     assert link.is_symlink() and os.readlink(link) == "data/chats.jsonl"
     assert real.read_bytes() == expected.read_bytes()
     assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["chats.jsonl"]
+
+
+# ------------------------------------------------------------ records grouped into conversations (issue 25)
+
+_PROMPT = {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "weather?"}]}
+_CALL = {
+    "kind": "response",
+    "parts": [{"part_kind": "tool-call", "tool_name": "w", "args": "{}", "tool_call_id": "c1"}],
+}
+_RETRY = {
+    "kind": "request",
+    "parts": [{"part_kind": "retry-prompt", "tool_name": "w", "content": "bad args", "tool_call_id": "c1"}],
+}
+_ANSWER = {"kind": "response", "parts": [{"part_kind": "text", "content": "Sunny."}]}
+
+
+def _lines_of(*records: dict) -> bytes:
+    return b"".join(orjson.dumps(record) + b"\n" for record in records)
+
+
+GROUPED = Options(conversation=("chat.id",), order="n", jobs=1)
+
+
+def test_a_conversation_far_apart_in_a_file_is_judged_whole_from_stdin_or_gz(tmp_path: Path) -> None:
+    data = _lines_of(
+        {"chat": {"id": "b"}, "n": 1, "messages": [_RETRY, _ANSWER]},
+        {"chat": {"id": "a"}, "n": 0, "messages": [_PROMPT, _ANSWER]},
+        {"chat": {"id": "b"}, "n": 0, "messages": [_PROMPT, _CALL]},
+    )
+    expected = process(Record(orjson.dumps([_PROMPT, _CALL, _RETRY, _ANSWER]), "x", "line 1"), Plan())
+    for name, stored in (("chats.jsonl", data), ("chats.jsonl.gz", gzip.compress(data))):
+        path = tmp_path / name
+        path.write_bytes(stored)
+        result = api.convert(str(path), str(tmp_path / f"out-{name}"), GROUPED)
+        written = (tmp_path / f"out-{name}").read_bytes()
+        out = [
+            orjson.loads(line) for line in (gzip.decompress(written) if name.endswith(".gz") else written).splitlines()
+        ]
+        assert [(r["chat"]["id"], r["n"]) for r in out] == [("b", 1), ("a", 0), ("b", 0)]  # the input's line order
+        assert out[2]["messages"] + out[0]["messages"] == orjson.loads(expected.output)
+        assert out[1]["messages"] == [_PROMPT, _ANSWER]
+        assert [(row["location"], row["rule"]) for row in result.report.changes] == [("line 1", "HM101")]
+    result = runner.invoke(app, ["convert", "-", "-", "--conversation", "chat.id", "--order", "n", "-q"], input=data)
+    assert result.exit_code == 0 and result.stdout_bytes.splitlines()[1] == data.splitlines()[1]
+    assert orjson.loads(result.stdout_bytes.splitlines()[0])["messages"][0]["parts"][0]["part_kind"] == "tool-return"
+
+
+def test_a_conversation_past_the_limit_is_rejected_whole_and_a_record_without_a_key_is_its_own(tmp_path: Path) -> None:
+    path = tmp_path / "chats.jsonl"
+    data = _lines_of(
+        {"chat": {"id": "b"}, "n": 1, "messages": [_RETRY, _ANSWER]},
+        {"chat": {}, "n": 0, "messages": [_PROMPT, _ANSWER]},
+        {"chat": {"id": "b"}, "n": 0, "messages": [_PROMPT, _CALL]},
+    )
+    path.write_bytes(data)
+    result = api.convert(
+        str(path),
+        str(tmp_path / "out.jsonl"),
+        Options(conversation=("chat.id",), order="n", max_conversation_bytes=300),
+    )
+    assert (tmp_path / "out.jsonl").read_bytes() == data.splitlines(keepends=True)[1]
+    assert (tmp_path / "out.jsonl.rejects.jsonl").read_bytes() == b"".join(data.splitlines(keepends=True)[::2])
+    assert [(row["location"], row["status"]) for row in result.report.errors] == [
+        ("line 3", "rejected"),  # a conversation's records in its order
+        ("line 1", "rejected"),
+    ]
+    assert result.report.errors[0]["errors"][0].startswith("conversation chat.id='b' holds ")
+    assert result.report.errors[0]["errors"][0].endswith(
+        "past --max-conversation-bytes 300: rejected whole, nothing written for it"
+    )
+    assert [(row["location"], row["warnings"]) for row in result.report.warnings] == [
+        ("line 2", ["no conversation key (chat.id missing or null): a conversation of its own"])
+    ]
+
+
+@pytest.mark.parametrize("name", ["chats.parquet", "chats.json"])
+def test_a_format_that_does_not_group_refuses_conversation(tmp_path: Path, name: str) -> None:
+    path = tmp_path / name
+    path.write_bytes(b"[]")
+    with pytest.raises(
+        UsageError, match="--conversation does not apply to a .* input \\(only to a JSONL, PostgreSQL or SQLite one\\)"
+    ):
+        api.audit(str(path), Options(conversation=("session_id",)))
+
+
+def test_conversation_takes_one_input_whose_records_it_groups(tmp_path: Path) -> None:
+    for name in ("a.jsonl", "b.jsonl"):
+        (tmp_path / name).write_bytes(_lines_of({"chat": {"id": "a"}, "n": 0, "messages": [_PROMPT, _ANSWER]}))
+    with pytest.raises(UsageError, match="--conversation groups the records of one input"):
+        api.audit(str(tmp_path), GROUPED)
+
+
+def test_the_whole_file_is_one_conversation_with_a_star(tmp_path: Path) -> None:
+    path = tmp_path / "runs.jsonl"
+    path.write_bytes(_lines_of([_PROMPT, _CALL], [_RETRY, _ANSWER]))
+    apart = api.convert(str(path), str(tmp_path / "apart.jsonl"), Options())  # each line alone: the second a fragment
+    assert apart.report.fragments == 1
+    result = api.convert(str(path), str(tmp_path / "out.jsonl"), Options(conversation=("*",)))
+    out = [orjson.loads(line) for line in (tmp_path / "out.jsonl").read_bytes().splitlines()]
+    whole = process(Record(orjson.dumps([_PROMPT, _CALL, _RETRY, _ANSWER]), "x", "line 1"), Plan())
+    assert out[0] + out[1] == orjson.loads(whole.output) and out[0] == [_PROMPT, _CALL]
+    assert [(row["location"], row["rule"]) for row in result.report.changes] == [("line 2", "HM101")]
+
+
+def test_in_place_a_grouped_file_is_rewritten_as_its_output_would_be(tmp_path: Path) -> None:
+    data = _lines_of(
+        {"chat": {"id": "b"}, "n": 1, "messages": [_RETRY, _ANSWER]},
+        {"chat": {"id": "b"}, "n": 0, "messages": [_PROMPT, _CALL]},
+    )
+    source = tmp_path / "chats.jsonl"
+    source.write_bytes(data)
+    api.convert(str(source), str(tmp_path / "out.jsonl"), GROUPED)
+    result = api.convert(str(source), in_place=True, options=GROUPED)
+    assert result.exit_code == 0 and source.read_bytes() == (tmp_path / "out.jsonl").read_bytes() != data

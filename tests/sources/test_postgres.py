@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
@@ -32,7 +33,7 @@ from histmig.report import SKIPPED
 from histmig.sources import format_of, postgres, table
 from histmig.sources.base import lazy
 from histmig.sources.postgres import PostgresTable
-from tests.conftest import ROOT
+from tests.conftest import ROOT, assert_reassembled, not_applicable, stored_apart
 from tests.sources.conftest import corpus_records, jsonl_path_output, without_place
 
 TABLE = "conversations"
@@ -668,3 +669,79 @@ def test_the_messages_column_is_found_by_what_it_holds(postgres_db: str, records
         api.audit(postgres_db, Options(table="chat", jobs=1)).report.summary()
         == api.audit(postgres_db, Options(table="log", jobs=1)).report.summary()
     )
+
+
+# ------------------------------------------------------------ conversations over many rows (issue 25)
+
+
+def messages_table(url: str, records: list[dict[str, Any]]) -> None:
+    """A store of one message a row: ``chat_messages (id bigserial PRIMARY KEY,
+    conversation_id text, seq integer, message jsonb)``, ``records``
+    (:func:`~tests.conftest.stored_apart`, one message each) inserted in their shuffled order."""
+    with psycopg.connect(url, autocommit=True) as con:
+        con.execute(
+            "CREATE TABLE chat_messages (id bigserial PRIMARY KEY, conversation_id text, seq integer, message jsonb)"
+        )
+        with con.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO chat_messages (conversation_id, seq, message) VALUES (%s, %s, %s)",
+                [(r["conversation_id"], r["seq"], orjson.dumps(r["messages"][0]).decode()) for r in records],
+            )
+
+
+def messages_of(url: str) -> list[tuple[int, str, int, Any]]:
+    with psycopg.connect(url) as con:
+        return con.execute("SELECT id, conversation_id, seq, message::text FROM chat_messages ORDER BY id").fetchall()
+
+
+CONVERSATIONS = Options(
+    table="chat_messages", messages_column="message", conversation=("conversation_id",), order="seq", jobs=2
+)
+
+
+def test_a_table_of_one_message_a_row_converts_as_the_whole_histories_do(postgres_db: str) -> None:
+    histories, records = stored_apart("per message")
+    messages_table(postgres_db, records)
+    before = messages_of(postgres_db)
+    options = replace(CONVERSATIONS, unsafe_fixes=True)
+    result = api.convert(postgres_db, None, options, in_place=True)
+    assert result.report.counts["rejected"] == 0
+    changed = {row["location"] for row in result.report.changes}
+    after = messages_of(postgres_db)
+    assert [row[:3] for row in after] == [row[:3] for row in before]
+    for old, new in zip(before, after):
+        if f"id={old[0]}" not in changed:
+            assert new == old  # a row no rule touched is not written
+    out = [{"conversation_id": name, "seq": seq, "messages": orjson.loads(text)} for _, name, seq, text in after]
+    assert_reassembled(histories, out, options, not_applicable("per message", True), exact=False)
+    assert api.check(postgres_db, CONVERSATIONS).report.counts["changed"] == 0
+
+
+def test_a_conversation_an_application_changes_mid_run_is_skipped_whole_and_a_rerun_completes_it(
+    postgres_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    histories, records = stored_apart("per message")
+    messages_table(postgres_db, records)
+    victim = "v2.59.0/m_deferred_tool_model_retry"
+    real = PostgresTable._page_transaction
+
+    def app_writes_first(self: PostgresTable, page: Any, result: Any) -> None:
+        with psycopg.connect(postgres_db, autocommit=True) as con:  # a row histmig read and left, rewritten
+            con.execute(
+                'UPDATE chat_messages SET message = message || \'{"metadata": {"seen": true}}\' '
+                "WHERE conversation_id = %s AND seq = 0",
+                [victim],
+            )
+        real(self, page, result)
+
+    monkeypatch.setattr(PostgresTable, "_page_transaction", app_writes_first)
+    result = api.convert(postgres_db, None, CONVERSATIONS, in_place=True)
+    skipped = {row["location"] for row in result.report.errors if row["status"] == "skipped"}
+    names = {f"id={key}": name for key, name, _, _ in messages_of(postgres_db)}
+    assert skipped and {names[location] for location in skipped} == {victim}
+    assert result.report.counts["skipped"] == len(skipped) and result.exit_code == 1
+    assert any("retry-prompt" in text for _, name, _, text in messages_of(postgres_db) if name == victim)
+    monkeypatch.undo()
+    again = api.convert(postgres_db, None, CONVERSATIONS, in_place=True)
+    assert again.report.counts["changed"] == len(skipped) and again.exit_code == 0
+    assert api.check(postgres_db, CONVERSATIONS).report.counts["changed"] == 0

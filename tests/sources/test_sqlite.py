@@ -5,12 +5,14 @@ a database another connection holds locked, bad rows, keys and errors."""
 
 from __future__ import annotations
 
+import json
 import signal
 import sqlite3
 import subprocess
 import sys
 import time
 from contextlib import closing
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,7 @@ from histmig.options import Options
 from histmig.report import SKIPPED
 from histmig.sources import format_of, sqlite
 from histmig.sources.sqlite import SqliteTable, affinity
-from tests.conftest import ROOT
+from tests.conftest import CORPUS, ROOT, assert_reassembled, not_applicable, run_pieces, stored_apart, whole_conversion
 from tests.sources.conftest import corpus_records, jsonl_path_output, without_place
 
 TABLE = "conversations"
@@ -407,3 +409,193 @@ def test_histmig_s_own_table_names_never_stand_for_a_user_s(tmp_path: Path, reco
         assert stored(db, name) == expected
     assert query(db, "SELECT * FROM __histmig_new_table") == [("mine",)]
     assert query(db, "SELECT count(*) FROM sqlite_master WHERE name LIKE '__histmig%'") == [(3,)]
+
+
+# ------------------------------------------------------------ conversations over many rows (issue 25)
+
+
+def sessions_db(path: Path, records: list[dict[str, Any]]) -> Path:
+    """A fork of pydantic-ai's chat-app table with a ``session_id``: ``messages (id INTEGER
+    PRIMARY KEY, session_id TEXT, seq INTEGER, message_list BLOB)``, ``records``
+    (:func:`~tests.conftest.stored_apart`) in their shuffled order, each ``message_list`` the
+    bytes Python's json writes (spaced: a value written back compact shows histmig rewrote it)."""
+    with closing(sqlite3.connect(path)) as con, con:
+        con.execute("CREATE TABLE messages (id INTEGER PRIMARY KEY, session_id TEXT, seq INTEGER, message_list BLOB)")
+        con.executemany(
+            "INSERT INTO messages (session_id, seq, message_list) VALUES (?, ?, ?)",
+            [(r["conversation_id"], r["seq"], json.dumps(r["messages"], ensure_ascii=False).encode()) for r in records],
+        )
+    return path
+
+
+def read_back(db: Path) -> list[dict[str, Any]]:
+    return [
+        {"conversation_id": name, "seq": seq, "messages": orjson.loads(value)}
+        for name, seq, value in query(db, "SELECT session_id, seq, message_list FROM messages ORDER BY id")
+    ]
+
+
+@pytest.mark.parametrize("layout", ["per run", "per message"])
+def test_a_session_table_converts_conversation_by_conversation_as_the_whole_histories_do(
+    tmp_path: Path, layout: str
+) -> None:
+    histories, stored = stored_apart(layout)
+    db = sessions_db(tmp_path / "chat.sqlite", stored)
+    before = query(db, "SELECT id, message_list FROM messages ORDER BY id")
+    options = Options(
+        table="messages",
+        messages_column="message_list",
+        unsafe_fixes=True,
+        conversation=("session_id",),
+        order="seq",
+        jobs=2,
+    )
+    result = api.convert(str(db), None, options, in_place=True)
+    changed = {row["location"] for row in result.report.changes}
+    after = query(db, "SELECT id, message_list, typeof(message_list) FROM messages ORDER BY id")
+    for (key, old), (_, new, kind) in zip(before, after):
+        assert kind == "blob"
+        if f"id={key}" not in changed:
+            assert new == old  # a row no rule touched is not written
+    assert_reassembled(histories, read_back(db), options, not_applicable(layout, True))
+    assert api.check(str(db), replace(options, unsafe_fixes=False)).report.counts["changed"] == 0
+
+
+def chat_app_db(path: Path, runs: list[list[Any]]) -> Path:
+    """pydantic-ai's chat-app example's own table (examples/pydantic_ai_examples/chat_app.py):
+    ``messages (id INT PRIMARY KEY, message_list TEXT)``, each run's ``new_messages_json()`` a
+    row, inserted as the example does (``INSERT INTO messages (message_list) VALUES (?)``, the
+    value bytes, so a BLOB; ``id`` never set, so NULL), read back ``ORDER BY id``: in rowid order."""
+    with closing(sqlite3.connect(path)) as con, con:
+        con.execute("CREATE TABLE messages (id INT PRIMARY KEY, message_list TEXT);")
+        for run in runs:
+            con.execute("INSERT INTO messages (message_list) VALUES (?);", (orjson.dumps(run),))
+    return path
+
+
+def test_the_chat_app_table_is_one_conversation_and_a_deferred_tool_keeps_its_result(tmp_path: Path) -> None:
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+    history = orjson.loads((CORPUS / "v2.59.0" / "m_deferred_tool_model_retry.json").read_bytes())
+    runs = run_pieces(history)
+    assert len(runs) == 2 and runs[0][-1]["kind"] == "response"  # the run stopped for the deferred tool
+    db = chat_app_db(tmp_path / "chat_app.sqlite", runs)
+    options = Options(table="messages", unsafe_fixes=True, conversation=("*",))  # the column and key found
+    audit = api.audit(str(db), options)
+    changes = {(row["location"], row["rule"]) for row in audit.report.changes}
+    assert changes == {("rowid=2", "HM101"), ("rowid=2", "HM407")}  # as the whole history: no return invented in row 1
+    assert audit.report.findings == []
+    result = api.convert(str(db), None, options, in_place=True)
+    assert result.exit_code == 0
+    rows = [value for (value,) in query(db, "SELECT message_list FROM messages ORDER BY rowid")]
+    for value in rows:
+        ModelMessagesTypeAdapter.validate_json(value)  # 2.68 loads each row
+    together = [message for value in rows for message in orjson.loads(value)]
+    assert together == orjson.loads(orjson.dumps(whole_conversion(history, options, set())[1]))
+    assert orjson.loads(rows[0]) == runs[0]  # the run that stopped for the deferred tool, as it was
+    result_part = orjson.loads(rows[1])[0]["parts"][0]  # the next run starts with the deferred call's retry, kept
+    assert (result_part["part_kind"], result_part["content"], result_part["tool_call_id"]) == (
+        "tool-return",
+        "Refused: destructive command; list first.",
+        runs[0][-1]["parts"][0]["tool_call_id"],
+    )
+
+
+def test_a_conversation_an_application_changes_mid_run_is_skipped_whole_and_a_rerun_completes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    histories, stored = stored_apart("per run")
+    db = sessions_db(tmp_path / "chat.sqlite", stored)
+    options = Options(table="messages", messages_column="message_list", conversation=("session_id",), order="seq")
+    victim = "v2.59.0/m_deferred_tool_model_retry"
+    first = query(db, "SELECT id FROM messages WHERE session_id = ? AND seq = 0", (victim,))[0][0]
+    real = SqliteTable._finish
+
+    def app_writes_first(table: SqliteTable, ok: bool) -> None:
+        with closing(sqlite3.connect(db)) as con, con:  # the application rewrites a row histmig read, not migrated
+            con.execute("UPDATE messages SET message_list = CAST(message_list || ' ' AS BLOB) WHERE id = ?", (first,))
+        real(table, ok)
+
+    monkeypatch.setattr(SqliteTable, "_finish", app_writes_first)
+    result = api.convert(str(db), None, options, in_place=True)
+    skipped = [row["location"] for row in result.report.errors if row["status"] == "skipped"]
+    rows = dict(query(db, "SELECT id, session_id FROM messages"))
+    assert skipped and {rows[int(location[3:])] for location in skipped} == {victim}
+    assert result.report.counts["skipped"] == len(skipped) and result.exit_code == 1
+    assert b"retry-prompt" in b"".join(
+        v for (v,) in query(db, "SELECT message_list FROM messages WHERE session_id = ?", (victim,))
+    )
+    monkeypatch.undo()
+    again = api.convert(str(db), None, options, in_place=True)
+    assert again.report.counts["changed"] == len(skipped) and again.exit_code == 0
+    assert api.check(str(db), options).report.counts["changed"] == 0
+
+
+def test_the_verdict_says_an_index_on_the_conversation_would_help_until_there_is_one(tmp_path: Path) -> None:
+    _, stored = stored_apart("per run")
+    db = sessions_db(tmp_path / "chat.sqlite", stored[:20])
+    options = Options(table="messages", messages_column="message_list", conversation=("session_id",), order="seq")
+    assert api.audit(str(db), options).notes == [
+        f'{db}:messages: no index on ("session_id", "seq"), so the table was sorted to read it conversation by '
+        'conversation; CREATE INDEX ON "messages" ("session_id", "seq") would let it be read in that order'
+    ]
+    with closing(sqlite3.connect(db)) as con:
+        con.execute("CREATE INDEX by_session ON messages (session_id, seq, id)")
+    assert api.audit(str(db), options).notes == []
+    assert api.audit(str(db), Options(table="messages", messages_column="message_list")).notes == []
+
+
+def test_every_history_in_a_chat_app_table_of_its_own_converts_as_the_whole_history(tmp_path: Path) -> None:
+    """pydantic-ai's chat-app layout, a database a conversation, one row a run, for every corpus and
+    captured history: the rows put together are the whole history's conversion, each row loads in 2.68."""
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+    histories, _ = stored_apart("per run")
+    options = Options(table="messages", unsafe_fixes=True, conversation=("*",), jobs=1)
+    out = []
+    for i, (name, history) in enumerate(histories.items()):
+        db = chat_app_db(tmp_path / f"chat_app_{i}.sqlite", run_pieces(history))
+        api.convert(str(db), None, options, in_place=True)
+        for seq, (value,) in enumerate(query(db, "SELECT message_list FROM messages ORDER BY rowid")):
+            ModelMessagesTypeAdapter.validate_json(value)
+            out.append({"conversation_id": name, "seq": seq, "messages": orjson.loads(value)})
+    assert_reassembled(histories, out, options, not_applicable("per run", True))
+
+
+def test_a_row_without_a_conversation_key_is_its_own_and_a_conversation_past_the_limit_is_left_whole(
+    tmp_path: Path,
+) -> None:
+    runs = run_pieces(orjson.loads((CORPUS / "v2.59.0" / "m_deferred_tool_model_retry.json").read_bytes()))
+    alone = orjson.loads((CORPUS / "v2.59.0" / "h_empty_response.json").read_bytes())
+    db = sessions_db(
+        tmp_path / "chat.sqlite",
+        [
+            {"conversation_id": "big", "seq": 0, "messages": runs[0]},
+            {"conversation_id": None, "seq": 0, "messages": alone},
+            {"conversation_id": "big", "seq": 1, "messages": runs[1]},
+        ],
+    )
+    before = query(db, "SELECT id, message_list FROM messages ORDER BY id")
+    sizes = [len(value) for _, value in before]
+    limit = max(sizes) + 10
+    assert sizes[0] + sizes[2] > limit  # the two rows of "big" together hold more
+    options = Options(
+        table="messages",
+        messages_column="message_list",
+        conversation=("session_id",),
+        order="seq",
+        max_conversation_bytes=limit,
+    )
+    result = api.convert(str(db), None, options, in_place=True)
+    after = query(db, "SELECT id, message_list FROM messages ORDER BY id")
+    assert [after[0], after[2]] == [before[0], before[2]]  # the conversation past the limit: nothing written
+    assert after[1] != before[1]  # the row without a key: migrated as the whole history it holds
+    errors = {row["location"]: row["errors"] for row in result.report.errors}
+    said = (
+        f"conversation session_id=big holds {sizes[0] + sizes[2]} bytes in 2 rows, past --max-conversation-bytes "
+        f"{limit}: rejected whole, nothing written for it"
+    )
+    assert errors == {"id=1": [said], "id=3": [said]}
+    assert [(row["location"], row["warnings"]) for row in result.report.warnings] == [
+        ("id=2", ["no conversation key (session_id null): a conversation of its own"])
+    ]
