@@ -15,7 +15,6 @@ options, the input or an output will not do; bad records never raise. The run it
 
 >>> from histmig.api import convert, check
 >>> from histmig.options import Options
-from histmig.otel.restore import Restored
 >>> result = convert("chats.jsonl", "chats.v2.jsonl", Options(jobs=2))  # doctest: +SKIP
 >>> result.verdict, result.exit_code  # doctest: +SKIP
 """
@@ -23,14 +22,13 @@ from histmig.otel.restore import Restored
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from histmig.engine import findings as _findings
 from histmig.engine import migrate as _migrate
 from histmig.engine import process_full
 from histmig.errors import MigrationError, NotAHistory, UsageError
 from histmig.options import Options
-from histmig.otel.restore import Restored
 from histmig.parallel import Progress
 from histmig.records import Record, check_messages, dumps
 from histmig.report import Report
@@ -39,6 +37,9 @@ from histmig.rules.base import Change, Finding, Rule
 from histmig.run.driver import run
 from histmig.run.result import Result
 from histmig.sources.base import Destination
+
+if TYPE_CHECKING:  # the command imports its module (and pydantic_core) only when it runs
+    from histmig.otel.restore import Restored
 
 __all__ = [
     "Progress",
