@@ -39,7 +39,7 @@ RULE = Rule(
     summary="null timestamp on a request part or a response -> field removed (never the clock)",
     source="pydantic-ai 2.68 (the request part models and ModelResponse "
     "in pydantic_ai/messages.py) refuses timestamp: null",
-    facts="framework-facts §2 (load failures)",
+    facts="docs/framework.md §2 (load failures)",
     docs=Docs(
         what=(
             "Removes 'timestamp': null from request parts, builtin-tool-return parts and responses. A request's "

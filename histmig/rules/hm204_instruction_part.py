@@ -73,7 +73,7 @@ RULE = Rule(
     source="pydantic-ai 2.68 dumps an InstructionPart among a request's parts but cannot load it back "
     "(ModelRequestPart "
     "in pydantic_ai/messages.py has no 'instruction' tag); ModelRequest.instructions holds the text",
-    facts="framework-facts §3.1 (request part tags), bug case BC5",
+    facts="docs/framework.md §3.1 (request part tags), bug case BC5",
     docs=Docs(
         what=(
             "Moves the text of an 'instruction' part out of a request's parts into the request's instructions "

@@ -82,7 +82,7 @@ RULE = Rule(
     "call of its tool, else dropped (written whole into the report)",
     source="pydantic-ai 2.68 pydantic_ai/messages.py _drop_orphaned_tool_results (a result whose id no earlier call "
     "has is dropped before every request)",
-    facts="framework-facts §2 (history cleaning before every request: _clean_message_history)",
+    facts="docs/framework.md §2 (history cleaning before every request: _clean_message_history)",
     docs=Docs(
         what=(
             "Finds a tool-return (retried or not) whose tool_call_id no call of the history has: context eviction, "

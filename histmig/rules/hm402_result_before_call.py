@@ -32,7 +32,7 @@ RULE = Rule(
     summary="tool result placed before the call it answers -> dropped (written whole into the report)",
     source="pydantic-ai 2.68 pydantic_ai/messages.py _drop_orphaned_tool_results "
     "(a result placed before its call is dropped as orphaned)",
-    facts="framework-facts §2 (history cleaning before every request: _clean_message_history)",
+    facts="docs/framework.md §2 (history cleaning before every request: _clean_message_history)",
     docs=Docs(
         what=(
             "Finds a tool-return whose call comes later in the history (a hand-built or reordered history). The fix "

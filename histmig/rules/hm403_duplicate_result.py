@@ -31,7 +31,7 @@ RULE = Rule(
     summary="a second result for one call (reported; no fix)",
     source="pydantic-ai 2.68 pydantic_ai/messages.py _dangling_tool_calls_by_response (a result answers the oldest "
     "open call with its id; a second one answers none)",
-    facts="framework-facts §2 (history cleaning before every request: _clean_message_history)",
+    facts="docs/framework.md §2 (history cleaning before every request: _clean_message_history)",
     docs=Docs(
         what=(
             "Finds a tool-return whose call was already answered by an earlier result: the ordered matching walk "

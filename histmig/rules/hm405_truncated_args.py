@@ -26,7 +26,7 @@ RULE = Rule(
     summary="a tool call whose args text is not valid JSON, as a stream cut mid-call leaves it (reported; no fix)",
     source="pydantic-ai 2.68 pydantic_ai/messages.py _repair_dangling_tool_calls (a call whose args were cut "
     "mid-stream is kept and sent as it is)",
-    facts="framework-facts §2 (history cleaning before every request: _clean_message_history)",
+    facts="docs/framework.md §2 (history cleaning before every request: _clean_message_history)",
     docs=Docs(
         what=(
             "Finds a tool call whose args is text that is not JSON and that no retried result answers: the response "

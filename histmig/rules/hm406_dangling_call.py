@@ -33,7 +33,7 @@ RULE = Rule(
     summary="a call before the last response without a result -> the interrupted return 2.68 adds before every request",
     source="pydantic-ai 2.68 pydantic_ai/messages.py _repair_dangling_tool_calls, _synthesized_tool_returns (the "
     "interrupted return added before every request)",
-    facts="framework-facts §2 (history cleaning before every request: _clean_message_history)",
+    facts="docs/framework.md §2 (history cleaning before every request: _clean_message_history)",
     docs=Docs(
         what=(
             "Finds a tool call of a response before the last one that no later result answers (a run that crashed "

@@ -43,7 +43,7 @@ RULE = Rule(
     "with an interrupted return",
     source="pydantic-ai 2.68 pydantic_ai/messages.py repair_messages(repair_last_response=True) (the calls of the last "
     "response, left alone before a request)",
-    facts="framework-facts §2 (history cleaning before every request: _clean_message_history)",
+    facts="docs/framework.md §2 (history cleaning before every request: _clean_message_history)",
     docs=Docs(
         what=(
             "Finds a tool call of the history's last response that no result answers: where a run stopped, crashed, "
