@@ -403,13 +403,16 @@ class Docs:
     it matters, and an example history ``before`` and ``after`` the fix, as JSON text (a
     test runs the rule on ``before``, for the ``target`` release when given, and compares
     with ``after``; ``after`` ``None`` for a rule that only reports, whose example is what it
-    finds)."""
+    finds); ``safety``, whether the fix is safe or unsafe and why (or why there is none), as
+    ruff's "Fix safety" says it. The rule pages of ``docs/rules/`` are generated from these
+    (``scripts/docs.py``)."""
 
     what: str
     why: str
     before: str
     after: str | None = None
     target: str | None = None
+    safety: str = ""
 
 
 Fix = Callable[[Messages, Context], "Sequence[Change | Finding]"]

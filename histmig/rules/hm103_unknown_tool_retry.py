@@ -86,6 +86,12 @@ RULE = Rule(
             "2.68's loader makes it model_retry feedback answering no call, so the call it answers is left "
             "dangling, and the cause is lost; 2.60+ records this event as the call's retried return."
         ),
+        safety=(
+            "Safe: the text names the tool the model invented, and the part is bound only to an unanswered call "
+            "of that name in the response just before it, each call used once; the result is what 2.60+ records "
+            "for the same event. Where no call matches, the part is left to HM102. Off with --causes framework, "
+            "which keeps the loader's reading."
+        ),
         before=(
             '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_wether",'
             '"args":{"city":"Oslo"},"tool_call_id":"call_7"}]},'

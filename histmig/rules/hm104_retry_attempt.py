@@ -244,6 +244,12 @@ RULE = Rule(
             "attempt null, as the framework's own loader leaves it, so years of history drop out of every audit of "
             "flaky tools and output validators."
         ),
+        safety=(
+            "Safe: it writes only an attempt (and a budget given with --max-retries) where the part has none, as "
+            "the framework's counters would have recorded it; a value already stored is never changed, and where "
+            "the count cannot be known the attempt stays null and a finding says why. Opt-in (--attempts): the "
+            "loader itself leaves attempt null."
+        ),
         before=_example(_NULL, _NULL),
         after=_example(_NULL.replace('"attempt":null', '"attempt":1'), _NULL.replace('"attempt":null', '"attempt":2')),
     ),

@@ -82,6 +82,11 @@ RULE = Rule(
             "to report."
         ),
         why="2.68 dumps such parts but cannot load them back: 'instruction' is not a request-part tag.",
+        safety=(
+            "Safe: the text stays the request's instruction, in the field 2.68 reads it from, after any "
+            "instructions already there; a dynamic or named part, whose meaning depends on the agent that wrote "
+            "it, is left as it is for check to report."
+        ),
         before='[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"hi"},{"part_kind":"instruction",'
         '"content":"Be concise."}]}]',
         after='[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"hi"}],"instructions":"Be concise."}]',

@@ -57,6 +57,10 @@ RULE = Rule(
             "0.0.13-0.0.20 wrote these wrappers; 2.68 loads them silently as a literal one-key argument object, so "
             "the call is replayed with the wrong arguments."
         ),
+        safety=(
+            "Safe: the wrapper is how 0.0.13-0.0.20 stored the arguments, and unwrapping it gives exactly the "
+            "arguments the call was made with (the JSON text, or the object)."
+        ),
         before='[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather",'
         '"args":{"args_json":"{\\"city\\": \\"Oslo\\"}"},"tool_call_id":"call_1"}]}]',
         after='[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather",'

@@ -33,6 +33,9 @@ RULE = Rule(
         what="Renames a response's provider_request_id to "
         "provider_response_id, in place, when the latter is absent or null.",
         why="0.8.1 renamed the field without a load alias, so 2.68 silently drops the values 0.7.3-0.8.0 stored.",
+        safety=(
+            "Safe: the value moves, unchanged, to the field 0.8.1 renamed it to, in its place among the message's keys."
+        ),
         before='[{"kind":"response","parts":[{"part_kind":"text","content":"hello"}],"provider_request_id":"req_81"}]',
         after='[{"kind":"response","parts":[{"part_kind":"text","content":"hello"}],"provider_response_id":"req_81"}]',
     ),

@@ -91,6 +91,12 @@ RULE = Rule(
             "Releases before 2.60.0 refuse outcome 'retried' from 1.67.0 (so the whole history fails to load) and "
             "read it as a successful tool result before 1.67.0; they wrote a retry as a retry-prompt part."
         ),
+        safety=(
+            "Safe: it writes the part the target release wrote for the same retry, keeping content, tool_name, "
+            "tool_call_id and timestamp; what that release has no place for (the RetryInfo, a tool_kind or "
+            "metadata) is named in the change's evidence, and converting forward again infers the cause from the "
+            "content."
+        ),
         before=(
             '[{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather",'
             '"content":"Unknown city, use the full name.",'

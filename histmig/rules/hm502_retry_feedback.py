@@ -47,6 +47,11 @@ RULE = Rule(
             "retry's cause, attempt and max_retries are reported as lost."
         ),
         why="Releases before 2.60.0 do not know the retry-feedback part kind: a history holding one fails to load.",
+        safety=(
+            "Safe: it writes the tool-less part the target release wrote for the same feedback, content as "
+            "stored; the RetryInfo, which that release has no place for, is named in the change's evidence, and "
+            "the id it needs is derived from its place (null before 0.0.45, as those releases wrote it)."
+        ),
         before=(
             '[{"kind":"request","parts":[{"content":"Please return text or call a tool.",'
             '"timestamp":"2025-05-01T10:00:04Z",'

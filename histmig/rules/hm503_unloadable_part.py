@@ -56,6 +56,10 @@ RULE = Rule(
         ),
         why="A release that does not know a part kind refuses to "
         "load the whole history; such parts have no older form.",
+        safety=(
+            "Unsafe: the part has no older form, so the fix removes stored content (named in the change's "
+            "evidence); without --unsafe-fixes the record is kept as it is, one the target cannot load."
+        ),
         before=(
             '[{"kind":"response","parts":[{"part_kind":"thinking","content":"Let me check."},{"part_kind":"text",'
             '"content":"12 C"}]}]'

@@ -54,6 +54,10 @@ RULE = Rule(
         "'interrupted' is reported as lost.",
         why="Those releases know outcome but only 'success', 'failed' and "
         "'denied': any other value fails the load of the whole history.",
+        safety=(
+            "Safe: failed is the nearest value those releases have for a call that produced no result; the "
+            "interrupted it replaces is named in the change's evidence."
+        ),
         before='[{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"fetch","content":"",'
         '"tool_call_id":"call_4","outcome":"interrupted"}]}]',
         after='[{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"fetch","content":"",'

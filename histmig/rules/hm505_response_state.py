@@ -59,6 +59,10 @@ RULE = Rule(
             "value written over is reported as lost."
         ),
         why="Those releases know the state field but not every value: any other fails the load of the whole history.",
+        safety=(
+            "Safe: the state becomes the nearest value the target has (incomplete, else interrupted), and the "
+            "value it replaces is named in the change's evidence."
+        ),
         before='[{"kind":"response","parts":[{"part_kind":"text","content":"Working on it"}],"state":"suspended"}]',
         after='[{"kind":"response","parts":[{"part_kind":"text","content":"Working on it"}],"state":"incomplete"}]',
         target="2.0.0",

@@ -59,6 +59,7 @@ RULE = Rule(
         ),
         why="0.0.13-0.0.20 read args only as one of the two wrappers: "
         "bare arguments fail the load of the whole history.",
+        safety=("Safe: the reverse of HM301: the arguments are wrapped as 0.0.13-0.0.20 stored them, value for value."),
         before='[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":{"city":"Oslo"},'
         '"tool_call_id":null}]}]',
         after='[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather",'

@@ -31,6 +31,7 @@ RULE = Rule(
         "provider_request_id, in place. The reverse of HM302.",
         why="Those releases stored the provider's id as provider_request_id "
         "and ignore provider_response_id: the id would be lost.",
+        safety=("Safe: the reverse of HM302: the value moves, unchanged, to the field 0.7.3-0.8.0 stored it in."),
         before='[{"kind":"response","parts":[{"part_kind":"text","content":"hello"}],"provider_response_id":"req_81"}]',
         after='[{"kind":"response","parts":[{"part_kind":"text","content":"hello"}],"provider_request_id":"req_81"}]',
         target="0.8.0",
