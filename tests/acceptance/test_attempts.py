@@ -229,13 +229,13 @@ def _without_counts(part: dict[str, Any]) -> dict[str, Any]:
     )
 
 
-def _readme_block(marker: str) -> str:
-    """The fenced block of README.md that follows ``marker``."""
-    text = (ROOT / "README.md").read_text()
+def _docs_block(marker: str) -> str:
+    """The fenced block of docs/attempts.md that follows ``marker``."""
+    text = (ROOT / "docs" / "attempts.md").read_text()
     return re.search(re.escape(marker) + r".*?```\w*\n(.*?)```", text, re.DOTALL)[1]  # type: ignore[index]
 
 
-def test_the_readme_audit_counts_retries_that_reached_their_budget(tmp_path: Path) -> None:
+def test_the_attempts_page_audit_counts_retries_that_reached_their_budget(tmp_path: Path) -> None:
     out, again = tmp_path / "chats.v2.jsonl", tmp_path / "again.jsonl"
     result = convert(
         str(CORPUS / "all.jsonl"), str(out), Options(attempts=True, max_retries="tools=2,output=1", jobs=1)
@@ -252,7 +252,7 @@ def test_the_readme_audit_counts_retries_that_reached_their_budget(tmp_path: Pat
         174,
         5,
     )  # 177 legacy retries, 3 handed back through deferred results (+2 native ones)
-    query = _readme_block("<!-- audit: retries at their budget -->").replace("chats.v2.jsonl", str(out))
+    query = _docs_block("<!-- audit: retries at their budget -->").replace("chats.v2.jsonl", str(out))
     rows = duckdb.sql(query).fetchall()
     assert rows == [
         ("(output)", 67),
