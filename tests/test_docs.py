@@ -91,6 +91,18 @@ def test_every_citation_in_the_code_names_a_section_of_docs_framework() -> None:
     assert stale == [], "cite docs/framework.md, the document the repository holds"
 
 
+def test_every_section_of_docs_framework_names_the_source_it_was_read_from() -> None:
+    text = (ROOT / "docs" / "framework.md").read_text()
+    sections = re.split(r"^## (?=§)", text, flags=re.MULTILINE)[1:]
+    assert [section.split()[0] for section in sections] == ["§0", "§1", "§2", "§3", "§4", "§5"]
+    for section in sections[1:]:
+        intro, *subsections = re.split(r"^### (?=§)", section, flags=re.MULTILINE)
+        if "Read from:" not in intro:  # else it says it for every subsection
+            assert subsections, intro.splitlines()[0]
+            for subsection in subsections:
+                assert "Read from:" in subsection, subsection.splitlines()[0]
+
+
 def test_a_citation_of_no_section_is_caught() -> None:
     assert unresolved("(docs/framework.md §2.2, §9.9; §3.3 and §1.7)") == ["§9.9", "§1.7"]
     assert unresolved("docs/framework.md §2.6 (the pairing passes)") == []
