@@ -55,6 +55,17 @@ def _examples(epilog: str | None) -> list[str]:
     return [line.strip() for line in (epilog or "").splitlines() if line.startswith("  ") and line.strip()]
 
 
+def _params(command: Any, ctx: Any) -> Iterator[str]:
+    """The tables of a click command's arguments and options, as its ``--help`` gives them."""
+    params = [param for param in command.get_params(ctx) if not getattr(param, "hidden", False)]
+    for kind in ("argument", "option"):
+        rows = [param.get_help_record(ctx) for param in params if param.param_type_name == kind]
+        rows = [row for row in rows if row is not None]
+        if rows:
+            yield f"| {kind} | meaning |\n| --- | --- |"
+            yield "\n".join(f"| `{_cell(flags)}` | {_cell(meaning)} |" for flags, meaning in rows) + "\n"
+
+
 def _command(group: Any, root: Any, name: str) -> Iterator[str]:
     """The section of command ``name`` of the click ``group`` (``root``, the group's context)."""
     command = group.commands[name]
@@ -62,13 +73,7 @@ def _command(group: Any, root: Any, name: str) -> Iterator[str]:
     yield f"## histmig {name}\n"
     yield f"{command.help}\n" if command.help else ""
     yield f"```\n{command.get_usage(ctx)}\n```\n"
-    params = [param for param in command.get_params(ctx) if not getattr(param, "hidden", False)]
-    for kind, title in (("argument", "argument"), ("option", "option")):
-        rows = [param.get_help_record(ctx) for param in params if param.param_type_name == kind]
-        rows = [row for row in rows if row is not None]
-        if rows:
-            yield f"| {title} | meaning |\n| --- | --- |"
-            yield "\n".join(f"| `{_cell(flags)}` | {_cell(meaning)} |" for flags, meaning in rows) + "\n"
+    yield from _params(command, ctx)
     examples = _examples(command.epilog)
     if examples:
         yield "Examples:\n\n```sh\n" + "\n".join(examples) + "\n```\n"
@@ -83,6 +88,8 @@ def cli_page() -> str:
         "# Command-line reference\n",
         GENERATED + "\n",
         f"{group.help}\n" if group.help else "",
+        f"```\n{group.get_usage(root)}\n```\n",
+        *_params(group, root),
         "Commands: " + ", ".join(f"[`{name}`](#histmig-{name})" for name in names) + ".\n",
         (
             "What the options mean in context: [inputs and outputs](storage/files.md), [rules](rules/index.md), "
