@@ -1,12 +1,14 @@
 """The user documentation (the README and docs/) against the code: the generated pages are what
 ``scripts/docs.py`` generates, every citation of docs/framework.md names one of its sections,
-every relative link leads somewhere, and the README's quick start is what the command line does."""
+every relative link leads somewhere, every documented command line uses options its command has,
+and the README's quick start is what the command line does."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -14,7 +16,9 @@ from pathlib import Path
 
 import orjson
 import pytest
+import typer.main
 
+from histmig.cli import app
 from histmig.rules import registry
 from tests.conftest import ROOT
 
@@ -144,6 +148,46 @@ def test_the_readme_is_short_and_opens_with_the_two_set_up_commands_of_the_makef
     makefile = (ROOT / "Makefile").read_text()
     assert re.search(r"^demo:", makefile, re.MULTILINE) and re.search(r"^test:", makefile, re.MULTILINE)
     assert "](docs/index.md)" in readme and "](CHANGELOG.md)" in readme
+
+
+def _command_lines(page: Path) -> list[str]:
+    """The ``histmig ...`` command lines of ``page``'s shell and console blocks (a prompt, a pipe
+    before and a comment after taken off)."""
+    lines, language = [], None
+    for line in page.read_text().splitlines():
+        if line.startswith("```"):
+            language = line[3:].strip() if language is None else None
+        elif language in ("sh", "bash", "") or (language == "console" and line.startswith("$ ")):
+            found = re.search(r"(?:^\$ |^|\| )(histmig [^#|>]*)", line.strip())
+            if found:
+                lines.append(found[1].strip())
+    return lines
+
+
+def test_every_documented_command_line_uses_options_its_command_has() -> None:
+    group = typer.main.get_command(app)
+    root = group.make_context("histmig", [], resilient_parsing=True)
+    flags = {
+        name: {
+            flag
+            for param in command.get_params(command.make_context(name, [], resilient_parsing=True, parent=root))
+            for flag in (*param.opts, *param.secondary_opts)
+        }
+        for name, command in group.commands.items()
+    }
+    used = [(page, line) for page in PAGES for line in _command_lines(page)]
+    assert len(used) > 60
+    wrong = [
+        f"{page.relative_to(ROOT)}: {line}"
+        for page, line in used
+        if line.split()[1] not in flags
+        or any(
+            word.split("=")[0] not in flags[line.split()[1]]
+            for word in shlex.split(line)
+            if word[:1] == "-" and word != "-"
+        )
+    ]
+    assert wrong == []
 
 
 def _block(text: str, marker: str) -> str:
