@@ -55,6 +55,11 @@ def _examples(epilog: str | None) -> list[str]:
     return [line.strip() for line in (epilog or "").splitlines() if line.startswith("  ") and line.strip()]
 
 
+def _usage(command: Any, ctx: Any) -> str:
+    """A command's usage line, as ``--help`` starts, on one line whatever the terminal's width."""
+    return " ".join(["Usage:", ctx.command_path, *command.collect_usage_pieces(ctx)])
+
+
 def _params(command: Any, ctx: Any) -> Iterator[str]:
     """The tables of a click command's arguments and options, as its ``--help`` gives them."""
     params = [param for param in command.get_params(ctx) if not getattr(param, "hidden", False)]
@@ -72,7 +77,7 @@ def _command(group: Any, root: Any, name: str) -> Iterator[str]:
     ctx = command.make_context(name, [], resilient_parsing=True, parent=root)
     yield f"## histmig {name}\n"
     yield f"{command.help}\n" if command.help else ""
-    yield f"```\n{command.get_usage(ctx)}\n```\n"
+    yield f"```\n{_usage(command, ctx)}\n```\n"
     yield from _params(command, ctx)
     examples = _examples(command.epilog)
     if examples:
@@ -88,7 +93,7 @@ def cli_page() -> str:
         "# Command-line reference\n",
         GENERATED + "\n",
         f"{group.help}\n" if group.help else "",
-        f"```\n{group.get_usage(root)}\n```\n",
+        f"```\n{_usage(group, root)}\n```\n",
         *_params(group, root),
         "Commands: " + ", ".join(f"[`{name}`](#histmig-{name})" for name in names) + ".\n",
         (

@@ -42,7 +42,10 @@ def unresolved(text: str) -> list[str]:
     return [f"§{found[1]}" for found in docs.SECTION.finditer(text) if found[1] not in sections]
 
 
-def test_the_generated_pages_are_what_the_code_generates() -> None:
+@pytest.mark.parametrize("columns", [None, "30", "300"])
+def test_the_generated_pages_are_what_the_code_generates(columns: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    if columns is not None:  # the same pages whatever the terminal's width
+        monkeypatch.setenv("COLUMNS", columns)
     assert docs.outdated() == [], "run `python scripts/docs.py` to write the generated pages again"
 
 
