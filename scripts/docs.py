@@ -138,6 +138,7 @@ def rule_page(rule: Rule) -> str:
         else f"What it finds{target}:\n\n```json\n{_json(docs.before)}\n```\n"
     )
     notes = rule.facts.replace("docs/framework.md ", "", 1) if rule.facts.startswith("docs/framework.md ") else ""
+    notes = re.sub(r",? bug cases? BC\d+(, BC\d+)*", "", notes)  # the team's bug cases are not in the repository
     return "\n".join(
         [
             f"# {rule.code} ({rule.name})\n",
