@@ -31,6 +31,7 @@ from typing import Any
 import typer.main
 
 from histmig.cli import app
+from histmig.options import option_table
 from histmig.rules import registry
 from histmig.rules.base import Rule
 from histmig.schema.releases import NEWEST
@@ -103,7 +104,25 @@ def cli_page() -> str:
         ),
     ]
     body = [part for name in names for part in _command(group, root, name)]
-    return "\n".join(part for part in [*head, *body] if part)
+    return "\n".join(part for part in [*head, *body, *_applies()] if part)
+
+
+def _applies() -> Iterator[str]:
+    """Which commands take each option, and which inputs it applies to, as the options declare
+    it (:func:`histmig.options.option_table`): one given where no input takes it is a usage error."""
+    yield "## Which inputs an option applies to\n"
+    yield (
+        "As each option declares it: an option given to a command for an input it does not apply to is a usage "
+        "error (exit 2) naming the option and the inputs it applies to.\n"
+    )
+    yield "| option | commands | inputs |\n| --- | --- | --- |"
+    yield (
+        "\n".join(
+            f"| `{_cell(row.flag)}` | {', '.join(row.commands)} | {', '.join(row.formats) or 'every input'} |"
+            for row in option_table()
+        )
+        + "\n"
+    )
 
 
 def _json(text: str) -> str:
