@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint docs bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,9 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check histmig tests scripts
 	$(BIN)/ruff check histmig
 	$(BIN)/mypy
+
+docs: $(STAMP)
+	$(BIN)/python scripts/docs.py
 
 bench: $(STAMP)
 	$(BIN)/python scripts/bench.py $(BENCH_ARGS)

@@ -393,7 +393,7 @@ MESSAGE_KINDS = ("request", "response")
 def check_messages(messages: list[Any], prefix: str = "messages") -> None:
     """Raise :class:`NotAHistory` unless each item of ``messages`` is a message: an object
     holding ``kind`` and a ``parts`` list (every release's ``ModelRequest``/``ModelResponse``,
-    framework-facts §3); the error names the first item that is not, under ``prefix``. A
+    docs/framework.md §3); the error names the first item that is not, under ``prefix``. A
     list of histories or of scalars is not a history: it is rejected, not copied as
     unchanged."""
     for index, message in enumerate(messages):
@@ -459,7 +459,7 @@ Status = Literal["unchanged", "changed", "rejected"]
 
 
 class Readers(NamedTuple):
-    """Which releases load a record as it was read (``check --reader``, framework-facts §3):
+    """Which releases load a record as it was read (``check --reader``, docs/framework.md §3):
     the ``reader`` release asked about, and the ``spans`` of releases that load the record
     (:mod:`histmig.schema.releases`; none for a record that is no history). A release may load
     a record that a newer one refuses (a retried ``tool-return``: ignored before 1.67.0,

@@ -1,5 +1,5 @@
 """Write fixtures/otel/every_part.json: one stored history (pydantic-ai 2.68 shape) holding every
-part kind the OpenTelemetry export renders (framework-facts §5), beyond what the corpus holds.
+part kind the OpenTelemetry export renders (docs/framework.md §5), beyond what the corpus holds.
 
 Run by hand with the oracle venv: ``/tmp/probe-venv/bin/python scripts/make_otel_fixture.py``.
 The history is validated by pydantic-ai-slim 2.68.0 before it is written, so every part is one

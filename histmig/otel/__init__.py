@@ -1,5 +1,5 @@
 """OpenTelemetry: the GenAI export of stored histories and the v5 -> v6 upgrade of exported
-arrays (:mod:`histmig.otel.export`, framework-facts §5), and the jobs ``histmig otel`` and
+arrays (:mod:`histmig.otel.export`, docs/framework.md §5), and the jobs ``histmig otel`` and
 ``histmig otel-upgrade`` run them in (:mod:`histmig.otel.jobs`)."""
 
 from histmig.errors import OtelExportError

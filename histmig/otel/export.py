@@ -1,4 +1,4 @@
-"""OpenTelemetry GenAI export of stored histories (framework-facts §5).
+"""OpenTelemetry GenAI export of stored histories (docs/framework.md §5).
 
 :func:`to_otel_messages` builds, on plain JSON data, the message list pydantic-ai 2.68's
 ``InstrumentationSettings(version=N, include_content=...).messages_to_otel_messages`` builds from
@@ -6,7 +6,7 @@ the loaded history (what a run span records as ``pydantic_ai.all_messages``), fo
 versions 5 and 6. :func:`upgrade_v5_to_v6` moves an already exported version 5 array to the
 version 6 roles.
 
-The two versions differ only in roles (framework-facts §5, ``_otel_message_role``): version 6
+The two versions differ only in roles (docs/framework.md §5, ``_otel_message_role``): version 6
 puts every tool return, retried ones included, under ``"tool"`` and the framework's fixed
 ``'no_output'`` feedback under ``"system"``; versions 2–5 put both under ``"user"``.
 
@@ -94,7 +94,7 @@ def _text(content: Any, include_content: bool) -> dict[str, Any]:
 
 def retry_feedback_speaks_for_the_harness(part: dict[str, Any]) -> bool:
     """Whether a ``retry-feedback`` part is the framework's own fixed no-output text
-    (cause ``'no_output'`` and content one of the 12 ``'Please …'`` texts, framework-facts
+    (cause ``'no_output'`` and content one of the 12 ``'Please …'`` texts, docs/framework.md
     §1.1): rendered bare, and in the ``system`` role from version 6."""
     content = part.get("content")
     return (
@@ -106,7 +106,7 @@ def retry_feedback_speaks_for_the_harness(part: dict[str, Any]) -> bool:
 
 def retry_feedback_text(part: dict[str, Any]) -> str:
     """The text a ``retry-feedback`` part is shown (and recorded) as, per 2.68's
-    ``RetryFeedbackPart.model_response`` (framework-facts §5): the fixed no-output text bare;
+    ``RetryFeedbackPart.model_response`` (docs/framework.md §5): the fixed no-output text bare;
     anything else behind :data:`RETRY_FEEDBACK_FRAMING` in a ``<pyai:validation_errors>``
     (cause ``'validation_error'``) or ``<pyai:retry_feedback>`` fence. An error list is
     cleaned like ``_dump_error_details`` (no ``ctx``, repeated root ``input`` dropped) and
@@ -121,7 +121,7 @@ def retry_feedback_text(part: dict[str, Any]) -> str:
 
 def otel_role(part: dict[str, Any], version: int) -> str:
     """The GenAI role of the message a request part goes in (2.68 ``_otel_message_role``,
-    framework-facts §5): ``system`` for system prompts and the four delta parts, and in
+    docs/framework.md §5): ``system`` for system prompts and the four delta parts, and in
     version 6 for fixed no-output feedback; ``tool`` in version 6 for every ``tool-return``;
     ``user`` for everything else."""
     kind = part.get("part_kind")
@@ -266,7 +266,7 @@ def _typed(value: dict[str, Any], declared: tuple[str, ...]) -> dict[str, Any]:
 
 
 def _typed_args(part: dict[str, Any]) -> Any:
-    """Tool-call arguments as the typed call parts hold them (framework-facts §3.1): a
+    """Tool-call arguments as the typed call parts hold them (docs/framework.md §3.1): a
     ``'tool-search'`` call's ``ToolSearchArgs`` (``queries`` first) or a ``'capability-load'``
     call's ``LoadCapabilityArgs`` (``id`` first), extra keys kept; a string as stored."""
     args, kind = part["args"], part.get("tool_kind")
@@ -280,7 +280,7 @@ def _typed_args(part: dict[str, Any]) -> Any:
 
 
 def _typed_result(part: dict[str, Any]) -> Any:
-    """A successful typed return's content as its ``TypedDict`` (framework-facts §3.1):
+    """A successful typed return's content as its ``TypedDict`` (docs/framework.md §3.1):
     ``ToolSearchReturnContent`` (``discovered_tools`` with ``name`` first in each match, then
     ``message``) or ``LoadCapabilityReturn`` (``message``, ``instructions``), extra keys kept."""
     content, kind = part["content"], part.get("tool_kind")
@@ -448,7 +448,7 @@ def _response_part(part: dict[str, Any], where: str, include_content: bool) -> l
 def to_otel_messages(messages: list[dict[str, Any]], *, version: int, include_content: bool) -> list[dict[str, Any]]:
     """The GenAI message list for a migrated history, equal to what 2.68's
     ``InstrumentationSettings(version=version, include_content=include_content).messages_to_otel_messages``
-    returns for the loaded history (framework-facts §5; default ``include_binary_content``).
+    returns for the loaded history (docs/framework.md §5; default ``include_binary_content``).
 
     Shapes: a request becomes one ``{"role", "parts"}`` message per run of consecutive parts
     sharing a role (:func:`otel_role`), in stored order, ``instruction-baseline`` parts left
@@ -497,7 +497,7 @@ def to_otel_messages(messages: list[dict[str, Any]], *, version: int, include_co
 
 
 def upgrade_v5_to_v6(otel_messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """An OTel message array exported with version 5 roles, in version 6 roles (framework-facts §5).
+    """An OTel message array exported with version 5 roles, in version 6 roles (docs/framework.md §5).
 
     A ``"user"`` message holding ``tool_call_response`` parts is split, in order, into runs:
     consecutive ``tool_call_response`` parts become a ``"tool"`` message, the parts between

@@ -406,7 +406,7 @@ class _Builder:
 
 def _answers_nothing(response: dict[str, Any] | None) -> bool:
     """Whether a response left the run nothing to act on (no text, no tool call): what the
-    framework's no-output feedback answers (framework-facts §1.1)."""
+    framework's no-output feedback answers (docs/framework.md §1.1)."""
     if response is None:
         return False
     return not any(p["part_kind"] in ("text", "tool-call") and p.get("content", True) for p in response["parts"])
@@ -618,7 +618,7 @@ def rebuild(runs: list[RunSpans]) -> Rebuilt:
 
 _COUNT_ATTEMPTS = Options(attempts=True, select=("HM104",)).plan()
 """HM104 alone: the ``attempt`` of each retry no span recorded, counted as ``convert --attempts``
-counts it (framework-facts §4, the current counting rules)."""
+counts it (docs/framework.md §4, the current counting rules)."""
 
 
 def _count_attempts(messages: list[dict[str, Any]], builder: _Builder) -> None:

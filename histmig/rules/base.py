@@ -2,7 +2,7 @@
 
 A rule is one :class:`Rule` object in one module of this package (``hm101_<name>.py``), found
 automatically (:mod:`histmig.rules`), in the shape django-upgrade and ruff give theirs
-(design.md "Rules"): a stable code, a one-line summary, the framework-facts section it comes
+(design.md "Rules"): a stable code, a one-line summary, the docs/framework.md section it comes
 from, documentation with an example before and after (:class:`Docs`), what it looks at
 (:class:`Look`), and a fix that edits a history in place and returns its :class:`Change`\\ s.
 A fix is ``safe`` when it keeps what the conversation means (what the framework itself does at
@@ -54,7 +54,7 @@ Applicability = Literal["safe", "unsafe"]
 
 CauseMode = Literal["inferred", "framework"]
 """``inferred``: causes from the evidence catalogue (rules/causes.py). ``framework``: the
-exact ``retry`` values pydantic-ai 2.68's loader produces (framework-facts §2)."""
+exact ``retry`` values pydantic-ai 2.68's loader produces (docs/framework.md §2)."""
 
 Messages = list[Any]
 """A history as plain JSON data (a list of message objects, as orjson or msgspec parse it)."""
@@ -145,7 +145,7 @@ class Budgets:
     does not hold: ``tools`` (the agent's ``retries``: every tool without its own, and the
     budget of an unknown tool name), ``output`` (the output retries: tool-less feedback and
     output tools without their own) and ``by_tool``, ``(name, budget)`` pairs for tools
-    configured with their own (framework-facts §4). ``None``: not given."""
+    configured with their own (docs/framework.md §4). ``None``: not given."""
 
     tools: int | None = None
     output: int | None = None
@@ -403,13 +403,16 @@ class Docs:
     it matters, and an example history ``before`` and ``after`` the fix, as JSON text (a
     test runs the rule on ``before``, for the ``target`` release when given, and compares
     with ``after``; ``after`` ``None`` for a rule that only reports, whose example is what it
-    finds)."""
+    finds); ``safety``, whether the fix is safe or unsafe and why (or why there is none), as
+    ruff's "Fix safety" says it. The rule pages of ``docs/rules/`` are generated from these
+    (``scripts/docs.py``)."""
 
     what: str
     why: str
     before: str
     after: str | None = None
     target: str | None = None
+    safety: str = ""
 
 
 Fix = Callable[[Messages, Context], "Sequence[Change | Finding]"]
@@ -428,7 +431,7 @@ class Rule:
     ``code`` is stable (``HM101``); ``name`` a slug (``tool-bound-retry``); ``summary`` one
     line; ``source`` where it comes from in words a user can check (the pydantic-ai
     releases and the function or model of ``pydantic_ai/messages.py``, as ``histmig rules``
-    shows it); ``facts`` the sections of the team's framework-facts notes (and bug cases)
+    shows it); ``facts`` the sections of docs/framework.md (and bug cases)
     behind it, for developers, never shown by the command line; ``docs`` its
     :class:`Docs`; ``looks`` what it looks at (:class:`Look`); ``fix`` edits a history in
     place and returns the :class:`Change`\\ s, and :class:`Finding`\\ s for places it leaves
@@ -538,7 +541,7 @@ def derived_tool_call_id(conversation: str, m_index: int, p_index: int, tool_nam
     """A deterministic ``tool_call_id`` for the part at ``messages[m_index].parts[p_index]``
     of the conversation whose :func:`conversation_key` is ``conversation``: ``'pyd_ai_'`` +
     32 hex digits of a SHA-256 of the key, the position and the tool name, the shape the
-    framework generates from 0.0.45 (framework-facts §3.3), but reproducible, and distinct
+    framework generates from 0.0.45 (docs/framework.md §3.3), but reproducible, and distinct
     across conversations (analytics joining tool calls across conversations, and
     OpenTelemetry call ids, need them distinct): HM201's calls, HM501's and HM502's tool-less
     retries."""

@@ -2,12 +2,12 @@
 
 Each entry maps a framework string (an exact text or an f-string template) to the
 ``RetryInfo.cause`` the newest framework records natively for the same event
-(framework-facts §1; 2.60.0+ agent loop). :func:`infer_cause` walks the catalogue, then
+(docs/framework.md §1; 2.60.0+ agent loop). :func:`infer_cause` walks the catalogue, then
 falls back to the content shape (an error list is ``validation_error``, §1.5) and finally
 to the default (free text is ``model_retry``, §1.5).
 
 :func:`framework_cause` instead reproduces what pydantic-ai 2.68's loader writes
-(``_translate_legacy_retry_part``, framework-facts §2), for ``--causes framework``.
+(``_translate_legacy_retry_part``, docs/framework.md §2), for ``--causes framework``.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ _NO_OUTPUT_SLOTS: tuple[tuple[str, ...], ...] = (
 
 
 def no_output_texts() -> frozenset[str]:
-    """The 12 ``'Please …'`` texts of the no-output template, 1.0.15–2.68.0 (framework-facts
+    """The 12 ``'Please …'`` texts of the no-output template, 1.0.15–2.68.0 (docs/framework.md
     §1.1; the same set as 2.68's ``_NO_OUTPUT_FEEDBACK_TEXTS``): every choice of at most one
     alternative per slot, joined by ``' or '``."""
     texts = set()
@@ -86,7 +86,7 @@ _UNKNOWN_TOOL = (
     r"(?:Available tools: .*|No tools available\.|No tools are available yet: search for the tools you need\.)"
 )
 UNKNOWN_TOOL = re.compile(_UNKNOWN_TOOL + r"\Z", re.DOTALL)
-"""``f'Unknown tool name: {name!r}. {msg}'`` (framework-facts §1.2); group ``name`` is the
+"""``f'Unknown tool name: {name!r}. {msg}'`` (docs/framework.md §1.2); group ``name`` is the
 quoted invented name."""
 
 _ALREADY = (
@@ -273,7 +273,7 @@ _MATCHERS = {binding: _matcher(binding) for binding in ("tool-bound", "tool-less
 
 
 def infer_cause(content: Any, *, tool_bound: bool) -> Verdict:
-    """The cause of a legacy retry-prompt part, from evidence (framework-facts §1).
+    """The cause of a legacy retry-prompt part, from evidence (docs/framework.md §1).
 
     ``content`` is the stored ``content`` (a string or a list of error details);
     ``tool_bound`` is whether ``tool_name`` was set (§2: non-null, ``''`` included). A list
@@ -292,7 +292,7 @@ def infer_cause(content: Any, *, tool_bound: bool) -> Verdict:
 
 
 def framework_cause(content: Any, *, tool_bound: bool) -> Verdict:
-    """The ``retry`` pydantic-ai 2.68's loader writes for a legacy part (framework-facts §2):
+    """The ``retry`` pydantic-ai 2.68's loader writes for a legacy part (docs/framework.md §2):
     a tool-bound string gets no cause (``retry: null``), a tool-less string ``model_retry``,
     any list ``validation_error``."""
     if not isinstance(content, str):

@@ -1,5 +1,5 @@
 """Retry counting as the framework did it, release by release, replayed over a stored history
-(framework-facts §4), for HM104.
+(docs/framework.md §4), for HM104.
 
 A retry part's ``attempt`` is the count the agent loop had charged for it: a per-tool counter
 keyed by the called name (``RunContext.retries``) for a tool-bound retry, the run-wide output
@@ -17,7 +17,7 @@ call made by an earlier run: the framework charges no budget for it), or a histo
 not begin with its run's start (the counts carried in are not stored).
 
 The release that wrote a run is told, where ``--counting writer`` asks for it, from the fields
-its messages hold (:data:`FIELDS`, framework-facts §3.3): every release from the first that
+its messages hold (:data:`FIELDS`, docs/framework.md §3.3): every release from the first that
 writes a field on writes it, and some fields were written only until a release.
 """
 
@@ -35,7 +35,7 @@ from histmig.schema.releases import Release, release
 @dataclass(frozen=True)
 class Counting:
     """How the releases from ``first`` up to the next :class:`Counting`'s counted retries
-    (framework-facts §4 "History"), named ``releases``:
+    (docs/framework.md §4 "History"), named ``releases``:
 
     - ``per_call``: a tool's counter moved at each failing call (two failures of one tool in
       one response: attempts 1 and 2), else once per step for every tool that failed in it
@@ -70,7 +70,7 @@ ERAS: tuple[Counting, ...] = (
     Counting("1.80.0-2.15.0", Release(1, 80, 0), False, True, "own", False, False, False),
     Counting("2.16.0+", Release(2, 16, 0), False, False, "own", False, False, True),
 )
-"""The counting of every release range, oldest first (framework-facts §4 "History"; the
+"""The counting of every release range, oldest first (docs/framework.md §4 "History"; the
 output-tool row from the tool manager of 0.4.4). The 1.x line up to 1.107.10 counts as
 1.80.0-2.15.0. The last is today's: what ``--counting current`` replays."""
 
@@ -128,7 +128,7 @@ FIELDS: tuple[tuple[Where, str | None, str, str | None], ...] = (
     ("response", "history_digest", "2.58.0", None),
 )
 """Where a field (``None``: the part itself) is, the first release that writes it and the
-last, if it is no longer written (framework-facts §3.2, §3.3): a run holding it was written by
+last, if it is no longer written (docs/framework.md §3.2, §3.3): a run holding it was written by
 a release in that range."""
 
 ALWAYS_WRITTEN = frozenset({("message", "run_id"), ("request", "state"), ("response", "state"), ("response", "usage")})
@@ -140,7 +140,7 @@ holds these)."""
 _QUOTED_TOOLS = re.compile(r"Unknown tool name: '[^']*'\. Available tools: '")
 _PLAIN_TOOLS = re.compile(r"Unknown tool name: '[^']*'\. Available tools: [^']")
 """The unknown-tool text listed the available names unquoted until 0.4.3, quoted from 0.4.4
-(framework-facts §1.2)."""
+(docs/framework.md §1.2)."""
 
 
 def _places(message: dict[str, Any]) -> list[tuple[Where, dict[str, Any]]]:
@@ -271,7 +271,7 @@ _NOT_RUN = frozenset(
         "The tool call was denied.",
     }
 )
-"""Status texts of a tool-return whose tool did not run (framework-facts §1.6): no success
+"""Status texts of a tool-return whose tool did not run (docs/framework.md §1.6): no success
 resets a counter."""
 
 _OUTPUT_TOOL_TEXTS = (
@@ -280,7 +280,7 @@ _OUTPUT_TOOL_TEXTS = (
     "Result tool not used",
     "Output not used as the final result",
 )
-"""Status texts only an output (result) tool's return carries (framework-facts §1.6)."""
+"""Status texts only an output (result) tool's return carries (docs/framework.md §1.6)."""
 
 _ANSWERS = frozenset({"tool-return", "retry-prompt", "retry-feedback"})
 
@@ -315,7 +315,7 @@ class History:
     """What the replay needs from a history (plain JSON data), read once: its :attr:`runs`,
     its :attr:`steps` (``(message index, run index, [(part index, part)])`` for every request;
     an empty request that answers a response, an empty response re-sent, holds a ``None``
-    part: framework-facts §1.1, it was charged to the output budget) and its :attr:`retries`
+    part: docs/framework.md §1.1, it was charged to the output budget) and its :attr:`retries`
     in order (:class:`Retry`)."""
 
     def __init__(self, messages: Messages) -> None:
@@ -484,7 +484,7 @@ def _budget(counting: Counting, retry: Retry) -> Budget:
 
 def _kind(part: Part, outputs: frozenset[str]) -> Kind:
     """What charged a retry part: tool-less ``feedback``; an ``unknown`` or ``unavailable``
-    tool (its ``retry.cause``, else its text, framework-facts §1.2, §1.3); an ``output-tool``;
+    tool (its ``retry.cause``, else its text, docs/framework.md §1.2, §1.3); an ``output-tool``;
     else a ``tool``."""
     name = part.get("tool_name")
     if part.get("part_kind") == "retry-feedback" or name is None:
@@ -522,7 +522,7 @@ def _output_tools(messages: Messages) -> frozenset[str]:
 
 def _opens_run(message: Any, *, first: bool) -> bool:
     """A request that answers no call and carries no feedback, and (unless it is the
-    history's ``first`` message) holds a user prompt: how a run starts (framework-facts §4
+    history's ``first`` message) holds a user prompt: how a run starts (docs/framework.md §4
     "Run boundaries"; within a run every request answers the response before it)."""
     if not isinstance(message, dict) or message.get("kind") != "request" or not isinstance(message.get("parts"), list):
         return False
@@ -532,7 +532,7 @@ def _opens_run(message: Any, *, first: bool) -> bool:
 
 def _runs(messages: Messages) -> list[Run]:
     """The runs of ``messages``: a run starts where ``run_id`` changes between two messages
-    that both carry one, else (framework-facts §4: no run id before 1.15.0) at a request of
+    that both carry one, else (docs/framework.md §4: no run id before 1.15.0) at a request of
     prompts (:func:`_opens_run`). The first run is ``cut`` unless the history opens with such
     a request. Each run's writing releases are bounded by its own fields and by the runs
     around it: releases only move forward within a conversation."""

@@ -9,7 +9,7 @@ from histmig.schema.releases import RETRY_PARTS, Span
 
 def migrate_tool_bound(messages: Messages, ctx: Context) -> list[Change]:
     """Rewrite every tool-bound retry-prompt part (``tool_name`` not ``None``, ``''``
-    included; framework-facts §2) as the retried ``ToolReturnPart`` of the call it answers,
+    included; docs/framework.md §2) as the retried ``ToolReturnPart`` of the call it answers,
     keeping ``tool_name``, ``tool_call_id``, ``timestamp`` and every other key; the cause
     comes from :mod:`histmig.rules.causes`. Raises :class:`~histmig.errors.Malformed`
     for a content that is neither text nor a list."""
@@ -22,7 +22,7 @@ RULE = Rule(
     summary="tool-bound retry-prompt -> ToolReturnPart with outcome 'retried' and a RetryInfo cause",
     source="pydantic-ai 2.68 pydantic_ai/messages.py _translate_legacy_retry_part (a tool-bound retry-prompt loads as "
     "the call's ToolReturnPart, outcome retried); the retry texts releases 0.0.x-2.59 wrote",
-    facts="framework-facts §1, §2",
+    facts="docs/framework.md §1, §2.1, §2.2",
     docs=Docs(
         what=(
             "Rewrites a retry-prompt part that answers a tool call (its tool_name is set, '' included) as that "
@@ -35,6 +35,12 @@ RULE = Rule(
             "pydantic-ai 2.60 deprecated RetryPromptPart. 2.68 still loads it, but only translates it at load "
             "time, with retry null for any text (the cause is lost) and a random id where the stored one is "
             "missing or '', which orphans the return from its call."
+        ),
+        safety=(
+            "Safe: it stores once what 2.68's loader makes of the part at every load, the call's retried "
+            "tool-return, keeping the stored tool_call_id and timestamp where the loader would take a random id "
+            "and the clock. The cause is the one thing added, from the evidence of the text; --causes framework "
+            "writes the loader's own values instead."
         ),
         before=(
             '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather",'

@@ -9,7 +9,7 @@ from histmig.schema.releases import RETRY_PARTS, Span
 
 def migrate_tool_less(messages: Messages, ctx: Context) -> list[Change]:
     """Rewrite every tool-less retry-prompt part (``tool_name`` ``None`` or absent;
-    framework-facts §2) as a ``RetryFeedbackPart``; the cause comes from
+    docs/framework.md §2) as a ``RetryFeedbackPart``; the cause comes from
     :mod:`histmig.rules.causes` (a fixed no-output text is ``no_output``, not the loader's
     ``model_retry``). Raises :class:`~histmig.errors.Malformed` for a content that is
     neither text nor a list."""
@@ -22,7 +22,7 @@ RULE = Rule(
     summary="tool-less retry-prompt -> RetryFeedbackPart with a RetryInfo cause",
     source="pydantic-ai 2.68 pydantic_ai/messages.py _translate_legacy_retry_part (a tool-less retry-prompt loads as a "
     "RetryFeedbackPart); the retry texts releases 0.0.x-2.59 wrote",
-    facts="framework-facts §1, §2",
+    facts="docs/framework.md §1, §2.1, §2.2",
     docs=Docs(
         what=(
             "Rewrites a retry-prompt part that answers no tool call (tool_name null or absent) as a retry-feedback "
@@ -34,6 +34,12 @@ RULE = Rule(
         why=(
             "2.68's loader calls every tool-less text model_retry, so the model later reads the framework's own "
             "'Please return text or call a tool.' as fenced user text saying its output failed validation."
+        ),
+        safety=(
+            "Safe: it stores once the RetryFeedbackPart 2.68's loader makes of the part, its content as stored; "
+            "the legacy tool_call_id, which the loader drops too, goes. Only the cause is chosen, from evidence "
+            "(a fixed no-output text is no_output); --causes framework writes the loader's model_retry or "
+            "validation_error."
         ),
         before=(
             '[{"kind":"request","parts":[{"part_kind":"retry-prompt","content":"Please return text or call a tool.",'

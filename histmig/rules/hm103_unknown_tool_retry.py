@@ -13,7 +13,7 @@ from histmig.schema.releases import RETRY_PARTS, Span
 def rebind_unknown_tool(messages: Messages, ctx: Context) -> list[Change]:
     """Re-bind a tool-less ``'Unknown tool name: …'`` retry to the call it answers.
 
-    0.0.3–0.0.46 wrote this text with no ``tool_name``/``tool_call_id`` (framework-facts
+    0.0.3–0.0.46 wrote this text with no ``tool_name``/``tool_call_id`` (docs/framework.md
     §1.2); the loader turns it into ``model_retry`` feedback. Its quoted name is matched
     against the ``tool-call`` parts of the nearest preceding response (each call used once,
     in order); on a match the part becomes that call's retried ``ToolReturnPart`` with cause
@@ -73,7 +73,7 @@ RULE = Rule(
     "before 0.0.47) -> the invented call's retried tool-return",
     source="pydantic-ai 0.0.3-0.0.46 wrote 'Unknown tool name: …' retries without tool_name; 2.60+ records them as the "
     "call's ToolReturnPart, cause unknown_tool",
-    facts="framework-facts §1.2",
+    facts="docs/framework.md §1.2",
     docs=Docs(
         what=(
             "Re-binds a tool-less 'Unknown tool name: ...' retry-prompt (written with no tool_name nor tool_call_id "
@@ -85,6 +85,12 @@ RULE = Rule(
         why=(
             "2.68's loader makes it model_retry feedback answering no call, so the call it answers is left "
             "dangling, and the cause is lost; 2.60+ records this event as the call's retried return."
+        ),
+        safety=(
+            "Safe: the text names the tool the model invented, and the part is bound only to an unanswered call "
+            "of that name in the response just before it, each call used once; the result is what 2.60+ records "
+            "for the same event. Where no call matches, the part is left to HM102. Off with --causes framework, "
+            "which keeps the loader's reading."
         ),
         before=(
             '[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_wether",'

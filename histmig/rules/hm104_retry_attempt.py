@@ -92,7 +92,7 @@ def _limit(budget: Budget, budgets: Budgets) -> int | None:
     """The budget a count is checked against, from the agent's ``budgets`` (``None``: not
     given): a tool's own or ``tools``, an output tool's own or ``output``, the run-wide
     ``output``, ``tools`` for an unknown name, or the hard-coded 1 of unknown names until
-    1.39.1 (framework-facts §4)."""
+    1.39.1 (docs/framework.md §4)."""
     if not budgets:
         return None
     kind, name = budget
@@ -119,7 +119,7 @@ def _evidence(counted: list[Counted], run: Run, eras: tuple[Counting, ...], coun
 
 def fill_attempts(messages: Messages, ctx: Context) -> list[Change | Finding]:
     """Fill ``retry.attempt`` of every retry part that has none by replaying the counters of
-    framework-facts §4 (:mod:`histmig.rules.counting`) under ``ctx.counting`` (today's rules,
+    docs/framework.md §4 (:mod:`histmig.rules.counting`) under ``ctx.counting`` (today's rules,
     the writing releases', or a release's), and ``retry.max_retries`` from ``ctx.budgets``
     where it is null. An attempt already stored is never changed (the replay follows it).
 
@@ -226,7 +226,7 @@ RULE = Rule(
     summary="retry part whose retry.attempt is null -> the attempt the framework counted (only with --attempts)",
     source="pydantic-ai RetryInfo.attempt (2.60.0, pydantic_ai/messages.py) and the retry counters of the agent graph "
     "(pydantic_ai/_agent_graph.py, _tool_manager.py), release by release",
-    facts="framework-facts §4",
+    facts="docs/framework.md §4",
     docs=Docs(
         what=(
             "With --attempts, fills retry.attempt of every retried tool-return and retry-feedback part that has none "
@@ -243,6 +243,12 @@ RULE = Rule(
             "attempt == max_retries marks the last retry before a run would raise. A migrated legacy history has "
             "attempt null, as the framework's own loader leaves it, so years of history drop out of every audit of "
             "flaky tools and output validators."
+        ),
+        safety=(
+            "Safe: it writes only an attempt (and a budget given with --max-retries) where the part has none, as "
+            "the framework's counters would have recorded it; a value already stored is never changed, and where "
+            "the count cannot be known the attempt stays null and a finding says why. Opt-in (--attempts): the "
+            "loader itself leaves attempt null."
         ),
         before=_example(_NULL, _NULL),
         after=_example(_NULL.replace('"attempt":null', '"attempt":1'), _NULL.replace('"attempt":null', '"attempt":2')),

@@ -50,7 +50,7 @@ def derive_tool_call_ids(messages: Messages, ctx: Context) -> list[Change | Find
     call of the same ``tool_name`` before it that no result has answered yet (0.0.x answered
     calls in order). A result with no such call gets an id derived from its own place. Each
     change carries the id it wrote (``Change.tool_call_id``). 2.68 rejects ``null`` ids and
-    replaces absent ones with random ids, which orphans the result (framework-facts §2). For a
+    replaces absent ones with random ids, which orphans the result (docs/framework.md §2). For a
     ``--target`` before 2.60.0, where a tool-less ``retry-prompt`` stays one (HM102 does not
     run), its ``null`` id gets an id derived from its place too: releases from 0.0.45 refuse
     it.
@@ -108,7 +108,7 @@ RULE = Rule(
     "derived id",
     source="pydantic-ai 0.0.13-0.0.44 wrote tool_call_id: null; 2.68 (ToolCallPart, ToolReturnPart in "
     "pydantic_ai/messages.py) refuses it, and gives a missing one a random id at every load",
-    facts="framework-facts §2 (load failures), §3.3 (ids nullable in 0.0.13–0.0.44)",
+    facts="docs/framework.md §2.4 (load failures), §3.3 (ids nullable in 0.0.13–0.0.44)",
     docs=Docs(
         what=(
             "Gives every tool-call whose tool_call_id is null a derived id ('pyd_ai_' and 32 hex digits of a "
@@ -122,6 +122,13 @@ RULE = Rule(
         why=(
             "0.0.13-0.0.44 wrote null ids; 2.68 refuses to load a null id, and replaces a missing one with a "
             "random id at every load, which orphans the result: 2.68 drops it before sending."
+        ),
+        safety=(
+            "Safe: the history cannot load as it is. A call gets an id derived from the conversation and its "
+            "place (the same on every run, where the framework would draw a random one), and a result the id of "
+            "the call it answers, found as the releases that wrote null ids answered calls: in order, by tool (an "
+            "id of its own place when no call is open). On a likely fragment of a conversation it derives none: "
+            "the fragment's own opening and places are not the whole conversation's."
         ),
         before=(
             '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"Weather in Oslo?"}]},'

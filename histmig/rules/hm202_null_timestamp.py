@@ -39,7 +39,7 @@ RULE = Rule(
     summary="null timestamp on a request part or a response -> field removed (never the clock)",
     source="pydantic-ai 2.68 (the request part models and ModelResponse "
     "in pydantic_ai/messages.py) refuses timestamp: null",
-    facts="framework-facts §2 (load failures)",
+    facts="docs/framework.md §2.4 (load failures)",
     docs=Docs(
         what=(
             "Removes 'timestamp': null from request parts, builtin-tool-return parts and responses. A request's "
@@ -48,6 +48,11 @@ RULE = Rule(
         why=(
             "2.68 refuses to load a null timestamp there; an absent one loads (the framework then takes the load "
             "time, so histmig never writes one: the same archive converts to the same bytes on any day)."
+        ),
+        safety=(
+            "Safe: 2.68 refuses a null timestamp and loads an absent one (taking the load time, as for any "
+            "history that never stored one); removing the null loses no value, and histmig never writes the "
+            "clock."
         ),
         before=(
             '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"hi","timestamp":null}]},'

@@ -38,7 +38,7 @@ def _insert_input(detail: dict[str, Any]) -> dict[str, Any]:
 
 def add_missing_error_input(messages: Messages, ctx: Context) -> list[Change]:
     """Give every error-details entry of a ``retry-prompt`` or ``retry-feedback`` list content
-    that lacks ``input`` an ``"input": null``. 2.68 requires ``input`` (framework-facts §2)
+    that lacks ``input`` an ``"input": null``. 2.68 requires ``input`` (docs/framework.md §2)
     though validators that drop inputs made the framework write such parts itself."""
     changes: list[Change] = []
     for m_index, p_index, message, part in iter_parts(messages, "request"):
@@ -60,13 +60,17 @@ RULE = Rule(
     summary="error details without 'input' in a retry part -> \"input\": null",
     source="pydantic-ai 2.68 validates a retry's error list as pydantic_core ErrorDetails, where input is required; "
     "older releases wrote lists without it",
-    facts="framework-facts §2 (load failures), bug case BC3",
+    facts="docs/framework.md §2.4 (load failures), bug case BC3",
     docs=Docs(
         what="Adds 'input': null, after 'msg', to every error-details "
         "entry of a retry part's error list that has no input.",
         why=(
             "2.68 requires input in error details and refuses to load the history otherwise, though the "
             "framework wrote such parts itself when a validator dropped the inputs."
+        ),
+        safety=(
+            "Safe: the error keeps its type, location and message; the input it lacks was never stored, and null "
+            "says so, where 2.68 would refuse the whole history."
         ),
         before=(
             '[{"kind":"request","parts":[{"part_kind":"retry-feedback","content":[{"type":"missing",'

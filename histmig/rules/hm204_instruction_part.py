@@ -73,7 +73,7 @@ RULE = Rule(
     source="pydantic-ai 2.68 dumps an InstructionPart among a request's parts but cannot load it back "
     "(ModelRequestPart "
     "in pydantic_ai/messages.py has no 'instruction' tag); ModelRequest.instructions holds the text",
-    facts="framework-facts §3.1 (request part tags), bug case BC5",
+    facts="docs/framework.md §3.1 (request part tags), bug case BC5",
     docs=Docs(
         what=(
             "Moves the text of an 'instruction' part out of a request's parts into the request's instructions "
@@ -82,6 +82,11 @@ RULE = Rule(
             "to report."
         ),
         why="2.68 dumps such parts but cannot load them back: 'instruction' is not a request-part tag.",
+        safety=(
+            "Safe: the text stays the request's instruction, in the field 2.68 reads it from, after any "
+            "instructions already there; a dynamic or named part, whose meaning depends on the agent that wrote "
+            "it, is left as it is for check to report."
+        ),
         before='[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"hi"},{"part_kind":"instruction",'
         '"content":"Be concise."}]}]',
         after='[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"hi"}],"instructions":"Be concise."}]',

@@ -33,7 +33,7 @@ def unwrap_tool_call_args(messages: Messages, ctx: Context) -> list[Change]:
     """Replace ``args`` of ``{"args_json": "<json text>"}`` by the text and of
     ``{"args_dict": {...}}`` by the object. 0.0.13–0.0.20 wrote these wrappers; 2.68 loads
     them as a literal one-key argument object, so the call is replayed with the wrong
-    arguments (framework-facts §3.3)."""
+    arguments (docs/framework.md §3.3)."""
     changes: list[Change] = []
     for m_index, p_index, message, part in iter_parts(messages, "response"):
         if part.get("part_kind") == "tool-call" and is_args_wrapper(message, part):
@@ -49,13 +49,17 @@ RULE = Rule(
     summary="tool-call args wrapped as {'args_json': ...} / {'args_dict': ...} -> the bare arguments",
     source='pydantic-ai 0.0.13-0.0.20 stored ToolCallPart.args as {"args_json": …} or {"args_dict": …}; 2.68 reads the '
     "wrapper as a literal argument",
-    facts="framework-facts §3.3 (ToolCallPart.args, 0.0.13–0.0.20)",
+    facts="docs/framework.md §3.3 (ToolCallPart.args, 0.0.13–0.0.20)",
     docs=Docs(
         what="Replaces a tool call's args {'args_json': '<json text>'} "
         "by the text, and {'args_dict': {...}} by the object.",
         why=(
             "0.0.13-0.0.20 wrote these wrappers; 2.68 loads them silently as a literal one-key argument object, so "
             "the call is replayed with the wrong arguments."
+        ),
+        safety=(
+            "Safe: the wrapper is how 0.0.13-0.0.20 stored the arguments, and unwrapping it gives exactly the "
+            "arguments the call was made with (the JSON text, or the object)."
         ),
         before='[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather",'
         '"args":{"args_json":"{\\"city\\": \\"Oslo\\"}"},"tool_call_id":"call_1"}]}]',

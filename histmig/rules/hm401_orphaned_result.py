@@ -82,7 +82,7 @@ RULE = Rule(
     "call of its tool, else dropped (written whole into the report)",
     source="pydantic-ai 2.68 pydantic_ai/messages.py _drop_orphaned_tool_results (a result whose id no earlier call "
     "has is dropped before every request)",
-    facts="framework-facts §2 (history cleaning before every request: _clean_message_history)",
+    facts="docs/framework.md §2.6 (the pairing passes before every request: _clean_message_history)",
     docs=Docs(
         what=(
             "Finds a tool-return (retried or not) whose tool_call_id no call of the history has: context eviction, "
@@ -94,6 +94,12 @@ RULE = Rule(
         why=(
             "Providers reject a result without its call ('No tool call found for function call output'); 2.68 drops "
             "it before every request, so the stored history says one thing and the model sees another."
+        ),
+        safety=(
+            "Unsafe: the fix either re-pairs the result with a call (a judgement: the only open call of its tool "
+            "in the response before it) or drops the result, which removes stored content from the history (it is "
+            "written whole into the report's change row). 2.68 drops it before every request anyway, but the "
+            "stored history is changed."
         ),
         before=(
             '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"Weather in Oslo?"}]},'

@@ -32,7 +32,7 @@ RULE = Rule(
     summary="tool result placed before the call it answers -> dropped (written whole into the report)",
     source="pydantic-ai 2.68 pydantic_ai/messages.py _drop_orphaned_tool_results "
     "(a result placed before its call is dropped as orphaned)",
-    facts="framework-facts §2 (history cleaning before every request: _clean_message_history)",
+    facts="docs/framework.md §2.6 (the pairing passes before every request: _clean_message_history)",
     docs=Docs(
         what=(
             "Finds a tool-return whose call comes later in the history (a hand-built or reordered history). The fix "
@@ -40,6 +40,11 @@ RULE = Rule(
             "then answered as 2.68 answers a dangling call (HM406)."
         ),
         why="No earlier call has its id, so providers reject it; 2.68 drops it before every request.",
+        safety=(
+            "Unsafe: the result is dropped, which removes stored content (written whole into the report's change "
+            "row), as 2.68 drops it before every request; moving it after its call would reorder the "
+            "conversation, which the framework does not do either."
+        ),
         before=(
             '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"go"}]},'
             '{"kind":"response","parts":[{"part_kind":"text","content":"On it."}]},'

@@ -31,7 +31,7 @@ RULE = Rule(
     summary="a second result for one call (reported; no fix)",
     source="pydantic-ai 2.68 pydantic_ai/messages.py _dangling_tool_calls_by_response (a result answers the oldest "
     "open call with its id; a second one answers none)",
-    facts="framework-facts §2 (history cleaning before every request: _clean_message_history)",
+    facts="docs/framework.md §2.6 (the pairing passes before every request: _clean_message_history)",
     docs=Docs(
         what=(
             "Finds a tool-return whose call was already answered by an earlier result: the ordered matching walk "
@@ -40,6 +40,7 @@ RULE = Rule(
         ),
         why="The framework sends both; providers differ in what they "
         "make of two results for one call, and some refuse it.",
+        safety=("No fix: which of the two results the model should have seen is not in the history."),
         before=(
             '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"Weather in Oslo?"}]},'
             '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":{},"tool_call_id":"c1"}]},'

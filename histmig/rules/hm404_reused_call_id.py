@@ -30,7 +30,7 @@ RULE = Rule(
     summary="a call reusing the id of an earlier response's unanswered "
     "call, which it shadows (reported; the shadowed call is HM406's)",
     source="pydantic-ai 2.68 pydantic_ai/messages.py _open_tool_calls (a call reusing an open call's id shadows it)",
-    facts="framework-facts §2 (history cleaning before every request: _clean_message_history)",
+    facts="docs/framework.md §2.6 (the pairing passes before every request: _clean_message_history)",
     docs=Docs(
         what=(
             "Finds a tool call whose tool_call_id is that of a call of an earlier response still without a result "
@@ -39,6 +39,10 @@ RULE = Rule(
         ),
         why="The shadowed call never gets a result: providers reject the "
         "history, and analytics joining calls to results by id go wrong.",
+        safety=(
+            "No fix: the id is what the provider sent; renaming either call would need knowing which result was "
+            "meant for which."
+        ),
         before=(
             '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"Weather in Oslo?"}]},'
             '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":{},"tool_call_id":"call_1"}]},'

@@ -26,7 +26,7 @@ RULE = Rule(
     summary="a tool call whose args text is not valid JSON, as a stream cut mid-call leaves it (reported; no fix)",
     source="pydantic-ai 2.68 pydantic_ai/messages.py _repair_dangling_tool_calls (a call whose args were cut "
     "mid-stream is kept and sent as it is)",
-    facts="framework-facts §2 (history cleaning before every request: _clean_message_history)",
+    facts="docs/framework.md §2.6 (the pairing passes before every request: _clean_message_history)",
     docs=Docs(
         what=(
             "Finds a tool call whose args is text that is not JSON and that no retried result answers: the response "
@@ -36,6 +36,10 @@ RULE = Rule(
         why=(
             "The call's arguments are lost; 2.68 keeps the call verbatim (serializers degrade such args) and "
             "answers it as a dangling call if nothing did, so the history looks complete when it is not."
+        ),
+        safety=(
+            "No fix: the arguments the model was producing are lost, and no fix could know them; 2.68 sends the "
+            "call as it is."
         ),
         before=(
             '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"Weather in Oslo?"}]},'

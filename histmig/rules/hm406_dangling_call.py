@@ -33,7 +33,7 @@ RULE = Rule(
     summary="a call before the last response without a result -> the interrupted return 2.68 adds before every request",
     source="pydantic-ai 2.68 pydantic_ai/messages.py _repair_dangling_tool_calls, _synthesized_tool_returns (the "
     "interrupted return added before every request)",
-    facts="framework-facts §2 (history cleaning before every request: _clean_message_history)",
+    facts="docs/framework.md §2.6 (the pairing passes before every request: _clean_message_history)",
     docs=Docs(
         what=(
             "Finds a tool call of a response before the last one that no later result answers (a run that crashed "
@@ -46,6 +46,11 @@ RULE = Rule(
         why=(
             "Providers reject a call without a result ('tool_use ids were found without tool_result blocks'); 2.68 "
             "repairs it again on every request, and nobody sees how many stored conversations are broken."
+        ),
+        safety=(
+            "Safe: it stores once the return 2.68 adds before every request, built and placed exactly as 2.68 "
+            "builds and places it (its content, outcome interrupted, the synthesized-return marker, the timestamp "
+            "of the response it repairs), so the model sees what it already saw."
         ),
         before=(
             '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"Weather in Oslo?"}]},'

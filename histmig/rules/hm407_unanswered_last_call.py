@@ -43,7 +43,7 @@ RULE = Rule(
     "with an interrupted return",
     source="pydantic-ai 2.68 pydantic_ai/messages.py repair_messages(repair_last_response=True) (the calls of the last "
     "response, left alone before a request)",
-    facts="framework-facts §2 (history cleaning before every request: _clean_message_history)",
+    facts="docs/framework.md §2.6 (the pairing passes before every request: _clean_message_history)",
     docs=Docs(
         what=(
             "Finds a tool call of the history's last response that no result answers: where a run stopped, crashed, "
@@ -55,6 +55,12 @@ RULE = Rule(
         why=(
             "A provider refuses the history as it is, and Agent.run refuses to add a new prompt after it; but a "
             "resumed run may still answer the call, so closing it abandons work: only with --unsafe-fixes."
+        ),
+        safety=(
+            "Unsafe: the calls of the last response are the live frontier that a resumed run or "
+            "deferred_tool_results may still answer; closing them, as repair_messages(repair_last_response=True) "
+            "does, abandons that work. Even with --unsafe-fixes a record that names a conversation keeps them "
+            "open: its next run's record may hold their results. check reports them as a warning."
         ),
         before=(
             '[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"weather?"}]},'

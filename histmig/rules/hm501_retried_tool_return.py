@@ -28,11 +28,11 @@ def is_retried_return(message: Message, part: Any) -> bool:
 
 def rollback_retried_returns(messages: Messages, ctx: Context) -> list[Change]:
     """Rewrite every retried ``tool-return`` of a request as the tool-bound ``retry-prompt``
-    releases before 2.60.0 wrote for it (framework-facts §2, read backwards): ``content``,
+    releases before 2.60.0 wrote for it (docs/framework.md §2, read backwards): ``content``,
     ``tool_name``, ``tool_call_id`` and ``timestamp`` kept, in the order those releases wrote
     them. Its ``retry`` (cause, attempt, max_retries) and a ``tool_kind`` or ``metadata`` have
     no place there and are reported as lost. An ``unknown_tool`` retry for a target before
-    0.0.47 becomes the tool-less part those releases wrote (framework-facts §1.2): ``tool_name``
+    0.0.47 becomes the tool-less part those releases wrote (docs/framework.md §1.2): ``tool_name``
     null, ``tool_call_id`` null before 0.0.45, else derived. Raises
     :class:`~histmig.errors.Malformed` for a content that is neither text nor a list."""
     changes: list[Change] = []
@@ -78,7 +78,7 @@ RULE = Rule(
     "tool-bound retry-prompt that release wrote; retry reported lost",
     source="pydantic-ai 0.0.13-2.59.0 wrote a retried tool call as the call's tool-bound RetryPromptPart "
     "(pydantic_ai/messages.py); 2.60.0 writes ToolReturnPart with outcome 'retried' and a RetryInfo",
-    facts="framework-facts §2, §3.2, §3.3 (outcome 'retried' and retry from 2.60.0)",
+    facts="docs/framework.md §2, §3.2, §3.3 (outcome 'retried' and retry from 2.60.0)",
     docs=Docs(
         what=(
             "For a --target before 2.60.0, rewrites a tool-return with outcome 'retried' as the tool-bound "
@@ -90,6 +90,12 @@ RULE = Rule(
         why=(
             "Releases before 2.60.0 refuse outcome 'retried' from 1.67.0 (so the whole history fails to load) and "
             "read it as a successful tool result before 1.67.0; they wrote a retry as a retry-prompt part."
+        ),
+        safety=(
+            "Safe: it writes the part the target release wrote for the same retry, keeping content, tool_name, "
+            "tool_call_id and timestamp; what that release has no place for (the RetryInfo, a tool_kind or "
+            "metadata) is named in the change's evidence, and converting forward again infers the cause from the "
+            "content."
         ),
         before=(
             '[{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather",'

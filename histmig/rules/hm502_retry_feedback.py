@@ -10,7 +10,7 @@ from histmig.schema.releases import OLDEST, RETRY_PARTS, Span
 
 def rollback_retry_feedback(messages: Messages, ctx: Context) -> list[Change]:
     """Rewrite every ``retry-feedback`` part of a request as the tool-less ``retry-prompt``
-    releases before 2.60.0 wrote (framework-facts §2, read backwards): ``content`` as stored
+    releases before 2.60.0 wrote (docs/framework.md §2, read backwards): ``content`` as stored
     (a validation error's list of error details stays that list), ``tool_name`` null, a
     ``tool_call_id`` null before 0.0.45, else derived (those releases generated a random
     one), ``timestamp`` kept. Its ``retry`` (cause, attempt, max_retries) has no place there
@@ -38,7 +38,7 @@ RULE = Rule(
     "retry-prompt that release wrote; retry reported lost",
     source="pydantic-ai 2.60.0 added RetryFeedbackPart (pydantic_ai/messages.py); the releases before it wrote a retry "
     "answering no call as a tool-less RetryPromptPart",
-    facts="framework-facts §2, §3.2 (retry-feedback from 2.60.0), §3.3 (tool_call_id)",
+    facts="docs/framework.md §2, §3.2 (retry-feedback from 2.60.0), §3.3 (tool_call_id)",
     docs=Docs(
         what=(
             "For a --target before 2.60.0, rewrites a retry-feedback part as the tool-less retry-prompt those releases "
@@ -47,6 +47,11 @@ RULE = Rule(
             "retry's cause, attempt and max_retries are reported as lost."
         ),
         why="Releases before 2.60.0 do not know the retry-feedback part kind: a history holding one fails to load.",
+        safety=(
+            "Safe: it writes the tool-less part the target release wrote for the same feedback, content as "
+            "stored; the RetryInfo, which that release has no place for, is named in the change's evidence, and "
+            "the id it needs is derived from its place (null before 0.0.45, as those releases wrote it)."
+        ),
         before=(
             '[{"kind":"request","parts":[{"content":"Please return text or call a tool.",'
             '"timestamp":"2025-05-01T10:00:04Z",'

@@ -13,12 +13,12 @@ DROPPED = {kind: newer_kinds(kind) - OLDER_FORMS.keys() for kind in PART_KINDS}
 newer kinds without an older form (a ``retry-feedback`` part has one: HM502's)."""
 
 LAST = max(first for kinds in PART_KINDS.values() for first in kinds.values())
-"""The release of the newest part kind (framework-facts §3.2): from it on, every kind loads."""
+"""The release of the newest part kind (docs/framework.md §3.2): from it on, every kind loads."""
 
 
 def remove_unloadable_parts(messages: Messages, ctx: Context) -> list[Change]:
     """Remove every part whose kind the target release cannot load (the catalogue,
-    framework-facts §3.2: a ``thinking`` part before 0.3.0, a ``speech`` part before 2.28.0,
+    docs/framework.md §3.2: a ``thinking`` part before 0.3.0, a ``speech`` part before 2.28.0,
     the bookkeeping ``*-delta`` parts before they came) and that has no older form; the
     whole part is reported as lost."""
     changes: list[Change] = []
@@ -47,7 +47,7 @@ RULE = Rule(
     "cannot load, with no older form -> removed (unsafe)",
     source="pydantic-ai 0.0.13-2.68.0 ModelRequest and ModelResponse part unions (pydantic_ai/messages.py), release by "
     "release: a part kind a release does not have fails its load",
-    facts="framework-facts §3.2 (part kinds by release)",
+    facts="docs/framework.md §3.2 (part kinds by release)",
     docs=Docs(
         what=(
             "For a --target that cannot load a part's kind (thinking before 0.3.0, builtin tool parts before 0.6.2, "
@@ -56,6 +56,10 @@ RULE = Rule(
         ),
         why="A release that does not know a part kind refuses to "
         "load the whole history; such parts have no older form.",
+        safety=(
+            "Unsafe: the part has no older form, so the fix removes stored content (named in the change's "
+            "evidence); without --unsafe-fixes the record is kept as it is, one the target cannot load."
+        ),
         before=(
             '[{"kind":"response","parts":[{"part_kind":"thinking","content":"Let me check."},{"part_kind":"text",'
             '"content":"12 C"}]}]'

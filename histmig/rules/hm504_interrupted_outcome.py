@@ -19,7 +19,7 @@ def is_interrupted_return(message: Message, part: Any) -> bool:
 
 def rollback_interrupted_outcome(messages: Messages, ctx: Context) -> list[Change]:
     """Write ``outcome: "failed"`` for ``"interrupted"`` on every request ``tool-return``, for
-    a target that has the field (1.67.0) but not the value (2.10.0; framework-facts §3.3):
+    a target that has the field (1.67.0) but not the value (2.10.0; docs/framework.md §3.3):
     the call did not complete, which is what ``failed`` says there; ``interrupted`` is
     reported as lost."""
     changes: list[Change] = []
@@ -48,12 +48,16 @@ RULE = Rule(
     summary="(--target 1.67.0 to before 2.10.0) tool-return outcome 'interrupted' -> 'failed', reported lost",
     source="pydantic-ai ToolReturnPart.outcome (pydantic_ai/messages.py): the field from 1.67.0, its value "
     "'interrupted' from 2.10.0",
-    facts="framework-facts §3.3 (outcome 1.67.0, 'interrupted' 2.10.0)",
+    facts="docs/framework.md §3.3 (outcome 1.67.0, 'interrupted' 2.10.0)",
     docs=Docs(
         what="For a --target from 1.67.0 before 2.10.0, writes outcome 'failed' for 'interrupted' on a tool-return; "
         "'interrupted' is reported as lost.",
         why="Those releases know outcome but only 'success', 'failed' and "
         "'denied': any other value fails the load of the whole history.",
+        safety=(
+            "Safe: failed is the nearest value those releases have for a call that produced no result; the "
+            "interrupted it replaces is named in the change's evidence."
+        ),
         before='[{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"fetch","content":"",'
         '"tool_call_id":"call_4","outcome":"interrupted"}]}]',
         after='[{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"fetch","content":"",'

@@ -50,7 +50,7 @@ RULE = Rule(
     summary="(--target 1.92.0 to before 2.10.0) response state 'suspended' "
     "/ 'incomplete' the target lacks -> the nearest it has",
     source="pydantic-ai ModelResponseState (pydantic_ai/messages.py) of releases 1.92.0, 1.97.0 and 2.10.0",
-    facts="framework-facts §3.3 (state 1.92.0)",
+    facts="docs/framework.md §3.3 (state 1.92.0)",
     docs=Docs(
         what=(
             "For a --target from 1.92.0 before 2.10.0, writes state 'incomplete' (from 1.97.0) or else "
@@ -59,6 +59,10 @@ RULE = Rule(
             "value written over is reported as lost."
         ),
         why="Those releases know the state field but not every value: any other fails the load of the whole history.",
+        safety=(
+            "Safe: the state becomes the nearest value the target has (incomplete, else interrupted), and the "
+            "value it replaces is named in the change's evidence."
+        ),
         before='[{"kind":"response","parts":[{"part_kind":"text","content":"Working on it"}],"state":"suspended"}]',
         after='[{"kind":"response","parts":[{"part_kind":"text","content":"Working on it"}],"state":"incomplete"}]',
         target="2.0.0",

@@ -30,7 +30,7 @@ def is_bare_args(message: Message, part: Any) -> bool:
 
 def wrap_tool_call_args(messages: Messages, ctx: Context) -> list[Change]:
     """Wrap every response ``tool-call``'s bare ``args`` as 0.0.13-0.0.20 stored them
-    (framework-facts §3.3): a JSON text as ``{"args_json": text}``, an object as
+    (docs/framework.md §3.3): a JSON text as ``{"args_json": text}``, an object as
     ``{"args_dict": object}``, null as ``{"args_dict": {}}`` (no arguments; those releases
     had no null). The reverse of HM301."""
     changes: list[Change] = []
@@ -51,7 +51,7 @@ RULE = Rule(
     name="args-wrapper-back",
     summary="(--target before 0.0.21) bare tool-call args -> {'args_json': ...} / {'args_dict': ...}",
     source="pydantic-ai 0.0.13-0.0.20 ToolCallPart.args (pydantic_ai/messages.py): the ArgsJson and ArgsDict wrappers",
-    facts="framework-facts §3.3 (ToolCallPart.args, 0.0.13-0.0.20)",
+    facts="docs/framework.md §3.3 (ToolCallPart.args, 0.0.13-0.0.20)",
     docs=Docs(
         what=(
             "For a --target before 0.0.21, wraps a tool call's args as those releases stored them: a JSON text as "
@@ -59,6 +59,7 @@ RULE = Rule(
         ),
         why="0.0.13-0.0.20 read args only as one of the two wrappers: "
         "bare arguments fail the load of the whole history.",
+        safety=("Safe: the reverse of HM301: the arguments are wrapped as 0.0.13-0.0.20 stored them, value for value."),
         before='[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather","args":{"city":"Oslo"},'
         '"tool_call_id":null}]}]',
         after='[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_weather",'

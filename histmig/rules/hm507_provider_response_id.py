@@ -15,7 +15,7 @@ def has_provider_response_id(message: Message, part: None = None) -> bool:
 def rename_provider_response_id(messages: Messages, ctx: Context) -> list[Change]:
     """Rename a response's non-null ``provider_response_id`` to ``provider_request_id``, in
     place (replacing one already there): 0.7.3-0.8.0 stored the id under that name and ignore
-    the later one (framework-facts §3.3). The reverse of HM302."""
+    the later one (docs/framework.md §3.3). The reverse of HM302."""
     return rename_field(messages, "HM507", "provider_response_id", "provider_request_id", has_provider_response_id)
 
 
@@ -25,12 +25,13 @@ RULE = Rule(
     summary="(--target 0.7.3 to before 0.8.1) response provider_response_id -> provider_request_id",
     source="pydantic-ai 0.7.3-0.8.0 ModelResponse.provider_request_id (pydantic_ai/messages.py), renamed "
     "provider_response_id in 0.8.1",
-    facts="framework-facts §3.3 (provider_request_id 0.7.3-0.8.0, renamed in 0.8.1)",
+    facts="docs/framework.md §3.3 (provider_request_id 0.7.3-0.8.0, renamed in 0.8.1)",
     docs=Docs(
         what="For a --target from 0.7.3 before 0.8.1, renames a response's provider_response_id to "
         "provider_request_id, in place. The reverse of HM302.",
         why="Those releases stored the provider's id as provider_request_id "
         "and ignore provider_response_id: the id would be lost.",
+        safety=("Safe: the reverse of HM302: the value moves, unchanged, to the field 0.7.3-0.8.0 stored it in."),
         before='[{"kind":"response","parts":[{"part_kind":"text","content":"hello"}],"provider_response_id":"req_81"}]',
         after='[{"kind":"response","parts":[{"part_kind":"text","content":"hello"}],"provider_request_id":"req_81"}]',
         target="0.8.0",

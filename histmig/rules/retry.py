@@ -1,7 +1,7 @@
 """What HM101, HM102 and HM103 share: telling a legacy ``retry-prompt`` part's binding, and
 building the part it always meant.
 
-The dispatch follows pydantic-ai 2.68's loader (framework-facts §2, ``_legacy_retry_part_tag``):
+The dispatch follows pydantic-ai 2.68's loader (docs/framework.md §2, ``_legacy_retry_part_tag``):
 a part whose ``tool_name`` is not ``None`` (``''`` included) answers a tool call and becomes
 that call's ``ToolReturnPart`` with ``outcome: "retried"``; any other becomes a
 ``RetryFeedbackPart``. Unlike the loader, the cause comes from evidence (rules/causes.py), no
@@ -34,7 +34,7 @@ def is_tool_less_retry(message: Message, part: Part) -> bool:
 
 def dump_error_details(errors: list[Any]) -> list[Any]:
     """Clean a tool-bound error list exactly as 2.68's ``_dump_error_details`` does
-    (framework-facts §2): keep the ``ErrorDetails`` keys in their declared order
+    (docs/framework.md §2): keep the ``ErrorDetails`` keys in their declared order
     (``type, loc, msg, input, url``; ``ctx`` and unknown keys dropped), and among root-level
     entries (``len(loc) <= 1``) drop a later ``input`` equal to the first root input.
     Entries that are not objects are kept as they are."""
@@ -79,7 +79,7 @@ def _rebuild(part: Part, part_kind: str, insert: dict[str, Any], drop: tuple[str
 
 
 def to_tool_return(part: Part, verdict: Verdict, **fields: Any) -> Part:
-    """The retried ``ToolReturnPart`` for a tool-bound retry-prompt ``part`` (framework-facts
+    """The retried ``ToolReturnPart`` for a tool-bound retry-prompt ``part`` (docs/framework.md
     §2): ``outcome: "retried"``, ``retry`` from ``verdict`` (``null`` when it has no cause),
     an error-list ``content`` cleaned by :func:`dump_error_details`; ``fields`` overwrite
     values in place (HM103 sets ``tool_name``/``tool_call_id``)."""
@@ -92,7 +92,7 @@ def to_tool_return(part: Part, verdict: Verdict, **fields: Any) -> Part:
 
 
 def to_retry_feedback(part: Part, verdict: Verdict) -> Part:
-    """The ``RetryFeedbackPart`` for a tool-less retry-prompt ``part`` (framework-facts §2):
+    """The ``RetryFeedbackPart`` for a tool-less retry-prompt ``part`` (docs/framework.md §2):
     ``retry`` from ``verdict``, ``tool_name``/``tool_call_id`` removed (the part has no tool
     fields), ``content`` kept as stored (an error list keeps ``ctx`` and repeated inputs)."""
     return _rebuild(part, "retry-feedback", {"retry": _retry_info(verdict)}, drop=("tool_name", "tool_call_id"))
@@ -102,7 +102,7 @@ def legacy_parts(messages: Messages, *, tool_bound: bool) -> list[tuple[int, int
     """The retry-prompt parts of one binding in requests, as ``(message index, part index,
     message, part)``, in order. Raises :class:`~histmig.errors.Malformed` for one whose
     ``content`` is neither a string nor a list (the loader's ``_LegacyRetryPromptFields``
-    rejects it too, framework-facts §2)."""
+    rejects it too, docs/framework.md §2)."""
     binding = is_tool_bound_retry if tool_bound else is_tool_less_retry
     found = []
     for m_index, message in enumerate(messages):

@@ -1,7 +1,7 @@
 """What the rollback rules (HM5xx, ``--target`` an older release) share: the ``retry-prompt``
 part the releases before 2.60.0 wrote, and the evidence of what a rewrite loses.
 
-A rollback writes the shapes the target release writes (framework-facts §3.2, §3.3, the
+A rollback writes the shapes the target release writes (docs/framework.md §3.2, §3.3, the
 catalogue :mod:`histmig.schema.releases`). What the older shape has no place for is never
 dropped silently: each change's evidence names every field whose value it lost (``lost
 retry.cause='validation_error', retry.attempt, retry.max_retries``) and every id it had to
@@ -40,7 +40,7 @@ def to_retry_prompt(part: Part, where: str, tool_name: str | None, tool_call_id:
     :data:`ABSENT`), keys in the order the releases wrote them (:data:`RETRY_PROMPT_KEYS`),
     then any key no release wrote, kept as it is (the target ignores it). Raises
     :class:`~histmig.errors.Malformed` for a content that is neither text nor a list (a
-    ``retry-prompt`` content is one or the other, framework-facts §2)."""
+    ``retry-prompt`` content is one or the other, docs/framework.md §2)."""
     if not isinstance(part.get("content"), (str, list)):
         raise Malformed(
             f"{where}.content: a retry-prompt holds text or a list of error details, so this part has no older form"

@@ -1,6 +1,6 @@
 """The schema core: what pydantic-ai 2.68 loads, and what any release 0.0.13-2.68 wrote.
 
-Two forms of the current (2.68) history schema (framework-facts §3.1):
+Two forms of the current (2.68) history schema (docs/framework.md §3.1):
 
 - the pydantic models (:mod:`histmig.schema.current`, and :mod:`histmig.schema.legacy`
   for what old releases wrote), which name every error: :func:`current_errors`,
@@ -129,10 +129,10 @@ PLAIN_CURRENT: Any = orjson.loads(PLAIN_CURRENT_PATH.read_bytes())
 """A 2.68 history's schema as plain data (:func:`plain_schema` of the models' core schema)."""
 
 REQUEST_PART_KINDS = _part_kinds(PLAIN_CURRENT, "request")
-"""Every request ``part_kind`` 2.68 loads (framework-facts §3.1)."""
+"""Every request ``part_kind`` 2.68 loads (docs/framework.md §3.1)."""
 
 RESPONSE_PART_KINDS = _part_kinds(PLAIN_CURRENT, "response")
-"""Every response ``part_kind`` 2.68 loads (framework-facts §3.1)."""
+"""Every response ``part_kind`` 2.68 loads (docs/framework.md §3.1)."""
 
 
 def __getattr__(name: str) -> Any:

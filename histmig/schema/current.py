@@ -1,8 +1,8 @@
-"""The message history shape pydantic-ai 2.68.0 loads and writes (framework-facts §3.1).
+"""The message history shape pydantic-ai 2.68.0 loads and writes (docs/framework.md §3.1).
 
 These models validate the plain JSON data of a stored history; they are not used to rewrite it
 (design.md: the hot path works on dicts). They reject what makes 2.68's `ModelMessagesTypeAdapter`
-refuse a history (framework-facts §2, "Load failures a migrator must pre-empt"): a null
+refuse a history (docs/framework.md §2, "Load failures a migrator must pre-empt"): a null
 `tool_call_id` on a tool call or return, a null part `timestamp`, error details missing one of
 `type`/`loc`/`msg`/`input`, an unknown `part_kind` (`'instruction'`, or the legacy `'retry-prompt'`,
 which 2.68 still loads but translates, so a current history never holds one), a retry cause outside
@@ -36,13 +36,13 @@ from pydantic import (
 _T = TypeVar("_T")
 
 ToolRetryCause = Literal["validation_error", "model_retry", "unknown_tool", "unavailable_tool"]
-"""Why a tool call was retried: the causes a `tool-return`'s `retry` may hold (framework-facts §2)."""
+"""Why a tool call was retried: the causes a `tool-return`'s `retry` may hold (docs/framework.md §2)."""
 FeedbackRetryCause = Literal["validation_error", "no_output", "model_retry"]
-"""Why the model's output was retried: the causes a `retry-feedback`'s `retry` may hold (framework-facts §2)."""
+"""Why the model's output was retried: the causes a `retry-feedback`'s `retry` may hold (docs/framework.md §2)."""
 
 
 def _omittable() -> Any:
-    """Default of a field 2.68 fills in when absent but rejects when null (framework-facts §2).
+    """Default of a field 2.68 fills in when absent but rejects when null (docs/framework.md §2).
 
     The field's type stays non-nullable, so an explicit `null` fails; `None` on a model means absent.
     """
@@ -74,7 +74,7 @@ class ErrorDetails(OpenModel):
     """One pydantic validation error as stored in retry content (pydantic_core's `ErrorDetails`).
 
     `type`, `loc`, `msg` and `input` are required; `input` may be null but must be present, else
-    2.68 fails to load the part (framework-facts §2, bug case BC3). `ctx` and `url` may be absent, not null.
+    2.68 fails to load the part (docs/framework.md §2, bug case BC3). `ctx` and `url` may be absent, not null.
     """
 
     type: str
@@ -86,9 +86,9 @@ class ErrorDetails(OpenModel):
 
 
 class RetryInfo(OpenModel):
-    """Why a retry happened and how far into its budget it is (2.60+, framework-facts §3.1).
+    """Why a retry happened and how far into its budget it is (2.60+, docs/framework.md §3.1).
 
-    `attempt` and `max_retries` are independent: 2.68 does no cross-field check (framework-facts §2).
+    `attempt` and `max_retries` are independent: 2.68 does no cross-field check (docs/framework.md §2).
     Use `ToolRetryInfo` or `FeedbackRetryInfo`, which narrow `cause` to their part's set.
     """
 
@@ -98,19 +98,19 @@ class RetryInfo(OpenModel):
 
 
 class ToolRetryInfo(RetryInfo):
-    """`retry` of a `tool-return`: `cause` a `ToolRetryCause`, else 2.68 fails (framework-facts §2)."""
+    """`retry` of a `tool-return`: `cause` a `ToolRetryCause`, else 2.68 fails (docs/framework.md §2)."""
 
     cause: ToolRetryCause
 
 
 class FeedbackRetryInfo(RetryInfo):
-    """`retry` of a `retry-feedback`: `cause` a `FeedbackRetryCause`, else 2.68 fails (framework-facts §2)."""
+    """`retry` of a `retry-feedback`: `cause` a `FeedbackRetryCause`, else 2.68 fails (docs/framework.md §2)."""
 
     cause: FeedbackRetryCause
 
 
 class BinaryContent(OpenModel):
-    """Inline bytes (`kind: 'binary'`): `data` (base64 text) and `media_type` required (framework-facts §3.1)."""
+    """Inline bytes (`kind: 'binary'`): `data` (base64 text) and `media_type` required (docs/framework.md §3.1)."""
 
     data: str
     media_type: str
@@ -118,7 +118,7 @@ class BinaryContent(OpenModel):
 
 
 class RequestUsage(OpenModel):
-    """Token usage of one response (framework-facts §3.1, §3.3).
+    """Token usage of one response (docs/framework.md §3.1, §3.3).
 
     Reads the pre-0.7.3 names `request_tokens` / `response_tokens` as `input_tokens` /
     `output_tokens`, and a null legacy count as 0; a null `details` as `{}`. Other keys (legacy
@@ -157,7 +157,7 @@ class RequestUsage(OpenModel):
 
 
 class SystemPromptPart(OpenModel):
-    """`part_kind: 'system-prompt'`: `content` required; `timestamp` absent or a datetime (framework-facts §3.1)."""
+    """`part_kind: 'system-prompt'`: `content` required; `timestamp` absent or a datetime (docs/framework.md §3.1)."""
 
     content: str
     timestamp: datetime = _omittable()
@@ -169,7 +169,7 @@ class SystemPromptPart(OpenModel):
 
 
 class UserPromptPart(OpenModel):
-    """`part_kind: 'user-prompt'`: `content` a string or a list of (unchecked) items (framework-facts §3.1)."""
+    """`part_kind: 'user-prompt'`: `content` a string or a list of (unchecked) items (docs/framework.md §3.1)."""
 
     content: StrOrList[Any]
     timestamp: datetime = _omittable()
@@ -177,9 +177,9 @@ class UserPromptPart(OpenModel):
 
 
 class _ToolReturnFields(OpenModel):
-    """Fields `tool-return` and `builtin-tool-return` share (framework-facts §3.1).
+    """Fields `tool-return` and `builtin-tool-return` share (docs/framework.md §3.1).
 
-    `tool_call_id` may be absent (2.68 generates one) but not null (framework-facts §2, §3.3).
+    `tool_call_id` may be absent (2.68 generates one) but not null (docs/framework.md §2, §3.3).
     `content_file_digests` is written by 2.68's serializer and ignored on load, so any value loads.
     """
 
@@ -194,7 +194,7 @@ class _ToolReturnFields(OpenModel):
 
 
 class ToolReturnPart(_ToolReturnFields):
-    """`part_kind: 'tool-return'`; a retried call has `outcome: 'retried'` and `retry` (framework-facts §2, §3.1).
+    """`part_kind: 'tool-return'`; a retried call has `outcome: 'retried'` and `retry` (docs/framework.md §2, §3.1).
 
     `retry.cause` must be a `ToolRetryCause`; `retry` on any outcome loads (no cross-field check).
     """
@@ -204,7 +204,7 @@ class ToolReturnPart(_ToolReturnFields):
 
 
 class RetryFeedbackPart(OpenModel):
-    """`part_kind: 'retry-feedback'` (2.60+): a tool-less retry of the model's output (framework-facts §2, §3.1).
+    """`part_kind: 'retry-feedback'` (2.60+): a tool-less retry of the model's output (docs/framework.md §2, §3.1).
 
     `content` (a string or full `ErrorDetails` list) and `retry` are required; `retry.cause` must be
     a `FeedbackRetryCause`. There are no tool fields.
@@ -217,7 +217,7 @@ class RetryFeedbackPart(OpenModel):
 
 
 class ToolAvailabilityDeltaPart(OpenModel):
-    """`part_kind: 'tool-availability-delta'` (2.23+); `tools_added` also read as `added` (framework-facts §3.3)."""
+    """`part_kind: 'tool-availability-delta'` (2.23+); `tools_added` also read as `added` (docs/framework.md §3.3)."""
 
     tools_added: list[str] = Field(default_factory=list, validation_alias=AliasChoices("tools_added", "added"))
     tool_call_id: str | None = None
@@ -225,7 +225,7 @@ class ToolAvailabilityDeltaPart(OpenModel):
 
 
 class CapabilityLoadDeltaPart(OpenModel):
-    """`part_kind: 'capability-load-delta'` (2.64+) (framework-facts §3.1)."""
+    """`part_kind: 'capability-load-delta'` (2.64+) (docs/framework.md §3.1)."""
 
     loaded: list[str] = Field(default_factory=list)
     tool_call_id: str | None = None
@@ -233,7 +233,7 @@ class CapabilityLoadDeltaPart(OpenModel):
 
 
 class ModelSettingsDeltaPart(OpenModel):
-    """`part_kind: 'model-settings-delta'` (2.62+): `settings` required (framework-facts §3.1)."""
+    """`part_kind: 'model-settings-delta'` (2.62+): `settings` required (docs/framework.md §3.1)."""
 
     settings: dict[str, Any]
     top_level: bool = False
@@ -242,7 +242,7 @@ class ModelSettingsDeltaPart(OpenModel):
 
 class InstructionDeltaPart(OpenModel):
     """`part_kind: 'instruction-delta'` (2.59+): `id` (any shape 2.68 accepts) and `content`
-    (nullable) required (framework-facts §3.1)."""
+    (nullable) required (docs/framework.md §3.1)."""
 
     id: Any
     content: str | None
@@ -251,14 +251,14 @@ class InstructionDeltaPart(OpenModel):
 
 
 class InstructionBaselinePart(OpenModel):
-    """`part_kind: 'instruction-baseline'` (2.59+): `instructions` required (framework-facts §3.1)."""
+    """`part_kind: 'instruction-baseline'` (2.59+): `instructions` required (docs/framework.md §3.1)."""
 
     instructions: list[dict[str, Any]]
     part_kind: Literal["instruction-baseline"] = "instruction-baseline"
 
 
 class CompactionPart(OpenModel):
-    """`part_kind: 'compaction'`, in requests (2.62+) and responses (1.80+) (framework-facts §3.1)."""
+    """`part_kind: 'compaction'`, in requests (2.62+) and responses (1.80+) (docs/framework.md §3.1)."""
 
     content: str | None = None
     id: str | None = None
@@ -269,7 +269,7 @@ class CompactionPart(OpenModel):
 
 
 class SpeechPart(OpenModel):
-    """`part_kind: 'speech'` (2.28+), in requests and responses: `speaker` required (framework-facts §3.1)."""
+    """`part_kind: 'speech'` (2.28+), in requests and responses: `speaker` required (docs/framework.md §3.1)."""
 
     speaker: Literal["user", "assistant"]
     transcript: str | None = None
@@ -286,7 +286,7 @@ class SpeechPart(OpenModel):
 
 
 class TextPart(OpenModel):
-    """`part_kind: 'text'`: `content` required (framework-facts §3.1)."""
+    """`part_kind: 'text'`: `content` required (docs/framework.md §3.1)."""
 
     content: str
     id: str | None = None
@@ -297,7 +297,7 @@ class TextPart(OpenModel):
 
 
 class ThinkingPart(OpenModel):
-    """`part_kind: 'thinking'` (0.3.0+): `content` required (framework-facts §3.1)."""
+    """`part_kind: 'thinking'` (0.3.0+): `content` required (docs/framework.md §3.1)."""
 
     content: str
     id: str | None = None
@@ -308,11 +308,11 @@ class ThinkingPart(OpenModel):
 
 
 class _ToolCallFields(OpenModel):
-    """Fields `tool-call` and `builtin-tool-call` share (framework-facts §3.1).
+    """Fields `tool-call` and `builtin-tool-call` share (docs/framework.md §3.1).
 
     `args` is a JSON string, an object or null; a legacy `{"args_json": ...}` wrapper is an object
-    too and loads, misread as a literal argument (framework-facts §3.3). `tool_call_id` may be
-    absent (2.68 generates one) but not null (framework-facts §2).
+    too and loads, misread as a literal argument (docs/framework.md §3.3). `tool_call_id` may be
+    absent (2.68 generates one) but not null (docs/framework.md §2).
     """
 
     tool_name: str
@@ -325,13 +325,13 @@ class _ToolCallFields(OpenModel):
 
 
 class ToolCallPart(_ToolCallFields):
-    """`part_kind: 'tool-call'` (framework-facts §3.1)."""
+    """`part_kind: 'tool-call'` (docs/framework.md §3.1)."""
 
     part_kind: Literal["tool-call"] = "tool-call"
 
 
 class NativeToolCallPart(_ToolCallFields):
-    """`part_kind: 'builtin-tool-call'` (0.6.2+) (framework-facts §3.1).
+    """`part_kind: 'builtin-tool-call'` (0.6.2+) (docs/framework.md §3.1).
 
     2.68 renamed the class `NativeToolCallPart`; the wire value stayed `builtin-…`.
     """
@@ -340,7 +340,7 @@ class NativeToolCallPart(_ToolCallFields):
 
 
 class NativeToolReturnPart(_ToolReturnFields):
-    """`part_kind: 'builtin-tool-return'` (0.6.2+): a tool return without `retry` (framework-facts §3.1)."""
+    """`part_kind: 'builtin-tool-return'` (0.6.2+): a tool return without `retry` (docs/framework.md §3.1)."""
 
     provider_name: str | None = None
     provider_details: dict[str, Any] | None = None
@@ -348,7 +348,7 @@ class NativeToolReturnPart(_ToolReturnFields):
 
 
 class FilePart(OpenModel):
-    """`part_kind: 'file'` (1.0.15+): `content` (inline bytes) required (framework-facts §3.1)."""
+    """`part_kind: 'file'` (1.0.15+): `content` (inline bytes) required (docs/framework.md §3.1)."""
 
     content: BinaryContent
     id: str | None = None
@@ -375,7 +375,7 @@ ModelRequestPart = Annotated[
     ],
     Field(discriminator="part_kind"),
 ]
-"""A request part, by `part_kind` (framework-facts §3.1, §3.2)."""
+"""A request part, by `part_kind` (docs/framework.md §3.1, §3.2)."""
 
 ModelResponsePart = Annotated[
     Union[
@@ -390,11 +390,11 @@ ModelResponsePart = Annotated[
     ],
     Field(discriminator="part_kind"),
 ]
-"""A response part, by `part_kind` (framework-facts §3.1, §3.2)."""
+"""A response part, by `part_kind` (docs/framework.md §3.1, §3.2)."""
 
 
 class ModelRequest(OpenModel):
-    """`kind: 'request'`: `parts` required; `timestamp` may be null (2.68 leaves it so) (framework-facts §3.1)."""
+    """`kind: 'request'`: `parts` required; `timestamp` may be null (2.68 leaves it so) (docs/framework.md §3.1)."""
 
     parts: list[ModelRequestPart]
     timestamp: datetime | None = None
@@ -407,14 +407,14 @@ class ModelRequest(OpenModel):
 
 
 class WorkspaceRef(OpenModel):
-    """`ModelResponse.workspace_ref` (2.52+): `provider` and `id` required (framework-facts §3.1)."""
+    """`ModelResponse.workspace_ref` (2.52+): `provider` and `id` required (docs/framework.md §3.1)."""
 
     provider: str
     id: str
 
 
 class ModelRequestAttempt(OpenModel):
-    """An entry of `ModelResponse.failed_attempts` (2.55+) (framework-facts §3.1)."""
+    """An entry of `ModelResponse.failed_attempts` (2.55+) (docs/framework.md §3.1)."""
 
     model_name: str
     provider_name: str | None = None
@@ -426,10 +426,10 @@ class ModelRequestAttempt(OpenModel):
 
 
 class ModelResponse(OpenModel):
-    """`kind: 'response'`: `parts` required; `timestamp` may be absent, not null (framework-facts §3.1, §3.3).
+    """`kind: 'response'`: `parts` required; `timestamp` may be absent, not null (docs/framework.md §3.1, §3.3).
 
     `provider_details` is also read as `vendor_details` and `provider_response_id` as `vendor_id`;
-    a 0.7.3–0.8.0 `provider_request_id` has no alias and is only carried along (framework-facts §3.3).
+    a 0.7.3–0.8.0 `provider_request_id` has no alias and is only carried along (docs/framework.md §3.3).
     """
 
     parts: list[ModelResponsePart]
@@ -456,4 +456,4 @@ class ModelResponse(OpenModel):
 
 
 ModelMessage = Annotated[Union[ModelRequest, ModelResponse], Field(discriminator="kind")]
-"""One message of a 2.68 history, by `kind` (framework-facts §3.1)."""
+"""One message of a 2.68 history, by `kind` (docs/framework.md §3.1)."""

@@ -1,7 +1,7 @@
 """The legacy history shape: anything releases 0.0.13 to 2.59 wrote, plus the current shape.
 
 A legacy history is what histmig reads before migrating it. It is the 2.68 shape
-(histmig.schema.current) loosened where old releases wrote differently (framework-facts §3.2,
+(histmig.schema.current) loosened where old releases wrote differently (docs/framework.md §3.2,
 §3.3):
 
 - `retry-prompt` parts (0.0.13-2.59; load-only since 2.60), tool-bound or tool-less;
@@ -12,7 +12,7 @@ A legacy history is what histmig reads before migrating it. It is the 2.68 shape
 - an `instruction` part inside a request's parts (hand-built and durable-execution histories);
 - a null `timestamp` on a message or a timestamped part.
 
-Pre-0.0.13 archives (messages keyed by `role`, framework-facts §3.4) are not covered.
+Pre-0.0.13 archives (messages keyed by `role`, docs/framework.md §3.4) are not covered.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from histmig.schema.current import (
 
 
 class LegacyErrorDetails(ErrorDetails):
-    """An error detail in a legacy `retry-prompt`: `input` may be missing (framework-facts §2, bug case BC3).
+    """An error detail in a legacy `retry-prompt`: `input` may be missing (docs/framework.md §2, bug case BC3).
 
     2.68 requires `input`; a missing one is told apart from a null one by `model_fields_set`.
     """
@@ -59,7 +59,7 @@ class LegacyErrorDetails(ErrorDetails):
 
 
 class LegacyRetryPromptPart(OpenModel):
-    """`part_kind: 'retry-prompt'` (0.0.13-2.59): the retry part old releases wrote (framework-facts §2, §3.1).
+    """`part_kind: 'retry-prompt'` (0.0.13-2.59): the retry part old releases wrote (docs/framework.md §2, §3.1).
 
     `content` (a string or a list of error details) is required. `tool_name` set (even `''`) means
     tool-bound; null or absent means tool-less. `tool_call_id` was null in 0.0.13-0.0.44.
@@ -75,7 +75,7 @@ class LegacyRetryPromptPart(OpenModel):
 class LegacyInstructionPart(OpenModel):
     """`part_kind: 'instruction'` inside a request's parts: 2.68 dumps it but cannot load it (bug case BC5).
 
-    Fields as 2.68's `InstructionPart` (framework-facts §3.1, `instruction-baseline`); `content` required.
+    Fields as 2.68's `InstructionPart` (docs/framework.md §3.1, `instruction-baseline`); `content` required.
     """
 
     content: str
@@ -99,7 +99,7 @@ class LegacyUserPromptPart(UserPromptPart):
 
 
 class LegacyToolReturnPart(ToolReturnPart):
-    """A `tool-return` whose `tool_call_id` (0.0.13-0.0.44) or `timestamp` may be null (framework-facts §3.3)."""
+    """A `tool-return` whose `tool_call_id` (0.0.13-0.0.44) or `timestamp` may be null (docs/framework.md §3.3)."""
 
     tool_call_id: str | None = None
     timestamp: datetime | None = None
@@ -112,19 +112,19 @@ class LegacyNativeToolReturnPart(NativeToolReturnPart):
 
 
 class ArgsJson(OpenModel):
-    """The 0.0.13-0.0.20 `tool-call` arguments wrapper `{"args_json": "<JSON text>"}` (framework-facts §3.3)."""
+    """The 0.0.13-0.0.20 `tool-call` arguments wrapper `{"args_json": "<JSON text>"}` (docs/framework.md §3.3)."""
 
     args_json: str
 
 
 class ArgsDict(OpenModel):
-    """The 0.0.13-0.0.20 `tool-call` arguments wrapper `{"args_dict": {...}}` (framework-facts §3.3)."""
+    """The 0.0.13-0.0.20 `tool-call` arguments wrapper `{"args_dict": {...}}` (docs/framework.md §3.3)."""
 
     args_dict: dict[str, Any]
 
 
 class LegacyToolCallPart(ToolCallPart):
-    """A `tool-call` whose `tool_call_id` may be null and whose `args` may be wrapped (framework-facts §3.3).
+    """A `tool-call` whose `tool_call_id` may be null and whose `args` may be wrapped (docs/framework.md §3.3).
 
     `args` tries the wrappers first, so a wrapped value validates as `ArgsJson` / `ArgsDict`.
     """
@@ -134,7 +134,7 @@ class LegacyToolCallPart(ToolCallPart):
 
 
 class LegacyRequestUsage(RequestUsage):
-    """Usage with the pre-0.7.3 `requests` and `total_tokens` counts declared (framework-facts §3.3)."""
+    """Usage with the pre-0.7.3 `requests` and `total_tokens` counts declared (docs/framework.md §3.3)."""
 
     requests: int | None = None
     total_tokens: int | None = None
@@ -158,7 +158,7 @@ LegacyModelRequestPart = Annotated[
     ],
     Field(discriminator="part_kind"),
 ]
-"""A request part any release wrote, by `part_kind` (framework-facts §3.2)."""
+"""A request part any release wrote, by `part_kind` (docs/framework.md §3.2)."""
 
 LegacyModelResponsePart = Annotated[
     Union[
@@ -173,7 +173,7 @@ LegacyModelResponsePart = Annotated[
     ],
     Field(discriminator="part_kind"),
 ]
-"""A response part any release wrote, by `part_kind` (framework-facts §3.2)."""
+"""A response part any release wrote, by `part_kind` (docs/framework.md §3.2)."""
 
 
 class LegacyModelRequest(ModelRequest):
@@ -186,7 +186,7 @@ class LegacyModelResponse(ModelResponse):
     """`kind: 'response'` holding legacy response parts, legacy usage and a nullable `timestamp`.
 
     `provider_request_id` (0.7.3-0.8.0) is declared: 2.68 has no alias for it and drops it on
-    load (framework-facts §3.3).
+    load (docs/framework.md §3.3).
     """
 
     parts: list[LegacyModelResponsePart]

@@ -1,5 +1,5 @@
 """The catalogue of the schema history: which part kinds, fields and values each pydantic-ai
-release loads (framework-facts §3.2, §3.3), as data, and what follows from it for a history.
+release loads (docs/framework.md §3.2, §3.3), as data, and what follows from it for a history.
 
 A release is a :class:`Release` (``2.59.0``), ordered as versions are; the 1.107.x maintenance
 line (1.107.6-1.107.10, published beside 2.x) sorts before 2.0.0 and behaves like 1.x, which is
@@ -8,7 +8,7 @@ What a release loads is told by :class:`Spans`: the ranges of releases, ``since`
 up to ``before`` (excluded; ``None``: up to :data:`NEWEST`), that load a value. Each table
 below gives, for one thing a history may hold, the releases that load it:
 
-- a part kind, by message kind (:data:`PART_KINDS`, framework-facts §3.2); ``retry-prompt`` is
+- a part kind, by message kind (:data:`PART_KINDS`, docs/framework.md §3.2); ``retry-prompt`` is
   loaded by every release but written only before 2.60.0 (:data:`WRITTEN_UNTIL`);
 - a field whose values older releases refuse (§3.3): a null ``tool_call_id`` (loaded only
   before 0.0.45, which made the field a string), ``tool-call`` arguments (the
@@ -20,14 +20,14 @@ below gives, for one thing a history may hold, the releases that load it:
   ``finish_reason`` (1.0.2), checked against the releases' ``messages.py``;
 - what no release loads: a null ``timestamp`` on a request part (a ``system-prompt`` has had
   one only since 0.0.43), a builtin tool return or a response; error details without
-  ``input``; an ``instruction`` part (framework-facts §2, bug cases BC3, BC5).
+  ``input``; an ``instruction`` part (docs/framework.md §2, bug cases BC3, BC5).
 
 A field a release does not know is ignored when it loads (pydantic dataclasses; checked
 against 2.59.0, 2.0.0 and 1.107.10), so it does not stop a load; it is lost only if that
 release saves the history again. Everything else a history must be to load (required fields,
 types) is the same in every release since 0.0.13 as far as histmig reads it: the legacy
 schema (:mod:`histmig.schema.legacy`) checks it, this catalogue only what differs by release.
-Releases before 0.0.13 stored another schema (framework-facts §3.4) and are not catalogued.
+Releases before 0.0.13 stored another schema (docs/framework.md §3.4) and are not catalogued.
 Pure data and plain Python: importing this module imports neither pydantic nor msgspec.
 """
 
@@ -50,10 +50,10 @@ class Release(NamedTuple):
 
 
 OLDEST = Release(0, 0, 13)
-"""The oldest release whose histories histmig reads (framework-facts §3.4)."""
+"""The oldest release whose histories histmig reads (docs/framework.md §3.4)."""
 
 NEWEST = Release(2, 68, 0)
-"""The newest release histmig knows, the one it migrates to (framework-facts §3.1)."""
+"""The newest release histmig knows, the one it migrates to (docs/framework.md §3.1)."""
 
 _RELEASE = re.compile(r"v?(\d+)\.(\d+)\.(\d+)\Z")
 
@@ -155,7 +155,7 @@ def describe(spans: Spans) -> str:
 
 RETRY_PARTS = Release(2, 60, 0)
 """The release that writes a retry as a retried ``tool-return`` or a ``retry-feedback`` part,
-and no longer ``retry-prompt`` parts (framework-facts §2, §3.2)."""
+and no longer ``retry-prompt`` parts (docs/framework.md §2, §3.2)."""
 
 PART_KINDS: dict[str, dict[str, Release]] = {
     "request": {
@@ -183,21 +183,21 @@ PART_KINDS: dict[str, dict[str, Release]] = {
         "speech": Release(2, 28, 0),
     },
 }
-"""By message kind, each ``part_kind`` and the release that first loads it (framework-facts
+"""By message kind, each ``part_kind`` and the release that first loads it (docs/framework.md
 §3.2; the typed ``tool-search`` and ``capability-load`` returns and calls keep the wire kinds
 ``tool-return`` / ``tool-call``). No release loads any other kind, ``instruction`` included."""
 
 WRITTEN_UNTIL: dict[str, Release] = {"retry-prompt": RETRY_PARTS}
 """Part kinds releases still load but no longer write from the given release on: 2.60.0
-translates ``retry-prompt`` at load time and never writes one (framework-facts §2)."""
+translates ``retry-prompt`` at load time and never writes one (docs/framework.md §2)."""
 
 STRING_TOOL_CALL_ID = Release(0, 0, 45)
 """From this release ``tool_call_id`` is a string on a ``tool-call``, ``tool-return`` and
 ``retry-prompt`` (generated when absent, so a tool-less retry has one); before it the field
-was ``str | None``, and a tool-less retry's was ``null`` (framework-facts §3.3)."""
+was ``str | None``, and a tool-less retry's was ``null`` (docs/framework.md §3.3)."""
 
 OLDER_FORMS: dict[str, str] = {"retry-feedback": "retry-prompt"}
-"""Newer part kinds and the kind releases before them wrote for the same thing (framework-facts
+"""Newer part kinds and the kind releases before them wrote for the same thing (docs/framework.md
 §2): a ``retry-feedback`` part was a tool-less ``retry-prompt``. The other newer kinds have
 no older form."""
 
@@ -208,24 +208,24 @@ ID_PARTS = frozenset({"tool-call", "tool-return", "retry-prompt"})
 
 TOOL_BOUND_UNKNOWN_TOOL = Release(0, 0, 47)
 """From this release an unknown tool's retry answers the call (``tool_name`` and the call's
-id); before it, the retry was tool-less (framework-facts §1.2)."""
+id); before it, the retry was tool-less (docs/framework.md §1.2)."""
 
 INSTRUCTIONS_FIELD = Release(0, 1, 0)
-"""From this release a request has ``instructions`` (framework-facts §3.3)."""
+"""From this release a request has ``instructions`` (docs/framework.md §3.3)."""
 
 PROVIDER_REQUEST_ID = Span(Release(0, 7, 3), Release(0, 8, 1))
 """The releases that store a response's id as ``provider_request_id``; later ones call it
-``provider_response_id`` (framework-facts §3.3)."""
+``provider_response_id`` (docs/framework.md §3.3)."""
 
 BARE_ARGS = Release(0, 0, 21)
 """From this release ``tool-call`` arguments are stored bare (a JSON text or an object);
-before it, as ``{"args_json": str}`` / ``{"args_dict": object}`` (framework-facts §3.3)."""
+before it, as ``{"args_json": str}`` / ``{"args_dict": object}`` (docs/framework.md §3.3)."""
 
 NULL_ARGS = Release(0, 2, 7)
 """From this release ``args`` may be null or absent (``str | dict | None = None``)."""
 
 LIST_USER_CONTENT = Release(0, 0, 26)
-"""From this release a ``user-prompt`` content may be a list (multimodal, framework-facts §3.3)."""
+"""From this release a ``user-prompt`` content may be a list (multimodal, docs/framework.md §3.3)."""
 
 OUTCOME_FIELD = Release(1, 67, 0)
 OUTCOMES: dict[str, Spans] = {
@@ -237,7 +237,7 @@ OUTCOMES: dict[str, Spans] = {
 }
 """A ``tool-return``'s ``outcome`` values: the field came in 1.67.0 (``success``, ``failed``,
 ``denied``; a release before it ignores the field), ``interrupted`` in 2.10.0, ``retried``
-in 2.60.0 (framework-facts §3.3)."""
+in 2.60.0 (docs/framework.md §3.3)."""
 
 TOOL_PAIRING = Release(2, 10, 0)
 """The first release that loads the return the tool-pairing rules (HM4xx) write for a dangling
@@ -264,7 +264,7 @@ FINISH_REASONS: dict[str, Spans] = dict.fromkeys(("stop", "length", "content_fil
 """``ModelResponse.finish_reason`` values, unchanged since the field came in 1.0.2."""
 
 SYSTEM_PROMPT_TIMESTAMP = Release(0, 0, 43)
-"""From this release a ``system-prompt`` has a ``timestamp`` (framework-facts §3.3)."""
+"""From this release a ``system-prompt`` has a ``timestamp`` (docs/framework.md §3.3)."""
 
 _ERROR_DETAILS_PARTS = frozenset({"retry-prompt", "retry-feedback"})
 

@@ -20,10 +20,10 @@ from histmig.schema.current import ModelMessage
 from histmig.schema.legacy import LegacyModelMessage
 
 CurrentHistory: TypeAdapter[list[ModelMessage]] = TypeAdapter(list[ModelMessage])
-"""A history as pydantic-ai 2.68 loads and writes it (framework-facts §3.1)."""
+"""A history as pydantic-ai 2.68 loads and writes it (docs/framework.md §3.1)."""
 
 LegacyHistory: TypeAdapter[list[LegacyModelMessage]] = TypeAdapter(list[LegacyModelMessage])
-"""A history as any release 0.0.13-2.68 wrote it (framework-facts §3.2, §3.3)."""
+"""A history as any release 0.0.13-2.68 wrote it (docs/framework.md §3.2, §3.3)."""
 
 _MISSING = object()
 
@@ -112,7 +112,7 @@ def current_errors(messages: Any) -> list[str]:
 
     `messages` is a history as plain JSON data (a list of message dicts, as orjson parses it). The
     path is the real path inside it (`messages[2].parts[0].tool_call_id`); the message is
-    pydantic's. An empty list means the history is current (framework-facts §2, §3.1). Never raises
+    pydantic's. An empty list means the history is current (docs/framework.md §2, §3.1). Never raises
     on bad input: a non-list gives `messages: Input should be a valid list`.
     """
     return _errors(CurrentHistory, messages)
@@ -121,7 +121,7 @@ def current_errors(messages: Any) -> list[str]:
 def legacy_errors(messages: Any) -> list[str]:
     """Why `messages` is not a history any release 0.0.13-2.68 wrote; same lines as `current_errors`.
 
-    An empty list means histmig can read it (framework-facts §3.2, §3.3); pre-0.0.13 archives
-    (framework-facts §3.4) fail here.
+    An empty list means histmig can read it (docs/framework.md §3.2, §3.3); pre-0.0.13 archives
+    (docs/framework.md §3.4) fail here.
     """
     return _errors(LegacyHistory, messages)

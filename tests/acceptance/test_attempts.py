@@ -1,7 +1,7 @@
 """Issue 19: the attempts (and, with the corpus's budgets, max_retries) HM104 reconstructs on
 every legacy corpus history, against those the native releases recorded for the same scenario,
 part for part; each disagreement named by the counting rule and the release that explain it
-(framework-facts §4 "History"); and, on generated histories, ``--attempts`` is total,
+(docs/framework.md §4 "History"); and, on generated histories, ``--attempts`` is total,
 idempotent and keeps every history loadable."""
 
 from __future__ import annotations
@@ -35,28 +35,28 @@ NO_RETRY_WRITTEN = {
     (
         "1.0.18",
         "h_empty_response",
-    ): "an empty response was re-sent as an empty request, no retry part (framework-facts §1.1, 1.0.10-1.3.0)",
+    ): "an empty response was re-sent as an empty request, no retry part (docs/framework.md §1.1, 1.0.10-1.3.0)",
     (
         "1.107.10",
         "h_empty_response",
-    ): "an empty response was re-sent as an empty request, no retry part (framework-facts §1.1, 1.74.0-2.5.0)",
+    ): "an empty response was re-sent as an empty request, no retry part (docs/framework.md §1.1, 1.74.0-2.5.0)",
     (
         "2.0.0",
         "h_empty_response",
-    ): "an empty response was re-sent as an empty request, no retry part (framework-facts §1.1, 1.74.0-2.5.0)",
+    ): "an empty response was re-sent as an empty request, no retry part (docs/framework.md §1.1, 1.74.0-2.5.0)",
 }
 """Scenarios where the native release writes a retry part for an event the legacy one wrote none
 for: nothing to compare."""
 
-DEFERRED = "run_id is written from 1.15.0 (framework-facts §4, run boundaries): in 1.0.18 a retry handed back through DeferredToolResults at a new run's start cannot be told from one the agent loop charged"
-PER_CALL = "0.0.1-0.4.8 counted every failing call of a tool, 0.4.9+ once per step (framework-facts §4 History): the 2nd failure in one response is attempt 2"
+DEFERRED = "run_id is written from 1.15.0 (docs/framework.md §4, run boundaries): in 1.0.18 a retry handed back through DeferredToolResults at a new run's start cannot be told from one the agent loop charged"
+PER_CALL = "0.0.1-0.4.8 counted every failing call of a tool, 0.4.9+ once per step (docs/framework.md §4 History): the 2nd failure in one response is attempt 2"
 PER_CALL_UNKNOWN_WRITER = (
     "the releases that may have written it, 0.3.5-0.7.2 by its fields, count it differently: 0.0.1-0.4.8 every failing call, "
-    "0.4.9+ once per step (framework-facts §4 History); the attempt is left null"
+    "0.4.9+ once per step (docs/framework.md §4 History); the attempt is left null"
 )
-UNKNOWN_RESULT_BUDGET = "0.0.3-0.4.3 charged an unknown tool name to the run-wide result budget (framework-facts §4 History): the later feedback is the run's 2nd output retry"
-UNKNOWN_BOTH = "0.4.4-1.79.0 also charged an unknown tool name to the run-wide output budget, once per step (framework-facts §4 History): the later feedback is the run's 2nd output retry"
-UNKNOWN_LIMIT_ONE = "0.4.4-1.39.1 hard-coded an unknown tool name's own budget to 1 (framework-facts §4 History)"
+UNKNOWN_RESULT_BUDGET = "0.0.3-0.4.3 charged an unknown tool name to the run-wide result budget (docs/framework.md §4 History): the later feedback is the run's 2nd output retry"
+UNKNOWN_BOTH = "0.4.4-1.79.0 also charged an unknown tool name to the run-wide output budget, once per step (docs/framework.md §4 History): the later feedback is the run's 2nd output retry"
+UNKNOWN_LIMIT_ONE = "0.4.4-1.39.1 hard-coded an unknown tool name's own budget to 1 (docs/framework.md §4 History)"
 
 _DEFERRED_PART = {
     ("m_deferred_tool_model_retry", 2, "run_job", 1, "attempt"): DEFERRED,
@@ -195,7 +195,7 @@ def test_the_two_native_releases_recorded_the_same_attempts() -> None:
 def test_every_explanation_names_a_release_and_a_rule() -> None:
     for explained in EXPLAINED.values():
         for text in explained.values():
-            assert re.search(r"\d+\.\d+\.\d+", text) and "framework-facts §" in text
+            assert re.search(r"\d+\.\d+\.\d+", text) and "docs/framework.md §" in text
 
 
 @SETTINGS
@@ -229,13 +229,13 @@ def _without_counts(part: dict[str, Any]) -> dict[str, Any]:
     )
 
 
-def _readme_block(marker: str) -> str:
-    """The fenced block of README.md that follows ``marker``."""
-    text = (ROOT / "README.md").read_text()
+def _docs_block(marker: str) -> str:
+    """The fenced block of docs/attempts.md that follows ``marker``."""
+    text = (ROOT / "docs" / "attempts.md").read_text()
     return re.search(re.escape(marker) + r".*?```\w*\n(.*?)```", text, re.DOTALL)[1]  # type: ignore[index]
 
 
-def test_the_readme_audit_counts_retries_that_reached_their_budget(tmp_path: Path) -> None:
+def test_the_attempts_page_audit_counts_retries_that_reached_their_budget(tmp_path: Path) -> None:
     out, again = tmp_path / "chats.v2.jsonl", tmp_path / "again.jsonl"
     result = convert(
         str(CORPUS / "all.jsonl"), str(out), Options(attempts=True, max_retries="tools=2,output=1", jobs=1)
@@ -252,7 +252,7 @@ def test_the_readme_audit_counts_retries_that_reached_their_budget(tmp_path: Pat
         174,
         5,
     )  # 177 legacy retries, 3 handed back through deferred results (+2 native ones)
-    query = _readme_block("<!-- audit: retries at their budget -->").replace("chats.v2.jsonl", str(out))
+    query = _docs_block("<!-- audit: retries at their budget -->").replace("chats.v2.jsonl", str(out))
     rows = duckdb.sql(query).fetchall()
     assert rows == [
         ("(output)", 67),

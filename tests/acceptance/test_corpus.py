@@ -149,7 +149,7 @@ def test_inferred_causes_equal_what_2_60_records_natively(legacy_path: Path) -> 
 def test_cause_agreement_over_every_legacy_release() -> None:
     """Every legacy release against 2.60.0, scenario by scenario. The only disagreements are
     g_text_not_allowed up to 1.0.18: those releases answered the text reply with a fixed
-    no-output text (framework-facts §1.1, cause ``no_output`` in the 2.60+ agent loop), while
+    no-output text (docs/framework.md §1.1, cause ``no_output`` in the 2.60+ agent loop), while
     the same scripted reply fails output validation from 1.107.10 on."""
     compared, disagreements = 0, []
     for path in sorted(CORPUS.glob("v*/*.json")):

@@ -112,7 +112,7 @@ TYPED_TAGS = {
     "legacy-retry-feedback",
 }
 """Union tags that are no wire ``part_kind``: typed variants chosen by ``tool_kind``
-(framework-facts §3.1) and 2.68's load-time translation of ``retry-prompt`` (§2)."""
+(docs/framework.md §3.1) and 2.68's load-time translation of ``retry-prompt`` (§2)."""
 
 TAGS = re.compile(r"expected tags: (.*)$")
 

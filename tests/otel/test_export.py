@@ -1,5 +1,5 @@
 """OpenTelemetry export (histmig.otel) against the oracle, pydantic-ai-slim 2.68.0
-(framework-facts §5): for every corpus history, both versions and both include_content
+(docs/framework.md §5): for every corpus history, both versions and both include_content
 settings, histmig's export of the migrated history equals what the framework's
 ``messages_to_otel_messages`` returns for that history loaded, value for value and key order
 included."""

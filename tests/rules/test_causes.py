@@ -1,4 +1,4 @@
-"""The cause catalogue, entry by entry (framework-facts §1)."""
+"""The cause catalogue, entry by entry (docs/framework.md §1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Retry counting replayed release by release (histmig.rules.counting, framework-facts §4): the
+"""Retry counting replayed release by release (histmig.rules.counting, docs/framework.md §4): the
 counting rules of each release range, runs and their starts, the releases a run's fields tell,
 and what each replay counts."""
 
@@ -258,7 +258,7 @@ def test_output_tools_and_tool_less_feedback_share_the_run_wide_counter() -> Non
     ]
     history = History(messages)
     counted = history.replay(CURRENT)
-    # framework-facts §4, verified sequence: output tool fail (1), thinking-only (2), output tool fail (2)
+    # docs/framework.md §4, verified sequence: output tool fail (1), thinking-only (2), output tool fail (2)
     assert [(counted[r.message, r.part].attempt, counted[r.message, r.part].counter) for r in history.retries] == [
         (1, "tool"),
         (2, "output"),

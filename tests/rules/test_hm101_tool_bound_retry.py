@@ -1,4 +1,4 @@
-"""HM101 (framework-facts §1, §2)."""
+"""HM101 (docs/framework.md §1, §2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""HM102 (framework-facts §1, §2)."""
+"""HM102 (docs/framework.md §1, §2)."""
 
 from __future__ import annotations
 

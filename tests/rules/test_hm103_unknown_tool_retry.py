@@ -1,4 +1,4 @@
-"""HM103 (framework-facts §1.2)."""
+"""HM103 (docs/framework.md §1.2)."""
 
 from __future__ import annotations
 

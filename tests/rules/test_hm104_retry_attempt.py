@@ -1,4 +1,4 @@
-"""HM104 (framework-facts §4): attempts filled where they are null, max_retries from the budgets
+"""HM104 (docs/framework.md §4): attempts filled where they are null, max_retries from the budgets
 given, findings where neither can be known, an opt-in rule the screen and the settled check know
 about only when it is selected."""
 

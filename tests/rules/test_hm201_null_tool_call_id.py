@@ -1,4 +1,4 @@
-"""HM201 (framework-facts §2 load failures, §3.3)."""
+"""HM201 (docs/framework.md §2 load failures, §3.3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""HM202 (framework-facts §2 load failures)."""
+"""HM202 (docs/framework.md §2 load failures)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""HM203 (framework-facts §2 load failures, bug case BC3)."""
+"""HM203 (docs/framework.md §2 load failures, bug case BC3)."""
 
 from __future__ import annotations
 

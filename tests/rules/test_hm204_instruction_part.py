@@ -1,4 +1,4 @@
-"""HM204 (framework-facts §3.1 request part tags, bug case BC5)."""
+"""HM204 (docs/framework.md §3.1 request part tags, bug case BC5)."""
 
 from __future__ import annotations
 

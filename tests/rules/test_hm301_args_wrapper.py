@@ -1,4 +1,4 @@
-"""HM301 (framework-facts §3.3)."""
+"""HM301 (docs/framework.md §3.3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""HM302 (framework-facts §3.3)."""
+"""HM302 (docs/framework.md §3.3)."""
 
 from __future__ import annotations
 

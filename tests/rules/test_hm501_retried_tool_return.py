@@ -1,4 +1,4 @@
-"""HM501 (framework-facts §1.2, §2, §3.3)."""
+"""HM501 (docs/framework.md §1.2, §2, §3.3)."""
 
 from __future__ import annotations
 

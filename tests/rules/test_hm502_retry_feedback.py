@@ -1,4 +1,4 @@
-"""HM502 (framework-facts §2, §3.2, §3.3)."""
+"""HM502 (docs/framework.md §2, §3.2, §3.3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""HM503 (framework-facts §3.2)."""
+"""HM503 (docs/framework.md §3.2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""HM504 (framework-facts §3.3)."""
+"""HM504 (docs/framework.md §3.3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""HM505 (the releases' ModelResponseState; framework-facts §3.3)."""
+"""HM505 (the releases' ModelResponseState; docs/framework.md §3.3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""HM506 (framework-facts §3.3)."""
+"""HM506 (docs/framework.md §3.3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""HM507 (framework-facts §3.3)."""
+"""HM507 (docs/framework.md §3.3)."""
 
 from __future__ import annotations
 

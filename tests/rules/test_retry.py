@@ -1,4 +1,4 @@
-"""What HM101-HM103 share (histmig.rules.retry; framework-facts §2)."""
+"""What HM101-HM103 share (histmig.rules.retry; docs/framework.md §2)."""
 
 from __future__ import annotations
 

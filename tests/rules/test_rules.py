@@ -346,4 +346,4 @@ def test_every_rule_names_its_source_in_pydantic_ai_and_keeps_its_notes_for_deve
     for rule in registry():
         assert rule.source.startswith("pydantic-ai "), rule.code
         assert "framework-facts" not in rule.source + rule.docs.what + rule.docs.why, rule.code
-        assert rule.facts.startswith("framework-facts §"), rule.code
+        assert rule.facts.startswith("docs/framework.md §"), rule.code
