@@ -158,7 +158,8 @@ def _command_lines(page: Path) -> list[str]:
     """The ``histmig ...`` command lines of ``page``'s shell and console blocks (a prompt, a pipe
     before and a comment after taken off)."""
     lines, language = [], None
-    for line in page.read_text().splitlines():
+    # a command continued with a backslash is one command line
+    for line in page.read_text().replace("\\\n", " ").splitlines():
         if line.startswith("```"):
             language = line[3:].strip() if language is None else None
         elif language in ("sh", "bash", "") or (language == "console" and line.startswith("$ ")):
