@@ -287,10 +287,18 @@ def _descriptor(file: tuple[str, int, int]) -> int:
 
 
 def _is_regular_file(stream: BinaryIO) -> bool:
+    """Whether ``stream`` is a regular file a worker can open by its name: stdin redirected
+    from a file (``< in.jsonl``) is one, but named ``<stdin>``, so it is read as a stream."""
     try:
-        return isinstance(stream, io.BufferedReader) and stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
-    except (OSError, ValueError):
+        found = os.fstat(stream.fileno())
+        named = os.stat(stream.name)
+    except (OSError, ValueError, TypeError, AttributeError):
         return False
+    return (
+        isinstance(stream, io.BufferedReader)
+        and stat.S_ISREG(found.st_mode)
+        and (named.st_dev, named.st_ino) == (found.st_dev, found.st_ino)
+    )
 
 
 def _read_blocks(stream: BinaryIO, source: str) -> Iterator[Chunk]:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
@@ -56,6 +58,21 @@ def test_two_jobs_keep_order_across_many_chunks_and_blank_lines(tmp_path: Path) 
     assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
     assert (tmp_path / "a.jsonl.rejects.jsonl").read_bytes() == (tmp_path / "b.jsonl.rejects.jsonl").read_bytes()
     assert without_run(one.to_json()) == without_run(two.to_json())
+
+
+def test_stdin_redirected_from_a_file_is_read_by_two_jobs(tmp_path: Path) -> None:
+    source = CORPUS / "all.jsonl"
+    expected, out = tmp_path / "expected.jsonl", tmp_path / "out.jsonl"
+    convert(source, expected)
+    with source.open("rb") as stdin:  # a regular file named <stdin>: no worker can open it by that name
+        done = subprocess.run(
+            [sys.executable, "-m", "histmig", "convert", "-", str(out), "--jobs", "2", "-q"],
+            stdin=stdin,
+            capture_output=True,
+            cwd=Path(__file__).parent.parent.parent,
+        )
+    assert (done.returncode, done.stderr) == (0, b"")
+    assert out.read_bytes() == expected.read_bytes()
 
 
 @settings(max_examples=300)
