@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -44,8 +45,19 @@ def file_key(path: str) -> tuple[object, ...] | None:
 
 
 def _reads(inputs: Sequence[Planned]) -> list[Named]:
-    """The files the run reads (a database URL and stdin are none)."""
-    return [Named("the input", path) for path, _ in inputs if path != "-" and os.path.exists(path)]
+    """The files the run reads (a database URL is none; stdin is one when it is redirected
+    from a regular file, ``< in.jsonl``, as ``/dev/stdin``)."""
+    found = [Named("the input", path) for path, _ in inputs if path != "-" and os.path.exists(path)]
+    if any(path == "-" for path, _ in inputs) and _stdin_is_a_file():
+        found.append(Named("stdin", "/dev/stdin"))
+    return found
+
+
+def _stdin_is_a_file() -> bool:
+    try:
+        return stat.S_ISREG(os.fstat(sys.stdin.fileno()).st_mode)
+    except (OSError, ValueError, AttributeError):  # no descriptor (a test's stdin), or closed
+        return False
 
 
 def _writes(inputs: Sequence[Planned], rejects: str | None, report: str | None) -> list[Named]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import subprocess
+import sys
 from contextlib import closing
 from pathlib import Path
 
@@ -107,6 +109,27 @@ def test_one_of_several_inputs_is_refused_as_the_report(archive: Path) -> None:
         "histmig: --report b.jsonl is the input b.jsonl; name another file\n"
     )
     assert Path("b.jsonl").read_bytes() == LEGACY + b"\n"
+
+
+def test_stdin_redirected_from_a_file_is_an_input_no_output_may_be(archive: Path) -> None:
+    before = archive.read_bytes()
+    for written in (
+        ["audit", "-", "--report", "in.jsonl"],
+        ["convert", "-", "in.jsonl"],
+        ["audit", "-", "--report", "/dev/stdin"],
+    ):
+        with archive.open("rb") as stdin:  # what `histmig audit - --report in.jsonl < in.jsonl` reads
+            done = subprocess.run(
+                [sys.executable, "-m", "histmig", *written], stdin=stdin, capture_output=True, env=_here(), text=True
+            )
+        assert (done.returncode, done.stderr.count("\n")) == (2, 1), done.stderr
+        assert f"{written[-1]} is stdin /dev/stdin" in done.stderr
+    assert archive.read_bytes() == before
+
+
+def _here() -> dict[str, str]:
+    """The environment of a ``python -m histmig`` run from another directory."""
+    return {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent.parent)}
 
 
 def test_stdout_is_no_file_and_distinct_files_run(archive: Path) -> None:
