@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from histmig.errors import SamePath
+from histmig.sources.atomic import is_stream, lock_file
 from histmig.sources.base import Destination
 
 Planned = tuple[str, Destination]
@@ -63,7 +64,7 @@ def _stdin_is_a_file() -> bool:
 def _writes(inputs: Sequence[Planned], rejects: str | None, report: str | None) -> list[Named]:
     """The paths the run writes besides its in-place inputs, each once: every OUTPUT file,
     every rejects file (``rejects``, given as ``--rejects``, or the one derived beside an
-    output or an in-place input), and the ``report`` file."""
+    output or an in-place input) and its lock file, and the ``report`` file."""
     found: dict[tuple[str, str], Named] = {}
     for _, destination in inputs:
         output, rejected = destination.output, destination.rejects
@@ -75,7 +76,13 @@ def _writes(inputs: Sequence[Planned], rejects: str | None, report: str | None) 
             )
     if report is not None and report != "-":
         found.setdefault(("report", report), Named("--report", report))
-    return list(found.values())
+    # a rejects file is added to under a lock file beside it, which the run creates and removes
+    locks = [
+        Named(f"the lock file of {named.what} {named.path},", str(lock_file(named.path)))
+        for (kind, _), named in found.items()
+        if kind == "rejects" and not is_stream(named.path)
+    ]
+    return [*found.values(), *locks]
 
 
 def check_apart(inputs: Sequence[Planned], *, rejects: str | None = None, report: str | None = None) -> None:

@@ -480,6 +480,14 @@ def _set_aside(tmp_name: str, target: Path) -> str:
     raise UnwritableOutput(f"{target}: no free name beside it for the migrated copy")
 
 
+def lock_file(target: str | Path) -> Path:
+    """The lock file :func:`locked` holds for a file added to at ``target``: ``NAME.lock``
+    beside the file its links point to (a run reads or writes no such file: see
+    :func:`histmig.run.paths.check_apart`)."""
+    real = real_file(target)
+    return real.with_name(f"{real.name}.lock")
+
+
 @contextmanager
 def locked(target: Path) -> Iterator[None]:
     """Hold the lock file ``TARGET.lock`` beside ``target`` (an exclusive ``flock``), waiting
@@ -487,7 +495,7 @@ def locked(target: Path) -> Iterator[None]:
     the other. The lock file is removed while still held, so a run that waited on it takes
     it again by name (a lock on a removed file locks nothing); one a killed run left is just
     taken (the kernel dropped its lock). Raises :class:`UnwritableOutput` naming ``target``."""
-    lock = target.with_name(f"{target.name}.lock")
+    lock = lock_file(target)
     while True:
         with unwritable(target):
             fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)

@@ -132,6 +132,18 @@ def _here() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent.parent)}
 
 
+def test_the_lock_file_of_a_rejects_file_is_never_a_file_the_run_reads_or_writes(archive: Path) -> None:
+    Path("data.lock").write_bytes(archive.read_bytes())  # locked, then removed, it would be lost
+    assert refused("convert", "--format", "jsonl", "data.lock", "out.jsonl", "--rejects", "data") == (
+        f"histmig: the lock file of --rejects data, {archive.parent / 'data.lock'} is the input data.lock "
+        "(the same file); name another file\n"
+    )
+    assert refused("convert", "in.jsonl", "out.jsonl", "--rejects", "r", "--report", "r.lock").startswith(
+        "histmig: the lock file of --rejects r, "
+    )
+    assert Path("data.lock").read_bytes() == archive.read_bytes() and not Path("r.lock").exists()
+
+
 def test_stdout_is_no_file_and_distinct_files_run(archive: Path) -> None:
     result = CliRunner().invoke(app, ["convert", "in.jsonl", "-", "--rejects", "r.jsonl", "--report", "rep.txt", "-q"])
     assert result.exit_code == 1 and result.stdout.encode().count(b"\n") == 1
