@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from histmig.options import Command, Options
 from histmig.parallel import Progress
 from histmig.run.local import run_local
+from histmig.run.paths import file_key
 from histmig.run.plan import Planning, plan
 from histmig.run.result import Result, recorded, started_now
 from histmig.run.spark import run_spark
@@ -48,7 +49,7 @@ def run(
     planning = plan(command, input, destination, options, engine=engine, spark_master=spark_master, report=report)
     if tune and planning.columnar:
         use_jemalloc()
-    warnings, cleaned = tidied(written_paths(planning, report), clean)
+    warnings, cleaned = tidied(written_paths(planning, report), clean, [item.path for item in planning.inputs])
     if planning.engine == "spark":
         result = run_spark(planning, options, progress)
     else:
@@ -85,12 +86,16 @@ def written_paths(planning: Planning, report: str | None) -> list[str]:
     return paths + ([report] if report is not None else [])
 
 
-def tidied(paths: Sequence[str], clean: bool) -> tuple[list[str], list[str]]:
+def tidied(paths: Sequence[str], clean: bool, inputs: Sequence[str] = ()) -> tuple[list[str], list[str]]:
     """The warning lines naming the temporary files killed runs left beside the files
     ``paths`` name (:func:`~histmig.sources.atomic.stale_temps`), and, with ``clean``, none but
-    the note lines of the ones removed (one that cannot be removed stays a warning)."""
+    the note lines of the ones removed (one that cannot be removed stays a warning). A file
+    the run reads (``inputs``) or writes (``paths``) is no temporary file, whatever its name."""
     warnings, cleaned = [], []
+    used = {file_key(path) for path in [*paths, *inputs]}
     for stale in stale_temps(paths):
+        if file_key(str(stale.path)) in used:
+            continue
         if not clean:
             warnings.append(stale.said(False))
             continue

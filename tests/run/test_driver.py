@@ -75,3 +75,16 @@ def test_the_temporary_files_of_ended_runs_beside_what_a_run_writes_are_named_or
         f"removed {path}" for path in stale
     ]
     assert planned.notes[:3] == planned.cleaned and not any(path.exists() for path in stale) and mine.exists()
+
+
+def test_clean_never_removes_a_file_the_run_reads_or_writes_named_as_a_temporary_file(tmp_path: Path) -> None:
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    source = tmp_path / f".out.jsonl.histmig-{ended.pid}-abcdefgh.tmp"  # the name of a temporary file of out.jsonl
+    rejects = tmp_path / f".out.jsonl.histmig-{ended.pid}-rejects.tmp"
+    source.write_bytes(ALL.read_bytes())
+    rejects.write_bytes(b"{an earlier reject\n")
+    given = Destination(output=str(tmp_path / "out.jsonl"), rejects=str(rejects))
+    result = run("convert", str(source), given, Options(jobs=1, format="jsonl"), Options().plan(), clean=True)
+    assert (result.warnings, result.cleaned) == ([], [])
+    assert source.read_bytes() == ALL.read_bytes() and rejects.read_bytes() == b"{an earlier reject\n"
