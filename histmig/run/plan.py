@@ -24,7 +24,7 @@ from histmig.options import Command, Options, flags, given
 from histmig.run.outputs import output_format, output_paths
 from histmig.run.paths import check_apart
 from histmig.sources import expands, formats, input_paths, named_format
-from histmig.sources.atomic import check_directory, check_writable
+from histmig.sources.atomic import check_directory, check_writable, is_stream
 from histmig.sources.base import Destination, Format
 
 Engine = Literal["local", "spark"]
@@ -263,6 +263,8 @@ def _destinations(
         ):
             raise UsageError(f"{output} is the input; use --in-place to replace it")
         if destination.in_place and not fmt.columnar:
+            if is_stream(path):  # a FIFO written back to while it is read never ends, a device keeps nothing
+                raise UsageError(f"{path}: --in-place replaces a regular file, and this is none; name an OUTPUT")
             check_writable(path)
         rejects = rejects_of(destination, path, output, directory)
         written_as = output_format(fmt, output) if output is not None else None

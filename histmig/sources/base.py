@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import os
+import stat
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -236,6 +238,8 @@ def starts_with(path: str, magic: bytes, offset: int = 0) -> bool:
     """Whether ``path`` is a regular file holding ``magic`` at byte ``offset`` (a format's
     :attr:`Format.claims` by its first bytes: a SQLite or DuckDB file, whatever its name)."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False  # a FIFO (``<(zcat chats.gz)``) read here would lose its first bytes to the real read
         with open(path, "rb") as stream:
             return stream.read(offset + len(magic))[offset:] == magic
     except OSError:

@@ -3,6 +3,7 @@ destination rule, and the options each input takes, derived from their declarati
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,11 @@ def test_to_table_naming_the_table_read_is_refused_as_its_format_compares_names(
     sqlite = [("chats.sqlite", formats()["sqlite"])]
     with pytest.raises(UsageError, match="^chats.sqlite: --to-table names the table read"):
         check_options("convert", sqlite, Destination(to_table="CHATS"), Options(table="chats"))
+
+
+def test_in_place_is_refused_for_what_is_not_a_regular_file(tmp_path: Path) -> None:
+    fifo = tmp_path / "chats.jsonl"
+    os.mkfifo(fifo)  # written back to while it is read, a FIFO never ends
+    for path in (str(fifo), "/dev/null"):
+        with pytest.raises(UsageError, match="--in-place replaces a regular file, and this is none; name an OUTPUT"):
+            plan("convert", path, Destination(in_place=True), Options(format="jsonl"))

@@ -3,6 +3,7 @@ command writes."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -31,6 +32,21 @@ def test_a_file_is_claimed_by_its_first_bytes(tmp_path) -> None:
         starts_with(str(tmp_path / "f"), b"1234"),
     ] == [True, True, False]
     assert not starts_with(str(tmp_path), b"") and not starts_with(str(tmp_path / "none"), b"")
+
+
+def test_a_fifo_is_never_read_to_be_claimed(tmp_path) -> None:
+    fifo = tmp_path / "chats.jsonl"
+    os.mkfifo(fifo)
+    writer = subprocess.Popen([sys.executable, "-c", f"open({str(fifo)!r}, 'wb').write(b'SQLite format 3\\0x')"])
+    try:  # with no reader, the writer waits: a claim that opened the FIFO would take its bytes
+        assert not starts_with(str(fifo), b"SQLite format 3\0")
+        reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # the writer's open returns, it writes and ends
+        writer.wait(timeout=10)
+        assert os.read(reader, 100) == b"SQLite format 3\0x"
+        os.close(reader)
+    finally:
+        writer.kill()
+        writer.wait()
 
 
 def test_a_target_writes_when_it_has_a_destination() -> None:
