@@ -49,15 +49,16 @@ def _reads(inputs: Sequence[Planned]) -> list[Named]:
     """The files the run reads (a database URL is none; stdin is one when it is redirected
     from a regular file, ``< in.jsonl``, as ``/dev/stdin``)."""
     found = [Named("the input", path) for path, _ in inputs if path != "-" and os.path.exists(path)]
-    if any(path == "-" for path, _ in inputs) and _stdin_is_a_file():
+    if any(path == "-" for path, _ in inputs) and _is_a_file(sys.stdin):
         found.append(Named("stdin", "/dev/stdin"))
     return found
 
 
-def _stdin_is_a_file() -> bool:
+def _is_a_file(stream: object) -> bool:
+    """Whether the standard stream ``stream`` is a regular file (``< in.jsonl``, ``>> out.jsonl``)."""
     try:
-        return stat.S_ISREG(os.fstat(sys.stdin.fileno()).st_mode)
-    except (OSError, ValueError, AttributeError):  # no descriptor (a test's stdin), or closed
+        return stat.S_ISREG(os.fstat(stream.fileno()).st_mode)  # type: ignore[attr-defined]
+    except (OSError, ValueError, AttributeError):  # no descriptor (a test's stream), or closed
         return False
 
 
@@ -76,6 +77,8 @@ def _writes(inputs: Sequence[Planned], rejects: str | None, report: str | None) 
             )
     if report is not None and report != "-":
         found.setdefault(("report", report), Named("--report", report))
+    if "-" in (report, rejects, *(destination.output for _, destination in inputs)) and _is_a_file(sys.stdout):
+        found[("stdout", "-")] = Named("stdout", "/dev/stdout")  # `- >> in.jsonl` would read what it adds
     # a rejects file is added to under a lock file beside it, which the run creates and removes
     locks = [
         Named(f"the lock file of {named.what} {named.path},", str(lock_file(named.path)))

@@ -127,6 +127,22 @@ def test_stdin_redirected_from_a_file_is_an_input_no_output_may_be(archive: Path
     assert archive.read_bytes() == before
 
 
+def test_stdout_appended_to_an_input_is_refused(archive: Path) -> None:
+    before = archive.read_bytes()
+    for command, stdin in ((["convert", "-", "-"], archive), (["convert", "in.jsonl", "-"], None)):
+        with archive.open("ab") as stdout, (stdin or archive).open("rb") as given:  # `- >> in.jsonl` reads what it adds
+            done = subprocess.run(
+                [sys.executable, "-m", "histmig", *command, "-q"],
+                stdin=given,
+                stdout=stdout,
+                stderr=subprocess.PIPE,
+                env=_here(),
+            )
+        assert (done.returncode, done.stderr.count(b"\n")) == (2, 1), done.stderr
+        assert done.stderr.startswith(b"histmig: stdout /dev/stdout is ")
+    assert archive.read_bytes() == before
+
+
 def _here() -> dict[str, str]:
     """The environment of a ``python -m histmig`` run from another directory."""
     return {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent.parent)}
