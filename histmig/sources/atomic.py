@@ -21,6 +21,7 @@ What is written where:
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import gzip
 import io
@@ -145,13 +146,18 @@ def temp_beside(target: Path) -> tuple[int, str]:
     """A new temporary file in ``target``'s directory, to be renamed over ``target`` when
     complete: ``(descriptor, name)``, named after ``target`` and this process (:data:`TEMP_MARK`),
     with the permission bits :func:`new_file_mode` gives (``mkstemp`` makes it ``0o600``;
-    renamed as is, it would change them). Raises :class:`UnwritableOutput` naming ``target``
-    when the directory takes no new file."""
+    renamed as is, it would change them) and, when it can be given, ``target``'s owner and group
+    (a root run in place would otherwise take the file from the application that writes it).
+    Raises :class:`UnwritableOutput` naming ``target`` when the directory takes no new file."""
     with unwritable(target):
         fd, name = tempfile.mkstemp(
             prefix=f".{target.name}{TEMP_MARK}{os.getpid()}-", suffix=".tmp", dir=target.parent or "."
         )
     os.fchmod(fd, new_file_mode(target))
+    with contextlib.suppress(OSError):  # the owner of a file replaced as root stays its owner (a user may not give one)
+        found = target.stat()
+        if (found.st_uid, found.st_gid) != (os.geteuid(), os.getegid()):
+            os.fchown(fd, found.st_uid, found.st_gid)
     return fd, name
 
 
