@@ -114,14 +114,14 @@ AS_A_DRIVER_ERROR = (
 
 BEFORE_THE_COMMIT = (
     "import histmig.sources.duckdb as d\n"
-    "updates = d.TableInput._updates\n"
+    "updates = d.DuckdbTable._updates\n"
     "def _updates(self):\n"
     "    write, finish = updates(self)\n"
     "    def finished():\n"
     "        finish()\n"
     f"        {SELF_INTERRUPT}\n"
     "    return write, finished\n"
-    "d.TableInput._updates = _updates\n"
+    "d.DuckdbTable._updates = _updates\n"
 )
 """A hook: SIGINT once every row is updated, before the COMMIT."""
 
@@ -142,11 +142,11 @@ def test_a_duckdb_table_interrupted_after_its_commit_ends_as_a_finished_run(tmp_
     db, before = _duckdb(tmp_path)
     hook = (
         "import histmig.sources.duckdb as d\n"
-        "written = d.TableInput.written\n"
+        "written = d.DuckdbTable.written\n"
         "def _written(self):\n"
         f"    {SELF_INTERRUPT}\n"  # the COMMIT is run: the table is migrated
         "    return written(self)\n"
-        "d.TableInput.written = _written\n"
+        "d.DuckdbTable.written = _written\n"
     )
     args = ("convert", str(db), "--table", TABLE, "--messages-column", "messages", "--in-place", "-q")
     done = histmig(hook, *args)
