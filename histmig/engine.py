@@ -41,6 +41,7 @@ import msgspec
 import orjson
 
 from histmig import schema
+from histmig.duplicates import duplicated_key
 from histmig.errors import Malformed, NotAHistory
 from histmig.problems import InvalidJson, Problem
 from histmig.records import (
@@ -568,6 +569,9 @@ def _full_way(record: Record, plan: Plan, defer: bool) -> Outcome:
     record = _named(record, obj)
     name = located.name
     prefix = name or "messages"
+    duplicated = _duplicated(record.raw, obj, located, prefix)
+    if duplicated is not None:
+        return Outcome(record, "rejected", None, errors=[duplicated])
     try:
         changes, findings, paired = _apply(messages, rules, plan)
     except Malformed as exc:
@@ -607,6 +611,19 @@ def _full_way(record: Record, plan: Plan, defer: bool) -> Outcome:
             record, "rejected", None, changes, [f"internal error: a second pass changed the record again ({codes})"]
         )
     return Outcome(record, "changed", output, changes, warnings=warnings, findings=findings)
+
+
+def _duplicated(raw: bytes, obj: Any, located: Located, prefix: str) -> Problem | None:
+    """The first duplicated key of the record (:func:`histmig.duplicates.duplicated_key`), or, for a
+    history held as JSON text, of that text, its path under ``prefix``."""
+    found = duplicated_key(raw, obj)
+    if found is None and located.text:
+        text = obj
+        for key in located.path:
+            text = text[key]
+        found = duplicated_key(text.encode(errors="surrogatepass"), located.messages)
+        return found.under(prefix) if found is not None else None
+    return found
 
 
 def _readers(raw: bytes, field: str | None) -> releases.Spans:
@@ -674,51 +691,62 @@ def _validate(messages: list[Any], prefix: str, target: Release = NEWEST) -> tup
     some release wrote) and what the catalogue says ``target`` cannot load
     (:func:`histmig.schema.releases.load_errors`).
 
-    A part whose ``part_kind`` neither 2.68 loads nor any rule rewrites (a newer release's) is
-    carried unchanged and reported as a warning, never an error: it is validated as an empty
+    A part whose ``part_kind`` no release loads in any message and no rule rewrites (a newer
+    release's) is carried unchanged and reported as a warning, never an error. A part of a
+    kind some release loads in the other message kind only (a ``text`` part in a request, a
+    ``user-prompt`` in a response) is an error: no release loads it there (docs/framework.md
+    §3.2), so it is damage, not a newer release's part. Either is validated as an empty
     placeholder of its message kind, so every other path keeps its index. A history the newest
     release loads as it is has neither (an unknown ``part_kind`` fails validation): that is
     checked first, and the parts are walked only when it fails."""
     if target == NEWEST and schema.is_current(messages):
         return [], []
     known = _known_part_kinds(registry())
+    errors: list[str] = []
     warnings: list[str] = []
     checked: list[Any] = []
     for m_index, message in enumerate(messages):
         kind: Any = message.get("kind") if isinstance(message, dict) else None
         parts = message.get("parts") if kind in known else None
         if isinstance(parts, list):
-            unknown = [
-                p_index
+            placed = [
+                (p_index, part["part_kind"])
                 for p_index, part in enumerate(parts)
                 if isinstance(part, dict)
                 and isinstance(part.get("part_kind"), str)
                 and part["part_kind"] not in known[kind]
             ]
-            for p_index in unknown:
-                warnings.append(
-                    Problem(
-                        f"{prefix}[{m_index}].parts[{p_index}]",
-                        f"unknown part_kind {parts[p_index]['part_kind']!r}, carried unchanged",
+            for p_index, part_kind in placed:
+                path = f"{prefix}[{m_index}].parts[{p_index}]"
+                other = "response" if kind == "request" else "request"
+                if part_kind in known[other]:
+                    errors.append(
+                        Problem(path, f"part_kind {part_kind!r} is a {other} part: no release loads it in a {kind}")
                     )
-                )
-            if unknown:
+                else:
+                    warnings.append(Problem(path, f"unknown part_kind {part_kind!r}, carried unchanged"))
+            if placed:
+                unknown = {p_index for p_index, _ in placed}
                 message = {
                     **message,
                     "parts": [_PLACEHOLDER[kind] if i in unknown else part for i, part in enumerate(parts)],
                 }
         checked.append(message)
     if target == NEWEST:
-        return _validation_errors(checked, prefix), warnings
-    return [
+        return errors + _validation_errors(checked, prefix), warnings
+    return errors + [
         _under(line, prefix) for line in (*schema.legacy_errors(checked), *releases.load_errors(checked, target))
     ], warnings
 
 
 @cache
 def _known_part_kinds(rules: tuple[Rule, ...]) -> dict[str, frozenset[str]]:
-    """By message kind, the part kinds 2.68 loads or one of ``rules`` rewrites there."""
-    return {kind: kinds | known_part_kinds(rules, kind) for kind, kinds in _SCHEMA_PART_KINDS.items()}
+    """By message kind, the part kinds 2.68 or an older release loads or one of ``rules``
+    rewrites there."""
+    return {
+        kind: kinds | known_part_kinds(rules, kind) | frozenset(releases.PART_KINDS[kind])
+        for kind, kinds in _SCHEMA_PART_KINDS.items()
+    }
 
 
 def _under(line: str, prefix: str) -> str:
