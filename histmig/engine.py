@@ -707,7 +707,7 @@ def _validate(messages: list[Any], prefix: str, target: Release = NEWEST) -> tup
     checked: list[Any] = []
     for m_index, message in enumerate(messages):
         kind: Any = message.get("kind") if isinstance(message, dict) else None
-        parts = message.get("parts") if kind in known else None
+        parts = message.get("parts") if isinstance(kind, str) and kind in known else None
         if isinstance(parts, list):
             placed = [
                 (p_index, part["part_kind"])
