@@ -21,15 +21,18 @@ options, the input or an output will not do; bad records never raise. The run it
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from histmig.engine import findings as _findings
-from histmig.engine import migrate as _migrate
 from histmig.engine import process_full
 from histmig.errors import MigrationError, NotAHistory, UsageError
 from histmig.options import Options
 from histmig.parallel import Progress
+from histmig.problems import Problem
 from histmig.records import Record, check_messages, dumps
 from histmig.report import Report
 from histmig.rules import registry
@@ -236,12 +239,86 @@ def rules(code: str | None = None) -> list[Rule]:
 def migrate(messages: list[Any], options: Options = Options()) -> list[Change]:
     """Migrate one history (plain JSON data: a list of message objects, as
     ``orjson.loads(all_messages_json())`` gives it) in place with the options' rules and
-    fixes; returns the changes made, in order. Raises
-    :class:`~histmig.errors.NotAHistory` when ``messages`` is not a list of message objects
-    (each with ``kind`` and ``parts``), and :class:`~histmig.errors.Malformed` for a part
-    a rule targets that no release wrote."""
+    fixes; returns the changes made, in order. The result is validated as ``check``
+    validates a record: it is one pydantic-ai 2.68 loads (a part of a ``part_kind`` no
+    release knows, a newer one's, is carried as it is). Raises :class:`MigrationError`,
+    leaving ``messages`` as it was, for what ``convert`` would reject or ``check`` call
+    invalid, each line naming the path in the history (``messages[2].parts[0].content``):
+    :class:`~histmig.errors.NotAHistory` (a subclass) when ``messages`` is not a list of
+    message objects (each with ``kind`` and ``parts``), :class:`~histmig.errors.Malformed`
+    (a subclass) for a part a rule targets that no release wrote, and for a value JSON cannot
+    hold (a ``str`` with a lone surrogate, an object that is no JSON value)."""
     _check_history(messages)
-    return _migrate(messages, options.plan())
+    outcome = process_full(Record(_encoded(messages), "history", "migrate"), options.plan(validate_all=True))
+    if outcome.status == "rejected" or outcome.errors:
+        raise MigrationError([str(error) for error in outcome.errors])
+    if outcome.status == "changed":
+        messages[:] = _DECODER.decode(outcome.output)  # type: ignore[arg-type]
+    return outcome.changes
+
+
+_DECODER = msgspec.json.Decoder()
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def _unencodable(value: Any, path: str) -> Problem | None:
+    """Where under ``value`` (at ``path``) the first value JSON text cannot hold is, and what
+    it is: a string with a lone surrogate (UTF-8 has no such character), a non-string key, an
+    object of another type than JSON's."""
+    if isinstance(value, str):
+        try:
+            value.encode()
+        except UnicodeEncodeError as exc:
+            return Problem(
+                path, f"a lone surrogate (U+{ord(value[exc.start]):04X}) at character {exc.start + 1}: not UTF-8 text"
+            )
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return Problem(path, f"a key that is not a string ({type(key).__name__})")
+            found = _unencodable(key, path) or _unencodable(item, f"{path}.{key}" if path else key)
+            if found is not None:
+                return found
+        return None
+    if isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            found = _unencodable(item, f"{path}[{index}]")
+            if found is not None:
+                return found
+        return None
+    if isinstance(value, _JSON_SCALARS):
+        return None
+    return Problem(path, f"a value of type {type(value).__name__}, which JSON cannot hold")
+
+
+def _encoded(messages: list[Any]) -> bytes:
+    """The JSON text of a history given as data. Raises :class:`MigrationError` naming the
+    first value that is no JSON data (:func:`_unencodable`: a ``bytes`` or a ``datetime``
+    too, which an encoder would quietly turn into a string)."""
+    problem = _unencodable(messages, "messages")
+    if problem is not None:
+        raise MigrationError([problem])
+    return dumps(messages)
+
+
+def _text_bytes(data: str) -> bytes:
+    """``data`` as UTF-8. Raises :class:`MigrationError` for a lone surrogate, naming where
+    it is in the record when the text parses as JSON (Python's reader takes one), else at
+    which character."""
+    try:
+        return data.encode()
+    except UnicodeEncodeError as exc:
+        try:
+            parsed = json.loads(data)
+        except ValueError:
+            parsed = None
+        found = _unencodable(parsed, "messages" if isinstance(parsed, list) else "") if parsed is not None else None
+        if found is not None and found.path:
+            raise MigrationError([found]) from None
+        raise MigrationError(
+            [f"not UTF-8 text: a lone surrogate (U+{ord(data[exc.start]):04X}) at character {exc.start + 1}"]
+        ) from None
 
 
 def _check_history(messages: Any) -> None:
@@ -273,7 +350,7 @@ def validate(messages: list[Any], options: Options = Options()) -> list[Finding]
     2.68 loads even once migrated."""
     _check_history(messages)
     plan = options.plan(validate_all=True)
-    outcome = process_full(Record(dumps(messages), "history", "validate"), plan)
+    outcome = process_full(Record(_encoded(messages), "history", "validate"), plan)
     if outcome.errors:
         raise MigrationError([str(error) for error in outcome.errors])
     return sorted(
@@ -292,7 +369,7 @@ def migrate_json(data: bytes | str, options: Options = Options(), *, source: str
     or gives a history 2.68 cannot load (the record would be rejected or invalid); a part of
     an unknown ``part_kind`` (a newer release's) is carried unchanged and reported as a
     warning, not raised."""
-    raw = data.encode() if isinstance(data, str) else bytes(data)
+    raw = _text_bytes(data) if isinstance(data, str) else bytes(data)
     outcome = process_full(Record(raw, source, "record"), options.plan(validate_all=True))
     if outcome.status == "rejected" or outcome.errors:
         raise MigrationError([str(error) for error in outcome.errors])

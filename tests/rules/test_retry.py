@@ -7,10 +7,10 @@ import re
 import pytest
 from pydantic import ValidationError
 
-from histmig.api import migrate
 from histmig.errors import Malformed
 from histmig.rules.retry import dump_error_details
 from tests.conftest import framework_dump
+from tests.rules.conftest import migrate
 
 
 def test_dump_error_details_matches_the_framework() -> None:

@@ -14,12 +14,12 @@ import pytest
 from typer.testing import CliRunner
 
 import histmig.rules
-from histmig.api import migrate
 from histmig.cli import app
 from histmig.errors import UnknownRule
 from histmig.options import Options
 from histmig.rules import known_part_kinds, nulls_kept, opt_ins, pending, registry, select
 from histmig.screen import Screen
+from tests.rules.conftest import migrate
 
 CALL = {"part_kind": "tool-call", "tool_name": "t", "args": {}, "tool_call_id": "c"}
 RETURN = {"part_kind": "tool-return", "tool_name": "t", "content": "x", "tool_call_id": "c"}
