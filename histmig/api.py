@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from histmig.engine import findings as _findings
-from histmig.engine import process_full
+from histmig.engine import migrate as _migrate
+from histmig.engine import process_full, validation_errors
 from histmig.errors import MigrationError, NotAHistory, UsageError
 from histmig.options import Options
 from histmig.parallel import Progress
@@ -249,12 +250,15 @@ def migrate(messages: list[Any], options: Options = Options()) -> list[Change]:
     (a subclass) for a part a rule targets that no release wrote, and for a value JSON cannot
     hold (a ``str`` with a lone surrogate, an object that is no JSON value)."""
     _check_history(messages)
-    outcome = process_full(Record(_encoded(messages), "history", "migrate"), options.plan(validate_all=True))
-    if outcome.status == "rejected" or outcome.errors:
-        raise MigrationError([str(error) for error in outcome.errors])
-    if outcome.status == "changed":
-        messages[:] = _DECODER.decode(outcome.output)  # type: ignore[arg-type]
-    return outcome.changes
+    work = _DECODER.decode(_encoded(messages))  # a copy: ``messages`` stays as it was unless all goes well
+    plan = options.plan()
+    changes = _migrate(work, plan)
+    errors = validation_errors(work, plan.target)
+    if errors:
+        raise MigrationError(errors)
+    if changes:
+        messages[:] = work
+    return changes
 
 
 _DECODER = msgspec.json.Decoder()

@@ -242,12 +242,15 @@ def _apply(messages: list[Any], rules: tuple[Rule, ...], plan: Plan) -> tuple[li
             if rule.code not in asked:
                 continue
             if rule.code in plan.fixing:
+                made = False
                 for done in rule.fix(messages, ctx):  # type: ignore[misc]  # a fixing rule has a fix
                     if type(done) is Change:
                         changes.append(done)
-                        looked_fixed = True
+                        looked_fixed = made = True
                     else:
                         findings.append(done)  # type: ignore[arg-type]  # not a Change: a Finding
+                if made:  # what the family's later rules find changed (HM401 lifts HM406's stand-ins): ask again
+                    asked = None
                 continue
         if rule.code in plan.fixing:
             for done in rule.fix(messages, ctx):  # type: ignore[misc]  # a fixing rule has a fix
@@ -683,6 +686,16 @@ _PLACEHOLDER = {
     "request": {"part_kind": "user-prompt", "content": ""},
     "response": {"part_kind": "text", "content": ""},
 }
+
+
+def validation_errors(messages: list[Any], target: Release = NEWEST) -> list[str]:
+    """What keeps the ``target`` release from loading ``messages`` (a history as plain JSON
+    data), one ``path: message`` line each, as ``check`` says it of a record (:func:`_validate`:
+    a part of a kind no release knows is carried, not an error); ``[]`` when it loads them."""
+    errors, _ = _validate(messages, "messages", target)
+    if errors and schema.legacy_errors(messages):
+        errors.append("no release 0.0.13-2.68 wrote this shape: no rule can migrate it")
+    return errors
 
 
 def _validate(messages: list[Any], prefix: str, target: Release = NEWEST) -> tuple[list[str], list[str]]:
