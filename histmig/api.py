@@ -23,10 +23,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from histmig.baseline import entries, judge
+from histmig.baseline import read as read_baseline
+from histmig.baseline import write as write_entries
 from histmig.engine import findings as _findings
 from histmig.engine import migrate as _migrate
 from histmig.engine import process_full, validation_errors
@@ -40,6 +44,7 @@ from histmig.rules import registry
 from histmig.rules.base import Change, Finding, Rule
 from histmig.run.driver import run
 from histmig.run.result import Result
+from histmig.sources.atomic import check_writable
 from histmig.sources.base import Destination
 
 if TYPE_CHECKING:  # the command imports its module (and pydantic_core) only when it runs
@@ -132,6 +137,8 @@ def check(
     options: Options = Options(),
     *,
     strict: bool = False,
+    baseline: str | None = None,
+    write_baseline: str | None = None,
     report: str | None = None,
     clean: bool = False,
     progress: Progress | None = None,
@@ -144,19 +151,48 @@ def check(
     ``options.target`` (``--reader``), "current and valid" is for that release: it loads
     every record and no rule would rewrite one for it; the report then tells, per record,
     which releases load it (:class:`~histmig.report.rows.ReaderRow`). ``report``, ``clean``,
-    ``progress`` and ``tune`` as for :func:`convert`."""
-    return run(
+    ``progress`` and ``tune`` as for :func:`convert`.
+
+    With ``baseline`` (a file ``write_baseline`` wrote, :mod:`histmig.baseline`), the exit code
+    is 1 only for what the baseline does not hold (or an input not read to its end); the
+    verdict says how many known ones it passed over and the notes which entries no longer
+    occur. ``write_baseline`` records this run's entries in a file instead (exit 0 unless an
+    input was not read to its end). Raises :class:`~histmig.errors.UsageError` for both at
+    once, :class:`~histmig.errors.UnreadableInput` for a baseline that is none."""
+    if baseline is not None and write_baseline is not None:
+        raise UsageError("give --baseline or --write-baseline, not both")
+    known = read_baseline(baseline) if baseline is not None else None
+    if write_baseline is not None:
+        check_writable(write_baseline)
+    result = run(
         "check",
         input,
         Destination(),
         options,
-        options.plan(validate_all=True, readers=options.target is not None),
+        options.plan(
+            validate_all=True,
+            readers=options.target is not None,
+            digests=baseline is not None or write_baseline is not None,
+        ),
         strict=strict,
         report=report,
         clean=clean,
         progress=progress,
         tune=tune,
     )
+    if known is None and write_baseline is None:
+        return result
+    found = list(entries(result.report))
+    if write_baseline is not None:
+        write_entries(write_baseline, found)
+        result.baseline, result.wrote_baseline = found, write_baseline
+    else:
+        result.baseline, result.judged = known, judge(found, known)  # type: ignore[arg-type]
+    recorded_run = result.report.run
+    if recorded_run is not None:
+        given = {**recorded_run.options, "baseline": baseline, "write_baseline": write_baseline}
+        result.report.run = replace(recorded_run, options=given, verdict=result.verdict, exit_code=result.exit_code)
+    return result
 
 
 def otel(

@@ -59,6 +59,7 @@ from histmig.records import (
     envelope_id,
     locate_in_conversation,
     locate_messages,
+    messages_digest,
 )
 from histmig.rules import Walk, known_part_kinds, registry, select
 from histmig.rules.base import ABSENT_PART, Budgets, CauseMode, Change, Context, Finding, Rule
@@ -85,12 +86,14 @@ class Plan:
     parsed and validated (``validate_all``: ``check`` does, ``convert`` does not), the
     ``target`` release the histories are written for (``--target``, ``check --reader``; the
     newest by default), whether each record's :class:`~histmig.records.Readers` are told
-    (``readers``: ``check --reader``), HM104's ``counting`` rules and retry ``budgets``, and
+    (``readers``: ``check --reader``), HM104's ``counting`` rules and retry ``budgets``,
     whether the calls of the last response are left open whatever the fixes
-    (``keep_frontier``: the plan of a record that names a conversation, :meth:`for_record`), and
+    (``keep_frontier``: the plan of a record that names a conversation, :meth:`for_record`),
     the codes whose fixes are ``withheld`` (only reported: not applicable to a conversation's
-    layout), and whether the records were ``grouped`` into conversations (``--conversation``:
-    a conversation is whole, its last calls are closed as any history's).
+    layout), whether the records were ``grouped`` into conversations (``--conversation``:
+    a conversation is whole, its last calls are closed as any history's), and whether a
+    record with something to say gets its messages' digest (``digests``: ``check --baseline``,
+    :func:`~histmig.records.messages_digest`).
     Built by :meth:`histmig.options.Options.plan`.
 
     For an older ``target``, a record is valid when that release loads it (the legacy schema
@@ -109,6 +112,7 @@ class Plan:
     keep_frontier: bool = False
     withheld: frozenset[str] = frozenset()
     grouped: bool = False
+    digests: bool = False
 
     @cached_property
     def context(self) -> Context:
@@ -550,6 +554,8 @@ def process_full(record: Record, plan: Plan = Plan(), *, defer: bool = True) -> 
         outcome.conversations = told_conversations(record.raw, outcome.findings, plan.messages_field)
     if plan.readers:
         outcome.readers = Readers(plan.target, _readers(record.raw, plan.messages_field))
+    if plan.digests and not outcome.quiet:
+        outcome.digest = messages_digest(record.raw, plan.messages_field)
     return outcome
 
 

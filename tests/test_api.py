@@ -597,3 +597,11 @@ def _plain(value: object) -> bool:
     except orjson.JSONEncodeError:
         return False
     return True
+
+
+def test_a_result_without_an_id_beside_one_with_an_id_is_no_internal_error() -> None:
+    """Found by the fuzz test: the settled check's pairing sorted a None id beside a text one."""
+    retry = {"content": "", "tool_name": "get_weather", "part_kind": "retry-prompt"}
+    history = [{"parts": [retry, {**retry, "tool_call_id": "call_1"}], "kind": "request"}]
+    output, report = api.migrate_json(orjson.dumps(history))
+    assert b"retry-prompt" not in output and report.counts["changed"] == 1

@@ -216,7 +216,7 @@ def test_h_is_help_and_usage_and_options_show_plain_metavars(command: str) -> No
     [
         (
             ("check", "x.jsonl", "--report-format", "xml"),
-            "histmig: Invalid value for '--report-format': choose text, json or markdown, not 'xml' (see histmig check -h)",
+            "histmig: Invalid value for '--report-format': choose text, json, markdown or github, not 'xml' (see histmig check -h)",
         ),
         (
             ("convert", "x.jsonl", "o.jsonl", "--causes", "guessed"),
@@ -713,3 +713,33 @@ def test_from_otel_shows_a_hostile_span_name_inert(tmp_path: Path) -> None:
     assert "\x1b" not in result.stderr and "\u202e" not in result.stderr
     assert "invoke_agent \\x1b[2J\\u202eevil\\x0ahistmig: forged" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 2  # the reject and the verdict, nothing forged
+
+
+def test_check_in_ci_annotates_new_findings_only_and_fills_the_step_summary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source, baseline, summary = tmp_path / "chats.jsonl", tmp_path / "baseline.json", tmp_path / "summary.md"
+    legacy = (CORPUS / "all.jsonl").read_bytes()
+    source.write_bytes(legacy)
+    monkeypatch.chdir(tmp_path)
+    written = invoke("check", "chats.jsonl", "--write-baseline", "baseline.json", "-q")
+    assert written.exit_code == 0 and orjson.loads(baseline.read_bytes())["histmig_baseline"] == 1
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    passed = invoke("check", "chats.jsonl", "--baseline", "baseline.json", "--report", "-", "--report-format", "github")
+    assert passed.exit_code == 0 and not [line for line in passed.stdout.splitlines() if line.startswith("::error")]
+    assert "histmig check: nothing beyond the baseline; 270 known ones passed over" in passed.stderr
+    assert summary.read_text().startswith("# ✅ pass: histmig check\n\nhistmig check: nothing beyond the baseline")
+    dangling = (
+        b'[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"w?"}]},'
+        b'{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"w","args":"{}","tool_call_id":"c"}]},'
+        b'{"kind":"request","parts":[]},{"kind":"response","parts":[]}]'
+    )
+    source.write_bytes(legacy + dangling + b"\n")
+    failed = invoke("check", "chats.jsonl", "--baseline", "baseline.json", "--report", "-", "--report-format", "github")
+    assert failed.exit_code == 1
+    assert [line for line in failed.stdout.splitlines() if line.startswith("::error")] == [
+        "::error file=chats.jsonl,line=213,title=histmig HM406::line 213: messages[2].parts[0]: convert adds a tool-return "
+        "part (evidence dangling)"
+    ]
+    assert "histmig check: 1 finding not in the baseline (HM406: 1); 270 known ones passed over" in failed.stderr
+    assert "# ❌ fail (exit 1): histmig check" in summary.read_text()  # added after the first run's

@@ -60,10 +60,12 @@ class Rendering:
     warnings only) or ``auto`` (full up to :data:`DETAIL_ROWS` change and finding rows, else
     the summary, saying so; the Markdown report is capped at 1 MiB whatever it is); and
     whether the JSON report gives the run's start time (``timestamp``: the one value that
-    differs between two runs of the same command)."""
+    differs between two runs of the same command); and the ``baseline`` entries
+    (:class:`~histmig.baseline.Entry`, ``check --baseline``) the GitHub report leaves out."""
 
     detail: Detail = "auto"
     timestamp: bool = True
+    baseline: tuple[Any, ...] = ()
 
 
 DETAIL_ROWS = 1000
@@ -130,6 +132,7 @@ class Report:
         self._oldest: Counter[str | None] = Counter()
         self.errors: list[dict[str, Any]] = []
         self.warnings: list[dict[str, Any]] = []
+        self.digests: dict[tuple[str, str], str] = {}
         self.run: RunInfo | None = None
         self._pieces: set[str] = set()
         self._open_ends: dict[str, list[tuple[str, str]]] = {}
@@ -145,6 +148,8 @@ class Report:
         record = outcome.record
         self.counts["records_in"] += 1
         self.counts[outcome.status] += 1
+        if outcome.digest is not None:
+            self.digests[record.source, record.location] = outcome.digest
         changes = change_rows(outcome)
         if changes:
             place = (record.source, record.location, record.record_id)
@@ -217,6 +222,7 @@ class Report:
         self._pieces |= other._pieces
         for name, places in other._open_ends.items():
             self._open_ends.setdefault(name, []).extend(places)
+        self.digests.update(other.digests)
 
     def _continued(self) -> set[tuple[str, str]]:
         """The records (``(source, location)``) whose last response's calls are without results

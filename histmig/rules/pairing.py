@@ -22,6 +22,7 @@ skeleton.
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -347,8 +348,8 @@ def _answer(calls: list[Any], results: list[Any]) -> bool:
         return type(call.args) is not str or results[0].outcome == "retried" or not _cut_struct(call.args)
     ids = [call.tool_call_id for call in calls]
     answering = [result.tool_call_id for result in results]
-    if (ids != answering and sorted(ids) != sorted(answering)) or len(set(ids)) != len(ids):
-        return False
+    if (ids != answering and Counter(ids) != Counter(answering)) or len(set(ids)) != len(ids):
+        return False  # counted, not sorted: a result without an id (None) beside a text one
     cut = {call.tool_call_id for call in calls if _cut_struct(call.args)}
     return not cut or all(result.outcome == "retried" for result in results if result.tool_call_id in cut)
 

@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 
 from histmig import api
-from histmig.records import Outcome
 from histmig.options import Options
-from histmig.records import Record
+from histmig.records import Outcome, Record
 from histmig.report import SKIPPED, Report, record_name, rows
 from histmig.rules.base import Change, Finding
 from tests.conftest import CORPUS

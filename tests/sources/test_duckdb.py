@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from histmig.cli import app
 from histmig import api
+from histmig.cli import app
 from histmig.engine import Stream
 from histmig.options import Options
 from histmig.sources.duckdb import quote
