@@ -402,7 +402,8 @@ def migrate_json(data: bytes | str, options: Options = Options(), *, source: str
     """Migrate one record given as JSON text (a history as ``all_messages_json()`` writes
     it, or an envelope object holding one, found as the command line finds it), for an
     application that migrates at load time: returns the JSON text to load (the same bytes
-    when nothing needs a rule; else compact, every other field kept) and the record's
+    when nothing needs a rule; else compact, every other field kept: an envelope stays an
+    envelope, whose messages field is the history to load) and the record's
     :class:`~histmig.report.Report` (its changes, findings and warnings; ``source`` names it
     there). The output is validated against pydantic-ai 2.68's schema whether or not a rule
     changed it. Raises :class:`MigrationError` when the text is not JSON, holds no history,

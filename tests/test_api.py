@@ -605,3 +605,12 @@ def test_a_result_without_an_id_beside_one_with_an_id_is_no_internal_error() -> 
     history = [{"parts": [retry, {**retry, "tool_call_id": "call_1"}], "kind": "request"}]
     output, report = api.migrate_json(orjson.dumps(history))
     assert b"retry-prompt" not in output and report.counts["changed"] == 1
+
+
+def test_migrate_json_of_an_envelope_gives_the_envelope_whose_messages_load() -> None:
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+    output, _ = api.migrate_json(LEGACY)
+    envelope = orjson.loads(output)
+    assert isinstance(envelope, dict) and list(envelope) == list(orjson.loads(LEGACY))
+    assert len(ModelMessagesTypeAdapter.validate_python(envelope["messages"])) == len(envelope["messages"])
