@@ -530,6 +530,8 @@ def rules(
         docs = rule.docs
         fix = f"Fix: {rule.applicability}" if rule.fix else "Fix: none (reported only)"
         severity = "Findings: warnings (check does not fail on them)\n" if rule.severity == "warning" else ""
+        if docs.severity:
+            severity += f"Severity\n  {escape(docs.severity)}\n"
         for_target = f" (--target {docs.target})" if docs.target else ""
         example = (
             f"Before{for_target}\n{escape(_indented(docs.before))}\n\nAfter\n{escape(_indented(docs.after))}"

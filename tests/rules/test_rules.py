@@ -347,3 +347,10 @@ def test_every_rule_names_its_source_in_pydantic_ai_and_keeps_its_notes_for_deve
         assert rule.source.startswith("pydantic-ai "), rule.code
         assert "framework-facts" not in rule.source + rule.docs.what + rule.docs.why, rule.code
         assert rule.facts.startswith("docs/framework.md §"), rule.code
+
+
+def test_every_rule_that_finds_says_why_its_findings_are_errors_or_warnings() -> None:
+    finders = [rule for rule in registry() if rule.find is not None]
+    assert [rule.code for rule in finders if not rule.docs.severity] == []
+    assert {rule.code for rule in finders} >= {"HM401", "HM403", "HM405", "HM406", "HM407"}
+    assert all(rule.docs.severity.startswith("Warning" if rule.severity == "warning" else "Error") for rule in finders)
