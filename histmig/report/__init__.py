@@ -381,20 +381,10 @@ class Report:
             )
         return summary
 
-    def json_summary(self) -> dict[str, Any]:
-        """:meth:`summary` as the JSON report gives it: ``parts_by_evidence`` a list of
-        ``{"evidence", "certainty", "parts"}`` objects, evidence and certainty apart."""
-        self._flush()
-        by_evidence = [
-            {"evidence": evidence, "certainty": certainty, "parts": count}
-            for (evidence, certainty), count in sorted(self._by_evidence.items())
-        ]
-        return {**self.summary(), "parts_by_evidence": by_evidence}
-
     def json_head(self, timestamp: bool = True) -> dict[str, Any]:
         """The ``run`` (when known) and ``summary`` of the JSON report."""
         head = {"run": self.run.to_json(timestamp)} if self.run is not None else {}
-        return {**head, "summary": self.json_summary()}
+        return {**head, "summary": self.summary()}
 
     def json_shape(self, timestamp: bool = False) -> Iterator[tuple[str, Any, bool]]:
         """The JSON report (README "Report"), its one shape, in order: each key with its
@@ -490,6 +480,16 @@ def evidence_label(evidence: str, certainty: str) -> str:
     return f"{evidence} ({certainty})"
 
 
+def summary_text(value: Any) -> str:
+    """A summary value as the text and Markdown reports write it: a count as it is, a tally
+    as ``key: count, ...`` (evidence by :func:`evidence_label`), ``-`` when empty."""
+    if isinstance(value, dict):
+        return ", ".join(f"{key}: {count}" for key, count in value.items()) or "-"
+    if isinstance(value, list):
+        return ", ".join(f"{evidence_label(row['evidence'], row['certainty'])}: {row['parts']}" for row in value) or "-"
+    return str(value)
+
+
 def summary_of(
     counts: Mapping[str, int],
     by_rule: Mapping[str, int],
@@ -498,16 +498,20 @@ def summary_of(
     findings_by_rule: Mapping[str, int],
 ) -> dict[str, Any]:
     """A report's summary (README "Report") from its tallies: ``counts`` (by the names of
-    :data:`COUNTS`, a missing one 0; ``fragments`` when there are any), then edited parts by rule, by cause and by
-    ``(evidence, certainty)`` (named by :func:`evidence_label`), and findings by rule, each
-    sorted by key. :meth:`Report.summary` and :func:`histmig.spark.summarize` both give it."""
+    :data:`COUNTS`, a missing one 0; ``fragments`` when there are any), then edited parts by rule, by cause and
+    by ``(evidence, certainty)`` (a list of ``{"evidence", "certainty", "parts"}`` objects, the
+    JSON report's shape too), and findings by rule, each sorted by key.
+    :meth:`Report.summary` and :func:`histmig.spark.summarize` both give it."""
     fragments = counts.get("fragments", 0)
     return {
         **{key: counts.get(key, 0) for key in COUNTS},
         **({"fragments": fragments} if fragments else {}),
         "parts_by_rule": dict(sorted(by_rule.items())),
         "parts_by_cause": dict(sorted(by_cause.items())),
-        "parts_by_evidence": dict(sorted((evidence_label(*key), count) for key, count in by_evidence.items())),
+        "parts_by_evidence": [
+            {"evidence": evidence, "certainty": certainty, "parts": count}
+            for (evidence, certainty), count in sorted(by_evidence.items())
+        ],
         "findings_by_rule": dict(sorted(findings_by_rule.items())),
     }
 
