@@ -523,10 +523,12 @@ def _position(change: Any) -> tuple[int, int]:
 
 
 def record_name(row: dict[str, Any] | ChangeRow | FindingRow | ReaderRow, shown: Callable[[str], str] = str) -> str:
-    """``source:location`` and ``[id]`` when known: how every line names a record; each of
+    """``source:location`` and ``[id]`` when known and not the location's key value itself (a
+    row whose key is its id, ``id=42``, says it once): how every line names a record; each of
     the three as ``shown`` gives it (:mod:`histmig.report.escape`: they come from paths and
     records), histmig's own ``:`` and brackets as they are."""
     source, location, id_ = (
         (row["source"], row["location"], row.get("id")) if isinstance(row, dict) else (row.source, row.location, row.id)
     )
-    return f"{shown(source)}:{shown(location)}" + (f" [{shown(id_)}]" if id_ else "")
+    said = id_ and location.partition("=")[2] != id_
+    return f"{shown(source)}:{shown(location)}" + (f" [{shown(id_)}]" if said else "")

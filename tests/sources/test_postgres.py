@@ -290,7 +290,7 @@ def test_an_application_update_between_read_and_write_is_kept_and_reported(
         {
             "source": f"{postgres_db}:{TABLE}",
             "location": f"id={victim}",
-            "id": None,
+            "id": str(victim),  # the key column "id" is the id
             "status": "skipped",
             "errors": [SKIPPED],
         }
@@ -745,3 +745,11 @@ def test_a_conversation_an_application_changes_mid_run_is_skipped_whole_and_a_re
     again = api.convert(postgres_db, None, CONVERSATIONS, in_place=True)
     assert again.report.counts["changed"] == len(skipped) and again.exit_code == 0
     assert api.check(postgres_db, CONVERSATIONS).report.counts["changed"] == 0
+def test_a_uuid_primary_key_named_id_is_the_records_id(postgres_db: str, records) -> None:
+    legacy = next(r for r in records if b"retry-prompt" in orjson.dumps(r["messages"]))
+    key = uuid.UUID(int=7)
+    with psycopg.connect(postgres_db, autocommit=True) as con:
+        con.execute("CREATE TABLE by_uuid (id uuid PRIMARY KEY, messages jsonb)")
+        con.execute("INSERT INTO by_uuid VALUES (%s, %s)", (key, orjson.dumps(legacy["messages"]).decode()))
+    report = api.audit(postgres_db, Options(table="by_uuid")).report
+    assert {(row["location"], row["id"]) for row in report.changes} == {(f"id={key}", str(key))}
