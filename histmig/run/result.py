@@ -146,7 +146,8 @@ class Result:
         baseline (by rule), the known ones passed over, the entries no longer found."""
         if self.judged is None:
             count = len(self.baseline or ())
-            return f"histmig check: wrote {count} baseline entr{'y' if count == 1 else 'ies'} to {self.wrote_baseline}{cut}"
+            entries = f"{count} baseline entr{'y' if count == 1 else 'ies'}"
+            return f"histmig check: wrote {entries} to {self.wrote_baseline}{cut}"
         new, known, gone = self.judged
         by_rule = Counter(entry.rule for entry in new)
         rules = ", ".join(f"{rule}: {count}" for rule, count in sorted(by_rule.items()))
@@ -214,6 +215,10 @@ class Result:
             said += (
                 f" but {changed} while histmig read it: kept as it was, the migrated copy beside it (see the warning)"
             )
+        not_copied = [what for w in self.wrote for what in w.not_copied]
+        if not_copied:
+            listed = " and ".join([", ".join(not_copied[:-1]), not_copied[-1]] if len(not_copied) > 1 else not_copied)
+            said += f" (without the {listed} of the table read: --to-table does not copy them)"
         if not self.report.counts["rejected"]:
             return said
         rejected = next((w.rejected for w in self.wrote if w.rejected is not None), None)
