@@ -559,8 +559,9 @@ def process_full(record: Record, plan: Plan = Plan(), *, defer: bool = True) -> 
     return outcome
 
 
-def _full_way(record: Record, plan: Plan, defer: bool) -> Outcome:
-    """:func:`process_full` but the readers."""
+def _full_way(record: Record, plan: Plan, defer: bool, unique: bool = False) -> Outcome:
+    """:func:`process_full` but the readers; ``unique``: the record is known to name no key
+    twice (a second go, without deferring)."""
     try:
         obj = _DECODER.decode(record.raw)
     except (msgspec.DecodeError, RecursionError) as exc:
@@ -578,7 +579,7 @@ def _full_way(record: Record, plan: Plan, defer: bool) -> Outcome:
     record = _named(record, obj)
     name = located.name
     prefix = name or "messages"
-    duplicated = _duplicated(record.raw, obj, located, prefix)
+    duplicated = None if unique else _duplicated(record.raw, obj, located, prefix)
     if duplicated is not None:
         return Outcome(record, "rejected", None, errors=[duplicated])
     try:
@@ -588,7 +589,7 @@ def _full_way(record: Record, plan: Plan, defer: bool) -> Outcome:
     except Exception as exc:  # a rule met a shape it did not expect: keep the record, say so
         return Outcome(record, "rejected", None, errors=[f"internal error: {type(exc).__name__}: {exc}"])
     if deferred and not changes:
-        return _full_way(record, plan, defer=False)
+        return _full_way(record, plan, defer=False, unique=True)
     if not changes:
         if not plan.validates_unchanged:
             return Outcome(record, "unchanged", record.raw, findings=findings)
@@ -605,7 +606,7 @@ def _full_way(record: Record, plan: Plan, defer: bool) -> Outcome:
     if deferred:
         verdict = plan.settled(field).look(checked)  # type: ignore[union-attr]  # deferred: the newest target
         if verdict is None or verdict is False:
-            return _full_way(record, plan, defer=False)
+            return _full_way(record, plan, defer=False, unique=True)
         return Outcome(record, "changed", output, changes, [], [], findings + list(verdict))
     settled = plan.settled(field, pairing=not paired)
     if settled is not None and settled(checked):
