@@ -5,6 +5,7 @@ the run driver hands workers tasks without the bytes they read themselves."""
 from __future__ import annotations
 
 import copy
+import re
 import pickle
 from pathlib import Path
 
@@ -37,7 +38,9 @@ def test_convert_audit_and_check_report_the_same_counts(tmp_path: Path) -> None:
         audited.verdict
         == "histmig audit: 138 of 212 records would be migrated, 74 need nothing, 0 would be rejected; nothing was written"
     )
-    assert checked.verdict == "histmig check: 138 of 212 records to migrate, 0 invalid, 0 rejected, 6 warnings"
+    assert checked.verdict == (
+        "histmig check: 138 of 212 records to migrate, 0 invalid, 0 rejected, 0 with findings only, 74 current and valid; 6 warnings"
+    )
     clean = api.check(str(out))
     assert (clean.exit_code, clean.verdict) == (
         0,
@@ -238,7 +241,7 @@ def test_check_says_when_records_hold_parts_it_cannot_load_and_strict_fails_on_t
     assert mixed.exit_code == 1
     assert (
         mixed.verdict
-        == "histmig check: 138 of 213 records to migrate, 0 invalid, 0 rejected, 6 warnings; 1 record holds 2 parts of a part_kind pydantic-ai 2.68 does not know and cannot load"
+        == "histmig check: 138 of 213 records to migrate, 0 invalid, 0 rejected, 0 with findings only, 75 current and valid; 6 warnings; 1 record holds 2 parts of a part_kind pydantic-ai 2.68 does not know and cannot load"
     )
 
 
@@ -325,7 +328,7 @@ def test_the_rollback_runbook_check_the_reader_convert_for_it_check_again(tmp_pa
     assert (before.exit_code, before.target) == (1, "2.0.0")
     assert (
         before.verdict
-        == "histmig check: 2.0.0 loads 31 of 212 records as they are; 181 to rewrite for it (convert --target 2.0.0), 0 that no rule makes loadable, 0 rejected"
+        == "histmig check: 2.0.0 loads 31 of 212 records as they are; the 212: 181 to rewrite for it (convert --target 2.0.0), 0 that no rule makes loadable, 0 rejected, 0 with findings only, 31 ready"
     )
     audited = api.audit(str(newest), Options(target="2.0.0"))
     assert (
@@ -614,3 +617,30 @@ def test_migrate_json_of_an_envelope_gives_the_envelope_whose_messages_load() ->
     envelope = orjson.loads(output)
     assert isinstance(envelope, dict) and list(envelope) == list(orjson.loads(LEGACY))
     assert len(ModelMessagesTypeAdapter.validate_python(envelope["messages"])) == len(envelope["messages"])
+
+
+ORPHANED = b'{"id":"o","messages":[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"go"}]},{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":"{}","tool_call_id":"c"}]},{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"t","content":"x","tool_call_id":"c"},{"part_kind":"tool-return","tool_name":"t","content":"y","tool_call_id":"gone"}]}]}'
+
+
+def test_the_check_verdict_names_every_reason_with_counts_that_partition_the_records(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    invalid = b'[{"kind":"teleport","parts":[]}]'
+    source.write_bytes(b"\n".join([LEGACY, invalid, b"{oops", ORPHANED, ORPHANED, CURRENT, FUTURE]) + b"\n")
+    result = api.check(str(source))
+    assert (result.exit_code, result.verdict) == (
+        1,
+        "histmig check: 1 of 7 records to migrate, 1 invalid, 1 rejected, 2 with findings only, 2 current and valid; "
+        "2 findings; 1 record holds 2 parts of a part_kind pydantic-ai 2.68 does not know and cannot load",
+    )
+    numbers = [
+        int(n)
+        for n in re.findall(
+            r"(\d+) (?:of 7 records to migrate|invalid|rejected|with findings only|current)", result.verdict
+        )
+    ]
+    assert sum(numbers) == result.report.counts["records_in"] == 7
+    reader = api.check(str(source), Options(target="2.59.0"))
+    loads = reader.report.summary()["reader_loads"]
+    assert reader.verdict.startswith(f"histmig check: 2.59.0 loads {loads} of 7 records as they are; the 7: ")
+    parts = re.findall(r"(\d+) (?:to rewrite|that no rule|rejected|with findings only|ready)", reader.verdict)
+    assert sum(map(int, parts)) == 7

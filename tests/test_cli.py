@@ -249,7 +249,7 @@ def test_python_dash_m_runs_the_same_cli() -> None:
     result = subprocess.run([sys.executable, "-m", "histmig", "check", str(ALL)], capture_output=True, text=True)
     assert result.returncode == 1
     assert result.stderr.rstrip().endswith(
-        "histmig check: 138 of 212 records to migrate, 0 invalid, 0 rejected, 6 warnings"
+        "histmig check: 138 of 212 records to migrate, 0 invalid, 0 rejected, 0 with findings only, 74 current and valid; 6 warnings"
     )
     version = subprocess.run([sys.executable, "-m", "histmig", "--version"], capture_output=True, text=True)
     assert (version.returncode, version.stdout.strip()) == (0, "histmig 0.1.0")
@@ -342,7 +342,10 @@ def test_an_invalid_record_has_status_invalid(tmp_path: Path) -> None:
     report = tmp_path / "r.json"
     result = invoke("check", str(source), "--report", str(report), "--report-format", "json")
     assert result.exit_code == 1
-    assert "histmig check: 0 of 1 records to migrate, 1 invalid, 0 rejected" in result.stderr
+    assert (
+        "histmig check: 0 of 1 records to migrate, 1 invalid, 0 rejected, 0 with findings only, 0 current and valid"
+        in result.stderr
+    )
     data = orjson.loads(report.read_bytes())
     assert data["summary"]["invalid"] == 1
     assert [row["status"] for row in data["errors"]] == ["invalid"]

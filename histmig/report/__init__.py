@@ -133,6 +133,7 @@ class Report:
         self.errors: list[dict[str, Any]] = []
         self.warnings: list[dict[str, Any]] = []
         self.digests: dict[tuple[str, str], str] = {}
+        self.flagged = 0  # records unchanged and valid but with a finding of severity error
         self.run: RunInfo | None = None
         self._pieces: set[str] = set()
         self._open_ends: dict[str, list[tuple[str, str]]] = {}
@@ -157,6 +158,8 @@ class Report:
         if outcome.findings:
             place = (record.source, record.location, record.record_id)
             warned = sum(finding.severity == "warning" for finding in outcome.findings)
+            if outcome.status == "unchanged" and not outcome.errors and warned < len(outcome.findings):
+                self.flagged += 1
             self.counts["findings"] += len(outcome.findings) - warned
             self.counts["warnings"] += warned
             self._findings_by_rule.update(finding.code for finding in outcome.findings)
@@ -223,6 +226,7 @@ class Report:
         for name, places in other._open_ends.items():
             self._open_ends.setdefault(name, []).extend(places)
         self.digests.update(other.digests)
+        self.flagged += other.flagged
 
     def _continued(self) -> set[tuple[str, str]]:
         """The records (``(source, location)``) whose last response's calls are without results

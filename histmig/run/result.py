@@ -88,17 +88,22 @@ class Result:
             unknown = self._unknown_parts()
             warnings = _plural(self._warning_findings(), "warning") if self._warning_findings() else ""
             warned = f"; {warnings} (see the report)" if warnings else ""
-            found = f", {_plural(counts['findings'], 'finding')}" if counts["findings"] else ""
-            found += f", {warnings}" if warnings else ""
+            found = ", ".join(
+                filter(None, [_plural(counts["findings"], "finding") if counts["findings"] else "", warnings])
+            )
+            found = f"; {found}" if found else ""
+            flagged = self.report.flagged
+            ready = counts["unchanged"] - counts["invalid"] - flagged  # the classes partition the records
+            rest = f"{counts['rejected']} rejected, {flagged} with findings only, {ready}"
             if self.target is not None:
                 summary = self.report.summary()
                 if not self.report.needs_attention:
                     return f"histmig check: {self.target} loads {_every(counts['records_in'])} as they are{warned}"
                 return (
                     f"histmig check: {self.target} loads {summary.get('reader_loads', 0)} of "
-                    f"{counts['records_in']} records as they are; "
+                    f"{counts['records_in']} records as they are; the {counts['records_in']}: "
                     f"{counts['changed']} to rewrite for it (convert --target {self.target}), "
-                    f"{counts['invalid']} that no rule makes loadable, {counts['rejected']} rejected{found}{cut}"
+                    f"{counts['invalid']} that no rule makes loadable, {rest} ready{found}{cut}"
                 )
             if not self.report.needs_attention:
                 if unknown:
@@ -111,10 +116,7 @@ class Result:
                 are = "is" if counts["records_in"] == 1 else "are"
                 return f"histmig check: {_every(counts['records_in'])} {are} current and valid{warned}"
             unknown = f"; {unknown}" if unknown else ""
-            return (
-                f"histmig check: {of} to migrate, {counts['invalid']} invalid, {counts['rejected']} "
-                f"rejected{found}{unknown}{cut}"
-            )
+            return f"histmig check: {of} to migrate, {counts['invalid']} invalid, {rest} current and valid{found}{unknown}{cut}"
         migrated, kept = ("migrated", "") if self.target is None else (f"rewritten for {self.target}", self._kept())
         left = (
             f", {_plural(counts['findings'], 'finding')} left as found (see the report)" if counts["findings"] else ""

@@ -293,7 +293,10 @@ def test_a_rule_added_as_one_module_is_picked_up_everywhere(toy_rules: Path) -> 
     assert check.exit_code == 1
     report = orjson.loads(check.stdout)
     assert report["summary"]["parts_by_rule"] == {"HM901": 1} and report["summary"]["findings_by_rule"] == {"HM902": 1}
-    assert "histmig check: 1 of 2 records to migrate, 0 invalid, 0 rejected, 1 finding" in check.stderr
+    assert (
+        "histmig check: 1 of 2 records to migrate, 0 invalid, 0 rejected, 0 with findings only, 1 current and valid; 1 finding"
+        in check.stderr
+    )
     shown = runner.invoke(app, ["rules", "HM90"])
     assert (
         shown.exit_code == 0
