@@ -30,7 +30,7 @@ _ENCODER = msgspec.json.Encoder()
 _ESCAPES = b"\\u003"  # of a colon (\u003a, \u003A) and its neighbours: one search, the slow way for all
 
 
-class _Duplicated(dict):  # type: ignore[type-arg]
+class _Duplicated(dict[str, Any]):
     """An object of the input that names ``key`` more than once."""
 
     key: str

@@ -534,5 +534,6 @@ def record_name(row: dict[str, Any] | ChangeRow | FindingRow | ReaderRow, shown:
     source, location, id_ = (
         (row["source"], row["location"], row.get("id")) if isinstance(row, dict) else (row.source, row.location, row.id)
     )
-    said = id_ and location.partition("=")[2] != id_
-    return f"{shown(source)}:{shown(location)}" + (f" [{shown(id_)}]" if said else "")
+    if not id_ or location.partition("=")[2] == id_:
+        return f"{shown(source)}:{shown(location)}"
+    return f"{shown(source)}:{shown(location)} [{shown(id_)}]"

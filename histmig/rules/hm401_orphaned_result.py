@@ -120,7 +120,10 @@ RULE = Rule(
             '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather","content":"12 C",'
             '"tool_call_id":"call_1"}]}]'
         ),
-        severity="Error: 2.68 drops the result before every request and a provider refuses it as it is, so what is stored is not what the model sees; the unsafe fix re-pairs or drops it.",
+        severity=(
+            "Error: 2.68 drops the result before every request and a provider refuses it as it is, so what is "
+            "stored is not what the model sees; the unsafe fix re-pairs or drops it."
+        ),
     ),
     looks=(LOOK,),
     targets=TARGETS,

@@ -64,7 +64,10 @@ RULE = Rule(
             '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"t","content":"42",'
             '"tool_call_id":"c1"}]}]'
         ),
-        severity="Error: 2.68 drops the result as orphaned before every request and answers its call with an interrupted return; providers refuse a result before its call.",
+        severity=(
+            "Error: 2.68 drops the result as orphaned before every request and answers its call with an "
+            "interrupted return; providers refuse a result before its call."
+        ),
     ),
     looks=(LOOK,),
     targets=TARGETS,

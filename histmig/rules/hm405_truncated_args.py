@@ -78,7 +78,13 @@ RULE = Rule(
             '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather","content":"12 C",'
             '"tool_call_id":"call_1"}]}]'
         ),
-        severity="Error: a call cut mid-stream inside the history, which 2.68 keeps verbatim and closes as dangling, so the history looks complete when it is not. A warning for the last response's last call when that response has finish_reason 'length': the run ended with IncompleteToolCall (_agent_graph.check_incomplete_tool_call), the framework's own record of its token limit, and no fix improves it.",
+        severity=(
+            "Error: a call cut mid-stream inside the history, which 2.68 keeps verbatim and closes as dangling, "
+            "so the history looks complete when it is not. A warning for the last response's last call when that "
+            "response has finish_reason 'length': the run ended with IncompleteToolCall "
+            "(_agent_graph.check_incomplete_tool_call), the framework's own record of its token limit, and no fix"
+            " improves it."
+        ),
     ),
     looks=(LOOK,),
     targets=TARGETS,

@@ -116,7 +116,10 @@ class Result:
                 are = "is" if counts["records_in"] == 1 else "are"
                 return f"histmig check: {_every(counts['records_in'])} {are} current and valid{warned}"
             unknown = f"; {unknown}" if unknown else ""
-            return f"histmig check: {of} to migrate, {counts['invalid']} invalid, {rest} current and valid{found}{unknown}{cut}"
+            return (
+                f"histmig check: {of} to migrate, {counts['invalid']} invalid, {rest} current and "
+                f"valid{found}{unknown}{cut}"
+            )
         migrated, kept = ("migrated", "") if self.target is None else (f"rewritten for {self.target}", self._kept())
         left = (
             f", {_plural(counts['findings'], 'finding')} left as found (see the report)" if counts["findings"] else ""
