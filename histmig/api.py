@@ -21,21 +21,30 @@ options, the input or an output will not do; bad records never raise. The run it
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
+from histmig.baseline import entries, judge
+from histmig.baseline import read as read_baseline
+from histmig.baseline import write as write_entries
 from histmig.engine import findings as _findings
 from histmig.engine import migrate as _migrate
-from histmig.engine import process_full
+from histmig.engine import process_full, validation_errors
 from histmig.errors import MigrationError, NotAHistory, UsageError
 from histmig.options import Options
 from histmig.parallel import Progress
+from histmig.problems import Problem
 from histmig.records import Record, check_messages, dumps
 from histmig.report import Report
 from histmig.rules import registry
 from histmig.rules.base import Change, Finding, Rule
 from histmig.run.driver import run
 from histmig.run.result import Result
+from histmig.sources.atomic import check_writable
 from histmig.sources.base import Destination
 
 if TYPE_CHECKING:  # the command imports its module (and pydantic_core) only when it runs
@@ -128,6 +137,8 @@ def check(
     options: Options = Options(),
     *,
     strict: bool = False,
+    baseline: str | None = None,
+    write_baseline: str | None = None,
     report: str | None = None,
     clean: bool = False,
     progress: Progress | None = None,
@@ -140,19 +151,48 @@ def check(
     ``options.target`` (``--reader``), "current and valid" is for that release: it loads
     every record and no rule would rewrite one for it; the report then tells, per record,
     which releases load it (:class:`~histmig.report.rows.ReaderRow`). ``report``, ``clean``,
-    ``progress`` and ``tune`` as for :func:`convert`."""
-    return run(
+    ``progress`` and ``tune`` as for :func:`convert`.
+
+    With ``baseline`` (a file ``write_baseline`` wrote, :mod:`histmig.baseline`), the exit code
+    is 1 only for what the baseline does not hold (or an input not read to its end); the
+    verdict says how many known ones it passed over and the notes which entries no longer
+    occur. ``write_baseline`` records this run's entries in a file instead (exit 0 unless an
+    input was not read to its end). Raises :class:`~histmig.errors.UsageError` for both at
+    once, :class:`~histmig.errors.UnreadableInput` for a baseline that is none."""
+    if baseline is not None and write_baseline is not None:
+        raise UsageError("give --baseline or --write-baseline, not both")
+    known = read_baseline(baseline) if baseline is not None else None
+    if write_baseline is not None:
+        check_writable(write_baseline)
+    result = run(
         "check",
         input,
         Destination(),
         options,
-        options.plan(validate_all=True, readers=options.target is not None),
+        options.plan(
+            validate_all=True,
+            readers=options.target is not None,
+            digests=baseline is not None or write_baseline is not None,
+        ),
         strict=strict,
         report=report,
         clean=clean,
         progress=progress,
         tune=tune,
     )
+    if known is None and write_baseline is None:
+        return result
+    found = list(entries(result.report))
+    if write_baseline is not None:
+        write_entries(write_baseline, found)
+        result.baseline, result.wrote_baseline = found, write_baseline
+    else:
+        result.baseline, result.judged = known, judge(found, known)  # type: ignore[arg-type]
+    recorded_run = result.report.run
+    if recorded_run is not None:
+        given = {**recorded_run.options, "baseline": baseline, "write_baseline": write_baseline}
+        result.report.run = replace(recorded_run, options=given, verdict=result.verdict, exit_code=result.exit_code)
+    return result
 
 
 def otel(
@@ -236,12 +276,89 @@ def rules(code: str | None = None) -> list[Rule]:
 def migrate(messages: list[Any], options: Options = Options()) -> list[Change]:
     """Migrate one history (plain JSON data: a list of message objects, as
     ``orjson.loads(all_messages_json())`` gives it) in place with the options' rules and
-    fixes; returns the changes made, in order. Raises
-    :class:`~histmig.errors.NotAHistory` when ``messages`` is not a list of message objects
-    (each with ``kind`` and ``parts``), and :class:`~histmig.errors.Malformed` for a part
-    a rule targets that no release wrote."""
+    fixes; returns the changes made, in order. The result is validated as ``check``
+    validates a record: it is one pydantic-ai 2.68 loads (a part of a ``part_kind`` no
+    release knows, a newer one's, is carried as it is). Raises :class:`MigrationError`,
+    leaving ``messages`` as it was, for what ``convert`` would reject or ``check`` call
+    invalid, each line naming the path in the history (``messages[2].parts[0].content``):
+    :class:`~histmig.errors.NotAHistory` (a subclass) when ``messages`` is not a list of
+    message objects (each with ``kind`` and ``parts``), :class:`~histmig.errors.Malformed`
+    (a subclass) for a part a rule targets that no release wrote, and for a value JSON cannot
+    hold (a ``str`` with a lone surrogate, an object that is no JSON value)."""
     _check_history(messages)
-    return _migrate(messages, options.plan())
+    work = _DECODER.decode(_encoded(messages))  # a copy: ``messages`` stays as it was unless all goes well
+    plan = options.plan()
+    changes = _migrate(work, plan)
+    errors = validation_errors(work, plan.target)
+    if errors:
+        raise MigrationError(errors)
+    if changes:
+        messages[:] = work
+    return changes
+
+
+_DECODER = msgspec.json.Decoder()
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def _unencodable(value: Any, path: str) -> Problem | None:
+    """Where under ``value`` (at ``path``) the first value JSON text cannot hold is, and what
+    it is: a string with a lone surrogate (UTF-8 has no such character), a non-string key, an
+    object of another type than JSON's."""
+    if isinstance(value, str):
+        try:
+            value.encode()
+        except UnicodeEncodeError as exc:
+            return Problem(
+                path, f"a lone surrogate (U+{ord(value[exc.start]):04X}) at character {exc.start + 1}: not UTF-8 text"
+            )
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return Problem(path, f"a key that is not a string ({type(key).__name__})")
+            found = _unencodable(key, path) or _unencodable(item, f"{path}.{key}" if path else key)
+            if found is not None:
+                return found
+        return None
+    if isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            found = _unencodable(item, f"{path}[{index}]")
+            if found is not None:
+                return found
+        return None
+    if isinstance(value, _JSON_SCALARS):
+        return None
+    return Problem(path, f"a value of type {type(value).__name__}, which JSON cannot hold")
+
+
+def _encoded(messages: list[Any]) -> bytes:
+    """The JSON text of a history given as data. Raises :class:`MigrationError` naming the
+    first value that is no JSON data (:func:`_unencodable`: a ``bytes`` or a ``datetime``
+    too, which an encoder would quietly turn into a string)."""
+    problem = _unencodable(messages, "messages")
+    if problem is not None:
+        raise MigrationError([problem])
+    return dumps(messages)
+
+
+def _text_bytes(data: str) -> bytes:
+    """``data`` as UTF-8. Raises :class:`MigrationError` for a lone surrogate, naming where
+    it is in the record when the text parses as JSON (Python's reader takes one), else at
+    which character."""
+    try:
+        return data.encode()
+    except UnicodeEncodeError as exc:
+        try:
+            parsed = json.loads(data)
+        except ValueError:
+            parsed = None
+        found = _unencodable(parsed, "messages" if isinstance(parsed, list) else "") if parsed is not None else None
+        if found is not None and found.path:
+            raise MigrationError([found]) from None
+        raise MigrationError(
+            [f"not UTF-8 text: a lone surrogate (U+{ord(data[exc.start]):04X}) at character {exc.start + 1}"]
+        ) from None
 
 
 def _check_history(messages: Any) -> None:
@@ -273,7 +390,7 @@ def validate(messages: list[Any], options: Options = Options()) -> list[Finding]
     2.68 loads even once migrated."""
     _check_history(messages)
     plan = options.plan(validate_all=True)
-    outcome = process_full(Record(dumps(messages), "history", "validate"), plan)
+    outcome = process_full(Record(_encoded(messages), "history", "validate"), plan)
     if outcome.errors:
         raise MigrationError([str(error) for error in outcome.errors])
     return sorted(
@@ -285,14 +402,15 @@ def migrate_json(data: bytes | str, options: Options = Options(), *, source: str
     """Migrate one record given as JSON text (a history as ``all_messages_json()`` writes
     it, or an envelope object holding one, found as the command line finds it), for an
     application that migrates at load time: returns the JSON text to load (the same bytes
-    when nothing needs a rule; else compact, every other field kept) and the record's
+    when nothing needs a rule; else compact, every other field kept: an envelope stays an
+    envelope, whose messages field is the history to load) and the record's
     :class:`~histmig.report.Report` (its changes, findings and warnings; ``source`` names it
     there). The output is validated against pydantic-ai 2.68's schema whether or not a rule
     changed it. Raises :class:`MigrationError` when the text is not JSON, holds no history,
     or gives a history 2.68 cannot load (the record would be rejected or invalid); a part of
     an unknown ``part_kind`` (a newer release's) is carried unchanged and reported as a
     warning, not raised."""
-    raw = data.encode() if isinstance(data, str) else bytes(data)
+    raw = _text_bytes(data) if isinstance(data, str) else bytes(data)
     outcome = process_full(Record(raw, source, "record"), options.plan(validate_all=True))
     if outcome.status == "rejected" or outcome.errors:
         raise MigrationError([str(error) for error in outcome.errors])

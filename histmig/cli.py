@@ -13,9 +13,10 @@ from __future__ import annotations
 import errno
 import functools
 import inspect
+import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from functools import partial
 from io import TextIOWrapper
 from pathlib import Path
@@ -199,10 +200,11 @@ class Shown:
     quiet: bool = False
     report_detail: Detail = "auto"
     no_timestamp: bool = False
+    known: tuple[Any, ...] = ()  # the entries of a --baseline, which the GitHub report leaves out
 
     @property
     def rendering(self) -> Rendering:
-        return Rendering(self.report_detail, not self.no_timestamp)
+        return Rendering(self.report_detail, not self.no_timestamp, self.known)
 
 
 _SHOWN = frozenset(f.name for f in fields(Shown))
@@ -345,10 +347,18 @@ def _run(command: Callable[..., api.Result], inputs: list[str], *args: Any, **kw
 
 
 def _finish(result: api.Result, shown: Shown) -> None:
-    """Render the report as ``shown`` says, print the warnings, the verdict line (unless
-    quiet) and the notes, and exit with the result's code."""
+    """Render the report as ``shown`` says (the GitHub report without the entries of a
+    ``--baseline``, and the Markdown report added to ``$GITHUB_STEP_SUMMARY`` when that is
+    set), print the warnings, the verdict line (unless quiet) and the notes, and exit with the
+    result's code."""
+    if result.judged is not None:
+        shown = replace(shown, known=tuple(result.baseline or ()))
     with _usage_errors():
         _emit(result.report, shown)
+        summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        if shown.report_format == "github" and summary:
+            with open(summary, "a", encoding="utf-8", newline="\n") as stream:
+                _renderer("markdown")(result.report, stream, shown.rendering)
     _warn(result)
     if not shown.quiet:
         say(result.verdict)
@@ -462,7 +472,11 @@ def audit(
         "  histmig check history.json --select HM2\n\n"
         "  histmig check chats.parquet\n\n  histmig check chats.duckdb --table conversations --id-column id\n\n"
         "  histmig check chats.sqlite --table messages\n\n"
-        "  histmig check chats.jsonl --reader 2.0.0   # before upgrading: can the oldest service still read everything?"
+        "  histmig check chats.jsonl --reader 2.0.0   # before upgrading: can the oldest service still read "
+        "everything?\n\n"
+        "  histmig check chats.jsonl --write-baseline histmig-baseline.json   # today's findings, accepted\n\n"
+        "  histmig check chats.jsonl --baseline histmig-baseline.json --report - --report-format github   "
+        "# in CI: fail on new ones only"
     ),
 )
 @takes("check")
@@ -473,8 +487,22 @@ def check(
     shown: Shown,
     strict: bool,
     clean: bool,
+    baseline: str | None,
+    write_baseline: str | None,
 ) -> None:
-    _finish(_run(api.check, input_path, options, strict=strict, report=shown.report, clean=clean), shown)
+    _finish(
+        _run(
+            api.check,
+            input_path,
+            options,
+            strict=strict,
+            baseline=baseline,
+            write_baseline=write_baseline,
+            report=shown.report,
+            clean=clean,
+        ),
+        shown,
+    )
 
 
 @command(
@@ -502,6 +530,8 @@ def rules(
         docs = rule.docs
         fix = f"Fix: {rule.applicability}" if rule.fix else "Fix: none (reported only)"
         severity = "Findings: warnings (check does not fail on them)\n" if rule.severity == "warning" else ""
+        if docs.severity:
+            severity += f"Severity\n  {escape(docs.severity)}\n"
         for_target = f" (--target {docs.target})" if docs.target else ""
         example = (
             f"Before{for_target}\n{escape(_indented(docs.before))}\n\nAfter\n{escape(_indented(docs.after))}"

@@ -41,6 +41,7 @@ import msgspec
 import orjson
 
 from histmig import schema
+from histmig.duplicates import duplicated_key
 from histmig.errors import Malformed, NotAHistory
 from histmig.problems import InvalidJson, Problem
 from histmig.records import (
@@ -58,6 +59,7 @@ from histmig.records import (
     envelope_id,
     locate_in_conversation,
     locate_messages,
+    messages_digest,
 )
 from histmig.rules import Walk, known_part_kinds, registry, select
 from histmig.rules.base import ABSENT_PART, Budgets, CauseMode, Change, Context, Finding, Rule
@@ -84,12 +86,14 @@ class Plan:
     parsed and validated (``validate_all``: ``check`` does, ``convert`` does not), the
     ``target`` release the histories are written for (``--target``, ``check --reader``; the
     newest by default), whether each record's :class:`~histmig.records.Readers` are told
-    (``readers``: ``check --reader``), HM104's ``counting`` rules and retry ``budgets``, and
+    (``readers``: ``check --reader``), HM104's ``counting`` rules and retry ``budgets``,
     whether the calls of the last response are left open whatever the fixes
-    (``keep_frontier``: the plan of a record that names a conversation, :meth:`for_record`), and
+    (``keep_frontier``: the plan of a record that names a conversation, :meth:`for_record`),
     the codes whose fixes are ``withheld`` (only reported: not applicable to a conversation's
-    layout), and whether the records were ``grouped`` into conversations (``--conversation``:
-    a conversation is whole, its last calls are closed as any history's).
+    layout), whether the records were ``grouped`` into conversations (``--conversation``:
+    a conversation is whole, its last calls are closed as any history's), and whether a
+    record with something to say gets its messages' digest (``digests``: ``check --baseline``,
+    :func:`~histmig.records.messages_digest`).
     Built by :meth:`histmig.options.Options.plan`.
 
     For an older ``target``, a record is valid when that release loads it (the legacy schema
@@ -108,6 +112,7 @@ class Plan:
     keep_frontier: bool = False
     withheld: frozenset[str] = frozenset()
     grouped: bool = False
+    digests: bool = False
 
     @cached_property
     def context(self) -> Context:
@@ -241,12 +246,15 @@ def _apply(messages: list[Any], rules: tuple[Rule, ...], plan: Plan) -> tuple[li
             if rule.code not in asked:
                 continue
             if rule.code in plan.fixing:
+                made = False
                 for done in rule.fix(messages, ctx):  # type: ignore[misc]  # a fixing rule has a fix
                     if type(done) is Change:
                         changes.append(done)
-                        looked_fixed = True
+                        looked_fixed = made = True
                     else:
                         findings.append(done)  # type: ignore[arg-type]  # not a Change: a Finding
+                if made:  # what the family's later rules find changed (HM401 lifts HM406's stand-ins): ask again
+                    asked = None
                 continue
         if rule.code in plan.fixing:
             for done in rule.fix(messages, ctx):  # type: ignore[misc]  # a fixing rule has a fix
@@ -546,11 +554,14 @@ def process_full(record: Record, plan: Plan = Plan(), *, defer: bool = True) -> 
         outcome.conversations = told_conversations(record.raw, outcome.findings, plan.messages_field)
     if plan.readers:
         outcome.readers = Readers(plan.target, _readers(record.raw, plan.messages_field))
+    if plan.digests and not outcome.quiet:
+        outcome.digest = messages_digest(record.raw, plan.messages_field)
     return outcome
 
 
-def _full_way(record: Record, plan: Plan, defer: bool) -> Outcome:
-    """:func:`process_full` but the readers."""
+def _full_way(record: Record, plan: Plan, defer: bool, unique: bool = False) -> Outcome:
+    """:func:`process_full` but the readers; ``unique``: the record is known to name no key
+    twice (a second go, without deferring)."""
     try:
         obj = _DECODER.decode(record.raw)
     except (msgspec.DecodeError, RecursionError) as exc:
@@ -568,6 +579,9 @@ def _full_way(record: Record, plan: Plan, defer: bool) -> Outcome:
     record = _named(record, obj)
     name = located.name
     prefix = name or "messages"
+    duplicated = None if unique else _duplicated(record.raw, obj, located, prefix)
+    if duplicated is not None:
+        return Outcome(record, "rejected", None, errors=[duplicated])
     try:
         changes, findings, paired = _apply(messages, rules, plan)
     except Malformed as exc:
@@ -575,7 +589,7 @@ def _full_way(record: Record, plan: Plan, defer: bool) -> Outcome:
     except Exception as exc:  # a rule met a shape it did not expect: keep the record, say so
         return Outcome(record, "rejected", None, errors=[f"internal error: {type(exc).__name__}: {exc}"])
     if deferred and not changes:
-        return _full_way(record, plan, defer=False)
+        return _full_way(record, plan, defer=False, unique=True)
     if not changes:
         if not plan.validates_unchanged:
             return Outcome(record, "unchanged", record.raw, findings=findings)
@@ -592,7 +606,7 @@ def _full_way(record: Record, plan: Plan, defer: bool) -> Outcome:
     if deferred:
         verdict = plan.settled(field).look(checked)  # type: ignore[union-attr]  # deferred: the newest target
         if verdict is None or verdict is False:
-            return _full_way(record, plan, defer=False)
+            return _full_way(record, plan, defer=False, unique=True)
         return Outcome(record, "changed", output, changes, [], [], findings + list(verdict))
     settled = plan.settled(field, pairing=not paired)
     if settled is not None and settled(checked):
@@ -607,6 +621,19 @@ def _full_way(record: Record, plan: Plan, defer: bool) -> Outcome:
             record, "rejected", None, changes, [f"internal error: a second pass changed the record again ({codes})"]
         )
     return Outcome(record, "changed", output, changes, warnings=warnings, findings=findings)
+
+
+def _duplicated(raw: bytes, obj: Any, located: Located, prefix: str) -> Problem | None:
+    """The first duplicated key of the record (:func:`histmig.duplicates.duplicated_key`), or, for a
+    history held as JSON text, of that text, its path under ``prefix``."""
+    found = duplicated_key(raw, obj)
+    if found is None and located.text:
+        text = obj
+        for key in located.path:
+            text = text[key]
+        found = duplicated_key(text.encode(errors="surrogatepass"), located.messages)
+        return found.under(prefix) if found is not None else None
+    return found
 
 
 def _readers(raw: bytes, field: str | None) -> releases.Spans:
@@ -668,57 +695,78 @@ _PLACEHOLDER = {
 }
 
 
+def validation_errors(messages: list[Any], target: Release = NEWEST) -> list[str]:
+    """What keeps the ``target`` release from loading ``messages`` (a history as plain JSON
+    data), one ``path: message`` line each, as ``check`` says it of a record (:func:`_validate`:
+    a part of a kind no release knows is carried, not an error); ``[]`` when it loads them."""
+    errors, _ = _validate(messages, "messages", target)
+    if errors and schema.legacy_errors(messages):
+        errors.append("no release 0.0.13-2.68 wrote this shape: no rule can migrate it")
+    return errors
+
+
 def _validate(messages: list[Any], prefix: str, target: Release = NEWEST) -> tuple[list[str], list[str]]:
     """Validation errors and unknown-part warnings of a history, paths under ``prefix``, for
     the ``target`` release: the newest's schema, or, for an older one, the legacy schema (what
     some release wrote) and what the catalogue says ``target`` cannot load
     (:func:`histmig.schema.releases.load_errors`).
 
-    A part whose ``part_kind`` neither 2.68 loads nor any rule rewrites (a newer release's) is
-    carried unchanged and reported as a warning, never an error: it is validated as an empty
+    A part whose ``part_kind`` no release loads in any message and no rule rewrites (a newer
+    release's) is carried unchanged and reported as a warning, never an error. A part of a
+    kind some release loads in the other message kind only (a ``text`` part in a request, a
+    ``user-prompt`` in a response) is an error: no release loads it there (docs/framework.md
+    §3.2), so it is damage, not a newer release's part. Either is validated as an empty
     placeholder of its message kind, so every other path keeps its index. A history the newest
     release loads as it is has neither (an unknown ``part_kind`` fails validation): that is
     checked first, and the parts are walked only when it fails."""
     if target == NEWEST and schema.is_current(messages):
         return [], []
     known = _known_part_kinds(registry())
+    errors: list[str] = []
     warnings: list[str] = []
     checked: list[Any] = []
     for m_index, message in enumerate(messages):
         kind: Any = message.get("kind") if isinstance(message, dict) else None
-        parts = message.get("parts") if kind in known else None
+        parts = message.get("parts") if isinstance(kind, str) and kind in known else None
         if isinstance(parts, list):
-            unknown = [
-                p_index
+            placed = [
+                (p_index, part["part_kind"])
                 for p_index, part in enumerate(parts)
                 if isinstance(part, dict)
                 and isinstance(part.get("part_kind"), str)
                 and part["part_kind"] not in known[kind]
             ]
-            for p_index in unknown:
-                warnings.append(
-                    Problem(
-                        f"{prefix}[{m_index}].parts[{p_index}]",
-                        f"unknown part_kind {parts[p_index]['part_kind']!r}, carried unchanged",
+            for p_index, part_kind in placed:
+                path = f"{prefix}[{m_index}].parts[{p_index}]"
+                other = "response" if kind == "request" else "request"
+                if part_kind in known[other]:
+                    errors.append(
+                        Problem(path, f"part_kind {part_kind!r} is a {other} part: no release loads it in a {kind}")
                     )
-                )
-            if unknown:
+                else:
+                    warnings.append(Problem(path, f"unknown part_kind {part_kind!r}, carried unchanged"))
+            if placed:
+                unknown = {p_index for p_index, _ in placed}
                 message = {
                     **message,
                     "parts": [_PLACEHOLDER[kind] if i in unknown else part for i, part in enumerate(parts)],
                 }
         checked.append(message)
     if target == NEWEST:
-        return _validation_errors(checked, prefix), warnings
-    return [
+        return errors + _validation_errors(checked, prefix), warnings
+    return errors + [
         _under(line, prefix) for line in (*schema.legacy_errors(checked), *releases.load_errors(checked, target))
     ], warnings
 
 
 @cache
 def _known_part_kinds(rules: tuple[Rule, ...]) -> dict[str, frozenset[str]]:
-    """By message kind, the part kinds 2.68 loads or one of ``rules`` rewrites there."""
-    return {kind: kinds | known_part_kinds(rules, kind) for kind, kinds in _SCHEMA_PART_KINDS.items()}
+    """By message kind, the part kinds 2.68 or an older release loads or one of ``rules``
+    rewrites there."""
+    return {
+        kind: kinds | known_part_kinds(rules, kind) | frozenset(releases.PART_KINDS[kind])
+        for kind, kinds in _SCHEMA_PART_KINDS.items()
+    }
 
 
 def _under(line: str, prefix: str) -> str:

@@ -62,7 +62,23 @@ class WorkerDied(RuntimeError):
     """A worker process ended without answering a task (killed, out of memory)."""
 
 
-class NotAHistory(ValueError):
+class MigrationError(ValueError):
+    """A record or history histmig cannot give in a form pydantic-ai 2.68 loads: ``errors``
+    holds one line per problem (``path: message``; README "Bad input"). The Python API's
+    one-history functions (:func:`histmig.api.migrate`, :func:`~histmig.api.migrate_json`,
+    :func:`~histmig.api.validate`) raise it, or a subclass, for every bad input. Built from
+    the lines, or from one line (its one argument then, as the subclasses raise it)."""
+
+    def __init__(self, errors: list[str] | str) -> None:
+        if isinstance(errors, str):
+            super().__init__(errors)
+            self.errors = [errors]
+        else:
+            super().__init__("; ".join(errors))
+            self.errors = list(errors)
+
+
+class NotAHistory(MigrationError):
     """The record holds no message list: neither a JSON array nor an object with a
     messages field (named, or found among
     :data:`~histmig.records.MESSAGE_FIELD_CANDIDATES`)."""
@@ -76,7 +92,7 @@ class UnknownRule(ValueError):
     """A ``--select``/``--ignore`` code or prefix that no rule has."""
 
 
-class Malformed(ValueError):
+class Malformed(MigrationError):
     """A part a rule targets has a shape no release wrote, so it cannot be migrated; its one
     argument is the :class:`~histmig.problems.Problem` (the path inside the record,
     ``messages[2].parts[0].content``, and what is wrong). The engine rejects the record,
@@ -105,13 +121,3 @@ class RebuildError(ValueError):
 class ExportRejected(ValueError):
     """One record an OpenTelemetry export (``histmig otel``, ``otel-upgrade``) could not
     convert; the message says why. The record is rejected and reported, the run goes on."""
-
-
-class MigrationError(ValueError):
-    """:func:`histmig.api.migrate_json` could not give, or :func:`histmig.api.validate` was
-    given, a history pydantic-ai 2.68 does not load even once migrated: ``errors`` holds one
-    ``path: message`` line per problem (README "Bad input")."""
-
-    def __init__(self, errors: list[str]) -> None:
-        super().__init__("; ".join(errors))
-        self.errors = errors

@@ -486,6 +486,26 @@ class Options:
             default=False,
         ),
         _flag(
+            "--baseline",
+            "Fail (exit 1) only on findings this file (written by --write-baseline) does not hold; say how many "
+            "known ones were passed over and which entries no longer occur (docs/ci.md).",
+            frozenset({"check"}),
+            "report",
+            metavar="FILE",
+            name="baseline",
+            type=str | None,
+        ),
+        _flag(
+            "--write-baseline",
+            "Record this run's findings in FILE (per record id or key, else a digest of its messages; no line "
+            "numbers), for --baseline; exit 0 unless an input could not be read to its end.",
+            frozenset({"check"}),
+            "report",
+            metavar="FILE",
+            name="write_baseline",
+            type=str | None,
+        ),
+        _flag(
             "--version",
             "pydantic-ai instrumentation version: 5 (the framework's default) or 6 (tool results under role 'tool').",
             frozenset({"otel"}),
@@ -538,11 +558,12 @@ class Options:
         ),
         _flag(
             "--report-format",
-            "Report format: text, json or markdown.",
+            "Report format: text, json, markdown, or github (a GitHub Actions workflow command a finding; the "
+            "Markdown report is added to $GITHUB_STEP_SUMMARY when it is set).",
             RUNS,
             "report",
             metavar="FORMAT",
-            choices=("text", "json", "markdown"),
+            choices=("text", "json", "markdown", "github"),
             name="report_format",
             type=str,
             default="text",
@@ -668,10 +689,11 @@ class Options:
         except UnknownRule as exc:
             raise UsageError(str(exc)) from exc
 
-    def plan(self, *, validate_all: bool = False, readers: bool = False) -> Plan:
+    def plan(self, *, validate_all: bool = False, readers: bool = False, digests: bool = False) -> Plan:
         """The engine's :class:`~histmig.engine.Plan` for these options; ``validate_all``
         parses and validates every record (``check``), ``readers`` tells which releases load
-        each (``check --reader``)."""
+        each (``check --reader``), ``digests`` gives each record with something to say its
+        messages' digest (``check --baseline``)."""
         return Plan(
             rules=self.rules,
             unsafe_fixes=self.unsafe_fixes,
@@ -683,6 +705,7 @@ class Options:
             counting=self.counting,
             budgets=self.budgets,
             grouped=self.grouping is not None,
+            digests=digests,
         )
 
     @property

@@ -9,6 +9,7 @@ counts.
 
 from __future__ import annotations
 
+import hashlib
 import operator
 import sys
 from collections.abc import Callable
@@ -415,6 +416,18 @@ def _json_kind(value: Any) -> str:
     return "a string" if isinstance(value, str) else "a number"
 
 
+def messages_digest(raw: bytes, field: str | None = None) -> str:
+    """What names a record without an id in a baseline: the SHA-256 (hex, first 16 digits)
+    of its history as compact JSON text (:func:`dumps` of the messages
+    :func:`locate_messages` finds at ``field``), so the envelope around it and where the
+    record lies do not count; of the record's bytes when it is no JSON or holds no history."""
+    try:
+        held: Any = dumps(locate_messages(_DECODER.decode(raw), field).messages)
+    except (msgspec.DecodeError, RecursionError, NotAHistory, BadFieldPath):
+        held = raw
+    return hashlib.sha256(held).hexdigest()[:16]
+
+
 ID_FIELDS = ("id", "conversation_id", "record_id")
 
 
@@ -499,7 +512,8 @@ class Outcome:
     (an unknown ``part_kind``); ``readers``, which releases load it (``check --reader``);
     ``conversations``, the conversations it names (:func:`conversation_names`), told only of a
     record whose findings say it may be a piece of one (a fragment, or a last response's calls
-    without results): the report tells which pieces another record continues."""
+    without results): the report tells which pieces another record continues; ``digest``, its
+    messages' (:func:`messages_digest`, ``check --baseline``)."""
 
     record: Record
     status: Status
@@ -510,6 +524,7 @@ class Outcome:
     findings: list[Finding] = field(default_factory=list)
     readers: Readers | None = None
     conversations: tuple[str, ...] = ()
+    digest: str | None = None
 
     @property
     def quiet(self) -> bool:

@@ -192,7 +192,11 @@ class _Families:
             if finding.code in self._fixing and finding.certainty != "fragment":  # no fix acts on a fragment's
                 return None
             if finding.code in self._severity:
-                kept.append(finding._replace(severity=severity_of(finding.certainty, self._severity[finding.code])))
+                kept.append(
+                    finding
+                    if finding.severity == "warning"
+                    else finding._replace(severity=severity_of(finding.certainty, self._severity[finding.code]))
+                )
         return tuple(kept)
 
 

@@ -4,16 +4,22 @@ the run driver hands workers tasks without the bytes they read themselves."""
 
 from __future__ import annotations
 
+import copy
+import re
 import pickle
 from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from histmig import api, parallel
 from histmig.errors import MigrationError, NotAHistory, UnreadableInput, UnwritableOutput, UsageError
 from histmig.options import Options
 from histmig.run import local
+from histmig.schema.releases import PART_KINDS
+from tests.acceptance.test_gate import RECORD, _record
 from tests.conftest import CORPUS, FIXTURES
 
 ALL = CORPUS / "all.jsonl"
@@ -32,7 +38,9 @@ def test_convert_audit_and_check_report_the_same_counts(tmp_path: Path) -> None:
         audited.verdict
         == "histmig audit: 138 of 212 records would be migrated, 74 need nothing, 0 would be rejected; nothing was written"
     )
-    assert checked.verdict == "histmig check: 138 of 212 records to migrate, 0 invalid, 0 rejected, 6 warnings"
+    assert checked.verdict == (
+        "histmig check: 138 of 212 records to migrate, 0 invalid, 0 rejected, 0 with findings only, 74 current and valid; 6 warnings"
+    )
     clean = api.check(str(out))
     assert (clean.exit_code, clean.verdict) == (
         0,
@@ -134,12 +142,11 @@ def test_rules_and_migrate() -> None:
     with pytest.raises(UsageError, match="unknown rule code 'HM7'"):
         api.rules("HM7")
     history = orjson.loads(LEGACY)["messages"]
-    changes = api.migrate(history, Options(select=("HM1",)))
-    assert {change.rule for change in changes} <= {"HM101", "HM102", "HM103"} and changes
-    assert {change.rule for change in api.migrate(history)} == {
-        "HM201",
-        "HM301",
-    }  # the 0.0.20 history's null ids and args wrappers
+    with pytest.raises(MigrationError) as raised:  # HM1 alone leaves the 0.0.20 history's null ids, which 2.68 refuses
+        api.migrate(history, Options(select=("HM1",)))
+    assert raised.value.errors[0] == "messages[1].parts[0].tool_call_id: Input should be a valid string"
+    assert history == orjson.loads(LEGACY)["messages"]  # left as it was
+    assert {change.rule for change in api.migrate(history)} == {"HM101", "HM201", "HM301"}
     assert api.migrate(history) == []
 
 
@@ -234,7 +241,7 @@ def test_check_says_when_records_hold_parts_it_cannot_load_and_strict_fails_on_t
     assert mixed.exit_code == 1
     assert (
         mixed.verdict
-        == "histmig check: 138 of 213 records to migrate, 0 invalid, 0 rejected, 6 warnings; 1 record holds 2 parts of a part_kind pydantic-ai 2.68 does not know and cannot load"
+        == "histmig check: 138 of 213 records to migrate, 0 invalid, 0 rejected, 0 with findings only, 75 current and valid; 6 warnings; 1 record holds 2 parts of a part_kind pydantic-ai 2.68 does not know and cannot load"
     )
 
 
@@ -321,7 +328,7 @@ def test_the_rollback_runbook_check_the_reader_convert_for_it_check_again(tmp_pa
     assert (before.exit_code, before.target) == (1, "2.0.0")
     assert (
         before.verdict
-        == "histmig check: 2.0.0 loads 31 of 212 records as they are; 181 to rewrite for it (convert --target 2.0.0), 0 that no rule makes loadable, 0 rejected"
+        == "histmig check: 2.0.0 loads 31 of 212 records as they are; the 212: 181 to rewrite for it (convert --target 2.0.0), 0 that no rule makes loadable, 0 rejected, 0 with findings only, 31 ready"
     )
     audited = api.audit(str(newest), Options(target="2.0.0"))
     assert (
@@ -444,3 +451,196 @@ def test_the_otel_commands_refuse_conversation(tmp_path: Path) -> None:
     path.write_bytes(b"[]\n")
     with pytest.raises(UsageError, match="the otel commands export each record on its own"):
         api.otel(str(path), str(tmp_path / "spans.jsonl"), Options(conversation=("session_id",)))
+
+
+def _request(*parts: object) -> list[dict[str, object]]:
+    return [{"kind": "request", "parts": list(parts)}]
+
+
+@pytest.mark.parametrize(
+    ("history", "error"),
+    [
+        (
+            _request({"part_kind": "retry-prompt", "content": [{"loc": 5, "msg": None}], "tool_name": "t"}),
+            "messages[0].parts[0].content[0]: an error-details entry must have 'type'",
+        ),
+        (
+            _request({"part_kind": "user-prompt", "content": "a\ud800"}),
+            "messages[0].parts[0].content: a lone surrogate (U+D800) at character 2: not UTF-8 text",
+        ),
+        (
+            _request({"part_kind": "text", "content": "x"}),
+            "messages[0].parts[0]: part_kind 'text' is a response part: no release loads it in a request",
+        ),
+        (
+            _request({"part_kind": "user-prompt", "content": {1: "x"}}),
+            "messages[0].parts[0].content: a key that is not a string (int)",
+        ),
+        (
+            _request({"part_kind": "user-prompt", "content": b"x"}),
+            "messages[0].parts[0].content: a value of type bytes, which JSON cannot hold",
+        ),
+        ([{"kind": "request", "parts": [], "x": 1}, 5], "messages[1] is not a message"),
+    ],
+)
+def test_every_bad_history_raises_migration_error_naming_its_path_and_is_left_as_it_was(
+    history: list[object], error: str
+) -> None:
+    given = repr(history)
+    for call in (api.migrate, api.validate):
+        with pytest.raises(MigrationError) as raised:
+            call(history)  # type: ignore[arg-type]
+        assert raised.value.errors[0].startswith(error) and repr(history) == given
+
+
+def test_not_a_history_and_malformed_are_migration_errors() -> None:
+    from histmig.errors import Malformed
+
+    assert issubclass(NotAHistory, MigrationError) and issubclass(Malformed, MigrationError)
+    assert NotAHistory("x").errors == ["x"]
+
+
+@pytest.mark.parametrize(
+    ("data", "error"),
+    [
+        (
+            '{"messages":[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"\ud800"}]}]}',
+            "messages[0].parts[0].content: a lone surrogate (U+D800) at character 1: not UTF-8 text",
+        ),
+        ('{"messages": "\ud800', "not UTF-8 text: a lone surrogate (U+D800) at character 15"),
+        (
+            b'[{"kind":"request","parts":[{"part_kind":"text","content":"x"}]}]',
+            "messages[0].parts[0]: part_kind 'text' is a response part: no release loads it in a request",
+        ),
+        (
+            b'[{"kind":"request","parts":[{"part_kind":"retry-prompt","content":["a","b"],"tool_name":"t"}]}]',
+            "messages[0].parts[0].content[0]: an error-details entry must be an object",
+        ),
+    ],
+)
+def test_migrate_json_raises_migration_error_for_text_2_68_cannot_load(data: str | bytes, error: str) -> None:
+    with pytest.raises(MigrationError) as raised:
+        api.migrate_json(data)
+    assert raised.value.errors[0].startswith(error)
+
+
+JSON = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=8)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(
+            st.sampled_from(["kind", "parts", "part_kind", "content", "tool_name", "tool_call_id", "loc", "msg"]),
+            inner,
+            max_size=4,
+        ),
+    ),
+    max_leaves=12,
+)
+FIELD_VALUES = st.dictionaries(
+    st.sampled_from(
+        ["content", "tool_name", "tool_call_id", "args", "timestamp", "retry", "outcome", "id", "part_kind", "x"]
+    ),
+    st.one_of(JSON, st.lists(st.dictionaries(st.sampled_from(["type", "loc", "msg", "input", "url"]), JSON))),
+    max_size=5,
+)
+PART = st.builds(
+    lambda kind, fields: {"part_kind": kind, **fields},
+    st.sampled_from(sorted({*PART_KINDS["request"], *PART_KINDS["response"], "instruction", "hologram"})),
+    FIELD_VALUES,
+)
+SHAPED = st.one_of(
+    JSON,
+    st.lists(
+        st.fixed_dictionaries(
+            {"kind": st.sampled_from(["request", "response", 5]), "parts": st.lists(st.one_of(PART, JSON), max_size=3)}
+        ),
+        max_size=3,
+    ),
+)
+"""Anything JSON holds, and histories whose parts are of every kind some release wrote, each
+field of any type (error lists of any entries)."""
+
+
+def _api_calls(value: object, text: bytes) -> None:
+    """Each API function on ``value`` and its JSON ``text``: a result, or a MigrationError
+    whose lines name no internal error."""
+    calls = [
+        lambda: api.migrate_json(text),
+        lambda: api.migrate_json(text.decode(errors="surrogateescape")),
+        lambda: api.migrate(copy.deepcopy(value)),  # type: ignore[arg-type]
+        lambda: api.validate(copy.deepcopy(value)),  # type: ignore[arg-type]
+    ]
+    for call in calls:
+        try:
+            call()
+        except MigrationError as exc:
+            assert exc.errors and not any("internal error" in line for line in exc.errors), exc.errors
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(SHAPED, RECORD.map(lambda record: orjson.loads(_record(*record)))))
+def test_no_input_makes_the_api_raise_anything_but_a_migration_error(value: object) -> None:
+    _api_calls(value, orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS) if _plain(value) else b"{")
+
+
+@settings(max_examples=200, deadline=None)
+@given(RECORD, st.integers(0, 10_000), st.sampled_from([b"\xff", b"\\ud800", b"", b'"', b"\\"]))
+def test_no_damaged_text_makes_migrate_json_raise_anything_but_a_migration_error(
+    record: tuple[object, ...], at: int, inserted: bytes
+) -> None:
+    text = _record(*record)  # type: ignore[arg-type]
+    at %= len(text) + 1
+    _api_calls(None, text[:at] + inserted + text[at + len(inserted) :])
+
+
+def _plain(value: object) -> bool:
+    """Whether orjson encodes ``value`` (no integer beyond 64 bits)."""
+    try:
+        orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return False
+    return True
+
+
+def test_a_result_without_an_id_beside_one_with_an_id_is_no_internal_error() -> None:
+    """Found by the fuzz test: the settled check's pairing sorted a None id beside a text one."""
+    retry = {"content": "", "tool_name": "get_weather", "part_kind": "retry-prompt"}
+    history = [{"parts": [retry, {**retry, "tool_call_id": "call_1"}], "kind": "request"}]
+    output, report = api.migrate_json(orjson.dumps(history))
+    assert b"retry-prompt" not in output and report.counts["changed"] == 1
+
+
+def test_migrate_json_of_an_envelope_gives_the_envelope_whose_messages_load() -> None:
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+    output, _ = api.migrate_json(LEGACY)
+    envelope = orjson.loads(output)
+    assert isinstance(envelope, dict) and list(envelope) == list(orjson.loads(LEGACY))
+    assert len(ModelMessagesTypeAdapter.validate_python(envelope["messages"])) == len(envelope["messages"])
+
+
+ORPHANED = b'{"id":"o","messages":[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"go"}]},{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":"{}","tool_call_id":"c"}]},{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"t","content":"x","tool_call_id":"c"},{"part_kind":"tool-return","tool_name":"t","content":"y","tool_call_id":"gone"}]}]}'
+
+
+def test_the_check_verdict_names_every_reason_with_counts_that_partition_the_records(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    invalid = b'[{"kind":"teleport","parts":[]}]'
+    source.write_bytes(b"\n".join([LEGACY, invalid, b"{oops", ORPHANED, ORPHANED, CURRENT, FUTURE]) + b"\n")
+    result = api.check(str(source))
+    assert (result.exit_code, result.verdict) == (
+        1,
+        "histmig check: 1 of 7 records to migrate, 1 invalid, 1 rejected, 2 with findings only, 2 current and valid; "
+        "2 findings; 1 record holds 2 parts of a part_kind pydantic-ai 2.68 does not know and cannot load",
+    )
+    numbers = [
+        int(n)
+        for n in re.findall(
+            r"(\d+) (?:of 7 records to migrate|invalid|rejected|with findings only|current)", result.verdict
+        )
+    ]
+    assert sum(numbers) == result.report.counts["records_in"] == 7
+    reader = api.check(str(source), Options(target="2.59.0"))
+    loads = reader.report.summary()["reader_loads"]
+    assert reader.verdict.startswith(f"histmig check: 2.59.0 loads {loads} of 7 records as they are; the 7: ")
+    parts = re.findall(r"(\d+) (?:to rewrite|that no rule|rejected|with findings only|ready)", reader.verdict)
+    assert sum(map(int, parts)) == 7

@@ -216,7 +216,7 @@ def test_h_is_help_and_usage_and_options_show_plain_metavars(command: str) -> No
     [
         (
             ("check", "x.jsonl", "--report-format", "xml"),
-            "histmig: Invalid value for '--report-format': choose text, json or markdown, not 'xml' (see histmig check -h)",
+            "histmig: Invalid value for '--report-format': choose text, json, markdown or github, not 'xml' (see histmig check -h)",
         ),
         (
             ("convert", "x.jsonl", "o.jsonl", "--causes", "guessed"),
@@ -249,7 +249,7 @@ def test_python_dash_m_runs_the_same_cli() -> None:
     result = subprocess.run([sys.executable, "-m", "histmig", "check", str(ALL)], capture_output=True, text=True)
     assert result.returncode == 1
     assert result.stderr.rstrip().endswith(
-        "histmig check: 138 of 212 records to migrate, 0 invalid, 0 rejected, 6 warnings"
+        "histmig check: 138 of 212 records to migrate, 0 invalid, 0 rejected, 0 with findings only, 74 current and valid; 6 warnings"
     )
     version = subprocess.run([sys.executable, "-m", "histmig", "--version"], capture_output=True, text=True)
     assert (version.returncode, version.stdout.strip()) == (0, "histmig 0.1.0")
@@ -342,7 +342,10 @@ def test_an_invalid_record_has_status_invalid(tmp_path: Path) -> None:
     report = tmp_path / "r.json"
     result = invoke("check", str(source), "--report", str(report), "--report-format", "json")
     assert result.exit_code == 1
-    assert "histmig check: 0 of 1 records to migrate, 1 invalid, 0 rejected" in result.stderr
+    assert (
+        "histmig check: 0 of 1 records to migrate, 1 invalid, 0 rejected, 0 with findings only, 0 current and valid"
+        in result.stderr
+    )
     data = orjson.loads(report.read_bytes())
     assert data["summary"]["invalid"] == 1
     assert [row["status"] for row in data["errors"]] == ["invalid"]
@@ -713,3 +716,33 @@ def test_from_otel_shows_a_hostile_span_name_inert(tmp_path: Path) -> None:
     assert "\x1b" not in result.stderr and "\u202e" not in result.stderr
     assert "invoke_agent \\x1b[2J\\u202eevil\\x0ahistmig: forged" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 2  # the reject and the verdict, nothing forged
+
+
+def test_check_in_ci_annotates_new_findings_only_and_fills_the_step_summary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source, baseline, summary = tmp_path / "chats.jsonl", tmp_path / "baseline.json", tmp_path / "summary.md"
+    legacy = (CORPUS / "all.jsonl").read_bytes()
+    source.write_bytes(legacy)
+    monkeypatch.chdir(tmp_path)
+    written = invoke("check", "chats.jsonl", "--write-baseline", "baseline.json", "-q")
+    assert written.exit_code == 0 and orjson.loads(baseline.read_bytes())["histmig_baseline"] == 1
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    passed = invoke("check", "chats.jsonl", "--baseline", "baseline.json", "--report", "-", "--report-format", "github")
+    assert passed.exit_code == 0 and not [line for line in passed.stdout.splitlines() if line.startswith("::error")]
+    assert "histmig check: nothing beyond the baseline; 270 known ones passed over" in passed.stderr
+    assert summary.read_text().startswith("# ✅ pass: histmig check\n\nhistmig check: nothing beyond the baseline")
+    dangling = (
+        b'[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"w?"}]},'
+        b'{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"w","args":"{}","tool_call_id":"c"}]},'
+        b'{"kind":"request","parts":[]},{"kind":"response","parts":[]}]'
+    )
+    source.write_bytes(legacy + dangling + b"\n")
+    failed = invoke("check", "chats.jsonl", "--baseline", "baseline.json", "--report", "-", "--report-format", "github")
+    assert failed.exit_code == 1
+    assert [line for line in failed.stdout.splitlines() if line.startswith("::error")] == [
+        "::error file=chats.jsonl,line=213,title=histmig HM406::line 213: messages[2].parts[0]: convert adds a tool-return "
+        "part (evidence dangling)"
+    ]
+    assert "histmig check: 1 finding not in the baseline (HM406: 1); 270 known ones passed over" in failed.stderr
+    assert "# ❌ fail (exit 1): histmig check" in summary.read_text()  # added after the first run's

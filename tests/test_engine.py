@@ -588,3 +588,59 @@ def test_a_new_message_goes_at_the_end_of_the_record_holding_the_message_before_
     assert [m["kind"] for m in first] == ["request", "response", "request"]
     assert first[2]["parts"][0]["part_kind"] == "tool-return" and outcomes[0].changes[0].rule == "HM406"
     assert (outcomes[1].status, outcomes[1].output) == ("unchanged", orjson.dumps([ANSWER]))
+
+
+RETRY = '{"part_kind":"retry-prompt","content":"x","tool_name":"t","tool_call_id":"c"}'
+
+
+@pytest.mark.parametrize(
+    ("raw", "error"),
+    [
+        (
+            '{"messages":[{"kind":"request","parts":[{"part_kind":"retry-prompt","part_kind":"text","content":"x","tool_name":"t"},'
+            + RETRY
+            + "]}]}",
+            "messages[0].parts[0]: duplicated key 'part_kind'",
+        ),
+        ('{"messages":[{"kind":"request","parts":[' + RETRY + ']}],"messages":[]}', "duplicated key 'messages'"),
+        (
+            '[{"kind":"request","parts":[' + RETRY[:-1] + ',"tool_call_id":"d"}]}]',
+            "messages[0].parts[0]: duplicated key 'tool_call_id'",
+        ),
+        (
+            '{"history":'
+            + orjson.dumps('[{"kind":"request","kind":"request","parts":[' + RETRY + "]}]").decode()
+            + "}",
+            "history[0]: duplicated key 'kind'",
+        ),
+    ],
+)
+@pytest.mark.parametrize("validate_all", [False, True])
+def test_a_record_with_a_duplicated_key_is_rejected_naming_it(raw: str, error: str, validate_all: bool) -> None:
+    outcome = process(Record(raw.encode(), "t.jsonl", "line 1"), Plan(validate_all=validate_all))
+    if not validate_all and "'messages'" in error:  # the screen reads the last value, []: carried byte for byte
+        assert (outcome.status, outcome.output) == ("unchanged", raw.encode())
+        return
+    assert (outcome.status, outcome.errors) == ("rejected", [error + ": readers differ on which of its values counts"])
+
+
+@pytest.mark.parametrize(
+    ("message", "kind", "error"),
+    [
+        ("request", "text", "part_kind 'text' is a response part: no release loads it in a request"),
+        ("request", "tool-call", "part_kind 'tool-call' is a response part: no release loads it in a request"),
+        ("response", "user-prompt", "part_kind 'user-prompt' is a request part: no release loads it in a response"),
+        ("response", "retry-prompt", "part_kind 'retry-prompt' is a request part: no release loads it in a response"),
+    ],
+)
+def test_a_known_part_kind_in_the_wrong_message_is_invalid_not_unknown(message: str, kind: str, error: str) -> None:
+    history = [
+        {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "hi"}]},
+        {"kind": message, "parts": [{"part_kind": "hologram"}, {"part_kind": kind, "content": "x", "tool_name": "t"}]},
+    ]
+    outcome = process(Record(orjson.dumps(history), "t.jsonl", "line 1"), Plan(validate_all=True))
+    assert outcome.status != "changed" and outcome.errors[0] == "messages[1].parts[1]: " + error
+    assert outcome.warnings == ["messages[1].parts[0]: unknown part_kind 'hologram', carried unchanged"]
+    legacy = [*history, {"kind": "request", "parts": [orjson.loads(RETRY)]}]
+    converted = process(Record(orjson.dumps(legacy), "t.jsonl", "line 2"), Plan())
+    assert converted.status == "rejected" and converted.errors[0] == "messages[1].parts[1]: " + error

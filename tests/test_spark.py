@@ -93,12 +93,9 @@ def changes_by_row(report: dict[str, Any]) -> dict[int, list[dict[str, Any]]]:
 
 
 def summary(report: dict[str, Any]) -> dict[str, Any]:
-    """A JSON report's summary as :meth:`~histmig.report.Report.summary` gives it (what
-    :func:`histmig.spark.summarize` gives): evidence named ``evidence (certainty)``."""
-    by_evidence = {
-        f"{row['evidence']} ({row['certainty']})": row["parts"] for row in report["summary"]["parts_by_evidence"]
-    }
-    return {**report["summary"], "parts_by_evidence": by_evidence}
+    """A JSON report's summary, which is :meth:`~histmig.report.Report.summary` (what
+    :func:`histmig.spark.summarize` gives)."""
+    return report["summary"]
 
 
 def assert_same_report(on_spark: dict[str, Any], local: dict[str, Any]) -> None:

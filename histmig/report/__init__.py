@@ -60,10 +60,12 @@ class Rendering:
     warnings only) or ``auto`` (full up to :data:`DETAIL_ROWS` change and finding rows, else
     the summary, saying so; the Markdown report is capped at 1 MiB whatever it is); and
     whether the JSON report gives the run's start time (``timestamp``: the one value that
-    differs between two runs of the same command)."""
+    differs between two runs of the same command); and the ``baseline`` entries
+    (:class:`~histmig.baseline.Entry`, ``check --baseline``) the GitHub report leaves out."""
 
     detail: Detail = "auto"
     timestamp: bool = True
+    baseline: tuple[Any, ...] = ()
 
 
 DETAIL_ROWS = 1000
@@ -130,6 +132,8 @@ class Report:
         self._oldest: Counter[str | None] = Counter()
         self.errors: list[dict[str, Any]] = []
         self.warnings: list[dict[str, Any]] = []
+        self.digests: dict[tuple[str, str], str] = {}
+        self.flagged = 0  # records unchanged and valid but with a finding of severity error
         self.run: RunInfo | None = None
         self._pieces: set[str] = set()
         self._open_ends: dict[str, list[tuple[str, str]]] = {}
@@ -145,6 +149,8 @@ class Report:
         record = outcome.record
         self.counts["records_in"] += 1
         self.counts[outcome.status] += 1
+        if outcome.digest is not None:
+            self.digests[record.source, record.location] = outcome.digest
         changes = change_rows(outcome)
         if changes:
             place = (record.source, record.location, record.record_id)
@@ -152,6 +158,8 @@ class Report:
         if outcome.findings:
             place = (record.source, record.location, record.record_id)
             warned = sum(finding.severity == "warning" for finding in outcome.findings)
+            if outcome.status == "unchanged" and not outcome.errors and warned < len(outcome.findings):
+                self.flagged += 1
             self.counts["findings"] += len(outcome.findings) - warned
             self.counts["warnings"] += warned
             self._findings_by_rule.update(finding.code for finding in outcome.findings)
@@ -217,6 +225,8 @@ class Report:
         self._pieces |= other._pieces
         for name, places in other._open_ends.items():
             self._open_ends.setdefault(name, []).extend(places)
+        self.digests.update(other.digests)
+        self.flagged += other.flagged
 
     def _continued(self) -> set[tuple[str, str]]:
         """The records (``(source, location)``) whose last response's calls are without results
@@ -375,20 +385,10 @@ class Report:
             )
         return summary
 
-    def json_summary(self) -> dict[str, Any]:
-        """:meth:`summary` as the JSON report gives it: ``parts_by_evidence`` a list of
-        ``{"evidence", "certainty", "parts"}`` objects, evidence and certainty apart."""
-        self._flush()
-        by_evidence = [
-            {"evidence": evidence, "certainty": certainty, "parts": count}
-            for (evidence, certainty), count in sorted(self._by_evidence.items())
-        ]
-        return {**self.summary(), "parts_by_evidence": by_evidence}
-
     def json_head(self, timestamp: bool = True) -> dict[str, Any]:
         """The ``run`` (when known) and ``summary`` of the JSON report."""
         head = {"run": self.run.to_json(timestamp)} if self.run is not None else {}
-        return {**head, "summary": self.json_summary()}
+        return {**head, "summary": self.summary()}
 
     def json_shape(self, timestamp: bool = False) -> Iterator[tuple[str, Any, bool]]:
         """The JSON report (README "Report"), its one shape, in order: each key with its
@@ -484,6 +484,16 @@ def evidence_label(evidence: str, certainty: str) -> str:
     return f"{evidence} ({certainty})"
 
 
+def summary_text(value: Any) -> str:
+    """A summary value as the text and Markdown reports write it: a count as it is, a tally
+    as ``key: count, ...`` (evidence by :func:`evidence_label`), ``-`` when empty."""
+    if isinstance(value, dict):
+        return ", ".join(f"{key}: {count}" for key, count in value.items()) or "-"
+    if isinstance(value, list):
+        return ", ".join(f"{evidence_label(row['evidence'], row['certainty'])}: {row['parts']}" for row in value) or "-"
+    return str(value)
+
+
 def summary_of(
     counts: Mapping[str, int],
     by_rule: Mapping[str, int],
@@ -492,16 +502,20 @@ def summary_of(
     findings_by_rule: Mapping[str, int],
 ) -> dict[str, Any]:
     """A report's summary (README "Report") from its tallies: ``counts`` (by the names of
-    :data:`COUNTS`, a missing one 0; ``fragments`` when there are any), then edited parts by rule, by cause and by
-    ``(evidence, certainty)`` (named by :func:`evidence_label`), and findings by rule, each
-    sorted by key. :meth:`Report.summary` and :func:`histmig.spark.summarize` both give it."""
+    :data:`COUNTS`, a missing one 0; ``fragments`` when there are any), then edited parts by rule, by cause and
+    by ``(evidence, certainty)`` (a list of ``{"evidence", "certainty", "parts"}`` objects, the
+    JSON report's shape too), and findings by rule, each sorted by key.
+    :meth:`Report.summary` and :func:`histmig.spark.summarize` both give it."""
     fragments = counts.get("fragments", 0)
     return {
         **{key: counts.get(key, 0) for key in COUNTS},
         **({"fragments": fragments} if fragments else {}),
         "parts_by_rule": dict(sorted(by_rule.items())),
         "parts_by_cause": dict(sorted(by_cause.items())),
-        "parts_by_evidence": dict(sorted((evidence_label(*key), count) for key, count in by_evidence.items())),
+        "parts_by_evidence": [
+            {"evidence": evidence, "certainty": certainty, "parts": count}
+            for (evidence, certainty), count in sorted(by_evidence.items())
+        ],
         "findings_by_rule": dict(sorted(findings_by_rule.items())),
     }
 
@@ -513,10 +527,13 @@ def _position(change: Any) -> tuple[int, int]:
 
 
 def record_name(row: dict[str, Any] | ChangeRow | FindingRow | ReaderRow, shown: Callable[[str], str] = str) -> str:
-    """``source:location`` and ``[id]`` when known: how every line names a record; each of
+    """``source:location`` and ``[id]`` when known and not the location's key value itself (a
+    row whose key is its id, ``id=42``, says it once): how every line names a record; each of
     the three as ``shown`` gives it (:mod:`histmig.report.escape`: they come from paths and
     records), histmig's own ``:`` and brackets as they are."""
     source, location, id_ = (
         (row["source"], row["location"], row.get("id")) if isinstance(row, dict) else (row.source, row.location, row.id)
     )
-    return f"{shown(source)}:{shown(location)}" + (f" [{shown(id_)}]" if id_ else "")
+    if not id_ or location.partition("=")[2] == id_:
+        return f"{shown(source)}:{shown(location)}"
+    return f"{shown(source)}:{shown(location)} [{shown(id_)}]"

@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 import orjson
 
-from histmig.report import Rendering, Report, record_name, summary_label
+from histmig.report import Rendering, Report, record_name, summary_label, summary_text
 from histmig.report.escape import markdown
 from histmig.report.rows import ChangeRow, FindingRow, ReaderRow
 
@@ -68,9 +68,7 @@ def render(report: Report, stream: TextIO, how: Rendering = Rendering()) -> None
         out.write(f"# {mark}: histmig {run.command}\n\n{markdown(run.verdict)}\n\n")
     lines = ["| summary | value |", "| --- | --- |"]
     for key, value in report.summary().items():
-        if isinstance(value, dict):
-            value = ", ".join(f"{k}: {v}" for k, v in value.items()) or "-"
-        lines.append(f"| {summary_label(report, key)} | {markdown(str(value))} |")
+        lines.append(f"| {summary_label(report, key)} | {markdown(summary_text(value))} |")
     out.write("\n".join(lines) + "\n")
     if how.detail != "summary":
         errors = [

@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.style import Style
 from rich.table import Table
 
-from histmig.report import DETAIL_ROWS, Rendering, Report, record_name, summary_label
+from histmig.report import DETAIL_ROWS, Rendering, Report, record_name, summary_label, summary_text
 from histmig.report.escape import terminal
 from histmig.report.rows import ChangeRow, FindingRow, ReaderRow
 
@@ -56,9 +56,7 @@ def render(report: Report, stream: TextIO, how: Rendering = Rendering()) -> None
         stream.write("".join(_reader_line(row, paint) for row in readers if not row.loads))
     counts = Table(title="histmig summary", show_header=False)
     for key, value in report.summary().items():
-        if isinstance(value, dict):
-            value = ", ".join(f"{k}: {v}" for k, v in value.items()) or "-"
-        counts.add_row(summary_label(report, key), escape(terminal(str(value))))
+        counts.add_row(summary_label(report, key), escape(terminal(summary_text(value))))
     console.print(counts)
 
 

@@ -176,9 +176,10 @@ class Walk:
             if defer and self._histories:
                 return self._chosen(frozenset(codes)), True
             codes |= self.history_codes
-        else:
+        else:  # a family that finds anything runs whole: a fix of one of its rules may call for another (HM401, HM406)
             for found, family in self._histories:
-                codes.update(found(messages) & family)
+                if found(messages) & family:
+                    codes |= family
         return (self._chosen(frozenset(codes)) if codes else ()), False
 
     def pending(self, messages: Messages) -> tuple[Rule, ...]:

@@ -404,8 +404,10 @@ class Docs:
     test runs the rule on ``before``, for the ``target`` release when given, and compares
     with ``after``; ``after`` ``None`` for a rule that only reports, whose example is what it
     finds); ``safety``, whether the fix is safe or unsafe and why (or why there is none), as
-    ruff's "Fix safety" says it. The rule pages of ``docs/rules/`` are generated from these
-    (``scripts/docs.py``)."""
+    ruff's "Fix safety" says it; and for a rule that finds (the tool-pairing rules),
+    ``severity``: why its findings are errors or warnings, by what the framework does with them
+    (``histmig rules CODE`` prints it). The rule pages of ``docs/rules/`` are generated from
+    these (``scripts/docs.py``)."""
 
     what: str
     why: str
@@ -413,6 +415,7 @@ class Docs:
     after: str | None = None
     target: str | None = None
     safety: str = ""
+    severity: str | None = None
 
 
 Fix = Callable[[Messages, Context], "Sequence[Change | Finding]"]
@@ -473,10 +476,14 @@ class Rule:
 
     def check(self, messages: Messages, ctx: Context) -> list[Finding]:
         """What the rule finds in ``messages``, without changing them: ``find``'s findings,
-        else those of the fix run on a copy (a change as the finding it fixes)."""
+        else those of the fix run on a copy (a change as the finding it fixes). A finding
+        has the rule's ``severity``, but one ``find`` made a warning (HM405: a call the
+        framework's token limit cut, as it records it) stays one."""
         if self.find is not None:
             return [
-                finding._replace(severity=severity_of(finding.certainty, self.severity))
+                finding
+                if finding.severity == "warning"
+                else finding._replace(severity=severity_of(finding.certainty, self.severity))
                 for finding in self.find(messages, ctx)
             ]
         assert self.fix is not None  # __post_init__: a fix or a find

@@ -81,6 +81,8 @@ def derive_tool_call_ids(messages: Messages, ctx: Context) -> list[Change | Find
     for m_index, p_index, _, part in iter_parts(messages):
         kind = part.get("part_kind", "")
         name = part.get("tool_name")
+        if not isinstance(name, (str, type(None))):  # no release wrote it (validation says so): a key all the same
+            name = repr(name)
         if not needs_id(part, tool_less):
             if kind == "tool-call" and isinstance(part.get("tool_call_id"), str):
                 unanswered[name].append(part["tool_call_id"])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from histmig.rules.base import PAIR, Change, Context, Docs, Finding, Messages, Rule
-from histmig.rules.pairing import LOOK, TARGETS, analyse, describe, drop_parts, is_call, whole_only
+from histmig.rules.pairing import LOOK, TARGETS, analyse, describe, drop_parts, is_call, lift_stand_ins, whole_only
 
 
 def find_orphans(messages: Messages, ctx: Context) -> list[Finding]:
@@ -23,11 +23,14 @@ def repair_or_drop(messages: Messages, ctx: Context) -> list[Change]:
     would drop it and answer the call with an interrupted return); drop the others, as 2.68
     does before sending (an interior request left empty goes, the last message stays, as in
     ``_drop_orphaned_tool_results``), each written whole into its change (a re-paired part as
-    it was)."""
+    it was). The interrupted returns a safe run synthesized go first
+    (:func:`~histmig.rules.pairing.lift_stand_ins`): the call one answered is open again, so
+    ``convert --unsafe-fixes`` after ``convert`` re-pairs as one run with the unsafe fixes."""
+    lifted = lift_stand_ins(messages, "HM401")
     pairing = analyse(messages)
     orphans = pairing.orphaned
     unanswered = set(pairing.dangling + pairing.frontier)
-    changes: list[Change] = []
+    changes: list[Change] = lifted
     rebound: set[tuple[int, int]] = set()
     for m_index, p_index in orphans:
         call = _only_call(messages, m_index, p_index, orphans, unanswered)
@@ -89,7 +92,9 @@ RULE = Rule(
             "a mis-built id or an adapter round-trip left a result without its call. The fix re-pairs it with the "
             "call when it is the only candidate for the only unanswered call of the same tool in the response just "
             "before it (keeping its content), and otherwise drops it as 2.68 does before sending; a dropped part is "
-            "written whole into the report's change row, so nothing is lost."
+            "written whole into the report's change row, so nothing is lost. An interrupted return a safe run "
+            "synthesized (HM406) is no result: the fix lifts it first, so convert --unsafe-fixes after convert "
+            "writes what one run with --unsafe-fixes writes."
         ),
         why=(
             "Providers reject a result without its call ('No tool call found for function call output'); 2.68 drops "
@@ -114,6 +119,10 @@ RULE = Rule(
             '"tool_call_id":"call_1"}]},'
             '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"get_weather","content":"12 C",'
             '"tool_call_id":"call_1"}]}]'
+        ),
+        severity=(
+            "Error: 2.68 drops the result before every request and a provider refuses it as it is, so what is "
+            "stored is not what the model sees; the unsafe fix re-pairs or drops it."
         ),
     ),
     looks=(LOOK,),

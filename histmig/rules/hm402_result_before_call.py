@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from histmig.rules.base import PAIR, Change, Context, Docs, Finding, Messages, Rule
-from histmig.rules.pairing import LOOK, TARGETS, analyse, describe, drop_parts, whole_only
+from histmig.rules.pairing import LOOK, TARGETS, analyse, describe, drop_parts, lift_stand_ins, whole_only
 
 
 def find_early_results(messages: Messages, ctx: Context) -> list[Finding]:
@@ -22,8 +22,10 @@ def find_early_results(messages: Messages, ctx: Context) -> list[Finding]:
 @whole_only(find_early_results)
 def drop_early_results(messages: Messages, ctx: Context) -> list[Change]:
     """Drop each result placed before its call, as 2.68 does before sending, written whole into
-    its change (the call it meant to answer is then dangling: HM406 answers it as 2.68 would)."""
-    return drop_parts(messages, analyse(messages).before_call, "HM402", "result-before-call")
+    its change (the call it meant to answer is then dangling: HM406 answers it as 2.68 would).
+    The interrupted returns a safe run synthesized go first (:func:`~histmig.rules.pairing.lift_stand_ins`)."""
+    lifted = lift_stand_ins(messages, "HM402")
+    return lifted + drop_parts(messages, analyse(messages).before_call, "HM402", "result-before-call")
 
 
 RULE = Rule(
@@ -61,6 +63,10 @@ RULE = Rule(
             '{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":{},"tool_call_id":"c1"}]},'
             '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"t","content":"42",'
             '"tool_call_id":"c1"}]}]'
+        ),
+        severity=(
+            "Error: 2.68 drops the result as orphaned before every request and answers its call with an "
+            "interrupted return; providers refuse a result before its call."
         ),
     ),
     looks=(LOOK,),

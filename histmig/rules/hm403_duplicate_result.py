@@ -47,6 +47,10 @@ RULE = Rule(
             '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"t","content":"a","tool_call_id":"c1"},'
             '{"part_kind":"tool-return","tool_name":"t","content":"b","tool_call_id":"c1"}]}]'
         ),
+        severity=(
+            "Error: 2.68 sends both results, and providers differ on two results for one call (some refuse it); "
+            "no fix can tell which one the tool gave."
+        ),
     ),
     looks=(LOOK,),
     targets=TARGETS,

@@ -51,6 +51,10 @@ RULE = Rule(
             '{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"t","content":"ok",'
             '"tool_call_id":"call_1"}]}]'
         ),
+        severity=(
+            "Error: the shadowed call never gets a result (2.68 pairs by id, oldest open call first), and "
+            "providers refuse the history."
+        ),
     ),
     looks=(LOOK,),
     targets=TARGETS,

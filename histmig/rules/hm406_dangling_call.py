@@ -71,6 +71,10 @@ RULE = Rule(
             '"content":"still there?"}]},'
             '{"kind":"response","parts":[{"part_kind":"text","content":"Yes."}]}]'
         ),
+        severity=(
+            "Error: providers refuse a call without a result; 2.68 answers it with an interrupted return before "
+            "every request, which the safe fix stores."
+        ),
     ),
     looks=(LOOK,),
     targets=TARGETS,

@@ -79,6 +79,10 @@ RULE = Rule(
             '"run_id":null,"conversation_id":null,'
             '"metadata":null,"state":"complete"}]'
         ),
+        severity=(
+            "Warning: 2.68 leaves the calls of the last response alone before a request (repair_last_response is "
+            "off), as a resumed run or deferred_tool_results may still answer them; closing them is unsafe."
+        ),
     ),
     looks=(LOOK,),
     targets=TARGETS,

@@ -22,6 +22,7 @@ skeleton.
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -347,8 +348,8 @@ def _answer(calls: list[Any], results: list[Any]) -> bool:
         return type(call.args) is not str or results[0].outcome == "retried" or not _cut_struct(call.args)
     ids = [call.tool_call_id for call in calls]
     answering = [result.tool_call_id for result in results]
-    if (ids != answering and sorted(ids) != sorted(answering)) or len(set(ids)) != len(ids):
-        return False
+    if (ids != answering and Counter(ids) != Counter(answering)) or len(set(ids)) != len(ids):
+        return False  # counted, not sorted: a result without an id (None) beside a text one
     cut = {call.tool_call_id for call in calls if _cut_struct(call.args)}
     return not cut or all(result.outcome == "retried" for result in results if result.tool_call_id in cut)
 
@@ -392,6 +393,49 @@ def interrupted_return(call: Part, response: Message) -> Part:
         part["timestamp"] = response["timestamp"]
     part.update({"outcome": "interrupted", "retry": None, "part_kind": "tool-return"})
     return part
+
+
+def is_synthesized(part: Any) -> bool:
+    """An interrupted return synthesized for a dangling call (:func:`interrupted_return`, by
+    HM406 or 2.68: the :data:`SYNTHESIZED_KEY` marker of its ``metadata``): it stands for no
+    result the tool gave."""
+    metadata = part.get("metadata")
+    return (
+        part.get("part_kind") == "tool-return"
+        and part.get("outcome") == "interrupted"
+        and type(metadata) is dict
+        and metadata.get(SYNTHESIZED_KEY) is True
+    )
+
+
+def lift_stand_ins(messages: Messages, code: str) -> list[Change]:
+    """Remove every synthesized interrupted return of the requests (:func:`is_synthesized`),
+    and a request one made up (:func:`new_request`'s, left empty), before a rule whose fix is
+    unsafe (HM401, HM402) pairs the history: such a return is no result a re-pair or a drop
+    must respect, and HM406, after them, answers again each call still dangling, as one run
+    with those fixes would (so runs whose options widen give the bytes of one run with the
+    widest). Returns ``code``'s changes (evidence ``synthesized``), each with what it removed,
+    at its place before the removal."""
+    changes: list[Change] = []
+    made_up = new_request([])
+    for m_index in range(len(messages) - 1, -1, -1):
+        message = messages[m_index]
+        if type(message) is not dict or message.get("kind") != "request" or type(message.get("parts")) is not list:
+            continue
+        parts = message["parts"]
+        lifted = [p_index for p_index, part in enumerate(parts) if type(part) is dict and is_synthesized(part)]
+        if not lifted:
+            continue
+        found = [
+            Change(code, m_index, p_index, "tool-return", ABSENT_PART, "synthesized", "exact", removed=parts[p_index])
+            for p_index in lifted
+        ]
+        message["parts"] = [part for p_index, part in enumerate(parts) if p_index not in lifted]
+        if not message["parts"] and message == made_up:
+            del messages[m_index]
+            found.append(Change(code, m_index, None, "request", ABSENT_PART, "synthesized", "exact", removed=message))
+        changes[:0] = found
+    return changes
 
 
 def new_request(parts: list[Part]) -> Message:

@@ -98,11 +98,47 @@ def to_retry_feedback(part: Part, verdict: Verdict) -> Part:
     return _rebuild(part, "retry-feedback", {"retry": _retry_info(verdict)}, drop=("tool_name", "tool_call_id"))
 
 
+_DETAIL_FIELDS: tuple[tuple[str, type, bool, str], ...] = (
+    ("type", str, True, "a string"),
+    ("loc", list, True, "a list of strings and integers"),
+    ("msg", str, True, "a string"),
+    ("ctx", dict, False, "an object"),
+    ("url", str, False, "a string"),
+)
+"""The fields of an error-details entry the legacy loader checks (pydantic_core's
+``ErrorDetails``; ``input`` is any value, and may be missing: HM203): name, type, required,
+in words."""
+
+
+def _content_problem(content: Any) -> tuple[str, str] | None:
+    """Where (``""``, ``[1].loc``) and what is wrong with a retry-prompt ``content`` no release
+    loads (``_LegacyRetryPromptFields``: ``str | list[ErrorDetails]``, docs/framework.md §2), or
+    ``None``: a string, or a list of error-details objects."""
+    if isinstance(content, str):
+        return None
+    if not isinstance(content, list):
+        return "", "a retry-prompt content must be a string or a list of error details"
+    for index, detail in enumerate(content):
+        if not isinstance(detail, dict):
+            return f"[{index}]", "an error-details entry must be an object (type, loc, msg, input)"
+        for name, kind, required, words in _DETAIL_FIELDS:
+            if name not in detail:
+                if required:
+                    return f"[{index}]", f"an error-details entry must have {name!r}"
+                continue
+            value = detail[name]
+            if not isinstance(value, kind) or (
+                isinstance(value, list) and not all(type(item) in (str, int) for item in value)
+            ):  # loc: its items too
+                return f"[{index}].{name}", f"{name!r} of an error-details entry must be {words}"
+    return None
+
+
 def legacy_parts(messages: Messages, *, tool_bound: bool) -> list[tuple[int, int, Message, Part]]:
     """The retry-prompt parts of one binding in requests, as ``(message index, part index,
     message, part)``, in order. Raises :class:`~histmig.errors.Malformed` for one whose
-    ``content`` is neither a string nor a list (the loader's ``_LegacyRetryPromptFields``
-    rejects it too, docs/framework.md §2)."""
+    ``content`` is neither a string nor a list of error details (the loader's
+    ``_LegacyRetryPromptFields`` rejects it too, docs/framework.md §2: :func:`_content_problem`)."""
     binding = is_tool_bound_retry if tool_bound else is_tool_less_retry
     found = []
     for m_index, message in enumerate(messages):
@@ -112,13 +148,10 @@ def legacy_parts(messages: Messages, *, tool_bound: bool) -> list[tuple[int, int
         for p_index, part in enumerate(parts):
             if not isinstance(part, dict) or part.get("part_kind") != RETRY_PROMPT or not binding(message, part):
                 continue
-            if not isinstance(part.get("content"), (str, list)):
-                raise Malformed(
-                    Problem(
-                        f"messages[{m_index}].parts[{p_index}].content",
-                        "a retry-prompt content must be a string or a list of error details",
-                    )
-                )
+            wrong = _content_problem(part.get("content"))
+            if wrong is not None:
+                at, what = wrong
+                raise Malformed(Problem(f"messages[{m_index}].parts[{p_index}].content{at}", what))
             found.append((m_index, p_index, message, part))
     return found
 

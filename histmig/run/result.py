@@ -4,12 +4,14 @@ the same way (:func:`recorded`)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from histmig import __version__, redact
+from histmig.baseline import Entry, Judged
 from histmig.engine import Plan
 from histmig.options import Command, Options
 from histmig.problems import InvalidJson
@@ -26,11 +28,13 @@ class Result:
     (:class:`~histmig.sources.base.Written`), the rejects files that were there before the
     run (``earlier_rejects``), whether the input was read as JSONL from stdin
     (``stdin_lines``), whether ``check`` fails on parts of an unknown ``part_kind``
-    (``strict``), and the ``target`` release (``convert``/``audit --target``, ``check
+    (``strict``), the ``target`` release (``convert``/``audit --target``, ``check
     --reader``; ``None``: not given), the ``warnings`` to show (an input that changed while it
-    was read in place, a temporary file a killed run left beside an output) and the temporary
-    files removed (``cleaned``, ``--clean``). :attr:`verdict` and :attr:`exit_code` are made
-    from these."""
+    was read in place, a temporary file a killed run left beside an output), the temporary
+    files removed (``cleaned``, ``--clean``), and for ``check --baseline`` the ``baseline``
+    read and how the run fared against it (``judged``, :func:`histmig.baseline.judge`), for
+    ``--write-baseline`` the file written (``wrote_baseline``). :attr:`verdict` and
+    :attr:`exit_code` are made from these."""
 
     command: Command
     input: str | Sequence[str]
@@ -46,6 +50,9 @@ class Result:
     target: str | None = None
     warnings: list[str] = field(default_factory=list)
     cleaned: list[str] = field(default_factory=list)
+    baseline: list[Entry] | None = None
+    judged: Judged | None = None
+    wrote_baseline: str | None = None
 
     @property
     def exit_code(self) -> int:
@@ -54,8 +61,13 @@ class Result:
         was read (it is kept, its migrated copy beside it), a record the ``--target`` release cannot
         load was kept as it is, or (``check``) a record needs a rule, is invalid (for
         ``--reader``: that release cannot load it) or has a finding (a warning does not
-        count), or, with ``strict``, holds a part of an unknown ``part_kind`` (README "Exit
-        codes")."""
+        count), or, with ``strict``, holds a part of an unknown ``part_kind``; against a
+        baseline (``check --baseline``), only for what it does not hold or an input ended early,
+        and writing one, only for the latter (README "Exit codes")."""
+        if self.command == "check" and (self.judged is not None or self.wrote_baseline is not None):
+            new = self.judged.new if self.judged is not None else []
+            failing = [entry for entry in new if entry.rule != "unknown-part" or self.strict]
+            return 1 if failing or self.report.counts["read_errors"] else 0
         if self.command == "check":
             return 1 if self.report.needs_attention or (self.strict and self._unknown_part_count()) else 0
         return 1 if self.report.failed or any(w.kept for w in self.wrote) else 0
@@ -70,21 +82,28 @@ class Result:
         counts = self.report.counts
         cut = "; the input could not be read to its end (see the unreadable error)" if counts["read_errors"] else ""
         of = f"{counts['changed']} of {counts['records_in']} records"
+        if self.command == "check" and (self.judged is not None or self.wrote_baseline is not None):
+            return self._against_baseline(cut)
         if self.command == "check":
             unknown = self._unknown_parts()
             warnings = _plural(self._warning_findings(), "warning") if self._warning_findings() else ""
             warned = f"; {warnings} (see the report)" if warnings else ""
-            found = f", {_plural(counts['findings'], 'finding')}" if counts["findings"] else ""
-            found += f", {warnings}" if warnings else ""
+            found = ", ".join(
+                filter(None, [_plural(counts["findings"], "finding") if counts["findings"] else "", warnings])
+            )
+            found = f"; {found}" if found else ""
+            flagged = self.report.flagged
+            ready = counts["unchanged"] - counts["invalid"] - flagged  # the classes partition the records
+            rest = f"{counts['rejected']} rejected, {flagged} with findings only, {ready}"
             if self.target is not None:
                 summary = self.report.summary()
                 if not self.report.needs_attention:
                     return f"histmig check: {self.target} loads {_every(counts['records_in'])} as they are{warned}"
                 return (
                     f"histmig check: {self.target} loads {summary.get('reader_loads', 0)} of "
-                    f"{counts['records_in']} records as they are; "
+                    f"{counts['records_in']} records as they are; the {counts['records_in']}: "
                     f"{counts['changed']} to rewrite for it (convert --target {self.target}), "
-                    f"{counts['invalid']} that no rule makes loadable, {counts['rejected']} rejected{found}{cut}"
+                    f"{counts['invalid']} that no rule makes loadable, {rest} ready{found}{cut}"
                 )
             if not self.report.needs_attention:
                 if unknown:
@@ -98,8 +117,8 @@ class Result:
                 return f"histmig check: {_every(counts['records_in'])} {are} current and valid{warned}"
             unknown = f"; {unknown}" if unknown else ""
             return (
-                f"histmig check: {of} to migrate, {counts['invalid']} invalid, {counts['rejected']} "
-                f"rejected{found}{unknown}{cut}"
+                f"histmig check: {of} to migrate, {counts['invalid']} invalid, {rest} current and "
+                f"valid{found}{unknown}{cut}"
             )
         migrated, kept = ("migrated", "") if self.target is None else (f"rewritten for {self.target}", self._kept())
         left = (
@@ -126,6 +145,26 @@ class Result:
             f"histmig convert: {of} {migrated}, {counts['unchanged']} unchanged{kept}, {counts['rejected']} "
             f"rejected{skipped}{left}; {self._written()}{cut}"
         )
+
+    def _against_baseline(self, cut: str) -> str:
+        """The verdict of ``check --baseline`` or ``--write-baseline``: the findings beyond the
+        baseline (by rule), the known ones passed over, the entries no longer found."""
+        if self.judged is None:
+            count = len(self.baseline or ())
+            entries = f"{count} baseline entr{'y' if count == 1 else 'ies'}"
+            return f"histmig check: wrote {entries} to {self.wrote_baseline}{cut}"
+        new, known, gone = self.judged
+        by_rule = Counter(entry.rule for entry in new)
+        rules = ", ".join(f"{rule}: {count}" for rule, count in sorted(by_rule.items()))
+        said = f"{_plural(len(new), 'finding')} not in the baseline ({rules})" if new else "nothing beyond the baseline"
+        passed = f"{known} known one{'' if known == 1 else 's'} passed over"
+        left = (
+            f"; {len(gone)} baseline entr{'y' if len(gone) == 1 else 'ies'} no longer found (see the notes; "
+            "--write-baseline drops them)"
+            if gone
+            else ""
+        )
+        return f"histmig check: {said}; {passed}{left}{cut}"
 
     def _fragments(self) -> str:
         """What the verdict says of the records that look like pieces of a conversation stored
@@ -181,6 +220,10 @@ class Result:
             said += (
                 f" but {changed} while histmig read it: kept as it was, the migrated copy beside it (see the warning)"
             )
+        not_copied = [what for w in self.wrote for what in w.not_copied]
+        if not_copied:
+            listed = " and ".join([", ".join(not_copied[:-1]), not_copied[-1]] if len(not_copied) > 1 else not_copied)
+            said += f" (without the {listed} of the table read: --to-table does not copy them)"
         if not self.report.counts["rejected"]:
             return said
         rejected = next((w.rejected for w in self.wrote if w.rejected is not None), None)
@@ -195,8 +238,13 @@ class Result:
         """Notes for the user besides the verdict: how a table's rows were told apart when its
         primary key could not (:class:`~histmig.sources.base.Written`); a rejects file an
         earlier run left there, added to; a stdin read as JSONL that looks like one JSON
-        document; a ``.json`` file that looks like JSONL; the temporary files ``--clean`` removed."""
+        document; a ``.json`` file that looks like JSONL; the temporary files ``--clean`` removed;
+        the entries of a ``--baseline`` no longer found."""
         notes = [*self.cleaned, *(note for written in self.wrote for note in written.notes)]
+        gone = self.judged.gone if self.judged is not None else []
+        notes += [f"baseline entry no longer found: {e.record} {e.rule} {e.what}" for e in gone[:_GONE_SHOWN]]
+        if len(gone) > _GONE_SHOWN:
+            notes.append(f"and {len(gone) - _GONE_SHOWN} more baseline entries no longer found")
         for path in self.earlier_rejects:
             if any(w.rejected == path for w in self.wrote):
                 used = any(w.rejected == path and w.rejects_used for w in self.wrote)
@@ -237,6 +285,10 @@ class Result:
             if row["status"] == "rejected"
             for line in row["errors"]
         ]
+
+
+_GONE_SHOWN = 20
+"""Baseline entries no longer found that the notes name one by one."""
 
 
 def _plural(count: int, noun: str) -> str:

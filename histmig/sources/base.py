@@ -121,7 +121,8 @@ class Written:
     password a database URL may hold), and ``notes`` for the user (how a table's rows were
     told apart; a table read in conversation order without an index that gives it); for an input
     that changed while it was read in place (:class:`~histmig.errors.InputChanged`), where its
-    migrated copy was left instead (``kept``)."""
+    migrated copy was left instead (``kept``); for a ``--to-table`` table, what of the table read
+    it does not have (``not_copied``: ``2 foreign keys``, ``1 trigger``)."""
 
     rejected: str | None = None
     withheld: bool = False
@@ -130,6 +131,7 @@ class Written:
     named: str | None = None
     notes: list[str] = field(default_factory=list)
     kept: str | None = None
+    not_copied: tuple[str, ...] = ()
 
 
 class Input(ABC):

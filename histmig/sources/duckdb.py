@@ -112,6 +112,7 @@ class DuckdbTable(Input):
     ``destination``."""
 
     in_process = True
+    _not_copied: tuple[str, ...] = ()  # what a --to-table table does not have (_uncopied)
 
     def __init__(self, path: str, destination: Destination, options: Any, job: Job) -> None:
         table = options.table
@@ -266,7 +267,19 @@ class DuckdbTable(Input):
             raise UnwritableOutput(f"{self.name}: {str(exc).strip()}") from exc
 
     def written(self) -> Written:
-        return Written(rejected="rows") if self._destination.writes else Written()
+        return Written(rejected="rows", not_copied=self._not_copied) if self._destination.writes else Written()
+
+    def _uncopied(self) -> tuple[str, ...]:
+        """What :meth:`_create_like` leaves out of a ``--to-table`` table: the read table's
+        foreign keys and indexes (``CREATE INDEX``; its primary key's and unique constraints'
+        are copied with them), in words (``1 foreign key``, ``2 indexes``)."""
+        foreign = len(self._constraints("FOREIGN KEY"))
+        indexes = self._con.execute(
+            "SELECT count(*) FROM duckdb_indexes() WHERE table_name = ? AND database_name = current_database()",
+            [self._table],
+        ).fetchall()[0][0]
+        named = ((foreign, "foreign key", "foreign keys"), (indexes, "index", "indexes"))
+        return tuple(f"{count} {one if count == 1 else many}" for count, one, many in named if count)
 
     def _file(self, output: str) -> tuple[Callable[[BatchResult], None], Callable[[], None]]:
         """Writers of a Parquet or JSONL file: each batch as it comes (JSONL) or in row
@@ -310,6 +323,7 @@ class DuckdbTable(Input):
             if self._destination.overwrite:
                 self._con.execute(f"DROP TABLE IF EXISTS {quote(to_table)}")
             self._con.execute(self._create_like(to_table))
+            self._not_copied = self._uncopied()
             created.append(True)
 
         def write(result: BatchResult) -> None:

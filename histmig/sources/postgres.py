@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 from histmig import redact
 from histmig.errors import ColumnError, UnreadableInput, UnwritableOutput, UsageError
-from histmig.sources.base import Destination, Format, Job, lazy
+from histmig.sources.base import Destination, Format, Job, Written, lazy
 from histmig.sources.table import Column, Kind, Page, PageResult, RowUpdate, TableInput
 
 psycopg = lazy("psycopg")
@@ -93,6 +94,7 @@ class PostgresTable(TableInput):
     :mod:`histmig.run.plan`)."""
 
     PARAM = "%s"
+    _not_copied: tuple[str, ...] = ()  # what a --to-table table does not have (_uncopied)
 
     def __init__(self, location: str, destination: Destination, options: Any, job: Job) -> None:
         for flag, name in (
@@ -286,6 +288,26 @@ class PostgresTable(TableInput):
             )
             self._query(f"INSERT INTO {new} SELECT * FROM {self._relation()}")
             self._write = lambda page, result: self.apply(new, self.changes(page, result))
+            self._not_copied = self._uncopied()
+
+    def _uncopied(self) -> tuple[str, ...]:
+        """What ``CREATE TABLE (LIKE ...)`` leaves out of the new table: the read table's
+        foreign keys and triggers (PostgreSQL's LIKE copies neither; a trigger copied would
+        fire on histmig's own writes), in words (``2 foreign keys``)."""
+        oid = self._oid(self.table)
+        counts = self._query(
+            "SELECT (SELECT count(*) FROM pg_constraint WHERE conrelid = %s AND contype = 'f'), "
+            "(SELECT count(*) FROM pg_trigger WHERE tgrelid = %s AND NOT tgisinternal)",
+            [oid, oid],
+        )[0]
+        return tuple(
+            f"{count} {what if count == 1 else what + 's'}"
+            for count, what in zip(counts, ("foreign key", "trigger"))
+            if count
+        )
+
+    def written(self) -> Written:
+        return replace(super().written(), not_copied=self._not_copied)
 
     def _page_transaction(self, page: Page, result: PageResult) -> None:
         """Write a page's changed rows in a transaction of their own."""

@@ -444,8 +444,9 @@ class TableInput(Input):
         marks = ", ".join([self.PARAM] * k)
         head = f"SELECT {', '.join(selected)} FROM {self._relation()}"
         tail = f" ORDER BY {keys} LIMIT {self.PARAM}"
-        id_column = self._options.id_column
-        id_at = (
+        one_key = key[0] if len(key) == 1 and key[0] not in self._hidden_columns() else None
+        id_column = self._options.id_column or one_key
+        id_at = (  # without --id-column, a one-column key (a uuid primary key) is the id, as on DuckDB
             key.index(id_column)
             if id_column in key
             else next((k + s + i for i, c in enumerate(extra) if c.name == id_column), None)

@@ -10,8 +10,8 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from histmig.cli import app
 from histmig import api
+from histmig.cli import app
 from histmig.engine import process
 from histmig.records import Record
 from tests.conftest import CORPUS

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 import pytest
 
 from histmig import api
-from histmig.records import Outcome
 from histmig.options import Options
-from histmig.records import Record
+from histmig.records import Outcome, Record
 from histmig.report import SKIPPED, Report, record_name, rows
 from histmig.rules.base import Change, Finding
 from tests.conftest import CORPUS
@@ -196,3 +196,10 @@ def test_a_record_another_record_continues_is_a_fragment_whatever_the_order_and_
             told.append((report.fragments, report.summary()["fragments"], certainty))
     expected = {"row 1": "fragment", "row 2": "exact", "row 3": "fragment", "row 5": "fragment"}
     assert told == [(5, 5, {**expected, "row 4": "fragment", "row 6": "fragment"})] * 9
+
+
+def test_the_summary_has_the_json_reports_shape(tmp_path: Path) -> None:
+    report = api.audit(str(CORPUS / "all.jsonl")).report
+    summary = report.summary()
+    assert summary == orjson.loads(orjson.dumps(report.json_head(timestamp=False)))["summary"]
+    assert {"evidence": "error-list", "certainty": "shape", "parts": 41} in summary["parts_by_evidence"]

@@ -22,11 +22,17 @@ import orjson
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
 from histmig import engine
-from histmig.api import migrate
 from histmig.options import Options
 from histmig.records import Record
 from histmig.rules.base import Change, Finding
 from histmig.schema.releases import NEWEST
+
+
+def migrate(messages: list[Any], options: Options = Options()) -> list[Change]:
+    """The rules of ``options`` over ``messages`` in place, as the engine runs them, without
+    the validation :func:`histmig.api.migrate` adds: a rule is tested alone, on histories
+    other rules would still have to fix."""
+    return engine.migrate(messages, options.plan())
 
 
 def run(messages: list[Any], *codes: str, **options: Any) -> list[tuple[Any, ...]]:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from histmig.api import migrate
 from histmig.rules.base import Change
-from tests.rules.conftest import check_noop, check_transformed
+from tests.rules.conftest import check_noop, check_transformed, migrate
 
 NULL_RETRY = {"attempt": None, "max_retries": None}
 

@@ -9,7 +9,6 @@ from typing import Any
 
 import orjson
 
-from histmig.api import migrate
 from histmig.engine import _apply
 from histmig.options import Options
 from histmig.rules import pending, select
@@ -17,7 +16,7 @@ from histmig.rules.base import Change
 from histmig.rules.hm104_retry_attempt import RULE
 from histmig.screen import Screen, settled_for
 from tests.conftest import HISTORIES, converted, load
-from tests.rules.conftest import check_noop, check_transformed
+from tests.rules.conftest import check_noop, check_transformed, migrate
 from tests.rules.test_counting import TEXT, answers, calls, feedback, prompt
 
 WITH = select(enabled=["attempts"])

@@ -6,10 +6,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from histmig.api import migrate, validate
+from histmig.api import validate
 from histmig.options import Options
 from histmig.rules.base import Change, Finding
-from tests.rules.conftest import call, check_found, check_noop, check_transformed, opening, result, run
+from tests.rules.conftest import call, check_found, check_noop, check_transformed, migrate, opening, result, run
 
 ASK = {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "go"}]}
 DONE = {"kind": "response", "parts": [{"part_kind": "text", "content": "done"}]}

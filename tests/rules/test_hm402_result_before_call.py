@@ -3,6 +3,7 @@ dropped, as 2.68 drops it before sending; HM406 then answers the call."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from histmig.rules.base import Change, Finding
@@ -34,8 +35,16 @@ def test_hm402_drops_an_early_result_and_hm406_answers_its_call() -> None:
     ]
     assert run(messages, "HM402", "HM406") == [("HM406", 4, 0, "dangling")]  # without --unsafe-fixes only the safe fix
     assert messages[2]["parts"][1] == early
-    assert run(messages, "HM402", unsafe_fixes=True) == [("HM402", 2, 1, "result-before-call")]
+    once = copy.deepcopy(messages)
+    assert run(messages, "HM402", "HM406", unsafe_fixes=True) == [
+        ("HM402", 4, 0, "synthesized"),  # the safe run's interrupted return is no result: lifted, then made again
+        ("HM402", 2, 1, "result-before-call"),
+        ("HM406", 4, 0, "dangling"),
+    ]
     assert messages[2]["parts"] == [{"part_kind": "user-prompt", "content": "now"}]
+    del once[4]["parts"][0]
+    run(once, "HM402", "HM406", unsafe_fixes=True)
+    assert messages == once
 
 
 def test_hm402_is_not_an_orphan() -> None:

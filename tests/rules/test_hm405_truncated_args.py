@@ -3,8 +3,16 @@ not JSON, unless a retried result answers it (the framework saw it and asked aga
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import orjson
+import pytest
+from pydantic_ai import Agent, IncompleteToolCall, capture_run_messages
+from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelResponse, ToolCallPart
+from pydantic_ai.models.function import FunctionModel
+
+from histmig import api
 from histmig.api import validate
 from histmig.rules.base import Finding
 from tests.rules.conftest import call, check_found, check_noop, result
@@ -84,3 +92,32 @@ def test_hm405_leaves_empty_and_null_args_alone() -> None:
 def test_hm405_reports_cut_args_of_a_call_the_framework_answered_as_interrupted() -> None:
     interrupted = _returned("get_weather", "a", "The tool call was interrupted before a result was produced.")
     check_found("HM405", _history('{"city": "Os', interrupted | {"outcome": "interrupted"}), [CUT])
+
+
+def test_a_call_the_token_limit_cut_in_the_last_response_is_a_warning_as_2_68_records_it(tmp_path: Path) -> None:
+    def cut(messages, info):  # the provider stopped mid-call: its token limit
+        return ModelResponse(parts=[ToolCallPart("weather", '{"city": "Os', "c1")], finish_reason="length")
+
+    agent = Agent(FunctionModel(cut))
+
+    @agent.tool_plain
+    def weather(city: str) -> str:
+        return city
+
+    with capture_run_messages() as messages, pytest.raises(IncompleteToolCall):
+        agent.run_sync("weather in Oslo?")  # the first cut call is retried, the second ends the run
+    history = orjson.loads(ModelMessagesTypeAdapter.dump_json(messages))
+    found = api.validate(history)
+    assert [(f.code, f.severity) for f in found] == [("HM405", "warning"), ("HM407", "warning")]
+    assert found[0].text.endswith("(the token limit cut it: finish_reason 'length')")
+    source = tmp_path / "run.json"
+    source.write_bytes(orjson.dumps(history))
+    assert api.check(str(source)).exit_code == 0  # a warning does not fail check
+    last = max(m for m, message in enumerate(history) if message["kind"] == "response")
+    assert history[last]["finish_reason"] == "length" and history[-1] == history[-1] | {"kind": "request", "parts": []}
+    history[last]["finish_reason"] = "stop"  # a cut call the history does not explain
+    assert [(f.code, f.severity) for f in api.validate(history)] == [("HM405", "error"), ("HM407", "warning")]
+    history[last]["finish_reason"] = "length"
+    history.append({"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "again"}]})
+    history.append({"kind": "response", "parts": [{"part_kind": "text", "content": "ok"}]})
+    assert [f.severity for f in api.validate(history) if f.code == "HM405"] == ["error"]  # no longer the last response

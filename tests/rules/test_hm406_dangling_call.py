@@ -7,11 +7,10 @@ from typing import Any
 
 import orjson
 
-from histmig.api import migrate
 from histmig.options import Options
 from histmig.rules.base import Change
 from histmig.rules.pairing import INTERRUPTED_CONTENT, SYNTHESIZED_KEY
-from tests.rules.conftest import call, check_noop, check_transformed, run
+from tests.rules.conftest import call, check_noop, check_transformed, migrate, run
 
 PROMPT = {"part_kind": "user-prompt", "content": "go"}
 DONE = {"kind": "response", "parts": [{"part_kind": "text", "content": "done"}]}

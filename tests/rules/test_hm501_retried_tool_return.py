@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from histmig.api import migrate
 from histmig.errors import Malformed
 from histmig.options import Options
 from histmig.rules.base import Change, conversation_key, derived_tool_call_id
-from tests.rules.conftest import check_noop, check_transformed
+from tests.rules.conftest import check_noop, check_transformed, migrate
 
 CALL = {
     "kind": "response",

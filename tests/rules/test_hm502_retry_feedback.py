@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from histmig.api import migrate
 from histmig.options import Options
 from histmig.rules.base import Change, conversation_key, derived_tool_call_id
-from tests.rules.conftest import check_noop, check_transformed
+from tests.rules.conftest import check_noop, check_transformed, migrate
 
 ERRORS = [{"type": "json_invalid", "loc": [], "msg": "Invalid JSON", "input": "{", "ctx": {"error": "EOF"}}]
 FEEDBACK = {

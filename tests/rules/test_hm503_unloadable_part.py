@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from histmig.api import migrate
 from histmig.options import Options
 from histmig.rules.base import Change, Finding
-from tests.rules.conftest import check_found, check_noop, check_transformed
+from tests.rules.conftest import check_found, check_noop, check_transformed, migrate
 
 PROMPT = {"part_kind": "user-prompt", "content": "hi"}
 LOST_SPEECH = "lost the part (2.0.0 cannot load it: loaded from 2.28.0)"

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from histmig.api import migrate
 from histmig.options import Options
 from histmig.rules.base import Change
-from tests.rules.conftest import check_noop, check_transformed
+from tests.rules.conftest import check_noop, check_transformed, migrate
 
 
 def _response(args: Any) -> list[dict[str, Any]]:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from histmig.api import migrate
 from histmig.options import Options
 from histmig.rules.base import Change
-from tests.rules.conftest import check_noop, check_transformed
+from tests.rules.conftest import check_noop, check_transformed, migrate
 
 TEXT = {"part_kind": "text", "content": "hello"}
 RENAMED = Change("HM507", 0, None, "provider_response_id", "provider_request_id", "field-rename", "exact")

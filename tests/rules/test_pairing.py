@@ -204,3 +204,36 @@ def test_no_pairing_fix_acts_on_a_fragment() -> None:
             done = rule.fix(work, Options().plan().context)
             assert work == piece and done and all(type(d) is Finding for d in done), rule.code
             assert {(d.certainty, d.severity) for d in done} == {("fragment", "warning")}, rule.code
+
+
+def test_lifting_stand_ins_removes_synthesized_returns_and_the_requests_they_alone_made_up() -> None:
+    from histmig.rules.pairing import lift_stand_ins
+
+    response = {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "t", "tool_call_id": "a"}]}
+    stand_in = interrupted_return(response["parts"][0], response)
+    stored = {
+        "part_kind": "tool-return",
+        "tool_name": "t",
+        "content": "x",
+        "tool_call_id": "b",
+        "outcome": "interrupted",
+    }
+    messages = [
+        response,
+        new_request([dict(stand_in)]),  # HM406's own request: goes
+        {"kind": "request", "parts": [stored, dict(stand_in)], "metadata": {"n": 1}},
+        {"kind": "request", "parts": [dict(stand_in)], "metadata": {"n": 2}},  # a stored request: stays, emptied
+    ]
+    changes = lift_stand_ins(messages, "HM401")
+    assert [(c.message, c.part, c.before, c.evidence) for c in changes] == [
+        (1, 0, "tool-return", "synthesized"),
+        (1, None, "request", "synthesized"),
+        (2, 1, "tool-return", "synthesized"),
+        (3, 0, "tool-return", "synthesized"),
+    ]
+    assert messages == [
+        response,
+        {"kind": "request", "parts": [stored], "metadata": {"n": 1}},
+        {"kind": "request", "parts": [], "metadata": {"n": 2}},
+    ]
+    assert lift_stand_ins(messages, "HM401") == []

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-import pytest
+import re
 
-from histmig.api import migrate
+import pytest
+from pydantic import ValidationError
+
 from histmig.errors import Malformed
 from histmig.rules.retry import dump_error_details
 from tests.conftest import framework_dump
+from tests.rules.conftest import migrate
 
 
 def test_dump_error_details_matches_the_framework() -> None:
@@ -48,6 +51,33 @@ def test_a_content_no_release_wrote_is_malformed(tool_name: str | None) -> None:
         {"kind": "request", "parts": [{"content": {"a": 1}, "tool_name": tool_name, "part_kind": "retry-prompt"}]}
     ]
     with pytest.raises(Malformed, match=r"^messages\[0\]\.parts\[0\]\.content: "):
+        migrate(messages)
+
+
+@pytest.mark.parametrize(
+    ("content", "at", "said"),
+    [
+        (["a", "b"], "[0]", "an error-details entry must be an object"),
+        ([{"loc": 5, "msg": None}], "[0]", "an error-details entry must have 'type'"),
+        ([{"type": "missing", "loc": 5, "msg": "m", "input": 1}], "[0].loc", "'loc' of an error-details entry"),
+        ([{"type": "missing", "loc": ["a", None], "msg": "m"}], "[0].loc", "'loc' of an error-details entry"),
+        ([{"type": "missing", "loc": [], "msg": None}], "[0].msg", "'msg' of an error-details entry must be"),
+        (
+            [{"type": "t", "loc": [], "msg": "m", "input": 1}, {"type": "t", "loc": [], "msg": "m", "url": 3}],
+            "[1].url",
+            "'url'",
+        ),
+    ],
+)
+@pytest.mark.parametrize("tool_name", ["t", None])
+def test_an_error_list_the_loader_refuses_is_malformed_at_its_entry(
+    content: list, at: str, said: str, tool_name: str | None
+) -> None:
+    part = {"content": content, "tool_name": tool_name, "tool_call_id": "c", "part_kind": "retry-prompt"}
+    messages = [{"kind": "request", "parts": [part]}]
+    with pytest.raises(ValidationError):  # pydantic-ai 2.68 still loads a retry-prompt: not this one
+        framework_dump(messages)
+    with pytest.raises(Malformed, match=rf"^messages\[0\]\.parts\[0\]\.content{re.escape(at)}: {re.escape(said)}"):
         migrate(messages)
 
 

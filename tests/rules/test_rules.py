@@ -14,12 +14,12 @@ import pytest
 from typer.testing import CliRunner
 
 import histmig.rules
-from histmig.api import migrate
 from histmig.cli import app
 from histmig.errors import UnknownRule
 from histmig.options import Options
 from histmig.rules import known_part_kinds, nulls_kept, opt_ins, pending, registry, select
 from histmig.screen import Screen
+from tests.rules.conftest import migrate
 
 CALL = {"part_kind": "tool-call", "tool_name": "t", "args": {}, "tool_call_id": "c"}
 RETURN = {"part_kind": "tool-return", "tool_name": "t", "content": "x", "tool_call_id": "c"}
@@ -293,7 +293,10 @@ def test_a_rule_added_as_one_module_is_picked_up_everywhere(toy_rules: Path) -> 
     assert check.exit_code == 1
     report = orjson.loads(check.stdout)
     assert report["summary"]["parts_by_rule"] == {"HM901": 1} and report["summary"]["findings_by_rule"] == {"HM902": 1}
-    assert "histmig check: 1 of 2 records to migrate, 0 invalid, 0 rejected, 1 finding" in check.stderr
+    assert (
+        "histmig check: 1 of 2 records to migrate, 0 invalid, 0 rejected, 0 with findings only, 1 current and valid; 1 finding"
+        in check.stderr
+    )
     shown = runner.invoke(app, ["rules", "HM90"])
     assert (
         shown.exit_code == 0
@@ -347,3 +350,10 @@ def test_every_rule_names_its_source_in_pydantic_ai_and_keeps_its_notes_for_deve
         assert rule.source.startswith("pydantic-ai "), rule.code
         assert "framework-facts" not in rule.source + rule.docs.what + rule.docs.why, rule.code
         assert rule.facts.startswith("docs/framework.md §"), rule.code
+
+
+def test_every_rule_that_finds_says_why_its_findings_are_errors_or_warnings() -> None:
+    finders = [rule for rule in registry() if rule.find is not None]
+    assert [rule.code for rule in finders if not rule.docs.severity] == []
+    assert {rule.code for rule in finders} >= {"HM401", "HM403", "HM405", "HM406", "HM407"}
+    assert all(rule.docs.severity.startswith("Warning" if rule.severity == "warning" else "Error") for rule in finders)

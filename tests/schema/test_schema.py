@@ -10,7 +10,6 @@ import orjson
 
 from histmig.schema import PLAIN_CURRENT_PATH, REQUEST_PART_KINDS, RESPONSE_PART_KINDS, CurrentHistory, plain_schema
 from histmig.schema.current import ModelRequestPart, ModelResponsePart
-
 from tests.conftest import ROOT
 
 

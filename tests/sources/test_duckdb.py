@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from histmig.cli import app
 from histmig import api
+from histmig.cli import app
 from histmig.engine import Stream
 from histmig.options import Options
 from histmig.sources.duckdb import quote
@@ -320,3 +320,24 @@ def test_histmig_s_own_names_never_stand_for_a_user_s(tmp_path: Path, records, n
     assert read_table(db, name).column("messages").to_pylist() == read_table(db).column("messages").to_pylist()
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT * FROM __histmig_updates").fetchall() == [("mine",)]
+
+
+def test_to_table_says_which_foreign_keys_and_indexes_it_left_out(tmp_path: Path, records) -> None:
+    db = tmp_path / "chats.duckdb"
+    legacy = next(r for r in records if b"retry-prompt" in orjson.dumps(r))
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE users (id INTEGER PRIMARY KEY)")
+        con.execute("INSERT INTO users VALUES (1)")
+        con.execute("CREATE TABLE conv (id INTEGER PRIMARY KEY, user_id INTEGER REFERENCES users (id), messages JSON)")
+        con.execute("CREATE INDEX by_user ON conv (user_id)")
+        con.execute("CREATE INDEX by_messages ON conv (messages)")
+        con.execute("INSERT INTO conv VALUES (1, 1, ?)", [orjson.dumps(legacy["messages"]).decode()])
+        con.execute("CREATE TABLE plain AS SELECT id, messages FROM conv")
+    result = api.convert(str(db), None, Options(table="conv"), to_table="conv_v2")
+    assert result.verdict.endswith(
+        "written to conv_v2 (without the 1 foreign key and 2 indexes of the table read: --to-table does not copy them)"
+    )
+    with duckdb.connect(str(db)) as con:
+        assert con.execute("SELECT count(*) FROM duckdb_indexes() WHERE table_name = 'conv_v2'").fetchall() == [(0,)]
+    bare = api.convert(str(db), None, Options(table="plain"), to_table="plain_v2")
+    assert bare.verdict.endswith("written to plain_v2")  # nothing left out: nothing said

@@ -290,7 +290,7 @@ def test_an_application_update_between_read_and_write_is_kept_and_reported(
         {
             "source": f"{postgres_db}:{TABLE}",
             "location": f"id={victim}",
-            "id": None,
+            "id": str(victim),  # the key column "id" is the id
             "status": "skipped",
             "errors": [SKIPPED],
         }
@@ -745,3 +745,31 @@ def test_a_conversation_an_application_changes_mid_run_is_skipped_whole_and_a_re
     again = api.convert(postgres_db, None, CONVERSATIONS, in_place=True)
     assert again.report.counts["changed"] == len(skipped) and again.exit_code == 0
     assert api.check(postgres_db, CONVERSATIONS).report.counts["changed"] == 0
+
+
+def test_a_uuid_primary_key_named_id_is_the_records_id(postgres_db: str, records) -> None:
+    legacy = next(r for r in records if b"retry-prompt" in orjson.dumps(r["messages"]))
+    key = uuid.UUID(int=7)
+    with psycopg.connect(postgres_db, autocommit=True) as con:
+        con.execute("CREATE TABLE by_uuid (id uuid PRIMARY KEY, messages jsonb)")
+        con.execute("INSERT INTO by_uuid VALUES (%s, %s)", (key, orjson.dumps(legacy["messages"]).decode()))
+    report = api.audit(postgres_db, Options(table="by_uuid")).report
+    assert {(row["location"], row["id"]) for row in report.changes} == {(f"id={key}", str(key))}
+
+
+def test_to_table_says_which_foreign_keys_and_triggers_it_left_out(postgres_db: str, records) -> None:
+    legacy = next(r for r in records if b"retry-prompt" in orjson.dumps(r["messages"]))
+    with psycopg.connect(postgres_db, autocommit=True) as con:
+        con.execute("CREATE TABLE owners (id int PRIMARY KEY)")
+        con.execute("INSERT INTO owners VALUES (1)")
+        con.execute("CREATE TABLE owned (id int PRIMARY KEY, owner int REFERENCES owners (id), messages jsonb)")
+        con.execute("CREATE FUNCTION touch() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$")
+        con.execute("CREATE TRIGGER touched BEFORE UPDATE ON owned FOR EACH ROW EXECUTE FUNCTION touch()")
+        con.execute("INSERT INTO owned VALUES (1, 1, %s)", (orjson.dumps(legacy["messages"]).decode(),))
+    result = api.convert(postgres_db, None, Options(table="owned"), to_table="owned_v2")
+    assert result.exit_code == 0 and result.verdict.endswith(
+        "written to owned_v2 (without the 1 foreign key and 1 trigger of the table read: --to-table does not copy them)"
+    )
+    assert query(
+        postgres_db, "SELECT count(*) FROM pg_constraint WHERE conrelid = 'owned_v2'::regclass AND contype = 'f'"
+    ) == [(0,)]

@@ -204,7 +204,13 @@ def test_an_application_update_between_read_and_write_is_kept_and_reported(
     counts = result.report.counts
     assert (counts["changed"], counts["skipped"], result.exit_code) == (137, 1, 1)
     assert result.report.errors == [
-        {"source": f"{db}:{TABLE}", "location": f"id={victim}", "id": None, "status": "skipped", "errors": [SKIPPED]}
+        {
+            "source": f"{db}:{TABLE}",
+            "location": f"id={victim}",
+            "id": str(victim),
+            "status": "skipped",
+            "errors": [SKIPPED],
+        }
     ]
     monkeypatch.undo()
     assert api.convert(str(db), None, Options(table=TABLE), in_place=True).report.counts["changed"] == 1

@@ -1,0 +1,57 @@
+"""Duplicated keys (histmig.duplicates): found exactly, named with their path, and a record
+without one costs one encode."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from histmig.duplicates import duplicated_key
+from tests.conftest import CORPUS
+
+_DECODER = msgspec.json.Decoder()
+
+
+def _found(raw: bytes) -> str | None:
+    problem = duplicated_key(raw, _DECODER.decode(raw))
+    return None if problem is None else str(problem)
+
+
+@pytest.mark.parametrize(
+    ("raw", "said"),
+    [
+        (b'{"messages":[],"messages":[]}', "duplicated key 'messages'"),
+        (b'[{"kind":"request","kind":"response","parts":[]}]', "messages[0]: duplicated key 'kind'"),
+        (
+            b'{"messages":[{"kind":"request","parts":[{"part_kind":"retry-prompt","part_kind":"text"}]}]}',
+            "messages[0].parts[0]: duplicated key 'part_kind'",
+        ),
+        (
+            b'{"a":{"b":[1,{"tool_call_id":"x","c":"y","tool_call_id":"x"}]}}',
+            "a.b[1]: duplicated key 'tool_call_id'",
+        ),
+        (b'{"x":"a\\u003ab","k":1,"k":2}', "duplicated key 'k'"),  # an escaped colon: found the slow way
+        (b'{"k" : 1 ,\n "k": {"k":1}}', "duplicated key 'k'"),  # whitespace around the colon
+        (b'{"s":"a:b","k":{"v":"c:d"},"k":{}}', "duplicated key 'k'"),  # the dropped value held a colon
+    ],
+)
+def test_a_duplicated_key_is_named_with_its_path(raw: bytes, said: str) -> None:
+    assert _found(raw) == said + ": readers differ on which of its values counts"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"x":"a\\u003ab","k":1}',
+        b'{"args":"{\\"a\\":1,\\"a\\":2}"}',  # a duplicate inside a string is the string's own business
+        b'{"k\\u0022":1,"k":2}',
+        b"[]",
+    ],
+)
+def test_a_record_without_one_is_passed(raw: bytes) -> None:
+    assert _found(raw) is None
+
+
+def test_no_record_of_the_corpus_has_one() -> None:
+    lines = (CORPUS / "all.jsonl").read_bytes().splitlines()
+    assert len(lines) == 212 and [_found(line) for line in lines] == [None] * 212
