@@ -765,7 +765,8 @@ class TableInput(Input):
     def _notes(self) -> list[str]:
         """Under ``--conversation``, when no index of the table starts with the conversation
         and order columns: that one would let the database read the rows in that order
-        instead of sorting the table first."""
+        instead of sorting the table first. The statement names its index (SQLite requires a
+        name; PostgreSQL's own default, ``TABLE_COLUMNS_idx``), so it runs as printed on both."""
         grouping = self.grouping
         if grouping is None:
             return []
@@ -773,9 +774,10 @@ class TableInput(Input):
         if not wanted or any(tuple(index[: len(wanted)]) == wanted for index in self._indexes):
             return []
         columns = ", ".join(map(self.quote, wanted))
+        index = self.quote("_".join([self.table, *wanted, "idx"]))
         return [
             f"{self.name}: no index on ({columns}), so the table was sorted to read it conversation by conversation; "
-            f"CREATE INDEX ON {self._relation()} ({columns}) would let it be read in that order"
+            f"CREATE INDEX {index} ON {self._relation()} ({columns}) would let it be read in that order"
         ]
 
     def _index_columns(self) -> list[tuple[str, ...]]:

@@ -773,3 +773,14 @@ def test_to_table_says_which_foreign_keys_and_triggers_it_left_out(postgres_db: 
     assert query(
         postgres_db, "SELECT count(*) FROM pg_constraint WHERE conrelid = 'owned_v2'::regclass AND contype = 'f'"
     ) == [(0,)]
+
+
+def test_the_index_the_verdict_suggests_runs_as_printed_and_ends_the_note(postgres_db: str) -> None:
+    _, records = stored_apart("per message")
+    messages_table(postgres_db, records[:20])
+    notes = api.audit(postgres_db, CONVERSATIONS).notes
+    statement = 'CREATE INDEX "chat_messages_conversation_id_seq_idx" ON "chat_messages" ("conversation_id", "seq")'
+    assert [note.split("; ")[1] for note in notes] == [f"{statement} would let it be read in that order"]
+    with psycopg.connect(postgres_db, autocommit=True) as con:
+        con.execute(statement)
+    assert api.audit(postgres_db, CONVERSATIONS).notes == []

@@ -541,11 +541,18 @@ def test_the_verdict_says_an_index_on_the_conversation_would_help_until_there_is
     _, stored = stored_apart("per run")
     db = sessions_db(tmp_path / "chat.sqlite", stored[:20])
     options = Options(table="messages", messages_column="message_list", conversation=("session_id",), order="seq")
-    assert api.audit(str(db), options).notes == [
+    notes = api.audit(str(db), options).notes
+    assert notes == [
         f'{db}:messages: no index on ("session_id", "seq"), so the table was sorted to read it conversation by '
-        'conversation; CREATE INDEX ON "messages" ("session_id", "seq") would let it be read in that order'
+        'conversation; CREATE INDEX "messages_session_id_seq_idx" ON "messages" ("session_id", "seq") would let it '
+        "be read in that order"
     ]
+    statement = notes[0].split("; ")[1].removesuffix(" would let it be read in that order")
     with closing(sqlite3.connect(db)) as con:
+        con.execute(statement)
+    assert api.audit(str(db), options).notes == []
+    with closing(sqlite3.connect(db)) as con:
+        con.execute('DROP INDEX "messages_session_id_seq_idx"')
         con.execute("CREATE INDEX by_session ON messages (session_id, seq, id)")
     assert api.audit(str(db), options).notes == []
     assert api.audit(str(db), Options(table="messages", messages_column="message_list")).notes == []
