@@ -570,8 +570,8 @@ class Options:
         ),
         _flag(
             ("--quiet", "-q"),
-            "Nothing on stderr: no report, error lines nor summary line "
-            "(a --report file is still written; the exit code tells).",
+            "No report, error lines nor summary line on stderr (a --report file is still written; the exit "
+            "code tells); usage errors, warnings and notes are still printed.",
             RUNS,
             "report",
             name="quiet",

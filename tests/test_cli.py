@@ -746,3 +746,16 @@ def test_check_in_ci_annotates_new_findings_only_and_fills_the_step_summary(
     ]
     assert "histmig check: 1 finding not in the baseline (HM406: 1); 270 known ones passed over" in failed.stderr
     assert "# ❌ fail (exit 1): histmig check" in summary.read_text()  # added after the first run's
+
+
+def test_quiet_leaves_out_report_and_verdict_and_still_prints_the_notes(tmp_path: Path) -> None:
+    """As ``--quiet``'s help says: the notes (here the chat-app table's null primary key) stay."""
+    db = tmp_path / "chat.sqlite"
+    shutil.copy(FIXTURES / "chat_app" / "weather.sqlite", db)
+    quiet = invoke("audit", str(db), "--table", "messages", "-q")
+    assert quiet.exit_code == 0
+    assert quiet.stderr.splitlines() == [
+        f"histmig: note: {db}:messages: the primary key (id) is null on some rows; rows are read in rowid order "
+        "and named by it"
+    ]
+    assert "histmig audit: 0 of 2 records" in invoke("audit", str(db), "--table", "messages").stderr
