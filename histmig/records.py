@@ -370,19 +370,25 @@ def locate_messages(
         raise NotAHistory(
             f"field {present!r} is not an array (if the {what} are in another field, name it with --messages-field)"
         )
+    if _is_message(obj):
+        raise NotAHistory(
+            "the record is one message, not a history (a store of one message a record: convert, audit and check "
+            "put each conversation together with --conversation KEY --order KEY, docs/layouts.md)"
+        )
     raise NotAHistory(f"no {what} field found (name it with --messages-field)")
+
+
+def _is_message(obj: dict[str, Any]) -> bool:
+    """Whether ``obj`` is one ``ModelRequest``/``ModelResponse`` object (a ``kind`` of
+    :data:`MESSAGE_KINDS` and a ``parts`` list)."""
+    return obj.get("kind") in MESSAGE_KINDS and isinstance(obj.get("parts"), list)
 
 
 def locate_in_conversation(obj: Any, field: str | None = None) -> Located:
     """:func:`locate_messages` for a record of a conversation (``--conversation``), which
     may also be one message, a ``ModelRequest``/``ModelResponse`` object (a store of one
     message a row): its history is that message alone (:attr:`Located.single`)."""
-    if (
-        field is None
-        and isinstance(obj, dict)
-        and obj.get("kind") in MESSAGE_KINDS
-        and isinstance(obj.get("parts"), list)
-    ):
+    if field is None and isinstance(obj, dict) and _is_message(obj):
         return Located([obj], single=True)
     return locate_messages(obj, field)
 

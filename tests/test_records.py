@@ -115,6 +115,12 @@ def test_a_field_path_that_names_no_key_is_refused(spec: str, said: str) -> None
         ),
         ({"a": HISTORY, "b": HISTORY}, None, "no messages field found (name it with --messages-field)"),
         ({"a": {"m": HISTORY}, "b": {"m": HISTORY}}, None, "no messages field found (name it with --messages-field)"),
+        (
+            HISTORY[0],
+            None,
+            "the record is one message, not a history (a store of one message a record: convert, audit and check "
+            "put each conversation together with --conversation KEY --order KEY, docs/layouts.md)",
+        ),
     ],
 )
 def test_what_is_not_a_history_is_said(obj: object, field: str | None, message: str) -> None:
