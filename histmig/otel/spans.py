@@ -29,6 +29,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from histmig.errors import SpanError
+from histmig.records import MESSAGE_FIELD_CANDIDATES
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,9 @@ def parse_export(raw: bytes, line: int) -> list[Span]:
     except orjson.JSONDecodeError as exc:
         raise SpanError(f"line {line}: invalid JSON: {exc}") from exc
     if not isinstance(obj, dict) or not isinstance(obj.get("resourceSpans"), list):
-        raise SpanError(f"line {line}: not an OTLP export request (no resourceSpans list)")
+        stored = isinstance(obj, list) or (isinstance(obj, dict) and any(k in obj for k in MESSAGE_FIELD_CANDIDATES))
+        hint = "; it holds a stored history: histmig convert, audit and check read it as it is" if stored else ""
+        raise SpanError(f"line {line}: not an OTLP export request (no resourceSpans list){hint}")
     spans: list[Span] = []
     for r_index, resource in enumerate(obj["resourceSpans"]):
         scopes = resource.get("scopeSpans", []) if isinstance(resource, dict) else None

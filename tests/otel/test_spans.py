@@ -65,8 +65,21 @@ def test_a_truncated_line_is_an_error_naming_it() -> None:
 
 
 def test_a_line_that_is_not_an_export_request_is_an_error() -> None:
-    with pytest.raises(SpanError, match=r"^line 2: not an OTLP export request"):
+    with pytest.raises(SpanError, match=r"^line 2: not an OTLP export request \(no resourceSpans list\)$"):
         parse_export(b'{"resourceLogs": []}', 2)
+
+
+@pytest.mark.parametrize("line", [b'[{"kind": "request", "parts": []}]', b'{"id": 1, "messages": []}'])
+def test_a_stored_history_given_as_spans_is_named_as_one(line: bytes) -> None:
+    with pytest.raises(SpanError) as raised:
+        parse_export(line, 4)
+    assert str(raised.value) == (
+        "line 4: not an OTLP export request (no resourceSpans list); it holds a stored history: histmig convert, "
+        "audit and check read it as it is"
+    )
+
+
+def test_a_line_whose_resource_spans_are_not_read_is_an_error() -> None:
     with pytest.raises(SpanError, match=r"resourceSpans\[0\]: no scopeSpans list"):
         parse_export(b'{"resourceSpans": [{"scopeSpans": 3}]}', 1)
 
