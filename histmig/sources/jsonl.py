@@ -558,6 +558,7 @@ class GroupedLines(LinesInput):
         super().__init__(path, destination, size)
         self._grouping = grouping
         self._edits: list[tuple[int, int, tuple[int, int] | None]] = []
+        self._keyless = False
 
     def __enter__(self) -> GroupedLines:
         super().__enter__()
@@ -616,6 +617,7 @@ class GroupedLines(LinesInput):
                 groups[key].append((sort, number, chunk.offset + start, stop - start))
         if file is None:
             return
+        self._keyless = bool(notes) and all(isinstance(key, int) for key in groups)
         batch: list[tuple[Any, list[Line]]] = []
         size = 0
         for key, members in groups.items():
@@ -629,6 +631,18 @@ class GroupedLines(LinesInput):
                 batch, size = [], 0
         if batch:
             yield self._task(file, batch, names, notes, size)
+
+    def written(self) -> Written:
+        """:meth:`LinesInput.written`, and a note when no record holds the conversation key
+        (a misspelt ``--conversation`` makes every record a conversation of its own)."""
+        done = super().written()
+        if self._keyless:
+            keys = ", ".join(self._grouping.keys)
+            done.notes.append(
+                f"{self.name}: no record holds the conversation key ({keys}), so each was a conversation of its own: "
+                "is --conversation spelt as the records' field?"
+            )
+        return done
 
     def _task(
         self,

@@ -482,6 +482,21 @@ def test_a_conversation_past_the_limit_is_rejected_whole_and_a_record_without_a_
     ]
 
 
+def test_a_conversation_key_no_record_holds_is_noted_as_maybe_misspelt(tmp_path: Path) -> None:
+    path = tmp_path / "runs.jsonl"
+    path.write_bytes(_lines_of({"session_id": "s", "messages": [_PROMPT, _CALL]}, [_RETRY, _ANSWER]))
+    result = api.audit(str(path), Options(conversation=("sesion_id",)))
+    assert result.notes == [
+        f"{path}: no record holds the conversation key (sesion_id), so each was a conversation of its own: "
+        "is --conversation spelt as the records' field?"
+    ]
+    assert [(row["location"], row["warnings"]) for row in result.report.warnings] == [
+        ("line 1", ["no conversation key (sesion_id missing or null): a conversation of its own"])
+    ]
+    path.write_bytes(_lines_of({"session_id": "s", "messages": [_PROMPT, _CALL]}, {"messages": [_RETRY, _ANSWER]}))
+    assert api.audit(str(path), Options(conversation=("session_id",))).notes == []  # one record holds it
+
+
 @pytest.mark.parametrize("name", ["chats.parquet", "chats.json"])
 def test_a_format_that_does_not_group_refuses_conversation(tmp_path: Path, name: str) -> None:
     path = tmp_path / name
