@@ -10,7 +10,9 @@ built back into the column's *widened* type (:func:`widened_type`): the input ty
 fields the rules write (``outcome``, ``retry``, ``instructions``). A nested column cannot
 tell a null field from an absent one (every struct has every field): the engine sees a null
 field as absent, except where a rule repairs nulls (:func:`histmig.rules.nulls_kept`), and
-absent fields come back as null. A migrated history the
+absent fields come back as null, but for ``outcome`` in a column that had none (before 2.60),
+which 2.68 refuses as null: a ``tool-return`` without one gets ``"success"``, the value it
+means. A migrated history the
 widened type cannot hold (a value whose type changes, such as legacy ``{"args_json": ...}``
 tool arguments becoming a string) is rejected and its cell kept unchanged. A null cell is
 not a record: it is carried as it is and not counted. Every other column is untouched.
@@ -197,6 +199,27 @@ def widened_type(messages_type: pa.DataType) -> pa.DataType:
     return _list_like(messages_type, _merge(pa.struct(fields), new_message_fields()))
 
 
+def _part_fields(messages_type: pa.DataType) -> set[str]:
+    """The field names of the part struct of a nested messages column's type (none known: empty)."""
+    message = _storage(messages_type).value_type
+    index = message.get_field_index("parts")
+    parts = message.field(index).type if index >= 0 else None
+    if parts is None or not (pa.types.is_list(parts) or pa.types.is_large_list(parts)):
+        return set()
+    return {f.name for f in parts.value_type} if pa.types.is_struct(parts.value_type) else set()
+
+
+def _outcome_filled(messages: list[Any]) -> None:
+    """Give each ``tool-return`` part of ``messages`` without an ``outcome`` the one pydantic-ai
+    reads an absent one as, ``"success"`` (2.68 ``ToolReturnPart.outcome``'s default), in place.
+    A column widened with ``outcome`` would otherwise hold null there for every return, which
+    2.68 refuses (``outcome`` is a literal, not optional)."""
+    for message in messages:
+        for part in (message.get("parts") or []) if isinstance(message, dict) else []:
+            if isinstance(part, dict) and part.get("part_kind") == "tool-return" and part.get("outcome") is None:
+                part["outcome"] = "success"
+
+
 def _without_nulls(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _without_nulls(v) for k, v in value.items() if v is not None}
@@ -273,6 +296,7 @@ class ColumnMigrator:
             raise ColumnError(f"{self.source}: no id column {self.id_column!r}")
         self.kind: ColumnKind = kind
         self.output_type = widened_type(self.input_type) if kind == "nested" else self.input_type
+        self.adds_outcome = kind == "nested" and "outcome" not in _part_fields(self.input_type)
 
     @property
     def output_schema(self) -> pa.Schema:
@@ -343,6 +367,11 @@ class ColumnMigrator:
             return outcome
 
         run_records(cells(), self.job.processor(), report, record, accept)
+        if self.adds_outcome:
+            skipped = set(rejected)
+            for i, value in enumerate(values):
+                if value is not None and i not in skipped:
+                    _outcome_filled(value)
         if nested:
             return Cells(
                 list(range(len(values))), pa.array(values, type=self.output_type), len(values), positions, rejected

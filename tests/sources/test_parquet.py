@@ -166,6 +166,36 @@ def test_nested_column_is_widened_and_matches_the_jsonl_path(tmp_path: Path, nes
     assert {"outcome", "retry"} <= new_fields
 
 
+def test_a_legacy_nested_column_widened_with_outcome_still_loads_in_2_68(tmp_path: Path) -> None:
+    """A column written before 2.60 has no ``outcome``; widened with it, every tool-return
+    would hold null, which 2.68 refuses: a return without one gets the default it means."""
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+    def part(**fields: str) -> dict[str, str | None]:
+        return {"part_kind": None, "content": None, "tool_name": None, "tool_call_id": None, **fields}
+
+    def history(answer: str) -> list[dict]:
+        return [
+            {"kind": "request", "parts": [part(part_kind="user-prompt", content="Weather?")]},
+            {"kind": "response", "parts": [part(part_kind="tool-call", tool_name="w", tool_call_id="c1")]},
+            {"kind": "request", "parts": [part(part_kind=answer, tool_name="w", tool_call_id="c1", content="Rain.")]},
+            {"kind": "response", "parts": [part(part_kind="text", content="It rains.")]},
+        ]
+
+    source = tmp_path / "legacy.parquet"
+    pq.write_table(
+        pa.table({"id": ["ok", "retried"], "messages": [history("tool-return"), history("retry-prompt")]}), source
+    )
+    out = tmp_path / "out.parquet"
+    report = api.convert(str(source), str(out)).report
+    assert (report.counts["changed"], report.counts["unchanged"]) == (1, 1)
+    cells = pq.read_table(out).column("messages").to_pylist()
+    assert [cell[2]["parts"][0]["outcome"] for cell in cells] == ["success", "retried"]
+    for cell in cells:
+        ModelMessagesTypeAdapter.validate_python(cell)
+    assert api.check(str(out)).exit_code == 0
+
+
 def test_directory_and_glob_inputs_go_to_an_output_directory(tmp_path: Path, records) -> None:
     lake = tmp_path / "lake"
     lake.mkdir()
