@@ -209,15 +209,18 @@ def _part_fields(messages_type: pa.DataType) -> set[str]:
     return {f.name for f in parts.value_type} if pa.types.is_struct(parts.value_type) else set()
 
 
-def _outcome_filled(messages: list[Any]) -> None:
+def _outcome_filled(messages: list[Any]) -> bool:
     """Give each ``tool-return`` part of ``messages`` without an ``outcome`` the one pydantic-ai
-    reads an absent one as, ``"success"`` (2.68 ``ToolReturnPart.outcome``'s default), in place.
-    A column widened with ``outcome`` would otherwise hold null there for every return, which
-    2.68 refuses (``outcome`` is a literal, not optional)."""
+    reads an absent one as, ``"success"`` (2.68 ``ToolReturnPart.outcome``'s default), in place;
+    whether there was one. A column widened with ``outcome`` would otherwise hold null there for
+    every return, which 2.68 refuses (``outcome`` is a literal, not optional)."""
+    filled = False
     for message in messages:
         for part in (message.get("parts") or []) if isinstance(message, dict) else []:
             if isinstance(part, dict) and part.get("part_kind") == "tool-return" and part.get("outcome") is None:
                 part["outcome"] = "success"
+                filled = True
+    return filled
 
 
 def _without_nulls(value: Any) -> Any:
@@ -258,14 +261,16 @@ class Cells(NamedTuple):
     """New values for some cells of one batch's messages column: ``positions``, ascending
     0-based rows of the batch, and ``values``, one a position, of the column's output type;
     ``length`` is the batch's number of rows; ``changed`` and ``rejected``, the rows whose
-    record was migrated, and rejected (kept unchanged). Built by :meth:`ColumnMigrator.migrate_cells`, put in place by
-    :meth:`ColumnMigrator.apply`."""
+    record was migrated, and rejected (kept unchanged); ``filled``, the other rows whose value
+    the widening changed (a tool-return given its ``outcome``: :func:`_outcome_filled`). Built by
+    :meth:`ColumnMigrator.migrate_cells`, put in place by :meth:`ColumnMigrator.apply`."""
 
     positions: list[int]
     values: pa.Array
     length: int
     changed: list[int] = []  # noqa: RUF012 (a NamedTuple's default, only read)
     rejected: list[int] = []  # noqa: RUF012 (a NamedTuple's default, only read)
+    filled: list[int] = []  # noqa: RUF012 (a NamedTuple's default, only read)
 
 
 @dataclass
@@ -367,14 +372,20 @@ class ColumnMigrator:
             return outcome
 
         run_records(cells(), self.job.processor(), report, record, accept)
+        filled: list[int] = []
         if self.adds_outcome:
-            skipped = set(rejected)
+            unfilled, migrated = set(rejected), set(positions)
             for i, value in enumerate(values):
-                if value is not None and i not in skipped:
-                    _outcome_filled(value)
+                if value is not None and i not in unfilled and _outcome_filled(value) and i not in migrated:
+                    filled.append(i)
         if nested:
             return Cells(
-                list(range(len(values))), pa.array(values, type=self.output_type), len(values), positions, rejected
+                list(range(len(values))),
+                pa.array(values, type=self.output_type),
+                len(values),
+                positions,
+                rejected,
+                filled,
             )
         changed: list[bytes] = [values[i] for i in positions]  # type: ignore[misc]  # a changed cell is not null
         return Cells(positions, self._array(changed), len(values), positions, rejected)

@@ -372,9 +372,12 @@ class DuckdbTable(Input):
         """A writer of each batch's changed cells into a temporary table, and the UPDATE of
         the table from it at the end (the column widened first when the migration widens it)."""
         created: list[bool] = []
+        migrated: list[bool] = []
 
         def write(result: BatchResult) -> None:
-            changed = result.cells.changed  # type: ignore[union-attr]  # a written batch has cells
+            cells: Cells = result.cells  # type: ignore[assignment]  # a written batch has cells
+            migrated.extend([True] if cells.changed else [])
+            changed = sorted(cells.changed + cells.filled)  # widening rewrites every row: a filled one too
             if not changed:
                 return
             taken = indices(changed)
@@ -395,6 +398,9 @@ class DuckdbTable(Input):
 
         def finish() -> None:
             if not created:
+                return
+            if not migrated:  # only filled rows: the column is not widened, so they keep what they hold
+                self._con.execute(f"DROP TABLE {quote(self._updates_table)}")
                 return
             migrator = self.migrator
             if migrator.output_type != migrator.input_type:

@@ -57,6 +57,25 @@ def nested_records() -> list[dict[str, Any]]:
     return selected
 
 
+def legacy_nested_table() -> pa.Table:
+    """A nested (``list<struct>``) messages column as a release before 2.60 left it, no
+    ``outcome`` field: row ``ok``'s call answered by a ``tool-return``, row ``retried``'s by a
+    ``retry-prompt``; ``id`` names each."""
+
+    def part(**fields: str) -> dict[str, str | None]:
+        return {"part_kind": None, "content": None, "tool_name": None, "tool_call_id": None, **fields}
+
+    def history(answer: str) -> list[dict[str, Any]]:
+        return [
+            {"kind": "request", "parts": [part(part_kind="user-prompt", content="Weather?")]},
+            {"kind": "response", "parts": [part(part_kind="tool-call", tool_name="w", tool_call_id="c1")]},
+            {"kind": "request", "parts": [part(part_kind=answer, tool_name="w", tool_call_id="c1", content="Rain.")]},
+            {"kind": "response", "parts": [part(part_kind="text", content="It rains.")]},
+        ]
+
+    return pa.table({"id": ["ok", "retried"], "messages": [history("tool-return"), history("retry-prompt")]})
+
+
 def table_of(records: list[dict[str, Any]], nested: bool) -> pa.Table:
     """A table of ``records``: ``id`` int64, ``name`` string, ``created`` timestamp,
     ``tags`` list<string>, ``nothing`` null, ``messages`` JSON text or nested, ``score``

@@ -18,7 +18,14 @@ from histmig.cli import app
 from histmig.engine import Stream
 from histmig.options import Options
 from histmig.sources.duckdb import quote
-from tests.sources.conftest import corpus_records, jsonl_path_output, nested_records, table_of, without_place
+from tests.sources.conftest import (
+    corpus_records,
+    jsonl_path_output,
+    legacy_nested_table,
+    nested_records,
+    table_of,
+    without_place,
+)
 
 runner = CliRunner()
 OTHER = ["id", "name", "created", "tags", "nothing", "score"]
@@ -169,6 +176,31 @@ def test_nested_column_in_place_is_widened(tmp_path: Path) -> None:
         assert after.column(name).equals(before.column(name)), name
     messages_type = dict((row[0], row[1]) for row in column_types(db))["messages"]
     assert "outcome VARCHAR" in messages_type and "retry STRUCT(" in messages_type
+
+
+def test_a_legacy_nested_column_widened_in_place_still_loads_in_2_68(tmp_path: Path) -> None:
+    """As on Parquet: the unchanged row's tool-return gets the outcome it means, not the null
+    the widened column would give it; a table with nothing to migrate is left as it is."""
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+    db = tmp_path / "legacy.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.register("legacy", legacy_nested_table())
+        con.execute("CREATE TABLE t AS SELECT * FROM legacy")
+        con.execute("CREATE TABLE u AS SELECT * FROM legacy WHERE id = 'ok'")
+    report = api.convert(str(db), None, Options(table="t"), in_place=True).report
+    assert (report.counts["changed"], report.counts["unchanged"]) == (1, 1)
+    assert api.convert(str(db), None, Options(table="u"), in_place=True).report.counts["changed"] == 0
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = con.execute("SELECT id, to_json(messages)::VARCHAR FROM t ORDER BY id").fetchall()
+        untouched = con.execute(
+            "SELECT data_type FROM information_schema.columns WHERE table_name = 'u' AND column_name = 'messages'"
+        ).fetchone()
+    outcomes = {key: orjson.loads(text)[2]["parts"][0]["outcome"] for key, text in rows}
+    assert outcomes == {"ok": "success", "retried": "retried"}
+    for _, text in rows:
+        ModelMessagesTypeAdapter.validate_json(text)
+    assert untouched is not None and "outcome" not in untouched[0]
 
 
 @pytest.mark.parametrize(

@@ -25,6 +25,7 @@ from histmig.options import Options
 from histmig.sources.arrow import widened_type
 from tests.conftest import CORPUS, without_run
 from tests.sources.conftest import (
+    legacy_nested_table,
     FIELD_METADATA,
     METADATA,
     ROW_GROUP,
@@ -171,21 +172,8 @@ def test_a_legacy_nested_column_widened_with_outcome_still_loads_in_2_68(tmp_pat
     would hold null, which 2.68 refuses: a return without one gets the default it means."""
     from pydantic_ai.messages import ModelMessagesTypeAdapter
 
-    def part(**fields: str) -> dict[str, str | None]:
-        return {"part_kind": None, "content": None, "tool_name": None, "tool_call_id": None, **fields}
-
-    def history(answer: str) -> list[dict]:
-        return [
-            {"kind": "request", "parts": [part(part_kind="user-prompt", content="Weather?")]},
-            {"kind": "response", "parts": [part(part_kind="tool-call", tool_name="w", tool_call_id="c1")]},
-            {"kind": "request", "parts": [part(part_kind=answer, tool_name="w", tool_call_id="c1", content="Rain.")]},
-            {"kind": "response", "parts": [part(part_kind="text", content="It rains.")]},
-        ]
-
     source = tmp_path / "legacy.parquet"
-    pq.write_table(
-        pa.table({"id": ["ok", "retried"], "messages": [history("tool-return"), history("retry-prompt")]}), source
-    )
+    pq.write_table(legacy_nested_table(), source)
     out = tmp_path / "out.parquet"
     report = api.convert(str(source), str(out)).report
     assert (report.counts["changed"], report.counts["unchanged"]) == (1, 1)
