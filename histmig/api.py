@@ -28,9 +28,6 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from histmig.baseline import entries, judge
-from histmig.baseline import read as read_baseline
-from histmig.baseline import write as write_entries
 from histmig.engine import findings as _findings
 from histmig.engine import migrate as _migrate
 from histmig.engine import process_full, validation_errors
@@ -40,11 +37,14 @@ from histmig.parallel import Progress
 from histmig.problems import Problem
 from histmig.records import Record, check_messages, dumps
 from histmig.report import Report
+from histmig.report.baseline import dumps as baseline_text
+from histmig.report.baseline import entries, judge
+from histmig.report.baseline import read as read_baseline
 from histmig.rules import registry
 from histmig.rules.base import Change, Finding, Rule
 from histmig.run.driver import run
 from histmig.run.result import Result
-from histmig.sources.atomic import check_writable
+from histmig.sources.atomic import atomic_output, check_writable
 from histmig.sources.base import Destination
 
 if TYPE_CHECKING:  # the command imports its module (and pydantic_core) only when it runs
@@ -184,7 +184,8 @@ def check(
         return result
     found = list(entries(result.report))
     if write_baseline is not None:
-        write_entries(write_baseline, found)
+        with atomic_output(write_baseline) as out:
+            out.write(baseline_text(found))
         result.baseline, result.wrote_baseline = found, write_baseline
     else:
         result.baseline, result.judged = known, judge(found, known)  # type: ignore[arg-type]

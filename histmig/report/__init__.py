@@ -61,7 +61,7 @@ class Rendering:
     the summary, saying so; the Markdown report is capped at 1 MiB whatever it is); and
     whether the JSON report gives the run's start time (``timestamp``: the one value that
     differs between two runs of the same command); and the ``baseline`` entries
-    (:class:`~histmig.baseline.Entry`, ``check --baseline``) the GitHub report leaves out."""
+    (:class:`~histmig.report.baseline.Entry`, ``check --baseline``) the GitHub report leaves out."""
 
     detail: Detail = "auto"
     timestamp: bool = True

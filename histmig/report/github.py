@@ -52,7 +52,7 @@ def render(report: Report, stream: TextIO, how: Rendering = Rendering()) -> None
     """Write one workflow command per change, finding, error and warning line of ``report``
     to ``stream``, but those of ``how.baseline`` (see the module docstring). The rows are
     read a batch at a time, so memory stays flat."""
-    from histmig.baseline import line_entry, row_entry
+    from histmig.report.baseline import line_entry, row_entry
 
     known = Counter(entry.key for entry in how.baseline)
 

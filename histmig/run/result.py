@@ -11,11 +11,11 @@ from datetime import datetime, timezone
 from typing import Any
 
 from histmig import __version__, redact
-from histmig.baseline import Entry, Judged
 from histmig.engine import Plan
 from histmig.options import Command, Options
 from histmig.problems import InvalidJson
 from histmig.report import Report, RunInfo, record_name
+from histmig.report.baseline import Entry, Judged
 from histmig.sources.base import Job, Written
 
 
@@ -32,7 +32,7 @@ class Result:
     --reader``; ``None``: not given), the ``warnings`` to show (an input that changed while it
     was read in place, a temporary file a killed run left beside an output), the temporary
     files removed (``cleaned``, ``--clean``), and for ``check --baseline`` the ``baseline``
-    read and how the run fared against it (``judged``, :func:`histmig.baseline.judge`), for
+    read and how the run fared against it (``judged``, :func:`histmig.report.baseline.judge`), for
     ``--write-baseline`` the file written (``wrote_baseline``). :attr:`verdict` and
     :attr:`exit_code` are made from these."""
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 
 from histmig import api
-from histmig.baseline import read
+from histmig.report.baseline import read
 from histmig.records import Outcome, Record
 from histmig.report import Rendering, Report
 from histmig.report.github import command, render

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from histmig import api
-from histmig.baseline import Entry, judge, read
+from histmig.report.baseline import Entry, judge, read
 from histmig.errors import UnreadableInput, UsageError
 from histmig.options import Options
 from tests.conftest import CORPUS

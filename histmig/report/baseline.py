@@ -31,7 +31,6 @@ from histmig.errors import UnreadableInput
 from histmig.problems import parts_of
 from histmig.report import Report
 from histmig.report.rows import ChangeRow, FindingRow
-from histmig.sources.atomic import atomic_output
 
 VERSION = 1
 
@@ -99,12 +98,10 @@ def entries(report: Report) -> Iterator[Entry]:
         yield from (line_entry(report, row, "unknown-part", line) for line in row["warnings"])
 
 
-def write(path: str, found: list[Entry]) -> None:
-    """Write ``found`` as a baseline file at ``path`` (atomically; ``-``: stdout)."""
+def dumps(found: list[Entry]) -> bytes:
+    """``found`` as the text of a baseline file (UTF-8 JSON, entries sorted, a newline at the end)."""
     rows = [entry._asdict() for entry in sorted(found)]
-    text = orjson.dumps({"histmig_baseline": VERSION, "entries": rows}, option=orjson.OPT_INDENT_2) + b"\n"
-    with atomic_output(path) as out:
-        out.write(text)
+    return orjson.dumps({"histmig_baseline": VERSION, "entries": rows}, option=orjson.OPT_INDENT_2) + b"\n"
 
 
 def read(path: str) -> list[Entry]:
