@@ -25,6 +25,8 @@ within a partition; a rejected row keeps its original value.
 
 from __future__ import annotations
 
+import glob
+import io
 import itertools
 import os
 import pickle
@@ -34,7 +36,7 @@ import sys
 import tempfile
 import threading
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
@@ -58,6 +60,9 @@ from histmig.records import Outcome
 from histmig.report import PLACE_FIELDS, Report, change_rows, finding_rows, summary_of
 from histmig.report.rows import ChangeRow, FindingRow
 from histmig.sources.arrow import ColumnMigrator, find_id_column, find_messages_column
+from histmig.sources.fs import make_parents
+from histmig.sources.jsonl import FORMAT as JSONL
+from histmig.sources.jsonl import read_chunks, write_chunk
 from histmig.sources.parquet import BATCH_ROWS, compression, open_parquet
 
 STATUS = "histmig_status"
@@ -171,6 +176,8 @@ def migrate_files(
     *,
     master: str | None = None,
     progress: Progress | None = None,
+    base: str | None = None,
+    partition_by: Sequence[str] = (),
 ) -> Report:
     """The Spark engine's job (``histmig convert IN OUT --engine spark``, planned and checked
     by :mod:`histmig.run.plan`): the Parquet ``files``, read as one Spark DataFrame, migrated
@@ -182,42 +189,108 @@ def migrate_files(
     its file and row (Spark's ``_metadata``), in input order, whatever order the tasks end
     in; a task Spark re-runs is counted once. The session: the active one, else a new one on
     ``master`` (default, and not under ``spark-submit``: ``local[N]``, N = ``options.jobs``
-    or the number of cores). ``progress`` is told the input bytes as tasks end. Raises
-    :class:`~histmig.errors.UsageError` when there is no Java, and
+    or the number of cores). ``progress`` is told the input bytes as tasks end. A partitioned
+    dataset (``partition_by``, its columns outermost first, below the INPUT directory
+    ``base``: :func:`histmig.run.plan.spark_partitions`) is read with its partition values as
+    strings, as the directory names spell them (no type inference: ``01`` stays ``01``), and
+    written as the same tree of ``key=value`` directories (``partitionBy``), the columns in no
+    file. Raises :class:`~histmig.errors.UsageError` when there is no Java, for a partition
+    column the files hold as a data column too, or a partition value Spark would write
+    spelled otherwise (before the output is renamed into place), and
     :class:`~histmig.errors.ColumnError` for a messages or id column that is missing or of
     another type (before Spark starts)."""
     if options.grouping is not None:
         raise UsageError(NOT_GROUPED)
-    first = open_parquet(files[0]).schema_arrow
-    column = find_messages_column(first, options.messages_column, where=files[0])
-    id_column = find_id_column(first, options.id_column, where=files[0])
+    lines = JSONL.named(files[0])
+    if not lines:
+        first = open_parquet(files[0]).schema_arrow
+        column = find_messages_column(first, options.messages_column, where=files[0])
+        id_column = find_id_column(first, options.id_column, where=files[0])
+        held = [key for key in partition_by if key in first.names]
+        if held:
+            raise UsageError(
+                f"{files[0]}: holds {', '.join(held)} as a column and as partition directories; "
+                "convert it without --engine spark"
+            )
     sources = {_local(os.path.abspath(f)): f for f in files}
+    places = (sources, tuple(files))
     spark, log = session(master, options.workers)
+    inferring = spark.conf.get(_INFERENCE, None)
     try:
-        df = spark.read.parquet(*sources).select(
-            "*", F.col("_metadata.file_path").alias(_FILE), F.col("_metadata.row_index").alias(_ROW)
-        )
+        reader = spark.read
+        if partition_by and base is not None:
+            spark.conf.set(_INFERENCE, "false")
+            reader = reader.option("basePath", os.path.abspath(base))
         chunks = spark.sparkContext.accumulator(_Chunks(), _ChunksParam())
-        migrated = _mapped(
-            df,
-            column,
-            options,
-            checking=False,
-            report=False,
-            id_column=id_column,
-            places=(sources, tuple(files)),
-            chunks=chunks,
-        )
+        writer: Callable[[str], None]
+        if lines:
+            df = reader.text(list(sources), wholetext=True).select("*", F.col("_metadata.file_path").alias(_FILE))
+            migrated = df.mapInArrow(_LineFiles(options, places, chunks), StructType(df.schema.fields[:-1]))
+            writer = migrated.write.mode("overwrite").partitionBy(*partition_by).text
+        else:
+            df = reader.parquet(*sources).select(
+                "*", F.col("_metadata.file_path").alias(_FILE), F.col("_metadata.row_index").alias(_ROW)
+            )
+            migrated = _mapped(
+                df, column, options, checking=False, report=False, id_column=id_column, places=places, chunks=chunks
+            )
+            codec = compression(open_parquet(files[0]).metadata)
+            writer = migrated.write.mode("overwrite").option("compression", codec).partitionBy(*partition_by).parquet
         with _replacing(output) as written, _tracked(spark, progress, sum(os.path.getsize(f) for f in files)):
-            migrated.write.mode("overwrite").option(
-                "compression", compression(open_parquet(files[0]).metadata)
-            ).parquet(written)
+            writer(written)
             _plain_names(written)
+            if partition_by:
+                _check_spelled(written, base, len(partition_by))  # type: ignore[arg-type]
         return chunks.value.report()
     finally:
+        if partition_by:
+            spark.conf.unset(_INFERENCE) if inferring is None else spark.conf.set(_INFERENCE, inferring)
         if log is not None:
             spark.stop()
             os.unlink(log)
+
+
+_INFERENCE = "spark.sql.sources.partitionColumnTypeInference.enabled"
+"""Spark's setting that reads a partition value as a number or a date when it looks like one
+(``01`` as ``1``); off while histmig reads a partitioned dataset."""
+
+
+@dataclass(frozen=True)
+class _LineFiles:
+    """What ``mapInArrow`` runs on a partition of JSONL files read whole (one row a file, its
+    text in ``value``, its name in the place column): each file's lines through the JSONL
+    path's own chunks (:func:`~histmig.sources.jsonl.read_chunks`, :meth:`Chunk.run`,
+    :func:`~histmig.sources.jsonl.write_chunk`; a rejected record kept as it is), so a file's
+    output is the local engine's bytes; its last line end is left to Spark's text writer,
+    which ends every row with ``\n``. Each file's report is added to ``chunks``, named by
+    its file and line."""
+
+    options: Options
+    places: tuple[dict[str, str], tuple[str, ...]]
+    chunks: Accumulator[Any]
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        plan = _plan(self.options, False)
+        names, order = self.places
+        done: list[tuple[int, int, Report]] = []
+        for batch in batches:
+            values: list[bytes] = []
+            texts = batch.column("value").cast(pa.binary()).to_pylist()
+            for text, uri in zip(texts, batch.column(_FILE).to_pylist()):
+                source = names[_local(uri)]
+                report, out = Report.in_memory(), io.BytesIO()
+                for chunk in read_chunks(io.BytesIO(text), source):
+                    result = chunk.run(plan, None)
+                    report.merge(result.report)
+                    write_chunk(chunk.data, result.edits, out, None)
+                done.append((order.index(source), 0, report))
+                values.append(out.getvalue().removesuffix(b"\n"))
+            rest = [name for name in batch.schema.names if name not in ("value", _FILE)]
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(values, pa.binary()).cast(pa.string()), *(batch.column(name) for name in rest)],
+                names=["value", *rest],
+            )
+        self.chunks.add(done)
 
 
 def session(master: str | None = None, cores: int = 1) -> tuple[SparkSession, str | None]:
@@ -503,20 +576,35 @@ class _ChunksParam(AccumulatorParam):
         return value1 + value2
 
 
-_PART = re.compile(r"^(part-\d+)-[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}(-c\d+\..+)$")
+_PART = re.compile(r"^(part-\d+)-[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}[-.](c\d+\..+)$")
 """A part file's name as Spark writes it: its number, the write job's random id, the rest."""
 
 
 def _plain_names(directory: str) -> None:
-    """Rename the part files Spark wrote in ``directory`` without the job's random id
-    (``part-00000-c000.zstd.parquet``), so the same input gives the same files, and delete
-    Hadoop's checksum files (``.*.crc``), which name the old names."""
-    for name in os.listdir(directory):
-        path = os.path.join(directory, name)
-        if name.startswith(".") and name.endswith(".crc"):
-            os.unlink(path)
-        elif (match := _PART.match(name)) is not None:
-            os.rename(path, os.path.join(directory, match[1] + match[2]))
+    """Rename the part files Spark wrote in ``directory`` and its partition directories
+    without the job's random id (``part-00000-c000.zstd.parquet``; a text part, JSONL lines,
+    as ``part-00000-c000.jsonl``), so the same input gives the same files, and delete Hadoop's checksum files (``.*.crc``), which name the old names."""
+    for folder, _, names in os.walk(directory):
+        for name in names:
+            path = os.path.join(folder, name)
+            if name.startswith(".") and name.endswith(".crc"):
+                os.unlink(path)
+            elif (match := _PART.match(name)) is not None:
+                rest = match[2].removesuffix(".txt") + ".jsonl" if match[2].endswith(".txt") else match[2]
+                os.rename(path, os.path.join(folder, f"{match[1]}-{rest}"))
+
+
+def _check_spelled(written: str, base: str, depth: int) -> None:
+    """Raise :class:`~histmig.errors.UsageError` for a partition directory Spark wrote in
+    ``written`` (``depth`` levels) that is none of ``base``'s: a value it spells otherwise
+    (it escapes ``:`` as ``%3A``, writes an empty value as ``__HIVE_DEFAULT_PARTITION__``)."""
+    for folder in sorted(glob.glob(os.path.join(glob.escape(written), *["*"] * depth))):
+        below = os.path.relpath(folder, written)
+        if os.path.isdir(folder) and not os.path.isdir(os.path.join(base, below)):
+            raise UsageError(
+                f"{base}: Spark writes a partition of this dataset as {below!r}, which is none of its "
+                "directories (it spells the value otherwise); convert it without --engine spark"
+            )
 
 
 @contextmanager
@@ -525,6 +613,7 @@ def _replacing(output: str) -> Iterator[str]:
     the block ends without an exception (an earlier output there is replaced: the old one is
     renamed away, the new one in, the old one deleted); removed otherwise."""
     target = Path(output)
+    make_parents(output)
     written = tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         yield written

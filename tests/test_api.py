@@ -90,7 +90,11 @@ def test_a_rejected_record_fails_convert_and_says_where_it_went(tmp_path: Path) 
         (lambda tmp: api.convert("-", in_place=True), UsageError, "give OUTPUT, or --in-place"),
         (lambda tmp: api.convert(str(ALL), str(ALL)), UsageError, "is the input; use --in-place"),
         (lambda tmp: api.convert(str(ALL), str(tmp / "o.parquet")), UsageError, "choose an output name that says so"),
-        (lambda tmp: api.convert(str(ALL), str(tmp / "none" / "o.jsonl")), UnwritableOutput, "no such directory"),
+        (
+            lambda tmp: api.convert(str(ALL), str(ALL / "o.jsonl")),
+            UnwritableOutput,
+            "is a file, not a directory",
+        ),
         (
             lambda tmp: api.convert(str(ALL), "-", rejects="-"),
             UsageError,

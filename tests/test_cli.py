@@ -265,10 +265,11 @@ def test_json_report_snapshot(name: str, snapshot, monkeypatch: pytest.MonkeyPat
     assert orjson.loads(result.stdout_bytes) == snapshot
 
 
-def test_an_output_in_a_missing_directory_is_a_usage_error(tmp_path: Path) -> None:
-    result = invoke("convert", str(ALL), str(tmp_path / "nowhere" / "out.jsonl"))
+def test_an_output_under_a_file_is_a_usage_error_and_a_report_needs_its_directory(tmp_path: Path) -> None:
+    (tmp_path / "file").touch()
+    result = invoke("convert", str(ALL), str(tmp_path / "file" / "out.jsonl"))
     assert result.exit_code == 2
-    assert "no such directory" in result.stderr
+    assert "is a file, not a directory" in result.stderr
     assert invoke("audit", str(ALL), "--report", str(tmp_path / "nowhere" / "r.json")).exit_code == 2
 
 
@@ -379,11 +380,12 @@ def test_two_outputs_cannot_both_be_stdout(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_otel_output_in_a_missing_directory_is_a_usage_error(tmp_path: Path) -> None:
+def test_otel_output_under_a_file_is_a_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "file").touch()
     for command in ("otel", "otel-upgrade"):
-        result = invoke(command, str(ALL), str(tmp_path / "nowhere" / "o.jsonl"))
+        result = invoke(command, str(ALL), str(tmp_path / "file" / "o.jsonl"))
         assert result.exit_code == 2, command
-        assert "no such directory" in result.stderr
+        assert "is a file, not a directory" in result.stderr
 
 
 def test_version() -> None:

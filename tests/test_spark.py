@@ -379,7 +379,9 @@ def test_the_command_line_on_spark_in_a_process_of_its_own(text_parquet: Path, t
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("{corpus}/all.jsonl", "{tmp}/out"), "--engine spark reads Parquet"),
+        (("{corpus}/all.jsonl", "{source}", "{tmp}/out"), "--engine spark reads Parquet, or JSONL not gzipped"),
+        (("{corpus}/v2.59.0/j_rich_content.json", "{tmp}/out"), "--engine spark reads Parquet, or JSONL not gzipped"),
+        (("{corpus}/all.jsonl", "{tmp}/out.parquet"), "--engine spark writes a directory of JSONL files"),
         (("{source}", "{tmp}/out.jsonl"), "--engine spark writes a directory of Parquet files"),
         (("{source}", "-"), "--engine spark writes a directory of Parquet files"),
         (("{source}", "--in-place"), "give OUTPUT, without --in-place, --to-table, --overwrite or --rejects"),
@@ -389,7 +391,7 @@ def test_the_command_line_on_spark_in_a_process_of_its_own(text_parquet: Path, t
         ),
         (("{source}", "{tmp}/out", "--messages-column", "nope"), "no column 'nope'"),
         (("{source}", "{tmp}/out", "--id-column", "nope"), "no id column 'nope'"),
-        (("{source}", "{tmp}/no/out"), "no such directory"),
+        (("{source}", "{source}/out"), "is a file, not a directory"),
         (("{source}", "{tmp}/occupied"), "exists and is not the output of an earlier --engine spark run"),
     ],
 )

@@ -10,13 +10,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from functools import partial
 
-from histmig.errors import InputChanged, InputEnded
+from histmig.errors import InputChanged, InputEnded, UnwritableOutput
 from histmig.options import Options
 from histmig.parallel import Progress, Workers
 from histmig.report import Report
 from histmig.run.plan import Planning
 from histmig.run.result import Result
 from histmig.sources.base import Input, Job, Task, TaskResult, Written
+from histmig.sources.fs import exists, is_url, make_parents
 
 
 def _work(job: Job, task: Task, slot: memoryview | None) -> TaskResult:
@@ -35,11 +36,19 @@ def run_local(planning: Planning, options: Options, job: Job, progress: Progress
         dict.fromkeys(
             item.destination.rejects
             for item in planning.inputs
-            if item.destination.rejects not in (None, "-") and os.path.isfile(item.destination.rejects)
+            if item.destination.rejects not in (None, "-")
+            and (  # an earlier rejects file (a regular file; an object)
+                exists(item.destination.rejects, UnwritableOutput)
+                if is_url(item.destination.rejects)
+                else os.path.isfile(item.destination.rejects)
+            )
         )
     )
     if planning.directory is not None:
-        os.makedirs(planning.directory, exist_ok=True)
+        make_parents(os.path.join(planning.directory, ""))
+    for item in planning.inputs:
+        if item.destination.output not in (None, "-"):
+            make_parents(item.destination.output)
     report = Report()
     if progress is not None:
         sizes = [i.size for i in inputs]

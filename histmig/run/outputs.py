@@ -9,8 +9,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from histmig.errors import UsageError
-from histmig.sources import formats, named_format
+from histmig.errors import UnwritableOutput, UsageError
+from histmig.sources import formats, fs, named_format, relative_path
 from histmig.sources.base import Format
 
 
@@ -40,13 +40,14 @@ def output_format(input_format: Format, output: str) -> str:
 
 
 def output_paths(
-    inputs: Sequence[tuple[str, Format]], output: str, into_directory: bool
+    inputs: Sequence[tuple[str, Format]], output: str, into_directory: bool, roots: Sequence[str] = ()
 ) -> tuple[list[str], str | None]:
     """Where each of ``inputs`` is written for the OUTPUT argument ``output`` (README
     "Outputs", the one rule): the files, in input order, and the directory to create, if
     any. OUTPUT is a directory when ``into_directory`` (several inputs, a directory or a
     glob was named), when it is one, or when it ends in ``/``: each input is then written
-    into it under its own name (:func:`own_name`); else it is the one input's file, written
+    into it under its own name (:func:`own_name`), under its own path below the INPUT
+    directory of ``roots`` it was found in (a partitioned dataset's tree kept); else it is the one input's file, written
     as :func:`output_format` says. ``-`` is stdout, for JSON/JSONL inputs: one, or several
     JSONL ones written one after another. Raises :class:`UsageError` for an OUTPUT that
     cannot take these inputs (a file name for several, a name that asks for another format,
@@ -60,25 +61,27 @@ def output_paths(
         for _, fmt in inputs:
             output_format(fmt, output)
         return ["-"] * len(inputs), None
-    if into_directory or os.path.isdir(output) or output.endswith(("/", os.sep)):
-        return _into_directory(inputs, output)
+    if into_directory or output.endswith(("/", os.sep)) or (not fs.is_url(output) and os.path.isdir(output)):
+        return _into_directory(inputs, output, roots)
     ((_, fmt),) = inputs
     output_format(fmt, output)
     return [output], None
 
 
-def _into_directory(inputs: Sequence[tuple[str, Format]], output: str) -> tuple[list[str], str | None]:
-    if os.path.exists(output) and not os.path.isdir(output):
+def _into_directory(
+    inputs: Sequence[tuple[str, Format]], output: str, roots: Sequence[str]
+) -> tuple[list[str], str | None]:
+    if not fs.is_url(output) and os.path.exists(output) and not os.path.isdir(output):
         raise UsageError(
             f"{output}: several inputs are written into a directory, each under its own name, and this is a file"
         )
     named = named_format(output.rstrip("/" + os.sep))
-    if not os.path.exists(output) and named is not None:
+    if not fs.exists(output, UnwritableOutput) and named is not None:
         raise UsageError(
             f"{output}: several inputs are written into a directory, each under its own name; this name is a "
             f"{named.description} file's (name a directory)"
         )
-    names = [own_name(path, fmt) for path, fmt in inputs]
+    names = [os.path.join(*_folders(path, roots), own_name(path, fmt)) for path, fmt in inputs]
     by_name: dict[str, str] = {}
     for (path, _), name in zip(inputs, names):
         if name in by_name:
@@ -98,6 +101,22 @@ def own_name(path: str, fmt: Format) -> str:
         return name
     suffix = next((s for s in fmt.suffixes if name.lower().endswith(s)), "")
     return name[: len(name) - len(suffix)] + formats()[fmt.written_as[0]].suffixes[0]
+
+
+def _folders(path: str, roots: Sequence[str]) -> list[str]:
+    """The directories between the first of the INPUT directories ``roots`` that holds the file
+    ``path`` and the file (none when no root holds it)."""
+    for root in roots:
+        if fs.is_url(root) != fs.is_url(path):
+            continue
+        if fs.is_url(root):
+            if path.startswith(root.rstrip("/") + "/"):
+                return relative_path(path, root).split("/")[:-1]
+            continue
+        relative = os.path.relpath(path, root)
+        if not relative.startswith(os.pardir + os.sep) and not os.path.isabs(relative):
+            return relative.split(os.sep)[:-1]
+    return []
 
 
 def _suffixes(names: tuple[str, ...]) -> str:

@@ -5,7 +5,8 @@ and every other path it writes, as files, not names.
 
 Two paths are the same file when they are one inode (``os.stat``: ``st_dev`` and ``st_ino``,
 through any symlink or hard link) or, for one that does not exist yet, when they resolve to
-one real path (``..`` and symlinks in the directories, a dangling link's target). ``-``
+one real path (``..`` and symlinks in the directories, a dangling link's target); two URLs
+when they are the same URL (an object store's key). ``-``
 (stdin, stdout) is no file; a database URL is no file either.
 """
 
@@ -19,6 +20,7 @@ from typing import NamedTuple
 
 from histmig.errors import SamePath
 from histmig.sources.atomic import is_stream, lock_file
+from histmig.sources import fs
 from histmig.sources.base import Destination
 
 Planned = tuple[str, Destination]
@@ -38,6 +40,8 @@ def file_key(path: str) -> tuple[object, ...] | None:
     exists, else its real path (``None`` for ``-``)."""
     if path == "-":
         return None
+    if fs.is_url(path):
+        return ("url", path.rstrip("/"))
     try:
         found = os.stat(path)
     except OSError:
@@ -46,9 +50,13 @@ def file_key(path: str) -> tuple[object, ...] | None:
 
 
 def _reads(inputs: Sequence[Planned]) -> list[Named]:
-    """The files the run reads (a database URL is none; stdin is one when it is redirected
-    from a regular file, ``< in.jsonl``, as ``/dev/stdin``)."""
-    found = [Named("the input", path) for path, _ in inputs if path != "-" and os.path.exists(path)]
+    """The files the run reads (an object's URL is one, a database URL none; stdin is one
+    when it is redirected from a regular file, ``< in.jsonl``, as ``/dev/stdin``)."""
+    found = [
+        Named("the input", path)
+        for path, _ in inputs
+        if path != "-" and (fs.scheme(path) in fs.SCHEMES or os.path.exists(path))
+    ]
     if any(path == "-" for path, _ in inputs) and _is_a_file(sys.stdin):
         found.append(Named("stdin", "/dev/stdin"))
     return found

@@ -19,13 +19,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from histmig import redact
-from histmig.errors import UnwritableOutput, UsageError
+from histmig.errors import UsageError
 from histmig.options import Command, Options, flags, given
 from histmig.run.outputs import output_format, output_paths
-from histmig.run.paths import check_apart
-from histmig.sources import expands, formats, input_paths, named_format
-from histmig.sources.atomic import check_directory, check_writable, is_stream
+from histmig.run.paths import check_apart, file_key
+from histmig.sources import expands, formats, fs, input_paths, named_format, partitions
+from histmig.sources.atomic import check_writable, is_stream
 from histmig.sources.base import Destination, Format
+from histmig.sources.fs import check_creatable
 
 Engine = Literal["local", "spark"]
 ENGINES: tuple[Engine, ...] = ("local", "spark")
@@ -45,7 +46,9 @@ class Planned:
 class Planning:
     """A run as planned: the ``command``, its ``input`` as given (one path or several), the
     ``destination`` as given, every input file (``inputs``, in order), the output directory
-    to create (``directory``, if any), the ``engine`` and the Spark master."""
+    to create (``directory``, if any), the ``engine`` and the Spark master; for the Spark
+    engine over a partitioned dataset, the INPUT directory (``base``) and its partition
+    columns (``partition_by``, outermost first)."""
 
     command: Command
     input: str | Sequence[str]
@@ -54,6 +57,8 @@ class Planning:
     directory: str | None = None
     engine: Engine = "local"
     spark_master: str | None = None
+    base: str | None = None
+    partition_by: tuple[str, ...] = ()
 
     @property
     def paths(self) -> list[str]:
@@ -96,12 +101,25 @@ def plan(
         _check_convert(input, destination, engine, spark_master)
     paths = paths_of(input)
     found = input_paths(paths, options.format)
+    base: str | None = None
+    partition_by: tuple[str, ...] = ()
     if engine == "spark":
         _check_spark(paths, found, destination)
+        base, partition_by = spark_partitions(paths, found)
     check_options(command, found, destination, options)
     inputs, directory = _destinations(paths, found, destination, engine)
     check_apart([(item.path, item.destination) for item in inputs], rejects=destination.rejects, report=report)
-    return Planning(command, input, destination, inputs, directory, engine, spark_master)
+    return Planning(
+        command,
+        input,
+        destination,
+        inputs,
+        directory,
+        engine,
+        spark_master,
+        base,
+        partition_by,
+    )
 
 
 def _check_written(*paths: tuple[str, str | None]) -> None:
@@ -149,13 +167,52 @@ def _check_convert(input: str | Sequence[str], destination: Destination, engine:
 
 
 def _check_spark(paths: list[str], found: list[tuple[str, Format]], destination: Destination) -> None:
-    """The Spark engine reads Parquet and writes a directory of Parquet files."""
-    parquet = formats()["parquet"]
-    if any(fmt is not parquet for _, fmt in found):
-        raise UsageError(f"{', '.join(paths)}: --engine spark reads Parquet (files, directories or globs of them)")
+    """The Spark engine reads Parquet files, or JSONL files (not gzipped), and writes a
+    directory of files of the same format."""
+    kinds = {fmt.name for _, fmt in found}
+    if not (kinds == {"parquet"} or kinds == {"jsonl"}) or any(path.lower().endswith(".gz") for path, _ in found):
+        raise UsageError(
+            f"{', '.join(paths)}: --engine spark reads Parquet, or JSONL not gzipped (files, directories or globs of "
+            "them; one format a run)"
+        )
     output = destination.output
-    if output == "-" or named_format(output) not in (None, parquet):  # type: ignore[arg-type]  # Spark: an OUTPUT
-        raise UsageError(f"{output}: --engine spark writes a directory of Parquet files; name one (no .jsonl)")
+    written = found[0][1]
+    if output == "-" or named_format(output) not in (None, written):  # type: ignore[arg-type]
+        raise UsageError(
+            f"{output}: --engine spark writes a directory of {written.description} files; name one "
+            f"(no {'.jsonl' if written.name == 'parquet' else '.parquet'})"
+        )
+
+
+def spark_partitions(paths: list[str], found: list[tuple[str, Format]]) -> tuple[str | None, tuple[str, ...]]:
+    """The INPUT directory and the partition columns the Spark engine reads and writes a
+    partitioned dataset by (``partitionBy``): every file's ``key=value`` directories below
+    the one INPUT directory, the same keys in the same order for every file (as Spark's
+    partition discovery needs); ``(None, ())`` for files with no partition directory. Raises
+    :class:`~histmig.errors.UsageError` for files of other keys, or partitions under several
+    INPUT arguments."""
+    roots = [path for path in paths if os.path.isdir(path)]
+    if not roots:
+        return None, ()
+    keyed = [(path, tuple(key for key, _ in partitions(path, roots[0]))) for path, _ in found]
+    keys = keyed[0][1]
+    if not keys and all(not k for _, k in keyed):
+        return None, ()
+    if len(paths) > 1:
+        raise UsageError(
+            f"{', '.join(paths)}: --engine spark reads one partitioned dataset at a time (its directory as INPUT)"
+        )
+    for path, other in keyed:
+        if other != keys:
+            raise UsageError(
+                f"{path}: its partition directories are by {_keys(other)}, {keyed[0][0]}'s by {_keys(keys)}; "
+                "--engine spark writes one partitioning (convert each dataset on its own, or without --engine spark)"
+            )
+    return roots[0], keys
+
+
+def _keys(keys: tuple[str, ...]) -> str:
+    return "/".join(keys) or "none"
 
 
 def _taken(destination: Destination, options: Options) -> dict[str, Any]:
@@ -248,20 +305,21 @@ def _destinations(
     directory = None
     if destination.output is not None:
         several = len(paths) > 1 or any(expands(path) for path in paths)
-        outputs, directory = output_paths(found, destination.output, several)  # type: ignore[assignment]  # only read
+        roots = [path for path in paths if expands(path) and fs.is_directory(path)]  # not stdin nor a database
+        outputs, directory = output_paths(found, destination.output, several, roots)  # type: ignore[assignment]
         if directory is not None:
-            check_directory(directory)
+            check_creatable(directory, directory=True)
         elif destination.output != "-":
-            check_writable(destination.output)
+            check_creatable(destination.output)
     planned = []
     for (path, fmt), output in zip(found, outputs):
-        if (
-            output not in (None, "-")
-            and os.path.exists(output)
-            and os.path.exists(path)  # not stdin nor a database URL
-            and os.path.samefile(output, path)
-        ):
+        if output not in (None, "-") and path != "-" and file_key(output) == file_key(path):
             raise UsageError(f"{output} is the input; use --in-place to replace it")
+        if destination.in_place and fs.is_url(path):
+            raise UsageError(
+                f"{path}: --in-place is refused on object storage (a replaced object is gone unless the bucket keeps "
+                "versions); write to another key or prefix as OUTPUT"
+            )
         if destination.in_place and not fmt.columnar:
             if is_stream(path):  # a FIFO written back to while it is read never ends, a device keeps nothing
                 raise UsageError(f"{path}: --in-place replaces a regular file, and this is none; name an OUTPUT")
@@ -286,15 +344,11 @@ def rejects_of(destination: Destination, path: str, output: str | None, director
 
 
 def _check_spark_output(output: str, inputs: list[str]) -> None:
-    """Raise unless ``output`` can become the Spark engine's output directory: its parent
-    must be a writable directory; if it exists, it must be an earlier Spark output (a
-    directory with ``_SUCCESS``) and none of the inputs."""
+    """Raise unless ``output`` can become the Spark engine's output directory: it can be
+    created (:func:`~histmig.sources.fs.check_creatable`); if it exists, it must be an earlier
+    Spark output (a directory with ``_SUCCESS``) holding none of the inputs, at any depth."""
+    check_creatable(output, directory=True)
     target = Path(output)
-    parent = target.parent
-    if not parent.is_dir():
-        raise UnwritableOutput(f"{output}: no such directory {str(parent)!r}")
-    if not os.access(parent, os.W_OK):
-        raise UnwritableOutput(f"{output}: cannot write in {str(parent)!r}")
     if not target.exists():
         return
     if not (target / "_SUCCESS").is_file():
@@ -302,5 +356,7 @@ def _check_spark_output(output: str, inputs: list[str]) -> None:
             f"{output}: exists and is not the output of an earlier --engine spark run (a directory with "
             "_SUCCESS); remove it or name another"
         )
-    if any(os.path.samefile(target, Path(f).parent) or os.path.samefile(target, f) for f in inputs):
+    if any(
+        os.path.samefile(target, folder) for f in inputs for folder in (Path(f), *Path(f).parents) if folder.exists()
+    ):
         raise UsageError(f"{output}: holds the input; name another OUTPUT")

@@ -20,7 +20,15 @@ def run_spark(planning: Planning, options: Options, progress: Progress | None) -
 
     files = [item.path for item in planning.inputs]
     output: str = planning.destination.output  # type: ignore[assignment]  # a Spark run has an OUTPUT
-    report = spark.migrate_files(files, output, options, master=planning.spark_master, progress=progress)
+    report = spark.migrate_files(
+        files,
+        output,
+        options,
+        master=planning.spark_master,
+        progress=progress,
+        base=planning.base,
+        partition_by=planning.partition_by,
+    )
     return Result(
         "convert",
         planning.input,

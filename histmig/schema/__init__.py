@@ -22,6 +22,7 @@ import decimal
 import importlib
 import itertools
 from collections.abc import Callable
+from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
@@ -125,7 +126,8 @@ def _part_kinds(plain: Any, message_kind: str) -> frozenset[str]:
     return frozenset(parts["choices"])
 
 
-PLAIN_CURRENT: Any = orjson.loads(PLAIN_CURRENT_PATH.read_bytes())
+# read as a resource of the package, so histmig runs from a zip too (a wheel shipped to Spark's executors)
+PLAIN_CURRENT: Any = orjson.loads(resources.files(__name__).joinpath(PLAIN_CURRENT_PATH.name).read_bytes())
 """A 2.68 history's schema as plain data (:func:`plain_schema` of the models' core schema)."""
 
 REQUEST_PART_KINDS = _part_kinds(PLAIN_CURRENT, "request")

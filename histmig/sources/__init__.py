@@ -15,11 +15,12 @@ import glob
 import importlib
 import os
 import pkgutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import cache
 
 from histmig.errors import UnreadableInput, UsageError
 from histmig.redact import location
+from histmig.sources import fs
 from histmig.sources.base import Format
 
 _HELPERS = frozenset({"base"})
@@ -54,6 +55,16 @@ def format_of(path: str, explicit: str | None = None) -> Format:
     for fmt in known.values():
         if fmt.claims is not None and fmt.claims(path):
             return fmt
+    if fs.is_url(path):
+        fs.check_scheme(path)
+        found = named_format(path)
+        if found is None:
+            raise UnreadableInput(f"{location(path)}: cannot tell the format from the name (use --format json|jsonl)")
+        if not found.in_directories:
+            raise UsageError(
+                f"{location(path)}: a {found.description} database is read from a local file, not from a URL"
+            )
+        return found
     if not os.path.exists(path):
         raise UnreadableInput(f"{location(path)}: no such file or directory")
     for fmt in known.values():
@@ -86,7 +97,7 @@ def input_paths(paths: Sequence[str], explicit: str | None = None) -> list[tuple
     for path in paths:
         if not expands(path):
             found.append((path, format_of(path, explicit)))
-        elif os.path.isdir(path):
+        elif fs.is_directory(path):
             found += _directory(path, explicit)
         else:
             matches = sorted(match for match in glob.glob(path) if os.path.isfile(match))
@@ -102,16 +113,17 @@ def expands(path: str) -> bool:
     path a format claims (a URL)."""
     if path == "-" or any(fmt.claims is not None and fmt.claims(path) for fmt in formats().values()):
         return False
+    if fs.is_url(path):
+        fs.check_scheme(path)
+        return fs.is_directory(path)
     return os.path.isdir(path) or (not os.path.exists(path) and bool(_GLOB_CHARS & set(path)))
 
 
 def _directory(path: str, explicit: str | None) -> list[tuple[str, Format]]:
-    """The input files of the directory ``path`` (see :func:`input_paths`)."""
-    files = sorted(
-        entry.path
-        for entry in os.scandir(path)
-        if entry.is_file() and not entry.name.startswith(".") and not entry.name.endswith(REJECTS_SUFFIX)
-    )
+    """The input files of the directory ``path`` (see :func:`input_paths`): its own files and
+    those of its partition directories (:func:`partition_directories`), sorted by their path
+    under ``path``."""
+    files = sorted(_files(path), key=lambda file: relative_path(file, path).split("/"))
     if explicit is not None:
         chosen = [(file, format_of(file, explicit)) for file in files]
     else:
@@ -119,9 +131,47 @@ def _directory(path: str, explicit: str | None) -> list[tuple[str, Format]]:
     if not chosen:
         kinds = ", ".join(suffix for fmt in formats().values() if fmt.in_directories for suffix in fmt.suffixes)
         raise UnreadableInput(
-            f"{path}: no input in this directory (files ending in {kinds}; --format json|jsonl reads every file)"
+            f"{path}: no input in this directory (files ending in {kinds}, here or in key=value partition "
+            "directories; --format json|jsonl reads every file)"
         )
     return chosen
+
+
+def _files(path: str, hidden: tuple[str, ...] = (".",)) -> Iterator[str]:
+    """The files of the directory ``path`` and of its partition directories, at any depth;
+    names starting with ``hidden`` (``.``; below the top also ``_``, as Spark and Hive write
+    ``_SUCCESS``) and histmig's rejects files left out."""
+    for entry in fs.entries(path):
+        if entry.name.startswith(hidden) or entry.name.endswith(REJECTS_SUFFIX):
+            continue
+        if not entry.directory:
+            yield entry.path
+        elif partition_of(entry.name) is not None:
+            yield from _files(entry.path, (".", "_"))
+
+
+def relative_path(path: str, root: str) -> str:
+    """The file ``path`` below the directory or prefix ``root``, its parts joined by ``/``."""
+    if fs.is_url(root):
+        return path[len(root.rstrip("/")) + 1 :]
+    return "/".join(os.path.relpath(path, root).split(os.sep))
+
+
+def partition_of(name: str) -> tuple[str, str] | None:
+    """The partition a directory's name spells, as Hive and Spark write it: ``(key, value)``
+    of ``key=value`` (the value as spelled: ``01`` stays ``01``), else ``None``."""
+    key, equals, value = name.partition("=")
+    if not equals or not key or key.startswith((".", "_")):
+        return None
+    return key, value
+
+
+def partitions(path: str, root: str) -> list[tuple[str, str]]:
+    """The partitions of the file ``path`` under the INPUT directory ``root``: the
+    ``(key, value)`` of each directory between them, outermost first (none for a file of
+    ``root`` itself)."""
+    folders = relative_path(path, root).split("/")[:-1]
+    return [found for folder in folders if (found := partition_of(folder)) is not None]
 
 
 def input_size(path: str) -> int | None:
@@ -129,6 +179,6 @@ def input_size(path: str) -> int | None:
     if path == "-" or path.lower().endswith(".gz"):
         return None
     try:
-        return os.stat(path).st_size
-    except OSError:
+        return fs.size(path)
+    except (OSError, UnreadableInput):
         return None

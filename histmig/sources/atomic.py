@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from histmig.errors import InputChanged, UnreadableInput, UnwritableOutput
+from histmig.sources import fs
 
 
 def check_writable(path: str) -> None:
@@ -93,27 +94,20 @@ def is_stream(path: str) -> bool:
     return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
-def check_directory(path: str) -> None:
-    """Raise :class:`UnwritableOutput` unless files can be written in the directory ``path``:
-    it is one and is writable, or it can be created (its parent is a writable directory)."""
-    folder = Path(path)
-    if folder.is_dir():
-        if not os.access(folder, os.W_OK):
-            raise UnwritableOutput(f"{path}: cannot write in this directory")
-        return
-    parent = folder.resolve().parent
-    if not parent.is_dir():
-        raise UnwritableOutput(f"{path}: no such directory {str(parent)!r} to create it in")
-    if not os.access(parent, os.W_OK):
-        raise UnwritableOutput(f"{path}: cannot create this directory in {str(parent)!r}")
-
-
 @contextmanager
 def input_stream(path: str) -> Iterator[BinaryIO]:
     """A binary stream over ``path`` (stdin for ``-``), gunzipped when it starts with the
     gzip magic bytes. Raises :class:`UnreadableInput` when the file cannot be opened."""
     if path == "-":
         with _gunzipped(sys.stdin.buffer) as stream:
+            yield stream
+        return
+    if fs.is_url(path):
+        with (
+            fs.open_input(path, sequential=True) as remote,
+            fs.store_errors(path, UnreadableInput),
+            _gunzipped(remote) as stream,
+        ):
             yield stream
         return
     try:
@@ -393,6 +387,13 @@ def replaced(path: str, *, read_as: Stamp | None = None) -> Iterator[BinaryIO]:
 
 @contextmanager
 def _written(path: str, keep: bool, read_as: Stamp | None) -> Iterator[BinaryIO]:
+    if fs.is_url(path):  # an object, written whole or not at all (no stamp: --in-place is refused there)
+        with fs.remote_output(path) as remote:
+            if keep and fs.exists(path, UnwritableOutput):
+                with fs.open_input(path) as earlier:
+                    shutil.copyfileobj(earlier, remote, 1 << 20)
+            yield remote
+        return
     if is_stream(path):
         with _stream(path) as out:
             yield out

@@ -18,7 +18,6 @@ unchanged (a row cannot be dropped without breaking the alignment) and reported.
 from __future__ import annotations
 
 import io
-import os
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from histmig.errors import ColumnError
 from histmig.report import Report
+from histmig.sources import fs
 from histmig.sources.arrow import Cells, ColumnMigrator, find_id_column, find_messages_column, write_jsonl_rows
 from histmig.sources.atomic import atomic_output, replaced, unwritable
 from histmig.sources.base import Destination, Format, Input, Job, Task, TaskResult, Written, lazy
@@ -216,8 +216,9 @@ def open_parquet(path: str) -> pq.ParquetFile:
     """``path`` opened for reading :data:`READ_BUFFER` bytes at a time, with no column
     chunk read (``pre_buffer``) and kept whole. Raises :class:`~histmig.errors.ColumnError`
     when it is not a Parquet file pyarrow can open."""
+    source = fs.open_input(path) if fs.is_url(path) else path
     try:
-        return pq.ParquetFile(path, buffer_size=READ_BUFFER, pre_buffer=False)
+        return pq.ParquetFile(source, buffer_size=READ_BUFFER, pre_buffer=False)
     except (OSError, pa.ArrowException) as exc:
         raise ColumnError(f"{path}: {exc}") from exc
 
@@ -247,7 +248,7 @@ class ParquetInput(Input):
         id_column: str | None,
     ) -> None:
         self.name = path
-        self.size = os.path.getsize(path)
+        self.size = fs.size(path)
         self._stack = ExitStack()
         self._parquet = open_parquet(path)
         schema = self._parquet.schema_arrow

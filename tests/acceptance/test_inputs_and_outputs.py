@@ -171,8 +171,8 @@ def test_rejected_records_of_several_inputs_go_to_one_file_beside_the_output_dir
             "histmig: give OUTPUT after INPUT, or --in-place, or --to-table for a database input",
         ),
         (
-            ("convert", "in.jsonl", "missing/out.jsonl"),
-            "histmig: cannot write missing/out.jsonl: no such directory 'missing'",
+            ("convert", "in.jsonl", "in.jsonl/out.jsonl"),
+            "histmig: cannot write in.jsonl/out.jsonl: 'in.jsonl' is a file, not a directory",
         ),
         (("convert", "in.jsonl", "in.jsonl"), "histmig: in.jsonl is the input; use --in-place to replace it"),
     ],

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
+from histmig import api
+from histmig.errors import UnwritableOutput
 from histmig.options import Options
 from histmig.run import local
 from histmig.run.local import run_local
 from histmig.run.plan import plan
 from histmig.sources.base import Destination
-from tests.conftest import CORPUS
+from tests.conftest import CORPUS, LAKE_DAYS, make_lake
 
 ALL = CORPUS / "all.jsonl"
 
@@ -60,3 +63,42 @@ def test_an_input_that_cannot_go_to_workers_runs_in_this_process(
         plan("audit", str(ALL), Destination(), Options(jobs=3)), Options(jobs=3), Options().plan(), None, strict=False
     )
     assert counts == [1, 3]
+
+
+@pytest.mark.parametrize(
+    ("kind", "levels"),
+    [
+        ("parquet", (LAKE_DAYS,)),
+        ("jsonl", (LAKE_DAYS,)),
+        ("parquet", (("region=eu", "region=us"), ("day=01", "day=02"))),
+    ],
+)
+def test_a_partitioned_dataset_is_one_input_written_as_the_same_tree(
+    tmp_path: Path, kind: str, levels: tuple[tuple[str, ...], ...]
+) -> None:
+    lake = tmp_path / "lake"
+    files = make_lake(lake, kind, levels)
+    (lake / levels[0][0] / "_SUCCESS").touch()
+    out = tmp_path / "made" / "here" / "lake.v2"
+    planning = plan("convert", str(lake), Destination(str(out)), Options(jobs=2))
+    result = run_local(planning, Options(jobs=2), Options().plan(), None, strict=False)
+    written = sorted(p for p in out.rglob("*") if p.is_file())
+    assert [p.relative_to(out) for p in written] == [f.relative_to(lake) for f in files]
+    assert result.report.counts["records_in"] == 212
+    for source, output in zip(files, written):
+        alone = tmp_path / "alone" / source.relative_to(lake)
+        api.convert(str(source), str(alone))
+        assert output.read_bytes() == alone.read_bytes(), source
+        if kind == "parquet":
+            assert pq.read_schema(output).names == ["id", "messages"]  # no partition column added
+    assert [row["source"] for row in result.report.changes][:1] == [str(files[0])]
+
+
+def test_an_output_file_s_missing_directories_are_created(tmp_path: Path) -> None:
+    out = tmp_path / "a" / "b" / "out.jsonl"
+    api.convert(str(ALL), str(out))
+    api.convert(str(ALL), str(tmp_path / "plain.jsonl"))
+    assert out.read_bytes() == (tmp_path / "plain.jsonl").read_bytes()
+    (tmp_path / "file").touch()
+    with pytest.raises(UnwritableOutput, match="is a file, not a directory"):
+        plan("convert", str(ALL), Destination(str(tmp_path / "file" / "x" / "out.jsonl")), Options())

@@ -97,7 +97,7 @@ def test_the_destination_rules_of_a_database_input_are_the_plans() -> None:
             None,
             "give OUTPUT, without --in-place, --to-table, --overwrite or --rejects",
         ),
-        (Destination("out"), "spark", None, "reads Parquet"),
+        (Destination("out.parquet"), "spark", None, "writes a directory of JSONL files; name one \\(no .parquet\\)"),
         (Destination("-", "-"), "local", None, "^OUTPUT and --rejects cannot both go to stdout$"),
     ],
 )

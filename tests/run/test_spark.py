@@ -6,10 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 from pyspark.sql import SparkSession
 
 from histmig import api
+from histmig.errors import UsageError
 from histmig.options import Options
+from tests.conftest import LAKE_DAYS, make_lake
 from tests.sources.conftest import corpus_records, table_of, write_parquet
 
 
@@ -23,3 +26,67 @@ def test_a_spark_run_gives_the_local_engines_result_and_verdict(spark: SparkSess
     assert result.report.counts == local.report.counts and result.exit_code == local.exit_code
     assert result.report.run.options["engine"] == "spark" and result.report.run.options["spark_master"] is None
     assert pq.read_table(tmp_path / "lake.v2").num_rows == 20
+
+
+def _rows_by_partition(root: Path) -> dict[str, list[dict]]:
+    """Every Parquet file's rows under ``root``, by the partition directory holding it, sorted by id."""
+    found: dict[str, list[dict]] = {}
+    for file in sorted(root.rglob("*.parquet")):
+        found.setdefault(str(file.parent.relative_to(root)), []).extend(pq.read_table(file).to_pylist())
+    return {folder: sorted(rows, key=lambda row: row["id"]) for folder, rows in found.items()}
+
+
+@pytest.mark.parametrize("levels", [(LAKE_DAYS,), (("region=eu", "region=us"), ("day=01", "day=02"))])
+def test_a_partitioned_dataset_on_spark_is_written_as_the_same_partitions_with_the_local_rows(
+    spark: SparkSession, tmp_path: Path, levels: tuple[tuple[str, ...], ...]
+) -> None:
+    lake = tmp_path / "lake"
+    files = make_lake(lake, "parquet", levels)
+    local = api.convert(str(lake), str(tmp_path / "local"), Options(jobs=2))
+    result = api.convert(str(lake), str(tmp_path / "made" / "lake.v2"), Options(jobs=2), engine="spark")
+    out = tmp_path / "made" / "lake.v2"
+    assert (out / "_SUCCESS").is_file()
+    expected = _rows_by_partition(tmp_path / "local")
+    assert sorted(expected) == sorted(str(f.parent.relative_to(lake)) for f in files[::2])
+    assert _rows_by_partition(out) == expected
+    for file in out.rglob("*.parquet"):
+        assert pq.read_schema(file).names == ["id", "messages"]  # the partition columns are in no file
+    assert result.report.counts == local.report.counts
+    assert [row["source"] for row in result.report.changes] == [row["source"] for row in local.report.changes]
+
+
+def test_a_partitioned_dataset_spark_cannot_write_as_it_is_spelled_is_refused(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    lake = tmp_path / "lake"
+    make_lake(lake, "parquet", (("at=10:00", "at=11:00"),))
+    with pytest.raises(UsageError, match=r"Spark writes a partition of this dataset as 'at=10%3A00'"):
+        api.convert(str(lake), str(tmp_path / "out"), engine="spark")
+    assert not (tmp_path / "out").exists()
+    (lake / "at=10:00" / "part-0.parquet").rename(lake / "part-0.parquet")
+    with pytest.raises(UsageError, match=r"its partition directories are by none, .*at=10:00/part-1.parquet's by at"):
+        api.convert(str(lake), str(tmp_path / "out"), engine="spark")
+
+
+def test_a_partitioned_jsonl_dataset_on_spark_gives_each_file_the_local_engines_lines(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    lake = tmp_path / "lake"
+    files = make_lake(lake, "jsonl")
+    local = api.convert(str(lake), str(tmp_path / "local"), Options(jobs=2))
+    result = api.convert(str(lake), str(tmp_path / "lake.v2"), Options(jobs=2), engine="spark")
+    out = tmp_path / "lake.v2"
+    for day in LAKE_DAYS:
+        written = sorted((out / day).glob("part-*.jsonl"))
+        assert written, day
+        lines = sorted(line for file in written for line in file.read_bytes().splitlines())
+        expected = sorted(
+            line for file in (tmp_path / "local" / day).iterdir() for line in file.read_bytes().splitlines()
+        )
+        assert lines == expected
+    assert sorted(p.name for p in out.iterdir()) == ["_SUCCESS", *LAKE_DAYS]
+    assert result.report.counts == local.report.counts
+    assert [(r["source"], r["location"]) for r in result.report.changes] == [
+        (r["source"], r["location"]) for r in local.report.changes
+    ]
+    assert files[0].name == "part-0.jsonl"

@@ -17,7 +17,8 @@ import histmig.sources
 from histmig import api
 from histmig.cli import app
 from histmig.errors import UnreadableInput, UsageError
-from histmig.sources import expands, format_of, formats, input_paths
+from histmig.run.outputs import output_paths
+from histmig.sources import expands, format_of, formats, input_paths, partition_of, partitions
 from tests.conftest import CORPUS
 
 
@@ -174,3 +175,27 @@ def test_a_format_added_as_one_module_serves_every_command(toy_format: Path) -> 
     assert (
         runner.invoke(app, ["convert", str(source), str(toy_format / "x.jsonl")]).exit_code == 2
     )  # a toy input is written as toy
+
+
+def test_a_partitioned_directory_is_every_file_of_its_partition_directories(tmp_path: Path) -> None:
+    for name in ("region=eu/day=01/b.parquet", "region=eu/day=01/a.jsonl", "region=us/day=1/c.parquet", "top.jsonl"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).touch()
+    for hidden in ("region=eu/_SUCCESS", "region=eu/.c.crc", "plain/x.jsonl", "region=eu/day=01/x.jsonl.rejects.jsonl"):
+        (tmp_path / hidden).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / hidden).touch()
+    found = input_paths([str(tmp_path)])
+    names = [str(Path(path).relative_to(tmp_path)) for path, _ in found]
+    assert names == ["region=eu/day=01/a.jsonl", "region=eu/day=01/b.parquet", "region=us/day=1/c.parquet", "top.jsonl"]
+    outputs, directory = output_paths(found, "out", True, [str(tmp_path)])
+    assert (outputs, directory) == (["out/" + name for name in names], "out")
+    assert partitions(found[2][0], str(tmp_path)) == [("region", "us"), ("day", "1")]
+    assert partitions(found[3][0], str(tmp_path)) == []
+    assert [partition_of(name) for name in ("day=01", "k=", "=v", "_k=v", "plain", "a=b=c")] == [
+        ("day", "01"),
+        ("k", ""),
+        None,
+        None,
+        None,
+        ("a", "b=c"),
+    ]
