@@ -583,7 +583,8 @@ _PART = re.compile(r"^(part-\d+)-[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}[-.]
 def _plain_names(directory: str) -> None:
     """Rename the part files Spark wrote in ``directory`` and its partition directories
     without the job's random id (``part-00000-c000.zstd.parquet``; a text part, JSONL lines,
-    as ``part-00000-c000.jsonl``), so the same input gives the same files, and delete Hadoop's checksum files (``.*.crc``), which name the old names."""
+    as ``part-00000-c000.jsonl``), so the same input gives the same files, and delete
+    Hadoop's checksum files (``.*.crc``), which name the old names."""
     for folder, _, names in os.walk(directory):
         for name in names:
             path = os.path.join(folder, name)
