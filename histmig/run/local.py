@@ -17,7 +17,7 @@ from histmig.report import Report
 from histmig.run.plan import Planning
 from histmig.run.result import Result
 from histmig.sources.base import Input, Job, Task, TaskResult, Written
-from histmig.sources.fs import exists, is_url, make_parents
+from histmig.sources.fs import exists, is_object, make_parents
 
 
 def _work(job: Job, task: Task, slot: memoryview | None) -> TaskResult:
@@ -39,7 +39,7 @@ def run_local(planning: Planning, options: Options, job: Job, progress: Progress
             if item.destination.rejects not in (None, "-")
             and (  # an earlier rejects file (a regular file; an object)
                 exists(item.destination.rejects, UnwritableOutput)
-                if is_url(item.destination.rejects)
+                if is_object(item.destination.rejects)
                 else os.path.isfile(item.destination.rejects)
             )
         )

@@ -53,9 +53,7 @@ def _reads(inputs: Sequence[Planned]) -> list[Named]:
     """The files the run reads (an object's URL is one, a database URL none; stdin is one
     when it is redirected from a regular file, ``< in.jsonl``, as ``/dev/stdin``)."""
     found = [
-        Named("the input", path)
-        for path, _ in inputs
-        if path != "-" and (fs.scheme(path) in fs.SCHEMES or os.path.exists(path))
+        Named("the input", path) for path, _ in inputs if path != "-" and (fs.is_object(path) or os.path.exists(path))
     ]
     if any(path == "-" for path, _ in inputs) and _is_a_file(sys.stdin):
         found.append(Named("stdin", "/dev/stdin"))

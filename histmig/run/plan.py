@@ -315,7 +315,7 @@ def _destinations(
     for (path, fmt), output in zip(found, outputs):
         if output not in (None, "-") and path != "-" and file_key(output) == file_key(path):
             raise UsageError(f"{output} is the input; use --in-place to replace it")
-        if destination.in_place and fs.is_url(path):
+        if destination.in_place and fs.is_object(path):
             raise UsageError(
                 f"{path}: --in-place is refused on object storage (a replaced object is gone unless the bucket keeps "
                 "versions); write to another key or prefix as OUTPUT"

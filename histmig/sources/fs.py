@@ -60,6 +60,12 @@ def is_url(path: str) -> bool:
     return scheme(path) is not None
 
 
+def is_object(path: str) -> bool:
+    """Whether ``path`` is the URL of a file or object in a store of :data:`SCHEMES` (not a
+    local path, nor a database's URL)."""
+    return scheme(path) in SCHEMES
+
+
 def check_scheme(path: str, *, writing: bool = False) -> None:
     """Raise :class:`~histmig.errors.UsageError` unless the URL ``path``'s scheme is one of
     :data:`SCHEMES` (naming them), or, ``writing``, one histmig can write to."""
