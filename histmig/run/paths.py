@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from histmig.errors import SamePath
-from histmig.sources.atomic import is_stream, lock_file
 from histmig.sources import fs
+from histmig.sources.atomic import is_stream, lock_file
 from histmig.sources.base import Destination
 
 Planned = tuple[str, Destination]
