@@ -33,6 +33,10 @@ def _found(raw: bytes) -> str | None:
         (b'{"x":"a\\u003ab","k":1,"k":2}', "duplicated key 'k'"),  # an escaped colon: found the slow way
         (b'{"k" : 1 ,\n "k": {"k":1}}', "duplicated key 'k'"),  # whitespace around the colon
         (b'{"s":"a:b","k":{"v":"c:d"},"k":{}}', "duplicated key 'k'"),  # the dropped value held a colon
+        (b'{"x":"a\\u003Ab","m":[{"k":1,"k":2}]}', "m[0]: duplicated key 'k'"),  # an escaped colon, nested
+        (b'{"s":"\\n","k":1,"k":2}', "duplicated key 'k'"),  # a backslash, but no escaped colon
+        (b'{"k\\u0061":1,"ka":2}', "duplicated key 'ka'"),  # a key written with an escape
+        (b'{"a\\"b":1,"a\\"b":2}', "duplicated key 'a\"b'"),
     ],
 )
 def test_a_duplicated_key_is_named_with_its_path(raw: bytes, said: str) -> None:
@@ -45,6 +49,8 @@ def test_a_duplicated_key_is_named_with_its_path(raw: bytes, said: str) -> None:
         b'{"x":"a\\u003ab","k":1}',
         b'{"args":"{\\"a\\":1,\\"a\\":2}"}',  # a duplicate inside a string is the string's own business
         b'{"k\\u0022":1,"k":2}',
+        b'{"s":"\\"x\\": y","k":{"a":1}}',  # compact, as its encoding is: compared, not counted
+        b'{"s" : "a\\nb:c", "k" : {"a" : 1}}',  # not its encoding, a backslash but no escaped colon: counted
         b"[]",
     ],
 )
