@@ -37,6 +37,7 @@ def _found(raw: bytes) -> str | None:
         (b'{"s":"\\n","k":1,"k":2}', "duplicated key 'k'"),  # a backslash, but no escaped colon
         (b'{"k\\u0061":1,"ka":2}', "duplicated key 'ka'"),  # a key written with an escape
         (b'{"a\\"b":1,"a\\"b":2}', "duplicated key 'a\"b'"),
+        (b'{"n":123456789012345678901234567890,"k":1,"k":2}', "duplicated key 'k'"),  # beyond orjson: msgspec's
     ],
 )
 def test_a_duplicated_key_is_named_with_its_path(raw: bytes, said: str) -> None:
@@ -51,6 +52,7 @@ def test_a_duplicated_key_is_named_with_its_path(raw: bytes, said: str) -> None:
         b'{"k\\u0022":1,"k":2}',
         b'{"s":"\\"x\\": y","k":{"a":1}}',  # compact, as its encoding is: compared, not counted
         b'{"s" : "a\\nb:c", "k" : {"a" : 1}}',  # not its encoding, a backslash but no escaped colon: counted
+        b'{"n":123456789012345678901234567890,"k":1}',
         b"[]",
     ],
 )
