@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import fcntl
 import importlib.util
-import logging
 import os
 import random
 import stat
@@ -26,6 +25,7 @@ from histmig.api import migrate
 from histmig.engine import process
 from histmig.options import Options
 from histmig.records import Record
+from tests.servers import S3_ENV, moto_server
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -263,23 +263,10 @@ def s3_endpoint():
     """A real S3 API server for the session (moto's server mode, in a thread of this process,
     on a free loopback port): its endpoint URL. Fails, never skips, when it cannot start."""
     try:
-        from moto.server import ThreadedMotoServer
+        with moto_server() as endpoint:
+            yield endpoint
     except ImportError as exc:
         pytest.fail(f"the object-storage tests need moto's server (pip install -e '.[test]'): {exc}", pytrace=False)
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line a request otherwise
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
-S3_ENV = {
-    "AWS_ACCESS_KEY_ID": "histmig-test-key",
-    "AWS_SECRET_ACCESS_KEY": "histmig-test-secret",
-    "AWS_DEFAULT_REGION": "us-east-1",
-}
-"""The credentials the tests give botocore (moto's server takes any, unless told to check)."""
 
 
 class Bucket:

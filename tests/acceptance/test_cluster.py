@@ -8,26 +8,17 @@ own: every import of histmig is the shipped wheel's. Each executor is one core a
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import socket
-import subprocess
-import sys
-import sysconfig
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.parquet as pq
-import pyspark
 import pytest
 
 from histmig import api
 from histmig.options import Options
-from tests.conftest import ROOT, make_lake
+from tests.conftest import make_lake
+from tests.servers import Cluster, standalone_cluster
 
-SPARK_HOME = Path(pyspark.__file__).parent
 WORKERS = 2
 
 FAIL_ONCE = '''\
@@ -82,179 +73,16 @@ if os.environ.get("HISTMIG_TEST_FAIL_ONCE"):
 '''
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _python_without_histmig(folder: Path) -> Path:
-    """A virtual environment whose Python finds the test environment's packages (a ``.pth``
-    naming its site-packages, which runs none of that directory's own ``.pth`` files, so the
-    editable install of histmig there is not found) and the test-only ``sitecustomize``."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
-    python = folder / "bin" / "python"
-    site = Path(
-        subprocess.run(
-            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-    )
-    (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    (site / "sitecustomize.py").write_text(FAIL_ONCE)
-    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    found = subprocess.run([python, "-c", "import histmig"], capture_output=True, text=True, cwd=folder, env=clean)
-    assert found.returncode != 0 and "No module named 'histmig'" in found.stderr, found.stderr
-    return python
-
-
-class Cluster:
-    """The running cluster: its ``master`` URL, the ``python`` of its workers and driver, the
-    ``wheel`` of histmig, and ``submit`` to run the command line as an application (``executors``: environment variables
-    of its executors)."""
-
-    def __init__(self, master: str, python: Path, wheel: str, logs: Path) -> None:
-        self.master, self.python, self.wheel, self.logs = master, python, wheel, logs
-        self.folder = logs.parent
-
-    def submit(self, *args: str, executors: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        command = [
-            str(SPARK_HOME / "bin" / "spark-submit"),
-            "--master",
-            self.master,
-            "--py-files",
-            str(self.wheel),
-            "--conf",
-            "spark.executor.memory=1g",
-            "--conf",
-            "spark.executor.cores=1",
-            "--conf",
-            "spark.cores.max=2",
-            "--conf",
-            "spark.task.maxFailures=2",
-            "--conf",
-            f"spark.pyspark.python={self.python}",
-            "--conf",
-            f"spark.pyspark.driver.python={self.python}",
-            *(
-                arg
-                for name, value in (executors or {}).items()
-                for arg in ("--conf", f"spark.executorEnv.{name}={value}")
-            ),
-            str(ROOT / "histmig" / "__main__.py"),
-            *args,
-        ]
-        clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_PYTHON")}
-        return subprocess.run(
-            command,
-            env={
-                **clean,
-                "SPARK_HOME": str(SPARK_HOME),
-                "SPARK_LOCAL_IP": "127.0.0.1",
-            },
-            capture_output=True,
-            text=True,
-            timeout=600,
-            cwd=self.folder,
-        )
-
-
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """A standalone master and two workers (one core, 1 GB each) on loopback, for the session.
+    """A standalone master and two workers (one core, 1 GB each) on loopback, for the session
+    (:func:`tests.servers.standalone_cluster`, the workers' Python with :data:`FAIL_ONCE`).
     Fails, never skips, when Java or Spark cannot start them."""
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        pytest.fail("the cluster tests need Java 17 (apt-get install openjdk-17-jre-headless)", pytrace=False)
-    folder = tmp_path_factory.mktemp("cluster")
-    python = _python_without_histmig(folder / "venv")
-    built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(folder / "dist"), str(ROOT)],
-        capture_output=True,
-        text=True,
-    )
-    assert built.returncode == 0, built.stderr
-    (built_wheel,) = (folder / "dist").glob("histmig-*.whl")
-    # PySpark puts a --py-files entry on the executors' path only when it ends in .zip, .egg or .jar:
-    # the wheel (a zip) is shipped under a .zip name
-    wheel = shutil.copy(built_wheel, folder / "dist" / "histmig.zip")
-    port, ui = _free_port(), _free_port()
-    env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": str(python)}
-    env.pop("PYTHONPATH", None)
-    spark_class = str(SPARK_HOME / "bin" / "spark-class")
-    logs = folder / "logs"
-    logs.mkdir()
-    processes = [
-        subprocess.Popen(
-            [
-                spark_class,
-                "org.apache.spark.deploy.master.Master",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--webui-port",
-                str(ui),
-            ],
-            env=env,
-            stdout=open(logs / "master.log", "wb"),  # noqa: SIM115 (the process holds it)
-            stderr=subprocess.STDOUT,
-        )
-    ]
-    master = f"spark://127.0.0.1:{port}"
-    for n in range(WORKERS):
-        work = folder / f"work-{n}"
-        work.mkdir()
-        processes.append(
-            subprocess.Popen(
-                [
-                    spark_class,
-                    "org.apache.spark.deploy.worker.Worker",
-                    master,
-                    "--host",
-                    "127.0.0.1",
-                    "--cores",
-                    "1",
-                    "--memory",
-                    "1g",
-                    "--work-dir",
-                    str(work),
-                    "--webui-port",
-                    str(_free_port()),
-                ],
-                env=env,
-                stdout=open(logs / f"worker-{n}.log", "wb"),  # noqa: SIM115
-                stderr=subprocess.STDOUT,
-            )
-        )
     try:
-        deadline = time.monotonic() + 120
-        alive = 0
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=5) as answer:
-                    alive = json.load(answer).get("aliveworkers", 0)
-            except OSError:
-                alive = 0
-            if alive == WORKERS:
-                break
-            if any(p.poll() is not None for p in processes):
-                break
-            time.sleep(1)
-        if alive != WORKERS:
-            said = "\n".join((logs / name).read_text()[-2000:] for name in sorted(os.listdir(logs)))
-            pytest.fail(f"the Spark cluster did not start ({alive} of {WORKERS} workers):\n{said}", pytrace=False)
-        yield Cluster(master, python, wheel, logs)
-    finally:
-        for process in reversed(processes):
-            process.terminate()
-        for process in processes:
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        with standalone_cluster(tmp_path_factory.mktemp("cluster"), WORKERS, FAIL_ONCE) as running:
+            yield running
+    except RuntimeError as exc:
+        pytest.fail(f"the cluster tests cannot run: {exc}", pytrace=False)
 
 
 def test_a_job_on_the_cluster_gives_the_local_engines_bytes_and_summary(cluster: Cluster, tmp_path: Path) -> None:
