@@ -656,11 +656,12 @@ class Timing:
     ok: bool
 
 
-def timed(argv: list[str]) -> Timing:
-    """Run ``argv`` to its end; wall-clock seconds and the child's own peak RSS (MB).
-    ``ok`` is false when it exited with 2 or more (histmig exits 1 when records were
-    rejected, which is a result, not a failure)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+def timed(argv: list[str], env: dict[str, str] | None = None) -> Timing:
+    """Run ``argv`` to its end (in ``env``, else this environment with histmig on the path);
+    wall-clock seconds and the child's own peak RSS (MB). ``ok`` is false when it exited with
+    2 or more (histmig exits 1 when records were rejected, which is a result, not a failure)."""
+    if env is None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     start = time.perf_counter()
     child = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     stderr = child.stderr.read() if child.stderr else b""
@@ -672,15 +673,15 @@ def timed(argv: list[str]) -> Timing:
     return Timing(seconds, usage.ru_maxrss / 1024, child.returncode < 2)
 
 
-def best(argvs: list[list[str]], repeat: int) -> list[Timing]:
+def best(argvs: list[list[str]], repeat: int, envs: list[dict[str, str] | None] | None = None) -> list[Timing]:
     """For each command of ``argvs``, the fastest of ``repeat`` runs (peak RSS: the largest
     seen). The commands take turns (A B C A B C ...), so that a slow spell of the machine
     (this virtual machine's speed drifts by tens of percent over minutes) falls on all of
-    them alike rather than on one."""
+    them alike rather than on one. ``envs``: the environment of each command (:func:`timed`)."""
     runs: list[list[Timing]] = [[] for _ in argvs]
     for _ in range(repeat):
-        for argv, seen in zip(argvs, runs):
-            seen.append(timed(argv))
+        for argv, env, seen in zip(argvs, envs or [None] * len(argvs), runs):
+            seen.append(timed(argv, env))
     return [
         Timing(min(t.seconds for t in seen), max(t.peak_rss_mb for t in seen), all(t.ok for t in seen)) for seen in runs
     ]
@@ -715,10 +716,14 @@ def main(argv: list[str] | None = None) -> int:
         "--formats",
         default="jsonl,parquet",
         help="comma-separated: jsonl, parquet, postgres, sqlite, spark (Parquet through Spark local[2]), "
-        "layouts (the 10%% variant per run and per message against whole: JSONL, and PostgreSQL with postgres)",
+        "cluster (Parquet 10%% on a Spark standalone cluster of 2 workers), s3 (JSONL 10%% on an S3 server, "
+        "and a --big-mib object streamed), layouts (the 10%% variant per run and per message against whole: JSONL, and PostgreSQL with postgres)",
     )
     parser.add_argument(
         "--postgres", metavar="URL", help="database for the postgres table (default: a throwaway PostgreSQL 15 cluster)"
+    )
+    parser.add_argument(
+        "--big-mib", type=int, default=1024, help="MiB of the object --formats s3 streams (and a quarter of it)"
     )
     args = parser.parse_args(argv)
     count = 5000 if args.quick else args.records
@@ -769,6 +774,10 @@ def main(argv: list[str] | None = None) -> int:
     print_bounds(bounds, count)
     if "spark" in formats:
         print_spark(files, count, out, args.repeat)
+    if "cluster" in formats:
+        print_cluster(files, count, out, args.repeat)
+    if "s3" in formats:
+        print_s3(files, count, out, args.repeat, args.big_mib)
     if "jsonl" in formats:
         src = files["100%"]["jsonl"]
         one, two = best(
@@ -855,6 +864,157 @@ def print_spark(files: dict[str, dict[str, Path]], count: int, out: Path, repeat
         )
 
 
+def print_cluster(files: dict[str, dict[str, Path]], count: int, out: Path, repeat: int) -> None:
+    """The cluster table: on the Parquet 10 % archive, histmig through ``spark-submit`` on a
+    standalone cluster of two workers (one core, 1 GB each; started and stopped here as the
+    tests start theirs, :func:`tests.servers.standalone_cluster`, histmig shipped as a wheel)
+    against ``--engine spark --jobs 2`` (``local[2]``) and histmig's own ``--jobs 2``, timed
+    as the others in one run; then the cluster's records per second per core and the
+    core-hours a billion conversations would take at that rate."""
+    sys.path.insert(0, str(ROOT))
+    from tests.servers import standalone_cluster
+
+    src, size = files["10%"]["parquet"], files["10%"]["jsonl"].stat().st_size
+    print(
+        "\ncluster: histmig convert --engine spark through spark-submit on a standalone cluster (2 workers, 1 core "
+        "and 1 GB each) against local[2] and histmig --jobs 2\n"
+    )
+    header = f"| {'archive':<14} | {'cluster MB/s':>12} | {'rec/s':>8} | {'local[2] MB/s':>13} | {'--jobs 2 MB/s':>13} | {'x local[2]':>10} | {'x --jobs 2':>10} | {'rec/s/core':>10} | {'core-h per 1e9':>14} |"
+    print(header)
+    print("|" + "|".join("-" * len(cell) for cell in header.split("|")[1:-1]) + "|")
+    with standalone_cluster(Path(tempfile.mkdtemp(prefix="cluster-", dir=out))) as cluster:
+        ours, local, jobs = best(
+            [
+                cluster.argv("convert", str(src), str(out / "cluster-histmig"), "--engine", "spark", "-q"),
+                histmig_argv(src, out / "spark-histmig", 2, "--engine", "spark"),
+                histmig_argv(src, out / "jobs2.parquet", 2),
+            ],
+            repeat,
+            [cluster.env(), None, None],
+        )
+    cells = [rate(size, count, t) for t in (ours, local, jobs)]
+    ratio = lambda other: f"{other.seconds / ours.seconds:.2f}" if ours.ok and other.ok else "n/a"  # noqa: E731
+    per_core = count / ours.seconds / 2 if ours.ok else None
+    print(
+        f"| {'parquet 10%':<14} | {cells[0][0]:>12} | {cells[0][1]:>8} | {cells[1][0]:>13} | {cells[2][0]:>13} "
+        f"| {ratio(local):>10} | {ratio(jobs):>10} | {f'{per_core:,.0f}' if per_core else 'n/a':>10} "
+        f"| {f'{1e9 / per_core / 3600:,.0f}' if per_core else 'n/a':>14} |",
+        flush=True,
+    )
+
+
+def print_s3(files: dict[str, dict[str, Path]], count: int, out: Path, repeat: int, big_mib: int) -> None:
+    """The object-storage tables, against an S3 API server on loopback started and stopped
+    here (moto's server mode, :func:`tests.servers.moto_server`, in a child: nothing heavy in
+    this process): the JSONL 10 % archive uploaded (:func:`s3_upload`) and converted
+    ``s3://.../in.jsonl s3://.../out.jsonl`` against the same convert on local disk, in one
+    run; then ``histmig audit`` of an object of ``big_mib`` MiB and of a quarter of it (the
+    archive's lines repeated, :func:`s3_big`) with histmig's peak RSS: flat when streamed."""
+    src, size = files["10%"]["jsonl"], files["10%"]["jsonl"].stat().st_size
+    server = subprocess.Popen(
+        [sys.executable, __file__, "--s3-serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        endpoint = server.stdout.readline().strip()
+        if not endpoint.startswith("http://127.0.0.1:"):
+            raise RuntimeError(f"the S3 server did not start (it said {endpoint!r})")
+        sys.path.insert(0, str(ROOT))
+        from tests.servers import S3_ENV
+
+        env = {
+            **os.environ,
+            **S3_ENV,
+            "AWS_ENDPOINT_URL": endpoint,
+            "AWS_CONFIG_FILE": os.devnull,
+            "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+            "PYTHONPATH": str(ROOT),
+        }
+        print("\ns3: the jsonl 10% archive on an S3 API server on loopback (moto) against local disk\n")
+        header = f"| {'archive':<14} | {'MB':>5} | {'upload s':>8} | {'s3 convert s':>12} | {'MB/s':>6} | {'local s':>7} | {'MB/s':>6} | {'x local':>7} | {'round trip x local':>18} |"
+        print(header)
+        print("|" + "|".join("-" * len(cell) for cell in header.split("|")[1:-1]) + "|")
+        bucket = "s3://histmig-bench"
+        upload, remote, local = best(
+            [
+                [sys.executable, __file__, "--s3-upload", str(src), f"{bucket}/in.jsonl"],
+                [sys.executable, "-m", "histmig", "convert", f"{bucket}/in.jsonl", f"{bucket}/out.jsonl", "-q"],
+                histmig_argv(src, out / "local.jsonl"),
+            ],
+            repeat,
+            [env, env, env],
+        )
+        ok = upload.ok and remote.ok and local.ok
+        show = lambda value: f"{value:.2f}" if ok else "n/a"  # noqa: E731
+        print(
+            f"| {'jsonl 10%':<14} | {size / 1e6:>5.0f} | {show(upload.seconds):>8} | {show(remote.seconds):>12} "
+            f"| {rate(size, count, remote)[0]:>6} | {show(local.seconds):>7} | {rate(size, count, local)[0]:>6} "
+            f"| {show(local.seconds / remote.seconds):>7} | {show(local.seconds / (upload.seconds + remote.seconds)):>18} |",
+            flush=True,
+        )
+        sizes = {f"{mib} MiB": mib * 2**20 for mib in (big_mib // 4, big_mib)}
+        for label, length in sizes.items():
+            made = subprocess.run(
+                [sys.executable, __file__, "--s3-big", str(src), f"{bucket}/big-{length}.jsonl", str(length)], env=env
+            )
+            if made.returncode:
+                raise RuntimeError(f"the {label} object was not written")
+        timings = best(
+            [[sys.executable, "-m", "histmig", "audit", f"{bucket}/big-{n}.jsonl", "-q"] for n in sizes.values()],
+            repeat,
+            [env] * len(sizes),
+        )
+        print("\ns3: histmig audit of one object streamed (the archive's lines repeated)\n")
+        header = f"| {'object':<14} | {'audit s':>7} | {'MB/s':>6} | {'histmig RSS MB':>14} |"
+        print(header)
+        print("|" + "|".join("-" * len(cell) for cell in header.split("|")[1:-1]) + "|")
+        for (label, length), timing in zip(sizes.items(), timings):
+            print(
+                f"| {label:<14} | {f'{timing.seconds:.2f}' if timing.ok else 'n/a':>7} | {rate(length, 1, timing)[0]:>6} "
+                f"| {f'{timing.peak_rss_mb:.0f}' if timing.ok else 'n/a':>14} |",
+                flush=True,
+            )
+    finally:
+        server.stdin.close()
+        server.wait(60)
+
+
+def s3_serve() -> None:
+    """Serve S3 on loopback (:func:`tests.servers.moto_server`): print the endpoint, stop when
+    stdin is closed."""
+    sys.path.insert(0, str(ROOT))
+    from tests.servers import moto_server
+
+    with moto_server() as endpoint:
+        print(endpoint, flush=True)
+        sys.stdin.read()
+
+
+def s3_upload(src: str, url: str) -> None:
+    """Upload the local file ``src`` to the object ``url`` (its bucket made when missing)
+    through histmig's object-storage layer (a multipart upload completed at the end)."""
+    import shutil
+
+    from histmig.sources import fs
+
+    store, path = fs.filesystem(url)
+    if not store.exists(path.split("/", 1)[0]):
+        store.mkdir(path.split("/", 1)[0])
+    with open(src, "rb") as source, fs.remote_output(url) as sink:
+        shutil.copyfileobj(source, sink, 8 << 20)
+
+
+def s3_big(src: str, url: str, length: int) -> None:
+    """Write the object ``url`` of at least ``length`` bytes: the whole lines of ``src``
+    repeated (streamed, never held whole)."""
+    from histmig.sources import fs
+
+    chunk, written = Path(src).read_bytes(), 0
+    with fs.remote_output(url) as sink:
+        while written < length:
+            sink.write(chunk)
+            written += len(chunk)
+
+
 def rate(size: int, count: int, timing: Timing) -> tuple[str, str]:
     """``(MB/s, records/s)`` cells, ``n/a`` for a run that failed."""
     if not timing.ok:
@@ -898,6 +1058,15 @@ if __name__ == "__main__":
             if sys.argv[1] == "--postgres-start"
             else stop_postgres(Path(sys.argv[2])) or ""
         )
+        sys.exit(0)
+    if sys.argv[1:] == ["--s3-serve"]:
+        s3_serve()
+        sys.exit(0)
+    if len(sys.argv) == 4 and sys.argv[1] == "--s3-upload":
+        s3_upload(sys.argv[2], sys.argv[3])
+        sys.exit(0)
+    if len(sys.argv) == 5 and sys.argv[1] == "--s3-big":
+        s3_big(sys.argv[2], sys.argv[3], int(sys.argv[4]))
         sys.exit(0)
     if len(sys.argv) == 5 and sys.argv[1] == "--baseline":
         kind, src, dst = sys.argv[2:]

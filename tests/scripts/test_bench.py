@@ -4,6 +4,7 @@ the database tables are measured on a real server."""
 from __future__ import annotations
 
 import importlib.util
+import re
 import sqlite3
 import sys
 from pathlib import Path
@@ -182,3 +183,21 @@ def test_a_layout_keeps_every_message_of_each_history_in_its_order_its_records_s
     assert [r["id"] for r in cut] != sorted((r["id"] for r in cut), key=[r["id"] for r in records].index)
     if layout == "per message":
         assert all(len(r["messages"]) == 1 for r in cut)
+
+
+def test_the_cluster_and_s3_tables_give_a_figure_in_every_cell(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    # a real standalone cluster and a real S3 server, started and stopped by the benchmark (an error when they cannot)
+    assert (
+        bench.main(["--formats", "cluster,s3", "--records", "200", "--workdir", str(tmp_path), "--big-mib", "8"]) == 0
+    )
+    printed = capsys.readouterr().out
+    number = r"\s*[0-9][0-9,]*(\.[0-9]+)?\s*"
+    rows = {
+        "cluster": rf"\| parquet 10%\s*\|({number}\|){{8}}$",
+        "s3": rf"\| jsonl 10%\s*\|({number}\|){{8}}$",
+        "2 MiB": rf"\| 2 MiB\s*\|({number}\|){{3}}$",
+        "8 MiB": rf"\| 8 MiB\s*\|({number}\|){{3}}$",
+    }
+    for name, row in rows.items():
+        assert len(re.findall(row, printed, re.MULTILINE)) == 1, (name, printed)
+    assert "n/a" not in printed
