@@ -48,6 +48,13 @@ reads and writes the same files with no migration (:func:`spark_floor`); and, to
 Spark's overhead goes, a session started and stopped with no job (:func:`spark_start`) and
 the floor with every batch passed through a Python worker and back (``mapInArrow`` of the
 identity, :func:`spark_arrow`): the time of each step is the difference between two of them.
+
+``--formats cluster`` (:func:`print_cluster`) times, on the Parquet 10 % archive, histmig
+through ``spark-submit`` on a standalone cluster of two workers the benchmark starts and
+stops, against ``local[2]`` and ``--jobs 2``, with the rate per core; ``--formats s3``
+(:func:`print_s3`) an S3 round trip of the JSONL 10 % archive on an S3 server on loopback
+against local disk, and an object of ``--big-mib`` MiB (and a quarter of it) audited with
+histmig's peak RSS. Both start their servers with the tests' helpers (``tests/servers.py``).
 """
 
 from __future__ import annotations
