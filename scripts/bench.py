@@ -724,7 +724,8 @@ def main(argv: list[str] | None = None) -> int:
         default="jsonl,parquet",
         help="comma-separated: jsonl, parquet, postgres, sqlite, spark (Parquet through Spark local[2]), "
         "cluster (Parquet 10%% on a Spark standalone cluster of 2 workers), s3 (JSONL 10%% on an S3 server, "
-        "and a --big-mib object streamed), layouts (the 10%% variant per run and per message against whole: JSONL, and PostgreSQL with postgres)",
+        "and a --big-mib object streamed), "
+        "layouts (the 10%% variant per run and per message against whole: JSONL, and PostgreSQL with postgres)",
     )
     parser.add_argument(
         "--postgres", metavar="URL", help="database for the postgres table (default: a throwaway PostgreSQL 15 cluster)"
@@ -886,7 +887,10 @@ def print_cluster(files: dict[str, dict[str, Path]], count: int, out: Path, repe
         "\ncluster: histmig convert --engine spark through spark-submit on a standalone cluster (2 workers, 1 core "
         "and 1 GB each) against local[2] and histmig --jobs 2\n"
     )
-    header = f"| {'archive':<14} | {'cluster MB/s':>12} | {'rec/s':>8} | {'local[2] MB/s':>13} | {'--jobs 2 MB/s':>13} | {'x local[2]':>10} | {'x --jobs 2':>10} | {'rec/s/core':>10} | {'core-h per 1e9':>14} |"
+    header = (
+        f"| {'archive':<14} | {'cluster MB/s':>12} | {'rec/s':>8} | {'local[2] MB/s':>13} | {'--jobs 2 MB/s':>13} "
+        f"| {'x local[2]':>10} | {'x --jobs 2':>10} | {'rec/s/core':>10} | {'core-h per 1e9':>14} |"
+    )
     print(header)
     print("|" + "|".join("-" * len(cell) for cell in header.split("|")[1:-1]) + "|")
     with standalone_cluster(Path(tempfile.mkdtemp(prefix="cluster-", dir=out))) as cluster:
@@ -937,7 +941,10 @@ def print_s3(files: dict[str, dict[str, Path]], count: int, out: Path, repeat: i
             "PYTHONPATH": str(ROOT),
         }
         print("\ns3: the jsonl 10% archive on an S3 API server on loopback (moto) against local disk\n")
-        header = f"| {'archive':<14} | {'MB':>5} | {'upload s':>8} | {'s3 convert s':>12} | {'MB/s':>6} | {'local s':>7} | {'MB/s':>6} | {'x local':>7} | {'round trip x local':>18} |"
+        header = (
+            f"| {'archive':<14} | {'MB':>5} | {'upload s':>8} | {'s3 convert s':>12} | {'MB/s':>6} | {'local s':>7} "
+            f"| {'MB/s':>6} | {'x local':>7} | {'round trip x local':>18} |"
+        )
         print(header)
         print("|" + "|".join("-" * len(cell) for cell in header.split("|")[1:-1]) + "|")
         bucket = "s3://histmig-bench"
@@ -955,7 +962,8 @@ def print_s3(files: dict[str, dict[str, Path]], count: int, out: Path, repeat: i
         print(
             f"| {'jsonl 10%':<14} | {size / 1e6:>5.0f} | {show(upload.seconds):>8} | {show(remote.seconds):>12} "
             f"| {rate(size, count, remote)[0]:>6} | {show(local.seconds):>7} | {rate(size, count, local)[0]:>6} "
-            f"| {show(local.seconds / remote.seconds):>7} | {show(local.seconds / (upload.seconds + remote.seconds)):>18} |",
+            f"| {show(local.seconds / remote.seconds):>7} "
+            f"| {show(local.seconds / (upload.seconds + remote.seconds)):>18} |",
             flush=True,
         )
         sizes = {f"{mib} MiB": mib * 2**20 for mib in (big_mib // 4, big_mib)}
@@ -976,7 +984,8 @@ def print_s3(files: dict[str, dict[str, Path]], count: int, out: Path, repeat: i
         print("|" + "|".join("-" * len(cell) for cell in header.split("|")[1:-1]) + "|")
         for (label, length), timing in zip(sizes.items(), timings):
             print(
-                f"| {label:<14} | {f'{timing.seconds:.2f}' if timing.ok else 'n/a':>7} | {rate(length, 1, timing)[0]:>6} "
+                f"| {label:<14} | {f'{timing.seconds:.2f}' if timing.ok else 'n/a':>7} "
+                f"| {rate(length, 1, timing)[0]:>6} "
                 f"| {f'{timing.peak_rss_mb:.0f}' if timing.ok else 'n/a':>14} |",
                 flush=True,
             )
