@@ -119,7 +119,7 @@ def _change_line(row: ChangeRow) -> str:
     part = "" if row.part is None else row.part
     removed = f" (removed: {markdown(orjson.dumps(row.removed).decode())})" if row.removed is not None else ""
     return (
-        f"| {record_name(row, markdown)} | {row.message} | {part} | {row.rule} | {row.before} -> {row.after}{removed} "
+        f"| {record_name(row, markdown)} | {row.message} | {part} | {row.rule} | {row.transition}{removed} "
         f"| {row.cause or ''} | {markdown(row.tool_call_id or '')} | {markdown(row.evidence)} ({row.certainty}) |\n"
     )
 

@@ -33,6 +33,13 @@ class ChangeRow(NamedTuple):
     tool_call_id: str | None
     removed: Any
 
+    @property
+    def transition(self) -> str:
+        """The part kinds the change goes between, as report lines show them:
+        ``retry-prompt -> tool-return``, or the kind alone when it is kept (HM201 giving a
+        ``tool-call`` its ``tool_call_id``: the line then names the field set)."""
+        return self.before if self.before == self.after else f"{self.before} -> {self.after}"
+
 
 class FindingRow(NamedTuple):
     """One finding, where it was found: of a rule that only reports, or whose fix was not

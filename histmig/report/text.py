@@ -86,7 +86,7 @@ def _change_line(row: ChangeRow, paint: Callable[[str, str], str]) -> str:
     assigned = f" tool_call_id={terminal(row.tool_call_id)}" if row.tool_call_id else ""
     removed = f" removed={terminal(orjson.dumps(row.removed).decode())}" if row.removed is not None else ""
     return (
-        f"{_where(row)} {paint(row.rule, 'bold')} {row.before} -> {row.after}{cause}{assigned} "
+        f"{_where(row)} {paint(row.rule, 'bold')} {row.transition}{cause}{assigned} "
         f"evidence={terminal(row.evidence)} ({row.certainty}){removed}\n"
     )
 

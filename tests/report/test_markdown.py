@@ -46,7 +46,7 @@ def test_markdown_report_lines(tmp_path: Path, batch_size: int) -> None:
     assert [line.split(" HM407 ")[1][:10] for line in lines[findings + 2 : findings + 8]] == ["(warning):"] * 6
     table = lines.index("| record | message | part | rule | before -> after | cause | tool_call_id | evidence |")
     assert lines[table + 2].startswith(
-        f"| {source}:line 1 [v0.0.20/a_tool_model_retry] | 1 | 0 | HM201 | tool-call -> tool-call |  | pyd_ai_"
+        f"| {source}:line 1 [v0.0.20/a_tool_model_retry] | 1 | 0 | HM201 | tool-call |  | pyd_ai_"
     )
     assert (
         f"| {source}:line 6 [v0.0.20/c_unknown_tool] | 2 | 0 | HM103 | retry-prompt -> tool-return | unknown_tool | {REBOUND_ID} | unknown-tool+preceding-call (template) |"
