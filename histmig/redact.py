@@ -71,9 +71,15 @@ def _conninfo_secret(match: re.Match[str]) -> str:
     return match[0] if match[2].startswith(MASK) else match[1] + MASK
 
 
+def _query_secret(match: re.Match[str]) -> str:
+    """A URL's secret query parameter hidden; one already hidden kept with what follows it
+    (in a message, the ``:`` before the text about it)."""
+    return match[0] if match[2] in (MASK, MASK + ":") else match[1] + MASK
+
+
 def _url(url: str) -> str:
     """The URL ``url`` with its password and secret query parameters hidden."""
-    url = _QUERY_SECRET.sub(lambda m: m[1] + MASK, url)
+    url = _QUERY_SECRET.sub(_query_secret, url)
     start = _SCHEME.match(url).end()  # type: ignore[union-attr]
     at = url.rfind("@", start)
     if at < 0:

@@ -51,6 +51,10 @@ def test_a_message_loses_the_secrets_and_the_quoted_pieces_of_its_location() -> 
         == "at postgresql://u@h/x and then host=h password=***"
     )
     assert redact.message("host=h password=***: cannot connect") == "host=h password=***: cannot connect"
+    assert redact.message("postgresql://h/d?password=***: a PostgreSQL input needs --table") == (
+        "postgresql://h/d?password=***: a PostgreSQL input needs --table"
+    )
+    assert redact.message("postgresql://h/d?password=***pw: no") == "postgresql://h/d?password=*** no"
 
 
 def test_a_connection_string_is_postgres_never_a_path_nor_a_glob(tmp_path, monkeypatch) -> None:
