@@ -544,6 +544,7 @@ def test_check_prints_a_warning_line_per_unknown_part_and_strict_exits_1(tmp_pat
 
 def test_report_detail_summary_gives_the_counts_without_a_line_per_change() -> None:
     summary = invoke("audit", str(ALL), "--report-detail", "summary")
+
     def change_lines(stderr: str) -> int:
         return len(re.findall(r"^.* HM\d{3} (?!found:|warning:)", stderr, re.MULTILINE))
 

@@ -96,5 +96,6 @@ def _row(level: str, row: ChangeRow | FindingRow) -> str:
     elif row.after == ABSENT_PART:
         said = f"convert removes this {row.before} (evidence {row.evidence})"
     else:
-        said = f"convert rewrites {row.transition if row.before != row.after else 'this ' + row.before} (evidence {row.evidence})"
+        what = row.transition if row.before != row.after else f"this {row.before}"
+        said = f"convert rewrites {what} (evidence {row.evidence})"
     return command(level, row.source, row.location, row.id, f"histmig {row.rule}", f"{place}: {said}")
