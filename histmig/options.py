@@ -368,7 +368,7 @@ class Options:
             "The column or field (a path: payload.session_id) naming the conversation each record belongs to; several "
             "(comma-separated or repeated) for a composite key; '*': every record of the input is one conversation. "
             "The rules then see each conversation whole (default: each record is one; docs/layouts.md).",
-            RUNS,
+            RUNS | {"otel"},
             "input",
             formats=GROUPED,
             metavar="KEY",
@@ -380,7 +380,7 @@ class Options:
             "--order",
             "With --conversation: the column or field ordering a conversation's records "
             "(default: a table's key order, a file's line order).",
-            RUNS,
+            RUNS | {"otel"},
             "input",
             formats=GROUPED,
             metavar="KEY",
@@ -392,7 +392,7 @@ class Options:
             "--max-conversation-bytes",
             "With --conversation: a conversation whose records hold more bytes is rejected whole, nothing written "
             "for it (default: 64 MiB).",
-            RUNS,
+            RUNS | {"otel"},
             "input",
             formats=GROUPED,
             metavar="BYTES",
