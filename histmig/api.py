@@ -250,16 +250,25 @@ def from_otel(
     runs: str = "last",
     rejects: str | None = None,
     report: str | None = None,
+    max_retries: str | None = None,
 ) -> Restored:
     """``histmig from-otel``: the histories of the pydantic-ai agent runs in span exports
     (OpenTelemetry Collector file exporter OTLP JSON lines, gzipped or not; ``-`` for stdin),
     one JSONL line a conversation (``runs="last"``) or a run (``runs="all"``), in the stored
-    format, with a report row a run (:func:`histmig.otel.restore.from_otel`, docs/from-otel.md).
-    Raises :class:`~histmig.errors.UsageError` for an unknown ``runs`` or colliding paths."""
+    format, with a report row a run (:func:`histmig.otel.restore.from_otel`, docs/from-otel.md);
+    ``max_retries``, the agent's retry budgets (``"tools=N,output=M,tool:NAME=K"``), fills
+    ``retry.max_retries`` of the retries whose attempt it counts. Raises
+    :class:`~histmig.errors.UsageError` for an unknown ``runs``, budgets that do not parse or
+    colliding paths."""
     from histmig.otel.restore import from_otel as _from_otel
 
     return _from_otel(
-        [input] if isinstance(input, str) else list(input), output, runs=runs, rejects=rejects, report=report
+        [input] if isinstance(input, str) else list(input),
+        output,
+        runs=runs,
+        rejects=rejects,
+        report=report,
+        max_retries=max_retries,
     )
 
 

@@ -39,6 +39,9 @@ COMMANDS: tuple[Command, ...] = ("convert", "audit", "check", "otel", "otel-upgr
 MIGRATING = frozenset({"convert", "audit"})
 RUNS = MIGRATING | {"check"}
 EXPORTS = frozenset({"otel", "otel-upgrade"})
+IMPLIED: dict[str, dict[str, Any]] = {"from-otel": {"attempts": True}}
+"""The :class:`Options` fields a command sets whatever is given: ``from-otel`` always counts the
+attempts its spans did not record (HM104), so its ``--max-retries`` needs no ``--attempts``."""
 
 About = Literal["records", "input", "output", "run", "report"]
 """What an option is about: what is done to each record (``records``: the engine's plan, what
@@ -357,6 +360,15 @@ class Options:
             "With --attempts: the agent's retry budgets, tools=N,output=M,tool:NAME=K; "
             "they fill retry.max_retries (default: left null).",
             MIGRATING,
+            "records",
+            metavar="BUDGETS",
+        ),
+        _flag(
+            "--max-retries",
+            "The agent's retry budgets, tools=N,output=M,tool:NAME=K; they fill retry.max_retries of each retry "
+            "whose attempt no span recorded, as convert --attempts --max-retries does (default: left null, "
+            "reported unknowable).",
+            frozenset({"from-otel"}),
             "records",
             metavar="BUDGETS",
         ),
@@ -777,6 +789,7 @@ def given(flag: Flag, value: Any) -> bool:
 __all__ = [
     "COMMANDS",
     "FIELDS",
+    "IMPLIED",
     "RECORD_OPTIONS",
     "Flag",
     "OptionRow",
