@@ -154,8 +154,8 @@ def from_otel(
 
     Raises :class:`UsageError` for an unknown ``runs``, ``max_retries`` that does not parse, or
     a written path that is an input or another output, :class:`~histmig.errors.UnreadableInput`
-    for an input that cannot be opened and :class:`~histmig.errors.UnwritableOutput` for an output that cannot be written
-    (both before anything is written)."""
+    for an input that cannot be opened and :class:`~histmig.errors.UnwritableOutput` for an
+    output that cannot be written (both before anything is written)."""
     if runs not in RUNS_CHOICES:
         raise UsageError(f"--runs must be one of {', '.join(RUNS_CHOICES)}, not {runs!r}")
     budgets = Options(attempts=True, max_retries=max_retries).budgets
