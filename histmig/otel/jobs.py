@@ -34,6 +34,7 @@ from histmig.records import (
     locate_messages,
 )
 from histmig.rules.base import CauseMode
+from histmig.rules.pairing import fragment
 from histmig.schema import current_errors
 
 
@@ -46,7 +47,8 @@ def export_record(
     A bare array becomes the OTel array; an envelope object keeps its other fields (a history
     held as JSON text becomes the OTel array as JSON text). Raises
     :class:`ExportRejected` when the record holds no history, the migrated history would not load in
-    pydantic-ai 2.68, or the export cannot render it."""
+    pydantic-ai 2.68, or the export cannot render it (a likely fragment, whose null ids are not
+    derived, is told to give ``--conversation``)."""
     try:
         located = locate_messages(obj, messages_field)
         check_messages(located.messages, located.name or "messages")
@@ -54,7 +56,16 @@ def export_record(
         raise ExportRejected(str(exc)) from exc
     messages = located.messages
     migrate(messages, Plan(causes=causes))
-    return located.put(obj, _exported(messages, version, include_content))
+    try:
+        return located.put(obj, _exported(messages, version, include_content))
+    except ExportRejected as exc:
+        if fragment(messages):  # its null ids were not derived: its other records decide them
+            raise ExportRejected(f"{exc} ({FRAGMENT_HINT})") from exc
+        raise
+
+
+FRAGMENT_HINT = "a likely piece of a conversation stored over several records: give --conversation, docs/otel.md"
+"""What a rejected record that looks like a fragment (:func:`histmig.rules.pairing.fragment`) is told."""
 
 
 def _exported(messages: list[Any], version: int, include_content: bool) -> list[dict[str, Any]]:

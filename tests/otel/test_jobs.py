@@ -171,7 +171,11 @@ def test_without_conversation_a_piece_keeps_its_null_ids_and_is_rejected_not_giv
     result = runner.invoke(app, ["otel", str(source), str(out), "--version", "6"])
     assert result.exit_code == 1
     assert "1 records exported, 2 rejected" in result.stderr
-    assert "in.jsonl:line 2: messages[0].parts[0].tool_call_id: Input should be a valid string" in result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if "in.jsonl:line 2: " in line]
+    assert "in.jsonl:line 2: messages[0].parts[0].tool_call_id: Input should be a valid string" in line
+    assert line.endswith(
+        " (a likely piece of a conversation stored over several records: give --conversation, docs/otel.md)"
+    )
     (first,) = _exported(out)
     assert [m["role"] for m in first] == ["user", "assistant"]
     assert _ids(first, "tool_call_response") == []
