@@ -209,8 +209,10 @@ def otel(
     """``histmig otel``: each history of ``input`` (legacy parts migrated first, with the
     options' cause mode) exported as the OpenTelemetry GenAI message list pydantic-ai 2.68's
     instrumentation ``version`` records (docs/framework.md §5), to ``output`` in the input's
-    format (``clean`` as for :func:`convert`). Raises :class:`~histmig.errors.UsageError` for
-    a version other than 5 or 6 or a columnar input."""
+    format (``clean`` as for :func:`convert`). With ``options.conversation`` (a JSONL input) the
+    records of one conversation are migrated as one history and each exported on its own messages
+    (:func:`histmig.otel.jobs.export_conversation`). Raises :class:`~histmig.errors.UsageError`
+    for a version other than 5 or 6 or a columnar input."""
     from histmig.otel import SUPPORTED_VERSIONS
     from histmig.otel.jobs import ExportJob
 
