@@ -565,6 +565,8 @@ def _otel_done(result: api.Result, quiet: bool) -> None:
     _warn(result)
     if not quiet:
         say(result.verdict)
+    for note in result.notes:  # a --conversation that no record holds, among others
+        say(f"histmig: note: {note}")
     raise typer.Exit(result.exit_code)
 
 

@@ -242,6 +242,17 @@ def test_a_record_that_is_one_message_becomes_that_message_s_otel_messages(tmp_p
     assert [m for line in lines for m in line] == framework_otel(converted(whole)[0], 6, True)
 
 
+def test_a_conversation_key_no_record_holds_is_noted(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(ALL.read_bytes().splitlines()[0] + b"\n")
+    result = runner.invoke(app, ["otel", str(source), str(tmp_path / "o.jsonl"), "--conversation", "sesion", "-q"])
+    assert result.exit_code == 0
+    assert result.stderr == (
+        f"histmig: note: {source}: no record holds the conversation key (sesion), so each was a conversation of its "
+        "own: is --conversation spelt as the records' field?\n"
+    )
+
+
 def test_otel_upgrade_refuses_conversation(tmp_path: Path) -> None:
     source = tmp_path / "in.jsonl"
     source.write_bytes(b"[]\n")
