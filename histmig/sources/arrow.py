@@ -290,30 +290,67 @@ Place = tuple[dict[str, Any], str, Any, str]
 default and its path (``messages[0].parts[1].outcome``)."""
 
 
+@cache
+def _nullable_absent() -> dict[str, tuple[str, ...]]:
+    """By message ``kind``, part ``part_kind`` and ``"usage"``, the fields the current schema
+    lets a history leave out but takes no null in (its plain form, :data:`histmig.schema.PLAIN_CURRENT`,
+    read without building the models), but those whose null a rule repairs
+    (:func:`histmig.rules.nulls_kept`): where :func:`refused_nulls` may have a default. In the
+    schema's order: the places of a cell, and its error line, come in one order."""
+    from histmig.schema import PLAIN_CURRENT
+
+    kept = nulls_kept(registry())
+
+    def of(fields: dict[str, Any]) -> tuple[str, ...]:
+        return tuple(
+            name
+            for name, field in fields.items()
+            if not field.get("required", True)
+            and field["schema"].get("type") not in ("nullable", "any")  # these take a null
+            and name not in kept
+            and name not in ("kind", "part_kind")
+        )
+
+    found: dict[str, tuple[str, ...]] = {}
+    for kind, message in PLAIN_CURRENT["items_schema"]["choices"].items():
+        fields = message["fields"]
+        found[kind] = of(fields)
+        for part_kind, part in fields["parts"]["schema"]["items_schema"]["choices"].items():
+            found[part_kind] = of(part["fields"])
+        if "usage" in fields:
+            found["usage"] = of(fields["usage"]["schema"]["fields"])
+    return found
+
+
 def null_places(messages: list[Any], fields: StructFields) -> list[Place]:
     """Where ``messages`` (a nested cell, as read or as it will be written: a field of the
     column's struct that a dict lacks is null there) holds null in a field of
-    :func:`refused_nulls`, in path order."""
-    defaults = refused_nulls()
+    :func:`refused_nulls`, in the history's order. The schema models are built only for a cell that
+    holds a null where the schema takes none (:func:`_nullable_absent`)."""
+    candidates = _nullable_absent()
     message_fields, part_fields, usage_fields = fields
     found: list[Place] = []
 
     def look(node: Any, names: dict[str, Any], tag: Any, path: str) -> None:
-        if isinstance(node, dict) and isinstance(tag, str):
-            for key, (default, older) in defaults.get(tag, {}).items():
+        if not (isinstance(node, dict) and isinstance(tag, str)):
+            return
+        for key in candidates.get(tag, ()):
+            if key in names and node.get(key) is None and key in (defaults := refused_nulls().get(tag, {})):
+                default, older = defaults[key]
                 value = next((node[name] for name in older if node.get(name) is not None), default)
-                if key in names and node.get(key) is None and _holds(names[key], value):
+                if _holds(names[key], value):
                     found.append((node, key, value, f"{path}.{key}"))
 
-    usage = {key: default for key, (default, _) in defaults["usage"].items() if key in usage_fields}
     for m_index, message in enumerate(messages):
         if not isinstance(message, dict):
             continue
         where = f"messages[{m_index}]"
-        look(message, message_fields, message.get("kind"), where)
-        if message.get("kind") == "response" and "usage" in message_fields and message.get("usage") is None:
-            found.append((message, "usage", dict(usage), f"{where}.usage"))  # 2.68's RequestUsage(): every count 0
-        elif message.get("kind") == "response":
+        kind = message.get("kind")
+        look(message, message_fields, kind, where)
+        if kind == "response" and "usage" in message_fields and message.get("usage") is None:
+            usage = {key: default for key, (default, _) in refused_nulls()["usage"].items() if key in usage_fields}
+            found.append((message, "usage", usage, f"{where}.usage"))  # 2.68's RequestUsage(): every count 0
+        elif kind == "response":
             look(message.get("usage"), usage_fields, "usage", f"{where}.usage")
         parts = message.get("parts")
         for p_index, part in enumerate(parts if isinstance(parts, list) else []):
@@ -322,15 +359,15 @@ def null_places(messages: list[Any], fields: StructFields) -> list[Place]:
     return found
 
 
-def _defaults_filled(messages: list[Any], fields: StructFields) -> bool:
+def _defaults_filled(messages: list[Any], fields: StructFields) -> list[Place]:
     """Write, in place, the default of each of :func:`null_places` (a ``tool-return`` without an
     ``outcome`` gets ``"success"``, a message without a ``state`` ``"complete"``: what 2.68 reads
-    an absent one as); whether there was one. The column would otherwise hold null there, which
-    2.68 refuses (a literal or a count, not optional)."""
+    an absent one as); the places filled. The column would otherwise hold null there, which 2.68
+    refuses (a literal or a count, not optional)."""
     places = null_places(messages, fields)
     for node, key, default, _ in places:
         node[key] = default
-    return bool(places)
+    return places
 
 
 def refused_line(places: list[Place]) -> str:
@@ -481,7 +518,7 @@ class ColumnMigrator:
                 for i, value in enumerate(values)
                 if value is not None and (places := null_places(value, self.read_fields))
             }
-            if nested
+            if self.reports_nulls
             else {}
         )
 
@@ -512,16 +549,18 @@ class ColumnMigrator:
 
         run_records(cells(), self.job.processor(), report, record, accept)
         filled: list[int] = []
+        repaired: list[int] = []
         if nested and not self.reports_nulls:
             unfilled, migrated = set(rejected), set(positions)
+            read = self.read_fields[0].keys() | self.read_fields[1].keys() | self.read_fields[2].keys()
             for i, value in enumerate(values):
-                if (
-                    value is not None
-                    and i not in unfilled
-                    and _defaults_filled(value, self.written_fields)
-                    and i not in migrated
-                ):
+                if value is None or i in unfilled:
+                    continue
+                places = _defaults_filled(value, self.written_fields)
+                if places and i not in migrated:
                     filled.append(i)
+                if any(key in read for _, key, _, _ in places):  # the column held the null: the row must be written
+                    repaired.append(i)
         if nested:
             return Cells(
                 list(range(len(values))),
@@ -530,7 +569,7 @@ class ColumnMigrator:
                 positions,
                 rejected,
                 filled,
-                sorted(set(refused) - set(rejected)) if not self.reports_nulls else [],
+                repaired,
             )
         changed: list[bytes] = [values[i] for i in positions]  # type: ignore[misc]  # a changed cell is not null
         return Cells(positions, self._array(changed), len(values), positions, rejected)
