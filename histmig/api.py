@@ -209,8 +209,10 @@ def otel(
     """``histmig otel``: each history of ``input`` (legacy parts migrated first, with the
     options' cause mode) exported as the OpenTelemetry GenAI message list pydantic-ai 2.68's
     instrumentation ``version`` records (docs/framework.md §5), to ``output`` in the input's
-    format (``clean`` as for :func:`convert`). Raises :class:`~histmig.errors.UsageError` for
-    a version other than 5 or 6 or a columnar input."""
+    format (``clean`` as for :func:`convert`). With ``options.conversation`` (a JSONL input) the
+    records of one conversation are migrated as one history and each exported on its own messages
+    (:func:`histmig.otel.jobs.export_conversation`). Raises :class:`~histmig.errors.UsageError`
+    for a version other than 5 or 6 or a columnar input."""
     from histmig.otel import SUPPORTED_VERSIONS
     from histmig.otel.jobs import ExportJob
 
@@ -250,16 +252,25 @@ def from_otel(
     runs: str = "last",
     rejects: str | None = None,
     report: str | None = None,
+    max_retries: str | None = None,
 ) -> Restored:
     """``histmig from-otel``: the histories of the pydantic-ai agent runs in span exports
     (OpenTelemetry Collector file exporter OTLP JSON lines, gzipped or not; ``-`` for stdin),
     one JSONL line a conversation (``runs="last"``) or a run (``runs="all"``), in the stored
-    format, with a report row a run (:func:`histmig.otel.restore.from_otel`, docs/from-otel.md).
-    Raises :class:`~histmig.errors.UsageError` for an unknown ``runs`` or colliding paths."""
+    format, with a report row a run (:func:`histmig.otel.restore.from_otel`, docs/from-otel.md);
+    ``max_retries``, the agent's retry budgets (``"tools=N,output=M,tool:NAME=K"``), fills
+    ``retry.max_retries`` of the retries whose attempt it counts. Raises
+    :class:`~histmig.errors.UsageError` for an unknown ``runs``, budgets that do not parse or
+    colliding paths."""
     from histmig.otel.restore import from_otel as _from_otel
 
     return _from_otel(
-        [input] if isinstance(input, str) else list(input), output, runs=runs, rejects=rejects, report=report
+        [input] if isinstance(input, str) else list(input),
+        output,
+        runs=runs,
+        rejects=rejects,
+        report=report,
+        max_retries=max_retries,
     )
 
 

@@ -32,7 +32,7 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from histmig import __version__, api, interrupt, redact
 from histmig.errors import UnreadableInput, UnwritableOutput, UsageError
-from histmig.options import FIELDS, Flag, Options, flags, flags_of
+from histmig.options import FIELDS, IMPLIED, Flag, Options, flags, flags_of
 from histmig.report import Detail, Rendering
 from histmig.report.escape import terminal
 from histmig.schema.releases import NEWEST
@@ -245,7 +245,7 @@ def takes(name: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
                 for key, value in [(key, values.pop(key)) for key in list(values) if key in FIELDS]
             }
             with _usage_errors():
-                options = Options(**given)
+                options = Options(**{**IMPLIED.get(name, {}), **given})
                 options.rules  # noqa: B018 (an unknown code is a usage error before anything is read)
             if shows:
                 values["shown"] = Shown(**{key: values.pop(key) for key in list(values) if key in _SHOWN})
@@ -565,6 +565,8 @@ def _otel_done(result: api.Result, quiet: bool) -> None:
     _warn(result)
     if not quiet:
         say(result.verdict)
+    for note in result.notes:  # a --conversation that no record holds, among others
+        say(f"histmig: note: {note}")
     raise typer.Exit(result.exit_code)
 
 
@@ -637,7 +639,7 @@ def from_otel(
 ) -> None:
     with _usage_errors():
         inputs, output_path = _inputs_and_output(paths)
-        result = api.from_otel(inputs, output_path, **given)
+        result = api.from_otel(inputs, output_path, max_retries=options.max_retries, **given)
     for line in result.rejected:
         say(f"histmig: {line}")
     if not quiet:

@@ -39,6 +39,9 @@ COMMANDS: tuple[Command, ...] = ("convert", "audit", "check", "otel", "otel-upgr
 MIGRATING = frozenset({"convert", "audit"})
 RUNS = MIGRATING | {"check"}
 EXPORTS = frozenset({"otel", "otel-upgrade"})
+IMPLIED: dict[str, dict[str, Any]] = {"from-otel": {"attempts": True}}
+"""The :class:`Options` fields a command sets whatever is given: ``from-otel`` always counts the
+attempts its spans did not record (HM104), so its ``--max-retries`` needs no ``--attempts``."""
 
 About = Literal["records", "input", "output", "run", "report"]
 """What an option is about: what is done to each record (``records``: the engine's plan, what
@@ -360,6 +363,15 @@ class Options:
             "records",
             metavar="BUDGETS",
         ),
+        _flag(
+            "--max-retries",
+            "The agent's retry budgets, tools=N,output=M,tool:NAME=K; they fill retry.max_retries of each retry "
+            "whose attempt no span recorded, as convert --attempts --max-retries does (default: left null, "
+            "reported unknowable).",
+            frozenset({"from-otel"}),
+            "records",
+            metavar="BUDGETS",
+        ),
     )
     conversation: tuple[str, ...] = option(
         (),
@@ -368,7 +380,7 @@ class Options:
             "The column or field (a path: payload.session_id) naming the conversation each record belongs to; several "
             "(comma-separated or repeated) for a composite key; '*': every record of the input is one conversation. "
             "The rules then see each conversation whole (default: each record is one; docs/layouts.md).",
-            RUNS,
+            RUNS | {"otel"},
             "input",
             formats=GROUPED,
             metavar="KEY",
@@ -380,7 +392,7 @@ class Options:
             "--order",
             "With --conversation: the column or field ordering a conversation's records "
             "(default: a table's key order, a file's line order).",
-            RUNS,
+            RUNS | {"otel"},
             "input",
             formats=GROUPED,
             metavar="KEY",
@@ -392,7 +404,7 @@ class Options:
             "--max-conversation-bytes",
             "With --conversation: a conversation whose records hold more bytes is rejected whole, nothing written "
             "for it (default: 64 MiB).",
-            RUNS,
+            RUNS | {"otel"},
             "input",
             formats=GROUPED,
             metavar="BYTES",
@@ -777,6 +789,7 @@ def given(flag: Flag, value: Any) -> bool:
 __all__ = [
     "COMMANDS",
     "FIELDS",
+    "IMPLIED",
     "RECORD_OPTIONS",
     "Flag",
     "OptionRow",

@@ -372,7 +372,7 @@ def locate_messages(
         )
     if _is_message(obj):
         raise NotAHistory(
-            "the record is one message, not a history (a store of one message a record: convert, audit and check "
+            "the record is one message, not a history (a store of one message a record: convert, audit, check and otel "
             "put each conversation together with --conversation KEY --order KEY, docs/layouts.md)"
         )
     raise NotAHistory(f"no {what} field found (name it with --messages-field)")

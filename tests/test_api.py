@@ -450,11 +450,13 @@ def test_from_otel_takes_one_path_or_several(tmp_path: Path) -> None:
     assert not (tmp_path / "two.jsonl.report.jsonl").exists()
 
 
-def test_the_otel_commands_refuse_conversation(tmp_path: Path) -> None:
+def test_otel_takes_conversation_and_otel_upgrade_refuses_it(tmp_path: Path) -> None:
     path = tmp_path / "chats.jsonl"
     path.write_bytes(b"[]\n")
-    with pytest.raises(UsageError, match="the otel commands export each record on its own"):
-        api.otel(str(path), str(tmp_path / "spans.jsonl"), Options(conversation=("session_id",)))
+    exported = api.otel(str(path), str(tmp_path / "spans.jsonl"), Options(conversation=("session_id",)))
+    assert (exported.exit_code, (tmp_path / "spans.jsonl").read_bytes()) == (0, b"[]\n")
+    with pytest.raises(UsageError, match="otel-upgrade moves each message on its own"):
+        api.otel_upgrade(str(path), str(tmp_path / "up.jsonl"), Options(conversation=("session_id",)))
 
 
 def _request(*parts: object) -> list[dict[str, object]]:

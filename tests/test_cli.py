@@ -684,7 +684,21 @@ def test_from_otel_usage_errors_exit_2_before_writing(tmp_path: Path) -> None:
     assert missing.exit_code == 2 and "cannot read" in missing.stderr
     nowhere = invoke("from-otel", spans, str(tmp_path / "nowhere" / "o.jsonl"))
     assert nowhere.exit_code == 2 and "no such directory" in nowhere.stderr
+    budgets = invoke("from-otel", spans, str(tmp_path / "o.jsonl"), "--max-retries", "tools=x")
+    assert budgets.exit_code == 2 and "--max-retries: 'tools=x' is not tools=N" in budgets.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_from_otel_max_retries_needs_no_attempts_and_fills_the_budget(tmp_path: Path) -> None:
+    out = tmp_path / "h.jsonl"
+    result = invoke(
+        "from-otel", str(SPANS / "v6" / "h_empty_response.otlp.jsonl"), str(out), "--max-retries", "output=3"
+    )
+    assert result.exit_code == 0, result.stderr
+    (record,) = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    assert [p["retry"] for m in record["messages"] for p in m["parts"] if p.get("retry")] == [
+        {"cause": "no_output", "attempt": 1, "max_retries": 3}
+    ]
 
 
 def test_from_otel_help_has_examples_and_its_options() -> None:
@@ -692,6 +706,7 @@ def test_from_otel_help_has_examples_and_its_options() -> None:
     for said in (
         "SPANS... OUTPUT",
         "--runs",
+        "--max-retries",
         "--rejects",
         "--report",
         "histmig from-otel traces.jsonl histories.jsonl",

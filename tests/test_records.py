@@ -118,7 +118,7 @@ def test_a_field_path_that_names_no_key_is_refused(spec: str, said: str) -> None
         (
             HISTORY[0],
             None,
-            "the record is one message, not a history (a store of one message a record: convert, audit and check "
+            "the record is one message, not a history (a store of one message a record: convert, audit, check and otel "
             "put each conversation together with --conversation KEY --order KEY, docs/layouts.md)",
         ),
     ],

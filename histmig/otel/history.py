@@ -23,7 +23,9 @@ history's :class:`Rebuilt` ``derived`` (filled by a rule, as ``convert`` fills i
   answered through ``DeferredToolResults``): the cause from the content
   (:func:`histmig.rules.causes.infer_cause`); the ``attempt`` of every retry no span recorded
   (retry feedback parts always) counted by HM104 as ``convert --attempts`` counts it, its
-  ``max_retries`` (the agent's budget) unknowable;
+  ``max_retries`` (the agent's budget) unknowable unless the budgets are given
+  (``--max-retries``: filled by HM104 with the attempt, as ``convert --attempts --max-retries``
+  fills it);
 - a ``tool_call_id`` a span left out: derived as HM201 derives it
   (:func:`histmig.rules.base.derived_tool_call_id`).
 """
@@ -34,7 +36,7 @@ import base64
 import binascii
 import hashlib
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -45,7 +47,7 @@ from histmig.errors import RebuildError
 from histmig.options import Options
 from histmig.otel.export import RETRY_FEEDBACK_FRAMING, RETRY_FEEDBACK_TAG, VALIDATION_ERRORS_TAG, url_media_type
 from histmig.otel.spans import Span
-from histmig.rules.base import conversation_key, derived_tool_call_id
+from histmig.rules.base import Budgets, conversation_key, derived_tool_call_id
 from histmig.rules.causes import NO_OUTPUT_TEXTS, infer_cause
 
 RUN_SPAN_NAMES = ("agent run", "invoke_agent")
@@ -547,9 +549,11 @@ def _instructions(chat: Span | None) -> str | None:
     return "\n\n".join(texts) if texts else None
 
 
-def rebuild(runs: list[RunSpans]) -> Rebuilt:
+def rebuild(runs: list[RunSpans], budgets: Budgets = Budgets()) -> Rebuilt:
     """The stored history at the end of the last of ``runs`` (the runs of one conversation, in
-    start order; the earlier ones supply the model request spans of earlier responses).
+    start order; the earlier ones supply the model request spans of earlier responses), the
+    agent's retry ``budgets`` (``--max-retries``; none: every ``max_retries`` no span recorded
+    is left null) filling the retries whose attempt is counted (:func:`_count_attempts`).
 
     Responses are matched to the conversation's model request spans from the end (the last
     response to the last span), so a conversation whose earlier runs' spans are missing still
@@ -612,7 +616,7 @@ def rebuild(runs: list[RunSpans]) -> Rebuilt:
                 "state": "complete",
             }
         )
-    _count_attempts(messages, builder)
+    _count_attempts(messages, builder, budgets)
     return Rebuilt(messages, source, sorted(builder.derived), sorted(builder.unknowable))
 
 
@@ -621,11 +625,15 @@ _COUNT_ATTEMPTS = Options(attempts=True, select=("HM104",)).plan()
 counts it (docs/framework.md §4, the current counting rules)."""
 
 
-def _count_attempts(messages: list[dict[str, Any]], builder: _Builder) -> None:
-    """Fill the ``attempt`` of every retry left without one by HM104 (derived), and name what
-    still has none, and every ``max_retries`` no span recorded (the agent's budget: unknowable)."""
-    open_before = {id(part) for part in _retries(messages) if part["retry"].get("attempt") is None}
-    migrate(messages, _COUNT_ATTEMPTS)
+def _count_attempts(messages: list[dict[str, Any]], builder: _Builder, budgets: Budgets) -> None:
+    """Fill the ``attempt`` of every retry left without one by HM104 (derived), with its
+    ``max_retries`` from ``budgets`` when given (derived: HM104 writes it with the attempt, as
+    ``convert --attempts --max-retries`` does, docs/framework.md §4.1), and name what still has
+    none, and every ``max_retries`` left null (the agent's budget: unknowable)."""
+    retries = _retries(messages)
+    open_before = {id(part) for part in retries if part["retry"].get("attempt") is None}
+    unbudgeted = {id(part) for part in retries if part["retry"].get("max_retries") is None}
+    migrate(messages, _COUNT_ATTEMPTS if not budgets else replace(_COUNT_ATTEMPTS, budgets=budgets))
     for part in _retries(messages):
         kind = part["part_kind"]
         if id(part) in open_before:
@@ -633,6 +641,8 @@ def _count_attempts(messages: list[dict[str, Any]], builder: _Builder) -> None:
             (builder.derived if attempt is not None else builder.unknowable).add(f"{kind}.retry.attempt")
         if part["retry"].get("max_retries") is None:
             builder.unknowable.add(f"{kind}.retry.max_retries")
+        elif id(part) in unbudgeted:
+            builder.derived.add(f"{kind}.retry.max_retries")
 
 
 def _retries(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -22,6 +22,7 @@ from typing import Any, Literal
 import orjson
 
 from histmig.errors import RebuildError, SpanError, UsageError
+from histmig.options import Options
 from histmig.otel.history import (
     RunSpans,
     conversation_messages,
@@ -137,6 +138,7 @@ def from_otel(
     runs: str = "last",
     rejects: str | None = None,
     report: str | None = None,
+    max_retries: str | None = None,
 ) -> Restored:
     """Rebuild every pydantic-ai conversation in the span files ``inputs`` (OTLP JSON lines,
     gzipped or not, ``-`` for stdin) and write it to ``output`` (JSONL, ``-`` for stdout): one
@@ -146,13 +148,17 @@ def from_otel(
     ``"last"`` each conversation once, from its last run; ``"all"`` one history a run.
     ``rejects`` (default ``OUTPUT.rejects.jsonl``) gets one line a rejected line or span;
     ``report`` (default ``OUTPUT.report.jsonl``) one row a run looked at. Both are replaced.
+    ``max_retries``: the agent's retry budgets (``tools=N,output=M,tool:NAME=K``, as
+    ``convert --max-retries`` takes them), which fill ``retry.max_retries`` of every retry whose
+    attempt is counted (:func:`histmig.otel.history.rebuild`); ``None``: left null.
 
-    Raises :class:`UsageError` for an unknown ``runs`` or a written path that is an input or
-    another output, :class:`~histmig.errors.UnreadableInput` for an input that cannot be
-    opened and :class:`~histmig.errors.UnwritableOutput` for an output that cannot be written
-    (both before anything is written)."""
+    Raises :class:`UsageError` for an unknown ``runs``, ``max_retries`` that does not parse, or
+    a written path that is an input or another output, :class:`~histmig.errors.UnreadableInput`
+    for an input that cannot be opened and :class:`~histmig.errors.UnwritableOutput` for an
+    output that cannot be written (both before anything is written)."""
     if runs not in RUNS_CHOICES:
         raise UsageError(f"--runs must be one of {', '.join(RUNS_CHOICES)}, not {runs!r}")
+    budgets = Options(attempts=True, max_retries=max_retries).budgets
     rejects = rejects if rejects is not None else _default_beside(output, ".rejects.jsonl")
     report = report if report is not None else _default_beside(output, ".report.jsonl")
     check_apart([(path, Destination(output, rejects)) for path in inputs], rejects=rejects, report=report)
@@ -197,7 +203,7 @@ def from_otel(
                     restored.no_content += 1
                     restored.rows.append({**row, "status": "no-content", "source": source, "recorded": summary(otel)})
                     continue
-                rebuilt = rebuild(conversation[: end + 1])
+                rebuilt = rebuild(conversation[: end + 1], budgets)
             except RebuildError as exc:
                 reason = f"{run.run.place}: {exc}"
                 reject_rows.append(_reject(path, run.run.line, lines[(path, run.run.line)], reason, run.run))

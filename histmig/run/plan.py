@@ -229,7 +229,7 @@ def check_options(
     that option, the input and the formats it applies to; for ``--overwrite`` without
     ``--to-table``, ``--to-table`` with several inputs or naming the table read (as its
     format compares names), ``--single-transaction`` without ``--in-place``, a columnar
-    input to an export, and ``--conversation`` for an export or several inputs."""
+    input to an export, and ``--conversation`` for ``otel-upgrade`` or several inputs."""
     if destination.overwrite and destination.to_table is None:
         raise UsageError(
             "--overwrite replaces the table --to-table names (an output "
@@ -240,8 +240,8 @@ def check_options(
     for path, fmt in found:
         if command.startswith("otel") and fmt.columnar:
             raise UsageError(f"{redact.location(path)}: the otel commands read JSON or JSONL, not Parquet or DuckDB")
-    if options.grouping is not None and command.startswith("otel"):
-        raise UsageError("--conversation: the otel commands export each record on its own; group records with convert")
+    if options.grouping is not None and command == "otel-upgrade":
+        raise UsageError("--conversation: otel-upgrade moves each message on its own; a conversation changes nothing")
     if options.grouping is not None and len(found) > 1:
         raise UsageError(
             "--conversation groups the records of one input: give one file or table (a conversation's records "

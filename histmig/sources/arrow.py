@@ -10,9 +10,11 @@ built back into the column's *widened* type (:func:`widened_type`): the input ty
 fields the rules write (``outcome``, ``retry``, ``instructions``). A nested column cannot
 tell a null field from an absent one (every struct has every field): the engine sees a null
 field as absent, except where a rule repairs nulls (:func:`histmig.rules.nulls_kept`), and
-absent fields come back as null, but for ``outcome`` in a column that had none (before 2.60),
-which 2.68 refuses as null: a ``tool-return`` without one gets ``"success"``, the value it
-means. A migrated history the
+absent fields come back as null, but for the fields 2.68 refuses as null and reads absent as
+their default (:func:`refused_nulls`: ``outcome``, ``state``, ``scope``, usage counts): a row
+of a release that did not write one (a column widened with ``outcome``, or a mixed-era column)
+gets that default, the value it means; ``check`` reports such a row as read invalid, as 2.68
+refuses it. A migrated history the
 widened type cannot hold (a value whose type changes, such as legacy ``{"args_json": ...}``
 tool arguments becoming a string) is rejected and its cell kept unchanged. A null cell is
 not a record: it is carried as it is and not counted. Every other column is untouched.
@@ -29,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import orjson
 
-from histmig.engine import run_records
+from histmig.engine import Plan, run_records
 from histmig.errors import ColumnError, NotAHistory
 from histmig.records import ID_FIELDS, MESSAGE_FIELD_CANDIDATES, Outcome, Record, check_messages, locate_messages
 from histmig.report import Report
@@ -199,28 +201,183 @@ def widened_type(messages_type: pa.DataType) -> pa.DataType:
     return _list_like(messages_type, _merge(pa.struct(fields), new_message_fields()))
 
 
-def _part_fields(messages_type: pa.DataType) -> set[str]:
-    """The field names of the part struct of a nested messages column's type (none known: empty)."""
+Defaults = dict[str, dict[str, tuple[Any, tuple[str, ...]]]]
+"""By message ``kind`` or part ``part_kind`` (and ``"usage"``), the fields pydantic-ai 2.68 refuses
+as null but reads, when absent, as their default, with that default and the older names it is
+also read by (``input_tokens``: ``request_tokens``), whose value comes first."""
+
+
+@cache
+def refused_nulls() -> Defaults:
+    """The :data:`Defaults` of the current schema (:mod:`histmig.schema.current`, docs/framework.md
+    §3.1): each model's fields whose type takes no null and whose default is a plain value
+    (``outcome: 'success'``, ``state: 'complete'``, ``scope: 'conversation'``, the usage counts'
+    0), by the ``kind``/``part_kind`` the model is chosen by. A nested column holds every field
+    of its struct in every row, so a field a later release added is null in an older row, where
+    it was absent: 2.68 loads that row only with the default written in its place (or, for a
+    field also read by an older name, that name's value: the value 2.68 reads the row's own
+    release's field as)."""
+    import typing
+
+    from histmig.schema import current
+
+    found: Defaults = {}
+    for model in vars(current).values():
+        if not (isinstance(model, type) and issubclass(model, current.OpenModel)):
+            continue
+        fields = model.model_fields
+        part, message = fields.get("part_kind"), fields.get("kind")
+        name = (
+            "usage"
+            if model is current.RequestUsage
+            else part.default
+            if part is not None
+            else message.default
+            if message is not None and message.default in ("request", "response")
+            else None
+        )
+        if not isinstance(name, str):
+            continue
+        found[name] = {
+            key: (info.default, _older_names(key, info.validation_alias))
+            for key, info in fields.items()
+            if key not in ("kind", "part_kind")
+            and isinstance(info.default, (str, int, float))
+            and type(None) not in typing.get_args(info.annotation)
+        }
+    return found
+
+
+def _older_names(key: str, alias: Any) -> tuple[str, ...]:
+    """The other names a field is read by (an ``AliasChoices``' choices but its own)."""
+    choices = getattr(alias, "choices", ())
+    return tuple(choice for choice in choices if isinstance(choice, str) and choice != key)
+
+
+StructFields = tuple[dict[str, Any], dict[str, Any], dict[str, Any]]
+"""The fields (name: Arrow type) of a nested messages column's message, part and usage structs."""
+
+
+def struct_fields(messages_type: pa.DataType) -> StructFields:
+    """The :data:`StructFields` of a nested messages column's type (a struct it lacks: none)."""
     message = _storage(messages_type).value_type
-    index = message.get_field_index("parts")
-    parts = message.field(index).type if index >= 0 else None
-    if parts is None or not (pa.types.is_list(parts) or pa.types.is_large_list(parts)):
-        return set()
-    return {f.name for f in parts.value_type} if pa.types.is_struct(parts.value_type) else set()
+
+    def of(struct: Any) -> dict[str, Any]:
+        return {f.name: f.type for f in struct} if struct is not None and pa.types.is_struct(struct) else {}
+
+    def field(name: str) -> Any:
+        index = message.get_field_index(name)
+        return message.field(index).type if index >= 0 else None
+
+    parts = field("parts")
+    listed = parts is not None and (pa.types.is_list(parts) or pa.types.is_large_list(parts))
+    return of(message), of(parts.value_type if listed else None), of(field("usage"))
 
 
-def _outcome_filled(messages: list[Any]) -> bool:
-    """Give each ``tool-return`` part of ``messages`` without an ``outcome`` the one pydantic-ai
-    reads an absent one as, ``"success"`` (2.68 ``ToolReturnPart.outcome``'s default), in place;
-    whether there was one. A column widened with ``outcome`` would otherwise hold null there for
-    every return, which 2.68 refuses (``outcome`` is a literal, not optional)."""
-    filled = False
-    for message in messages:
-        for part in (message.get("parts") or []) if isinstance(message, dict) else []:
-            if isinstance(part, dict) and part.get("part_kind") == "tool-return" and part.get("outcome") is None:
-                part["outcome"] = "success"
-                filled = True
-    return filled
+def _holds(type_: Any, default: Any) -> bool:
+    """Whether a field of Arrow ``type_`` holds ``default`` (a text, a flag, a count or a number)."""
+    if isinstance(default, bool):
+        return bool(pa.types.is_boolean(type_))
+    if isinstance(default, str):
+        return bool(pa.types.is_string(type_) or pa.types.is_large_string(type_))
+    if isinstance(default, float):
+        return bool(pa.types.is_floating(type_))
+    return bool(pa.types.is_integer(type_) or pa.types.is_floating(type_))
+
+
+Place = tuple[dict[str, Any], str, Any, str]
+"""A null of :func:`refused_nulls` in a nested cell: the dict holding it, the field, its
+default and its path (``messages[0].parts[1].outcome``)."""
+
+
+@cache
+def _nullable_absent() -> dict[str, tuple[str, ...]]:
+    """By message ``kind``, part ``part_kind`` and ``"usage"``, the fields the current schema
+    lets a history leave out but takes no null in (its plain form, :data:`histmig.schema.PLAIN_CURRENT`,
+    read without building the models), but those whose null a rule repairs
+    (:func:`histmig.rules.nulls_kept`): where :func:`refused_nulls` may have a default. In the
+    schema's order: the places of a cell, and its error line, come in one order."""
+    from histmig.schema import PLAIN_CURRENT
+
+    kept = nulls_kept(registry())
+
+    def of(fields: dict[str, Any]) -> tuple[str, ...]:
+        return tuple(
+            name
+            for name, field in fields.items()
+            if not field.get("required", True)
+            and field["schema"].get("type") not in ("nullable", "any")  # these take a null
+            and name not in kept
+            and name not in ("kind", "part_kind")
+        )
+
+    found: dict[str, tuple[str, ...]] = {}
+    for kind, message in PLAIN_CURRENT["items_schema"]["choices"].items():
+        fields = message["fields"]
+        found[kind] = of(fields)
+        for part_kind, part in fields["parts"]["schema"]["items_schema"]["choices"].items():
+            found[part_kind] = of(part["fields"])
+        if "usage" in fields:
+            found["usage"] = of(fields["usage"]["schema"]["fields"])
+    return found
+
+
+def null_places(messages: list[Any], fields: StructFields) -> list[Place]:
+    """Where ``messages`` (a nested cell, as read or as it will be written: a field of the
+    column's struct that a dict lacks is null there) holds null in a field of
+    :func:`refused_nulls`, in the history's order. The schema models are built only for a cell that
+    holds a null where the schema takes none (:func:`_nullable_absent`)."""
+    candidates = _nullable_absent()
+    message_fields, part_fields, usage_fields = fields
+    found: list[Place] = []
+
+    def look(node: Any, names: dict[str, Any], tag: Any, path: str) -> None:
+        if not (isinstance(node, dict) and isinstance(tag, str)):
+            return
+        for key in candidates.get(tag, ()):
+            if key in names and node.get(key) is None and key in (defaults := refused_nulls().get(tag, {})):
+                default, older = defaults[key]
+                value = next((node[name] for name in older if node.get(name) is not None), default)
+                if _holds(names[key], value):
+                    found.append((node, key, value, f"{path}.{key}"))
+
+    for m_index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            continue
+        where = f"messages[{m_index}]"
+        kind = message.get("kind")
+        look(message, message_fields, kind, where)
+        if kind == "response" and "usage" in message_fields and message.get("usage") is None:
+            usage = {key: default for key, (default, _) in refused_nulls()["usage"].items() if key in usage_fields}
+            found.append((message, "usage", usage, f"{where}.usage"))  # 2.68's RequestUsage(): every count 0
+        elif kind == "response":
+            look(message.get("usage"), usage_fields, "usage", f"{where}.usage")
+        parts = message.get("parts")
+        for p_index, part in enumerate(parts if isinstance(parts, list) else []):
+            tag = part.get("part_kind") if isinstance(part, dict) else None
+            look(part, part_fields, tag, f"{where}.parts[{p_index}]")
+    return found
+
+
+def _defaults_filled(messages: list[Any], fields: StructFields) -> list[Place]:
+    """Write, in place, the default of each of :func:`null_places` (a ``tool-return`` without an
+    ``outcome`` gets ``"success"``, a message without a ``state`` ``"complete"``: what 2.68 reads
+    an absent one as); the places filled. The column would otherwise hold null there, which 2.68
+    refuses (a literal or a count, not optional)."""
+    places = null_places(messages, fields)
+    for node, key, default, _ in places:
+        node[key] = default
+    return places
+
+
+def refused_line(places: list[Place]) -> str:
+    """The error line of a nested cell holding :func:`null_places` as read (``check``): the paths
+    (the first five, and how many more) and what ``convert`` writes."""
+    paths = ", ".join(place[3] for place in places[:5]) + (f" and {len(places) - 5} more" if len(places) > 5 else "")
+    return (
+        f"{paths}: null, which pydantic-ai 2.68 refuses (a field of the column's struct that this row's release did "
+        "not write); convert writes the value an absent one is read as"
+    )
 
 
 def _without_nulls(value: Any) -> Any:
@@ -262,7 +419,9 @@ class Cells(NamedTuple):
     0-based rows of the batch, and ``values``, one a position, of the column's output type;
     ``length`` is the batch's number of rows; ``changed`` and ``rejected``, the rows whose
     record was migrated, and rejected (kept unchanged); ``filled``, the other rows whose value
-    the widening changed (a tool-return given its ``outcome``: :func:`_outcome_filled`). Built by
+    the widening changed (a null 2.68 refuses given its default: :func:`_defaults_filled`), and
+    ``repaired``, the rows (migrated or filled) that held such a null as read, which must be
+    written even where nothing is migrated. Built by
     :meth:`ColumnMigrator.migrate_cells`, put in place by :meth:`ColumnMigrator.apply`."""
 
     positions: list[int]
@@ -271,6 +430,7 @@ class Cells(NamedTuple):
     changed: list[int] = []  # noqa: RUF012 (a NamedTuple's default, only read)
     rejected: list[int] = []  # noqa: RUF012 (a NamedTuple's default, only read)
     filled: list[int] = []  # noqa: RUF012 (a NamedTuple's default, only read)
+    repaired: list[int] = []  # noqa: RUF012 (a NamedTuple's default, only read)
 
 
 @dataclass
@@ -301,7 +461,12 @@ class ColumnMigrator:
             raise ColumnError(f"{self.source}: no id column {self.id_column!r}")
         self.kind: ColumnKind = kind
         self.output_type = widened_type(self.input_type) if kind == "nested" else self.input_type
-        self.adds_outcome = kind == "nested" and "outcome" not in _part_fields(self.input_type)
+        nested = kind == "nested"
+        none: StructFields = ({}, {}, {})
+        self.read_fields = struct_fields(self.input_type) if nested else none
+        self.written_fields = struct_fields(self.output_type) if nested else none
+        # check judges each row as stored (its nulls 2.68 refuses are errors); the others write defaults there
+        self.reports_nulls = nested and isinstance(self.job, Plan) and self.job.validate_all
 
     @property
     def output_schema(self) -> pa.Schema:
@@ -347,6 +512,15 @@ class ColumnMigrator:
         kept = nulls_kept(registry()) if nested else frozenset()
         positions: list[int] = []
         rejected: list[int] = []
+        refused = (
+            {
+                i: places
+                for i, value in enumerate(values)
+                if value is not None and (places := null_places(value, self.read_fields))
+            }
+            if self.reports_nulls
+            else {}
+        )
 
         def cells() -> Any:
             for i, value in enumerate(values):
@@ -367,17 +541,26 @@ class ColumnMigrator:
                     positions.append(i)
             if outcome.status == "rejected":
                 rejected.append(i)
+            if i in refused and self.reports_nulls:
+                outcome.errors.append(refused_line(refused[i]))
             if observe is not None:
                 observe(i, outcome)
             return outcome
 
         run_records(cells(), self.job.processor(), report, record, accept)
         filled: list[int] = []
-        if self.adds_outcome:
+        repaired: list[int] = []
+        if nested and not self.reports_nulls:
             unfilled, migrated = set(rejected), set(positions)
+            read = self.read_fields[0].keys() | self.read_fields[1].keys() | self.read_fields[2].keys()
             for i, value in enumerate(values):
-                if value is not None and i not in unfilled and _outcome_filled(value) and i not in migrated:
+                if value is None or i in unfilled:
+                    continue
+                places = _defaults_filled(value, self.written_fields)
+                if places and i not in migrated:
                     filled.append(i)
+                if any(key in read for _, key, _, _ in places):  # the column held the null: the row must be written
+                    repaired.append(i)
         if nested:
             return Cells(
                 list(range(len(values))),
@@ -386,6 +569,7 @@ class ColumnMigrator:
                 positions,
                 rejected,
                 filled,
+                repaired,
             )
         changed: list[bytes] = [values[i] for i in positions]  # type: ignore[misc]  # a changed cell is not null
         return Cells(positions, self._array(changed), len(values), positions, rejected)

@@ -376,7 +376,7 @@ class DuckdbTable(Input):
 
         def write(result: BatchResult) -> None:
             cells: Cells = result.cells  # type: ignore[assignment]  # a written batch has cells
-            migrated.extend([True] if cells.changed else [])
+            migrated.extend([True] if cells.changed or cells.repaired else [])  # a null 2.68 refuses: written
             changed = sorted(cells.changed + cells.filled)  # widening rewrites every row: a filled one too
             if not changed:
                 return

@@ -28,6 +28,7 @@ from histmig.otel.history import (
     timestamp,
 )
 from histmig.otel.spans import Span, parse_export, read_lines
+from histmig.rules.base import Budgets
 from tests.conftest import FIXTURES
 
 SPANS = FIXTURES / "otel-spans"
@@ -77,8 +78,9 @@ def _drop(obj: dict[str, Any], dotted: str) -> None:
         obj.pop(head, None)
 
 
-def comparable(messages: list[dict[str, Any]], scenario: str) -> list[dict[str, Any]]:
-    """``messages`` without what the spans do not carry."""
+def comparable(messages: list[dict[str, Any]], scenario: str, budgets: bool = False) -> list[dict[str, Any]]:
+    """``messages`` without what the spans do not carry (with the agent's ``budgets`` given,
+    the ``max_retries`` no span records are compared too)."""
     messages = copy.deepcopy(messages)
     if scenario in CRASHED and messages and messages[-1]["kind"] == "request" and not messages[-1]["parts"]:
         assert messages[-1]["state"] == "interrupted"
@@ -90,10 +92,11 @@ def comparable(messages: list[dict[str, Any]], scenario: str) -> list[dict[str, 
         for part in message["parts"]:
             for key in NOT_CARRIED:
                 part.pop(key, None)
-            if part["part_kind"] == "retry-feedback":
+            if part["part_kind"] == "retry-feedback" and not budgets:
                 _drop(part, "retry.max_retries")
             for dotted in by_call.get(part.get("tool_call_id"), ()):
-                _drop(part, dotted)
+                if not (budgets and dotted == "retry.max_retries"):
+                    _drop(part, dotted)
     return messages
 
 
@@ -112,6 +115,31 @@ def test_rebuilt_history_equals_the_stored_one(version: int, scenario: str) -> N
         assert "request.timestamp" in rebuilt.derived
         if any(p["part_kind"] == "thinking" for m in stored for p in m["parts"]):
             assert "thinking.signature" in rebuilt.unknowable
+
+
+AGENT_BUDGETS = {"d_parallel_same_tool_fail": "tools=3"}
+"""The budgets each scenario's agent ran with (scripts/make_span_fixtures.py), as
+``--max-retries`` gives them: ``retries=3`` for one, the framework's default 1 (tools and
+output) for the others."""
+
+
+@pytest.mark.parametrize(("version", "scenario"), CASES, ids=[f"v{v}-{s}" for v, s in CASES])
+def test_the_agent_s_budgets_fill_every_max_retries_no_span_recorded(version: int, scenario: str) -> None:
+    """Given the budgets the agent ran with, every retry comes back with the ``max_retries``
+    the framework stored, also those of a retry no tool span recorded (retry feedback, an
+    unknown tool, an output tool), derived as HM104 derives it; the rest is as without them."""
+    runs, truth = runs_of(f"v{version}", scenario)
+    budgets = Budgets.parse(AGENT_BUDGETS.get(scenario, "tools=1,output=1"))
+    for end, stored in enumerate(truth):
+        rebuilt = rebuild(runs[: end + 1], budgets)
+        assert comparable(rebuilt.messages, scenario, budgets=True) == comparable(stored, scenario, budgets=True)
+        without = rebuild(runs[: end + 1])
+        assert comparable(rebuilt.messages, scenario) == comparable(without.messages, scenario)
+        retries = [p["retry"] for m in rebuilt.messages for p in m["parts"] if isinstance(p.get("retry"), dict)]
+        assert all(isinstance(retry["max_retries"], int) for retry in retries if retry["attempt"] is not None)
+        derived = {name for name in rebuilt.derived if name.endswith(".retry.max_retries")}
+        assert derived == {name for name in without.unknowable if name.endswith(".retry.max_retries")}
+        assert not {name for name in rebuilt.unknowable if name.endswith(".retry.max_retries")}
 
 
 @pytest.mark.parametrize("version", (5, 6), ids=["v5", "v6"])

@@ -195,3 +195,38 @@ def test_a_bad_logfire_row_is_rejected_by_row(tmp_path: Path) -> None:
     (reject,) = lines(tmp_path / "h.jsonl.rejects.jsonl")
     assert (reject["row"], reject["error"]) == (2, "row 2: row without trace_id or span_id")
     assert orjson.loads(reject["raw"]) == {"span_id": "ffff", "span_name": "broken"}
+
+
+def test_max_retries_fills_a_recovered_retry_s_budget_and_without_it_leaves_it_null(tmp_path: Path) -> None:
+    """``--max-retries`` as ``convert --attempts --max-retries`` takes it: the retry feedback no
+    tool span recorded gets the output budget given, said derived in its report row; without
+    it, ``max_retries`` stays null and is said unknowable, as before."""
+    spans = str(SPANS / "v5" / "f_output_validator_text.otlp.jsonl")
+    given, alone = tmp_path / "given.jsonl", tmp_path / "alone.jsonl"
+    assert from_otel([spans], str(given), max_retries="tools=4,output=2").exit_code == 0
+    assert from_otel([spans], str(alone)).exit_code == 0
+
+    def retries(path: Path) -> list[dict[str, Any]]:
+        return [
+            p["retry"] for m in lines(path)[0]["messages"] for p in m["parts"] if p["part_kind"] == "retry-feedback"
+        ]
+
+    assert retries(given) == [{"cause": "model_retry", "attempt": 1, "max_retries": 2}]
+    assert retries(alone) == [{"cause": "model_retry", "attempt": 1, "max_retries": None}]
+    (row,) = lines(tmp_path / "given.jsonl.report.jsonl")
+    assert "retry-feedback.retry.max_retries" in row["derived"]
+    assert "retry-feedback.retry.max_retries" not in row["unknowable"]
+    (row,) = lines(tmp_path / "alone.jsonl.report.jsonl")
+    assert "retry-feedback.retry.max_retries" in row["unknowable"]
+    # a recorded retry keeps what its tool span recorded
+    recorded = tmp_path / "recorded.jsonl"
+    from_otel([str(SPANS / "v5" / "a_tool_model_retry.otlp.jsonl")], str(recorded), max_retries="tools=7")
+    assert [p["retry"] for m in lines(recorded)[0]["messages"] for p in m["parts"] if p.get("retry")] == [
+        {"cause": "model_retry", "attempt": 1, "max_retries": 1}
+    ]
+
+
+def test_max_retries_that_does_not_parse_is_a_usage_error_before_anything_is_written(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"--max-retries: 'outpt=1' is not tools=N, output=N or tool:NAME=N"):
+        from_otel([str(SPANS / "v5" / "l_no_retry.otlp.jsonl")], str(tmp_path / "h.jsonl"), max_retries="outpt=1")
+    assert list(tmp_path.iterdir()) == []

@@ -257,3 +257,102 @@ def test_a_messages_column_of_another_type_is_named_with_its_type() -> None:
         ]
     )
     assert find_messages_column(other) == "chat"  # a column that holds histories comes first
+
+
+def _mixed_era_parquet(path: Path) -> list[str]:
+    """A Parquet file whose nested messages column was written from real 2.68 histories and
+    older ones (1.0.18: no ``outcome``, ``state``, ``scope``, nor the newer usage counts; 0.4.11:
+    ``request_tokens`` for ``input_tokens``; 0.0.55: no usage), so the older rows hold null in
+    those fields; returns the row ids."""
+    import pyarrow.parquet as pq
+
+    from tests.conftest import CORPUS, load
+    from tests.sources.conftest import _without_empty_objects
+
+    names = [
+        "v2.68.0/l_no_retry",
+        "v2.68.0/a_tool_model_retry",
+        "v1.0.18/l_no_retry",
+        "v0.4.11/l_no_retry",
+        "v0.0.55/l_no_retry",
+    ]
+    rows = [_without_empty_objects(load(CORPUS / f"{name}.json")) for name in names]
+    pq.write_table(pa.table({"id": names, "messages": pa.array(rows)}), path)
+    return names
+
+
+def _refusals(path: Path, column: str = "messages") -> dict[int, list[str]]:
+    """What pydantic-ai 2.68 refuses in each row of the nested column, as read (the oracle)."""
+    import pyarrow.parquet as pq
+    from pydantic import ValidationError
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+    refused: dict[int, list[str]] = {}
+    for row, cell in enumerate(pq.read_table(path).column(column).to_pylist()):
+        try:
+            ModelMessagesTypeAdapter.validate_python(cell)
+        except ValidationError as exc:
+            refused[row] = [str(error["loc"][-1]) for error in exc.errors()]
+    return refused
+
+
+def test_a_mixed_era_nested_column_check_refuses_what_2_68_refuses_and_convert_repairs(tmp_path: Path) -> None:
+    """A nested column holds every struct field in every row: the older rows hold null where
+    their release wrote nothing (``outcome``, ``state``, ``scope``, usage counts), which 2.68
+    refuses, though it reads each field absent as its default. ``check`` names those rows, as
+    the oracle does; ``convert`` writes the defaults (and a legacy count's value under its new
+    name), after which 2.68 loads every row and ``check`` passes; the 2.68 rows are unchanged."""
+    import pyarrow.parquet as pq
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+    from histmig import api
+    from tests.conftest import CORPUS, load
+
+    source, out, again = tmp_path / "mixed.parquet", tmp_path / "out.parquet", tmp_path / "again.parquet"
+    _mixed_era_parquet(source)
+    refused = _refusals(source)
+    assert set(refused) == {2, 3, 4}
+    assert {"outcome", "state", "scope", "cache_write_1h_tokens"} <= set(refused[2])
+    assert "input_tokens" in refused[3]  # null under its new name; 0.4.11 wrote request_tokens
+    assert "usage" in refused[4]  # 0.0.55 wrote none
+    checked = api.check(str(source))
+    assert checked.exit_code == 1
+    errors = {int(row["location"].removeprefix("row ")): row["errors"] for row in checked.report.errors}
+    assert set(errors) == set(refused)
+    (line,) = errors[2]
+    assert line.startswith("messages[0].state, messages[0].parts[0].scope, messages[1].state, ")
+    assert line.endswith(
+        ": null, which pydantic-ai 2.68 refuses (a field of the column's struct that this row's "
+        "release did not write); convert writes the value an absent one is read as"
+    )
+    assert api.convert(str(source), str(out)).exit_code == 0
+    assert _refusals(out) == {}
+    assert api.check(str(out)).exit_code == 0
+    before, after = pq.read_table(source).column("messages"), pq.read_table(out).column("messages")
+    assert after.to_pylist()[:2] == before.to_pylist()[:2]
+    loaded = ModelMessagesTypeAdapter.validate_python(after.to_pylist()[3])
+    stored = ModelMessagesTypeAdapter.validate_python(load(CORPUS / "v0.4.11" / "l_no_retry.json"))
+    assert [m.usage.input_tokens for m in loaded if m.kind == "response"] == [
+        m.usage.input_tokens for m in stored if m.kind == "response"
+    ]
+    assert all(m.usage.input_tokens > 0 for m in loaded if m.kind == "response")
+    tool_return = next(p for m in after.to_pylist()[2] for p in m["parts"] if p["part_kind"] == "tool-return")
+    assert tool_return["outcome"] == "success"
+    assert api.convert(str(out), str(again)).exit_code == 0
+    assert pq.read_table(again).column("messages").to_pylist() == after.to_pylist()
+
+
+def test_a_column_without_the_newer_fields_is_valid_as_it_is_and_widened_gets_outcome() -> None:
+    """Where the struct has no such field (every row of one older release) the rows lack it,
+    which 2.68 reads as the default: nothing for ``check`` to report. Written widened with
+    ``outcome``, the tool-return would hold null there: that one is filled."""
+    from histmig.sources.arrow import null_places, struct_fields
+    from tests.conftest import CORPUS, load
+
+    history = load(CORPUS / "v1.0.18" / "l_no_retry.json")
+    column = pa.array([history])
+    value = column.to_pylist()[0]
+    assert null_places(value, struct_fields(column.type)) == []
+    assert [p[1:] for p in null_places(value, struct_fields(widened_type(column.type)))] == [
+        ("outcome", "success", "messages[2].parts[0].outcome")
+    ]

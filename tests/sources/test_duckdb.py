@@ -373,3 +373,24 @@ def test_to_table_says_which_foreign_keys_and_indexes_it_left_out(tmp_path: Path
         assert con.execute("SELECT count(*) FROM duckdb_indexes() WHERE table_name = 'conv_v2'").fetchall() == [(0,)]
     bare = api.convert(str(db), None, Options(table="plain"), to_table="plain_v2")
     assert bare.verdict.endswith("written to plain_v2")  # nothing left out: nothing said
+
+
+def test_in_place_writes_the_rows_holding_a_null_2_68_refuses_though_nothing_is_migrated(tmp_path: Path) -> None:
+    """A mixed-era nested column with no legacy part: ``convert --in-place`` still writes the
+    rows whose nulls 2.68 refuses (histmig.sources.arrow), so ``check`` passes after it."""
+    from tests.sources.test_arrow import _mixed_era_parquet, _refusals
+
+    source, back = tmp_path / "mixed.parquet", tmp_path / "back.parquet"
+    names = _mixed_era_parquet(source)
+    db = tmp_path / "chats.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.register("mixed", pq.read_table(source))
+        con.execute("CREATE TABLE chats AS SELECT * FROM mixed")
+    assert api.check(str(db), Options(table="chats")).exit_code == 1
+    result = api.convert(str(db), None, Options(table="chats"), in_place=True)
+    assert (result.exit_code, result.report.counts["changed"]) == (0, 0)
+    assert api.check(str(db), Options(table="chats")).exit_code == 0
+    with duckdb.connect(str(db)) as con:
+        pq.write_table(con.sql("SELECT * FROM chats ORDER BY id").to_arrow_table(), back)
+    assert _refusals(back) == {}
+    assert sorted(pq.read_table(back).column("id").to_pylist()) == sorted(names)

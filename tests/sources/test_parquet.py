@@ -144,6 +144,15 @@ def test_rejected_rows_are_written_unchanged_and_reported(tmp_path: Path, record
     )
 
 
+def nulls_filled(want: object, got: object) -> bool:
+    """Whether ``got`` is ``want`` but for some nulls of ``want`` holding a value."""
+    if isinstance(want, dict) and isinstance(got, dict):
+        return want.keys() == got.keys() and all(want[k] is None or nulls_filled(want[k], got[k]) for k in want)
+    if isinstance(want, list) and isinstance(got, list):
+        return len(want) == len(got) and all(nulls_filled(w, g) for w, g in zip(want, got))
+    return want == got
+
+
 def test_nested_column_is_widened_and_matches_the_jsonl_path(tmp_path: Path, nested) -> None:
     table = table_of(nested, nested=True)
     source = write_parquet(tmp_path / "nested.parquet", table)
@@ -155,11 +164,16 @@ def test_nested_column_is_widened_and_matches_the_jsonl_path(tmp_path: Path, nes
     got = pq.read_table(out).column("messages").to_pylist()
     rejected = {int(row["location"].removeprefix("row ")) for row in report.errors if row["status"] == "rejected"}
     originals = pa.array([r["messages"] for r in nested], out_type).to_pylist()
+    filled = 0
     for row, (cell, line) in enumerate(zip(got, expected)):
         if row in rejected:
             assert cell == originals[row]
-        else:
-            assert cell == pa.array([orjson.loads(line)], out_type).to_pylist()[0], row
+            continue
+        want = pa.array([orjson.loads(line)], out_type).to_pylist()[0]
+        if cell != want:  # an older row: the nulls 2.68 refuses hold what an absent field is read as (test_arrow)
+            filled += 1
+            assert nulls_filled(want, cell), row
+    assert filled > 20
     assert report.counts["changed"] > 50
     for row in report.errors:
         assert "cannot hold the migrated messages" in row["errors"][0]
