@@ -109,4 +109,6 @@ def duplicated_key(raw: bytes, parsed: Any, field: tuple[str, ...] = ()) -> Dupl
     if not found:
         return None
     path, key, read = next((one for one in found if one[2]), found[0])
-    return Duplicate(Problem(path or None, f"duplicated key {key!r}: readers differ on which of its values counts"), read)
+    return Duplicate(
+        Problem(path or None, f"duplicated key {key!r}: readers differ on which of its values counts"), read
+    )

@@ -565,8 +565,8 @@ def process_full(record: Record, plan: Plan = Plan(), *, defer: bool = True) -> 
     return outcome
 
 
-def _full_way(record: Record, plan: Plan, defer: bool, checked: tuple[Duplicate | None] | None = None) -> Outcome:
-    """:func:`process_full` but the readers; ``checked``: its duplicated key, known already (a
+def _full_way(record: Record, plan: Plan, defer: bool, known: tuple[Duplicate | None] | None = None) -> Outcome:
+    """:func:`process_full` but the readers; ``known``: its duplicated key, found already (a
     second go, without deferring: :func:`_duplicated` of the first)."""
     try:
         obj = _DECODER.decode(record.raw)
@@ -584,7 +584,7 @@ def _full_way(record: Record, plan: Plan, defer: bool, checked: tuple[Duplicate 
     prefix = name or "messages"
     # the last value of a key read twice may need nothing where another needs a rule (or is refused):
     # looked for before "unchanged" too
-    (duplicated,) = checked or (_duplicated(record.raw, obj, located, prefix),)
+    (duplicated,) = known or (_duplicated(record.raw, obj, located, prefix),)
     if not rules and not plan.validates_unchanged and (duplicated is None or not duplicated.read):
         return Outcome(record, "unchanged", record.raw)
     record = _named(record, obj)
@@ -597,7 +597,7 @@ def _full_way(record: Record, plan: Plan, defer: bool, checked: tuple[Duplicate 
     except Exception as exc:  # a rule met a shape it did not expect: keep the record, say so
         return Outcome(record, "rejected", None, errors=[f"internal error: {type(exc).__name__}: {exc}"])
     if deferred and not changes:
-        return _full_way(record, plan, defer=False, checked=(duplicated,))
+        return _full_way(record, plan, defer=False, known=(duplicated,))
     if changes and duplicated is not None:  # in a payload: writing the record again would keep one of its values
         return Outcome(record, "rejected", None, changes, errors=[duplicated.problem])
     if not changes:
@@ -616,7 +616,7 @@ def _full_way(record: Record, plan: Plan, defer: bool, checked: tuple[Duplicate 
     if deferred:
         verdict = plan.settled(field).look(checked)  # type: ignore[union-attr]  # deferred: the newest target
         if verdict is None or verdict is False:
-            return _full_way(record, plan, defer=False, checked=(None,))
+            return _full_way(record, plan, defer=False, known=(None,))
         return Outcome(record, "changed", output, changes, [], [], findings + list(verdict))
     settled = plan.settled(field, pairing=not paired)
     if settled is not None and settled(checked):

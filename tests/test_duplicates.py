@@ -70,7 +70,12 @@ def test_no_record_of_the_corpus_has_one() -> None:
     ("raw", "field", "said", "read"),
     [
         (b'{"id":1,"id":2,"messages":[]}', ("messages",), "duplicated key 'id'", True),
-        (b'{"p":{"messages":[],"messages":[{"kind":"request","parts":[]}]}}', ("p", "messages"), "p: duplicated key 'messages'", True),
+        (
+            b'{"p":{"messages":[],"messages":[{"kind":"request","parts":[]}]}}',
+            ("p", "messages"),
+            "p: duplicated key 'messages'",
+            True,
+        ),
         (b'[{"kind":"request","parts":[],"parts":[]}]', (), "messages[0]: duplicated key 'parts'", True),
         (
             b'[{"kind":"response","parts":[{"part_kind":"tool-call","tool_call_id":"a","tool_call_id":"b"}]}]',
