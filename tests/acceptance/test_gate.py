@@ -34,7 +34,7 @@ from pydantic_ai.messages import ModelMessagesTypeAdapter
 from histmig import api
 from histmig.engine import process
 from histmig.options import Options
-from histmig.records import Record
+from histmig.records import Record, dumps
 from tests.acceptance.test_properties import HISTORY, SCREEN
 
 KINDS_OF = {
@@ -204,7 +204,7 @@ def _twice_read(raw: bytes) -> bool:
 
 def _first_wins(raw: bytes) -> bytes:
     """``raw`` as a reader keeping the first value of a key written twice reads it."""
-    return orjson.dumps(json.loads(raw, object_pairs_hook=lambda pairs: dict(reversed(pairs))))
+    return dumps(json.loads(raw, object_pairs_hook=lambda pairs: dict(reversed(pairs))))
 
 
 def _only_unknown_kinds(raw: bytes) -> bool:
