@@ -516,12 +516,13 @@ def run_conversations(
     lies) through ``processor`` (:meth:`Stream.conversation`), each record's outcome handed to
     ``accept(key, outcome)`` and added to ``report`` unless it is quiet. A conversation's
     :attr:`~histmig.records.Conversation.note` is a warning of each of its records; one it
-    ``refused`` is rejected whole, unread. Under ``digests`` (``check --baseline``) each record
-    with something to say is named by its messages' digest, as a record alone is
-    (:func:`process_full`), never by where it lies: a baseline holds whatever the file's order.
-    Never raises for bad input."""
+    ``refused`` is rejected whole, unread. Under a :class:`Stream`'s ``digests`` (``check
+    --baseline``) each record with something to say is named by its messages' digest, as a
+    record alone is (:func:`process_full`), never by where it lies: a baseline holds whatever
+    the file's order. Never raises for bad input."""
     unchanged = 0
-    digests, field = processor.plan.digests, processor.plan.messages_field
+    plan = processor.plan if isinstance(processor, Stream) else None  # the otel commands' converter has none
+    digests, field = (plan.digests, plan.messages_field) if plan is not None else (False, None)
     for conversation, keys in conversations:
         refused = conversation.refused
         outcomes = (
