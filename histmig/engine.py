@@ -41,7 +41,7 @@ import msgspec
 import orjson
 
 from histmig import schema
-from histmig.duplicates import duplicated_key
+from histmig.duplicates import Duplicate, duplicated_key
 from histmig.errors import Malformed, NotAHistory
 from histmig.problems import InvalidJson, Problem
 from histmig.records import (
@@ -516,8 +516,13 @@ def run_conversations(
     lies) through ``processor`` (:meth:`Stream.conversation`), each record's outcome handed to
     ``accept(key, outcome)`` and added to ``report`` unless it is quiet. A conversation's
     :attr:`~histmig.records.Conversation.note` is a warning of each of its records; one it
-    ``refused`` is rejected whole, unread. Never raises for bad input."""
+    ``refused`` is rejected whole, unread. Under a :class:`Stream`'s ``digests`` (``check
+    --baseline``) each record with something to say is named by its messages' digest, as a
+    record alone is (:func:`process_full`), never by where it lies: a baseline holds whatever
+    the file's order. Never raises for bad input."""
     unchanged = 0
+    plan = processor.plan if isinstance(processor, Stream) else None  # the otel commands' converter has none
+    digests, field = (plan.digests, plan.messages_field) if plan is not None else (False, None)
     for conversation, keys in conversations:
         refused = conversation.refused
         outcomes = (
@@ -533,6 +538,8 @@ def run_conversations(
             if outcome.quiet:
                 unchanged += 1
             else:
+                if digests and outcome.digest is None:
+                    outcome.digest = messages_digest(outcome.record.raw, field)
                 report.add(outcome)
     report.add_unchanged(unchanged)
 
@@ -559,9 +566,9 @@ def process_full(record: Record, plan: Plan = Plan(), *, defer: bool = True) -> 
     return outcome
 
 
-def _full_way(record: Record, plan: Plan, defer: bool, unique: bool = False) -> Outcome:
-    """:func:`process_full` but the readers; ``unique``: the record is known to name no key
-    twice (a second go, without deferring)."""
+def _full_way(record: Record, plan: Plan, defer: bool, known: tuple[Duplicate | None] | None = None) -> Outcome:
+    """:func:`process_full` but the readers; ``known``: its duplicated key, found already (a
+    second go, without deferring: :func:`_duplicated` of the first)."""
     try:
         obj = _DECODER.decode(record.raw)
     except (msgspec.DecodeError, RecursionError) as exc:
@@ -574,14 +581,16 @@ def _full_way(record: Record, plan: Plan, defer: bool, unique: bool = False) -> 
     messages = located.messages
     plan = plan.for_record(obj, messages)
     rules, deferred = plan.walk.to_run(messages, defer=defer)
-    if not rules and not plan.validates_unchanged:
-        return Outcome(record, "unchanged", record.raw)
-    record = _named(record, obj)
     name = located.name
     prefix = name or "messages"
-    duplicated = None if unique else _duplicated(record.raw, obj, located, prefix)
-    if duplicated is not None:
-        return Outcome(record, "rejected", None, errors=[duplicated])
+    # the last value of a key read twice may need nothing where another needs a rule (or is refused):
+    # looked for before "unchanged" too
+    (duplicated,) = known or (_duplicated(record.raw, obj, located, prefix),)
+    if not rules and not plan.validates_unchanged and (duplicated is None or not duplicated.read):
+        return Outcome(record, "unchanged", record.raw)
+    record = _named(record, obj)
+    if duplicated is not None and duplicated.read:
+        return Outcome(record, "rejected", None, errors=[duplicated.problem])
     try:
         changes, findings, paired = _apply(messages, rules, plan)
     except Malformed as exc:
@@ -589,7 +598,9 @@ def _full_way(record: Record, plan: Plan, defer: bool, unique: bool = False) -> 
     except Exception as exc:  # a rule met a shape it did not expect: keep the record, say so
         return Outcome(record, "rejected", None, errors=[f"internal error: {type(exc).__name__}: {exc}"])
     if deferred and not changes:
-        return _full_way(record, plan, defer=False, unique=True)
+        return _full_way(record, plan, defer=False, known=(duplicated,))
+    if changes and duplicated is not None:  # in a payload: writing the record again would keep one of its values
+        return Outcome(record, "rejected", None, changes, errors=[duplicated.problem])
     if not changes:
         if not plan.validates_unchanged:
             return Outcome(record, "unchanged", record.raw, findings=findings)
@@ -606,7 +617,7 @@ def _full_way(record: Record, plan: Plan, defer: bool, unique: bool = False) -> 
     if deferred:
         verdict = plan.settled(field).look(checked)  # type: ignore[union-attr]  # deferred: the newest target
         if verdict is None or verdict is False:
-            return _full_way(record, plan, defer=False, unique=True)
+            return _full_way(record, plan, defer=False, known=(None,))
         return Outcome(record, "changed", output, changes, [], [], findings + list(verdict))
     settled = plan.settled(field, pairing=not paired)
     if settled is not None and settled(checked):
@@ -623,16 +634,18 @@ def _full_way(record: Record, plan: Plan, defer: bool, unique: bool = False) -> 
     return Outcome(record, "changed", output, changes, warnings=warnings, findings=findings)
 
 
-def _duplicated(raw: bytes, obj: Any, located: Located, prefix: str) -> Problem | None:
+def _duplicated(raw: bytes, obj: Any, located: Located, prefix: str) -> Duplicate | None:
     """The first duplicated key of the record (:func:`histmig.duplicates.duplicated_key`), or, for a
-    history held as JSON text, of that text, its path under ``prefix``."""
-    found = duplicated_key(raw, obj)
-    if found is None and located.text:
+    history held as JSON text, of that text, its path under ``prefix`` (a key histmig reads in the
+    text counts before a payload's of the record)."""
+    found = duplicated_key(raw, obj, located.path)
+    if located.text and (found is None or not found.read):
         text = obj
         for key in located.path:
             text = text[key]
-        found = duplicated_key(text.encode(errors="surrogatepass"), located.messages)
-        return found.under(prefix) if found is not None else None
+        inner = duplicated_key(text.encode(errors="surrogatepass"), located.messages)
+        if inner is not None and (found is None or inner.read):
+            return inner._replace(problem=inner.problem.under(prefix))
     return found
 
 

@@ -1,4 +1,5 @@
-"""Duplicated keys (histmig.duplicates): found exactly, named with their path, and a record
+"""Duplicated keys (histmig.duplicates): found exactly, named with their path, told apart as a
+key histmig reads (the envelope's, a message's, a part's) or one inside a payload, and a record
 without one costs one encode."""
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from tests.conftest import CORPUS
 _DECODER = msgspec.json.Decoder()
 
 
-def _found(raw: bytes) -> str | None:
-    problem = duplicated_key(raw, _DECODER.decode(raw))
-    return None if problem is None else str(problem)
+def _found(raw: bytes, field: tuple[str, ...] = ()) -> str | None:
+    found = duplicated_key(raw, _DECODER.decode(raw), field)
+    return None if found is None else str(found.problem)
 
 
 @pytest.mark.parametrize(
@@ -63,3 +64,47 @@ def test_a_record_without_one_is_passed(raw: bytes) -> None:
 def test_no_record_of_the_corpus_has_one() -> None:
     lines = (CORPUS / "all.jsonl").read_bytes().splitlines()
     assert len(lines) == 212 and [_found(line) for line in lines] == [None] * 212
+
+
+@pytest.mark.parametrize(
+    ("raw", "field", "said", "read"),
+    [
+        (b'{"id":1,"id":2,"messages":[]}', ("messages",), "duplicated key 'id'", True),
+        (
+            b'{"p":{"messages":[],"messages":[{"kind":"request","parts":[]}]}}',
+            ("p", "messages"),
+            "p: duplicated key 'messages'",
+            True,
+        ),
+        (b'[{"kind":"request","parts":[],"parts":[]}]', (), "messages[0]: duplicated key 'parts'", True),
+        (
+            b'[{"kind":"response","parts":[{"part_kind":"tool-call","tool_call_id":"a","tool_call_id":"b"}]}]',
+            (),
+            "messages[0].parts[0]: duplicated key 'tool_call_id'",
+            True,
+        ),
+        (
+            b'[{"kind":"response","parts":[{"part_kind":"tool-call","args":{"a":1,"a":2}}]}]',
+            (),
+            "messages[0].parts[0].args: duplicated key 'a'",
+            False,
+        ),
+        (b'{"meta":{"k":1,"k":2},"messages":[]}', ("messages",), "meta: duplicated key 'k'", False),
+        (  # a payload's comes first in the record, the part's is the one named
+            b'[{"kind":"response","usage":{"n":1,"n":2},"parts":[{"part_kind":"text","content":"a","content":"b"}]}]',
+            (),
+            "messages[0].parts[0]: duplicated key 'content'",
+            True,
+        ),
+        (
+            b'[{"kind":"request","parts":[{"part_kind":"user-prompt","content":[{"t":1,"t":2}]}]}]',
+            (),
+            "messages[0].parts[0].content[0]: duplicated key 't'",
+            False,
+        ),
+    ],
+)
+def test_a_key_histmig_reads_is_told_from_a_payloads(raw: bytes, field: tuple[str, ...], said: str, read: bool) -> None:
+    found = duplicated_key(raw, _DECODER.decode(raw), field)
+    assert found is not None and found.read is read
+    assert str(found.problem).startswith(said)

@@ -618,10 +618,55 @@ RETRY = '{"part_kind":"retry-prompt","content":"x","tool_name":"t","tool_call_id
 @pytest.mark.parametrize("validate_all", [False, True])
 def test_a_record_with_a_duplicated_key_is_rejected_naming_it(raw: str, error: str, validate_all: bool) -> None:
     outcome = process(Record(raw.encode(), "t.jsonl", "line 1"), Plan(validate_all=validate_all))
-    if not validate_all and "'messages'" in error:  # the screen reads the last value, []: carried byte for byte
-        assert (outcome.status, outcome.output) == ("unchanged", raw.encode())
-        return
     assert (outcome.status, outcome.errors) == ("rejected", [error + ": readers differ on which of its values counts"])
+
+
+_PROMPT = '{"kind":"request","parts":[{"part_kind":"user-prompt","content":"x"}]}'
+
+
+@pytest.mark.parametrize(
+    ("raw", "error"),
+    [  # the last value needs nothing, another a rule or is refused: not "unchanged", whichever is read
+        ('{"messages":[{"kind":"request","parts":[' + RETRY + ']}],"messages":[]}', "duplicated key 'messages'"),
+        (
+            '{"messages":[{"kind":"request","parts":[{"part_kind":"retry-prompt","part_kind":"user-prompt",'
+            '"content":"x"}]}]}',
+            "messages[0].parts[0]: duplicated key 'part_kind'",
+        ),
+        ('{"messages":[{"kind":"response","kind":"request","parts":[]}]}', "messages[0]: duplicated key 'kind'"),
+        ('{"messages":[{"kind":"request","parts":[' + RETRY + '],"parts":[]}]}', "messages[0]: duplicated key 'parts'"),
+    ],
+)
+def test_a_duplicate_whose_last_value_needs_nothing_is_rejected_on_every_way(raw: str, error: str) -> None:
+    record = Record(raw.encode(), "t.jsonl", "line 1")
+    said = [error + ": readers differ on which of its values counts"]
+    assert Plan().screen(raw.encode()) is None  # msgspec decodes every value: the screen refuses the record
+    for outcome in (process(record), process_full(record), Stream(Plan()).full(record)):
+        assert (outcome.status, outcome.errors) == ("rejected", said)
+
+
+def test_a_duplicate_the_screen_carries_is_carried_by_the_full_way_of_a_stream_too() -> None:
+    raw = ('{"messages":[' + _PROMPT + '],"messages":[' + _PROMPT + "]}").encode()  # both values need nothing
+    stream = Stream(Plan())
+    stream._changed_in_a_row = engine.SKIP_SCREEN_AFTER  # the screen not asked: the full way, then the screen
+    assert Plan().screen(raw) == () and process_full(Record(raw, "t", "line 1")).status == "rejected"
+    outcome = stream.full(Record(raw, "t", "line 1"))
+    assert (outcome.status, outcome.output, outcome.errors) == ("unchanged", raw, [])
+
+
+@pytest.mark.parametrize("validate_all", [False, True])
+def test_a_duplicate_in_a_payload_is_carried_unless_the_record_is_rewritten(validate_all: bool) -> None:
+    call = '{"part_kind":"tool-call","tool_name":"t","args":{"a":1,"a":2},"tool_call_id":"c"}'
+    current = '[{"kind":"response","parts":[' + call + "]}]"
+    plan = Plan(validate_all=validate_all)
+    kept = process_full(Record(current.encode(), "t", "line 1"), plan)
+    assert (kept.status, kept.output, kept.errors) == ("unchanged", current.encode(), [])
+    legacy = '[{"kind":"response","parts":[' + call + ']},{"kind":"request","parts":[' + RETRY + "]}]"
+    rewritten = process_full(Record(legacy.encode(), "t", "line 1"), plan)
+    assert (rewritten.status, rewritten.output) == ("rejected", None)
+    assert rewritten.errors == [
+        "messages[0].parts[0].args: duplicated key 'a': readers differ on which of its values counts"
+    ]
 
 
 @pytest.mark.parametrize(

@@ -91,6 +91,27 @@ def test_a_record_without_id_is_named_by_its_messages_not_its_envelope_or_line(t
     assert again.exit_code == 0 and again.judged.known == 1 and [e.rule for e in again.judged.gone] == ["rejected"]
 
 
+def test_records_grouped_into_conversations_are_named_by_their_messages_whatever_the_order(tmp_path: Path) -> None:
+    def piece(session: str, call_id: str, prompt: str) -> bytes:
+        history = orjson.loads(_dangling(call_id, False))
+        history[0]["parts"][0]["content"] = prompt
+        return orjson.dumps({"session_id": session, "messages": history})
+
+    lines = [piece("s1", "c1", "a"), piece("s2", "c2", "b"), piece("s1", "c3", "c"), piece("s3", "c4", "d")]
+    source, baseline = tmp_path / "chats.jsonl", tmp_path / "baseline.json"
+    source.write_bytes(b"\n".join(lines) + b"\n")
+    grouped = Options(conversation=("session_id",))
+    assert api.check(str(source), grouped, write_baseline=str(baseline)).exit_code == 0
+    written = read(str(baseline))
+    assert len(written) == 4 and all(re.fullmatch(r"messages:[0-9a-f]{16}", entry.record) for entry in written)
+    for seed in range(3):  # the two records of s1 change places, and their lines with the others
+        shuffled = list(lines)
+        random.Random(seed).shuffle(shuffled)
+        source.write_bytes(b"\n".join(shuffled) + b"\n")
+        judged = api.check(str(source), grouped, baseline=str(baseline))
+        assert (judged.exit_code, judged.judged.new, judged.judged.known, judged.judged.gone) == (0, [], 4, [])
+
+
 def test_entries_are_counted() -> None:
     one = Entry("id:a", "HM406", "f", "x")
     assert judge([one, one], [one]) == ([one], 1, [])
