@@ -1,0 +1,375 @@
+"""The records of a columnar input grouped into conversations (``--conversation``,
+``--order``): the rows of Parquet files (one file, or every file of a directory) and of a
+DuckDB table, whose conversations may lie in any row group, batch or file. Shared by
+:mod:`histmig.sources.parquet` and :mod:`histmig.sources.duckdb`; not a format itself.
+
+Three passes, memory holding the index and the conversations in flight, never the input:
+
+1. :class:`Index`: the rows are read once in storage order, only the conversation, order,
+   messages and id columns: each row's keys, order value and place are kept (Arrow arrays, a
+   few dozen bytes a row), its messages cell as the engine reads it
+   (:func:`~histmig.sources.arrow.engine_cells`) appended to a temporary spill file.
+2. The index is sorted by (conversation, order, part, row): nulls of the order last, equal
+   values in storage order (a Parquet file's row order, the files in their order; a table's
+   scan order). Consecutive rows of one conversation make it; a row whose conversation key is
+   null is one of its own. :class:`Conversations` tasks, about :data:`TASK_BYTES` of records
+   each, read their records from the spill by position (``pread``, in any worker) and go
+   through :func:`~histmig.engine.run_conversations`; past ``--max-conversation-bytes`` a
+   conversation is refused whole, unread.
+3. The migrated records come back by place (:class:`Migrated`, spilled again): the format reads
+   its rows once more in their own order and puts each in place
+   (:meth:`~histmig.sources.arrow.ColumnMigrator.placed`), so every output keeps its rows, row
+   order and schema.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from array import array
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import IO, TYPE_CHECKING, Any, NamedTuple
+
+from histmig.engine import run_conversations
+from histmig.errors import ColumnError
+from histmig.records import Conversation, Grouping, Outcome, Record
+from histmig.report import Report
+from histmig.sources.arrow import ColumnKind, engine_cells, held_by
+from histmig.sources.base import Job, Task, TaskResult, lazy
+from histmig.sources.jsonl import _descriptor
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+else:
+    pa = lazy("pyarrow")
+    pc = lazy("pyarrow.compute")
+
+TASK_BYTES = 1 << 20
+"""Bytes of records a task of conversations holds, about (whole conversations)."""
+
+
+class Part(NamedTuple):
+    """One part of a grouped input (a file of a directory; the one file or table): the
+    ``source`` naming its records, its messages ``column``, of ``kind``, and for a nested one
+    the output type that must hold a migrated record (``holds``)."""
+
+    source: str
+    column: str
+    kind: ColumnKind
+    holds: Any = None
+
+
+Member = tuple[int, int, int, int, int]
+"""A record of a conversation: ``(part, place, row, offset, length)``: the input part (a file
+of a directory; ``0`` for one file or a table), the row's identity there (its row number, or a
+table's ``rowid``), the row number that names it (``row N``), and its bytes' place in the spill."""
+
+
+@dataclass
+class ConversationsResult(TaskResult):
+    """What a task of conversations came to: its ``report`` and the ``edits``, ``(part,
+    place, output)`` of each record migrated (its new bytes) or rejected (``None``)."""
+
+    edits: list[tuple[int, int, bytes | None]] = field(default_factory=list)
+    touched: list[int] = field(default_factory=list)
+    """The numbers of the conversations holding an edit."""
+
+
+@dataclass(frozen=True)
+class Conversations(Task):
+    """Conversations of a columnar input as a task: each one's ``members`` in its order (a
+    worker reads their bytes from the ``spill``: path, device, inode), its ``name``, ``note``
+    and, past the limit, why it is ``refused``
+    (:class:`~histmig.records.Conversation`) and ``number`` in the input; each record's id
+    (``ids``, ``None`` without an id column); the input's ``parts``."""
+
+    spill: tuple[str, int, int]
+    parts: tuple[Part, ...]
+    groups: tuple[tuple[Member, ...], ...]
+    numbers: tuple[int, ...]
+    ids: tuple[tuple[str | None, ...], ...] | None
+    names: tuple[str, ...]
+    notes: tuple[str | None, ...]
+    refused: tuple[str | None, ...]
+    size: int = 0
+
+    def run(self, job: Job, slot: memoryview | None) -> ConversationsResult:
+        """Read each conversation's records and put it through ``job``'s processor. Never
+        raises for bad input."""
+        fd = _descriptor(self.spill)
+        result = ConversationsResult(Report.in_memory())
+
+        parts = self.parts
+
+        def conversations() -> Iterator[tuple[Conversation, list[tuple[Member, str | None, int]]]]:
+            for at, (members, name, note, refused) in enumerate(zip(self.groups, self.names, self.notes, self.refused)):
+                ids = self.ids[at] if self.ids is not None else (None,) * len(members)
+                records = tuple(
+                    Record(b"" if refused else os.pread(fd, length, offset), parts[part].source, f"row {row}", id_)
+                    for (part, _, row, offset, length), id_ in zip(members, ids)
+                )
+                number = self.numbers[at]
+                yield Conversation(records, name, note, refused), [(m, i, number) for m, i in zip(members, ids)]
+
+        def accept(member: tuple[Member, str | None, int], outcome: Outcome) -> Outcome:
+            (part, place, *_), id_, number = member
+            if self.ids is not None and id_ is None and outcome.record.record_id is not None:
+                outcome.record = Record(outcome.record.raw, outcome.record.source, outcome.record.location)
+            holds = parts[part].holds
+            if outcome.status == "changed" and holds is not None:
+                outcome = held_by(outcome, parts[part].column, holds)[0]
+            if outcome.status != "unchanged":
+                result.edits.append((part, place, outcome.output))
+                if not result.touched or result.touched[-1] != number:
+                    result.touched.append(number)
+            return outcome
+
+        run_conversations(conversations(), job.processor(), result.report, accept)  # type: ignore[arg-type]
+        return result
+
+
+def _null_free(type_: pa.DataType) -> pa.DataType:
+    """A key column's type as it is sorted: a dictionary's values."""
+    return type_.value_type if pa.types.is_dictionary(type_) else type_
+
+
+class Index:
+    """The rows of a columnar input as :func:`Index.add` is given them in storage order (see the
+    module docstring, pass 1), and the :class:`Conversations` they make (:meth:`tasks`, pass
+    2). ``grouping`` says which columns; ``parts`` are the input's; ``digests``:
+    each row's ``digest`` column is kept too (a table's stored value as read, which a write
+    in place compares with what the row holds then), and each conversation's rows
+    (:attr:`rows`)."""
+
+    def __init__(
+        self,
+        grouping: Grouping,
+        parts: Sequence[Part],
+        digests: bool = False,
+    ) -> None:
+        self.grouping = grouping
+        self.parts = tuple(parts)
+        self._spill = tempfile.NamedTemporaryFile(prefix="histmig-", suffix=".cells")  # noqa: SIM115 (closed by close)
+        found = os.fstat(self._spill.fileno())
+        self.spill = (self._spill.name, found.st_dev, found.st_ino)
+        self._keys: list[list[Any]] = [[] for _ in self.key_columns]
+        self._order: list[Any] = []
+        self._places = array("q")
+        self._rows = array("q")
+        self._parts = array("q")
+        self._offsets = array("q")
+        self._lengths = array("q")
+        self._ids: list[str | None] = []
+        self._has_ids = False
+        self._digests: list[Any] | None = [] if digests else None
+        self._at = 0
+        self.rows: dict[int, list[tuple[int, Any]]] = {}
+        """With ``digests``, by conversation number: each row's ``(place, digest)`` as read."""
+        self.conversations: dict[int, tuple[tuple[Any, ...] | None, int]] = {}
+        """With ``digests``, by conversation number: its key values (``None``: a row of its own)
+        and the place of its first row."""
+
+    @property
+    def key_columns(self) -> tuple[str, ...]:
+        """The conversation's columns (none for ``--conversation '*'``)."""
+        return () if self.grouping.whole else self.grouping.keys
+
+    @property
+    def columns(self) -> list[str]:
+        """The columns a batch given to :meth:`add` holds besides the messages and id columns."""
+        return list(dict.fromkeys([*self.key_columns, *filter(None, [self.grouping.order])]))
+
+    def add(
+        self,
+        part: int,
+        batch: pa.RecordBatch,
+        rows: Sequence[int],
+        places: Sequence[int] | None = None,
+        id_column: str | None = None,
+        digest: str | None = None,
+    ) -> None:
+        """Index the rows of ``batch`` (of part ``part``; named ``row N`` by ``rows``, identified
+        by ``places``, by default the same) and spill their messages. Raises
+        :class:`ColumnError` for a conversation or order column the batch lacks."""
+        names = batch.schema.names
+        for name in self.columns:
+            if name not in names:
+                raise ColumnError(f"{self.parts[part].source}: no column {name!r} (columns: {', '.join(names)})")
+        cells = engine_cells(batch.column(self.parts[part].column), self.parts[part].kind)
+        places = rows if places is None else places
+        for keys, name in zip(self._keys, self.key_columns):
+            keys.append(batch.column(name))
+        if self.grouping.order is not None:
+            self._order.append(batch.column(self.grouping.order))
+        ids = batch.column(id_column).to_pylist() if id_column is not None else [None] * batch.num_rows
+        self._has_ids = self._has_ids or id_column is not None
+        digests = batch.column(digest).to_pylist() if digest is not None and self._digests is not None else None
+        write = self._spill.write
+        for i, cell in enumerate(cells):
+            self._parts.append(part)
+            self._places.append(places[i])
+            self._rows.append(rows[i])
+            self._ids.append(None if ids[i] is None else str(ids[i]))
+            if digests is not None:
+                self._digests.append(digests[i])  # type: ignore[union-attr]  # kept: digests is a list
+            if cell is None:  # not a record: a null cell is kept as it is
+                self._offsets.append(-1)
+                self._lengths.append(0)
+                continue
+            self._offsets.append(self._at)
+            self._lengths.append(len(cell))
+            write(cell)
+            self._at += len(cell)
+
+    def _sorted(self) -> tuple[list[tuple[Any, ...]], Any]:
+        """Each row's key values and the row indices in conversation order."""
+        count = len(self._parts)
+        columns: dict[str, Any] = {}
+        try:
+            for n, chunks in enumerate(self._keys):
+                key = pa.chunked_array(chunks) if chunks else pa.chunked_array([], pa.null())
+                columns[f"k{n}"] = key.cast(_null_free(key.type)) if pa.types.is_dictionary(key.type) else key
+            if self.grouping.order is not None:
+                order = pa.chunked_array(self._order)
+                columns["order"] = order.cast(_null_free(order.type)) if pa.types.is_dictionary(order.type) else order
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise ColumnError(
+                f"{self.parts[0].source}: the conversation or order columns differ in type ({exc})"
+            ) from exc
+        columns["part"] = pa.array(self._parts, pa.int64()) if count else pa.array([], pa.int64())
+        columns["place"] = pa.array(self._places, pa.int64()) if count else pa.array([], pa.int64())
+        table = pa.table(columns) if columns else pa.table({"part": pa.array([], pa.int64())})
+        try:
+            indices = pc.sort_indices(table, sort_keys=[(name, "ascending", "at_end") for name in table.column_names])
+        except pa.ArrowNotImplementedError as exc:
+            raise ColumnError(
+                f"{self.parts[0].source}: cannot sort by the conversation or order columns ({exc})"
+            ) from exc
+        keys = [table.column(f"k{n}").take(indices).to_pylist() for n in range(len(self._keys))]
+        return list(zip(*keys)) if keys else [()] * count, indices.to_pylist()
+
+    def tasks(self) -> Iterator[Conversations]:
+        """The input's conversations as tasks, in conversation order (see the module docstring)."""
+        self._spill.flush()
+        keyed, order = self._sorted()
+        keys = self.key_columns
+        alone = f"no conversation key ({', '.join(keys)} null): a conversation of its own"
+        batch: list[tuple[list[int], str, str | None, int]] = []
+        size = 0
+        number = 0
+        current: list[int] = []
+        values: tuple[Any, ...] | None = None
+        several = len(self.parts) > 1
+
+        def named(i: int) -> str:
+            row = f"row {self._rows[i]}"
+            return f"{self.parts[self._parts[i]].source}:{row}" if several else row
+
+        def conversations() -> Iterator[tuple[list[int], str, str | None, tuple[Any, ...] | None]]:
+            nonlocal current, values
+            for i, at in enumerate(order):
+                found = keyed[i]
+                if None in found:
+                    if current:
+                        yield current, self.grouping.named(values or ()), None, values
+                    current, values = [], None
+                    yield [at], named(at), alone, None
+                    continue
+                if current and found != values:
+                    yield current, self.grouping.named(values or ()), None, values
+                    current = []
+                current.append(at)
+                values = found
+            if current:
+                yield current, self.grouping.named(values or ()), None, values
+
+        for rows, name, note, values_ in conversations():
+            if self._digests is not None:
+                self.rows[number] = [(self._places[i], self._digests[i]) for i in rows]
+                self.conversations[number] = (values_, self._places[rows[0]])
+            number += 1
+            records = [i for i in rows if self._offsets[i] >= 0]
+            if not records:
+                continue
+            batch.append((records, name, note, number - 1))
+            size += sum(self._lengths[i] for i in records)
+            if size >= TASK_BYTES:
+                yield self._task(batch, size)
+                batch, size = [], 0
+        if batch:
+            yield self._task(batch, size)
+
+    def _task(self, batch: list[tuple[list[int], str, str | None, int]], size: int) -> Conversations:
+        groups = tuple(
+            tuple((self._parts[i], self._places[i], self._rows[i], self._offsets[i], self._lengths[i]) for i in records)
+            for records, *_ in batch
+        )
+        refused = tuple(
+            self.grouping.refusal(name, sum(self._lengths[i] for i in records), len(records))
+            for records, name, *_ in batch
+        )
+        return Conversations(
+            self.spill,
+            self.parts,
+            groups,
+            tuple(number for *_, number in batch),
+            tuple(tuple(self._ids[i] for i in records) for records, *_ in batch) if self._has_ids else None,
+            tuple(name for _, name, _, _ in batch),
+            tuple(note for _, _, note, _ in batch),
+            refused,
+            size,
+        )
+
+    def close(self) -> None:
+        """Remove the spill."""
+        self._spill.close()
+
+
+class Migrated:
+    """The records a run migrated or rejected, by part and place, as the tasks' results come
+    (:meth:`add`): the new bytes spilled to a temporary file, only their places held; read
+    back a batch of rows at a time (:meth:`of`) to put them in place."""
+
+    def __init__(self) -> None:
+        self._spill: IO[bytes] = tempfile.TemporaryFile(prefix="histmig-")  # noqa: SIM115 (closed by close)
+        self._edits: dict[int, dict[int, tuple[int, int] | None]] = {}
+
+    def add(self, result: ConversationsResult) -> None:
+        """Keep the edits of ``result``."""
+        for part, place, output in result.edits:
+            if output is None:
+                self._edits.setdefault(part, {})[place] = None
+            else:
+                self._edits.setdefault(part, {})[place] = (self._spill.tell(), len(output))
+                self._spill.write(output)
+
+    def drop(self, part: int, places: Sequence[int]) -> None:
+        """Forget the edits of ``places`` of ``part`` (a conversation that will not be written)."""
+        edits = self._edits.get(part, {})
+        for place in places:
+            edits.pop(place, None)
+
+    def of(self, part: int, places: Sequence[int]) -> tuple[dict[int, bytes], list[int]]:
+        """The edits of the rows at ``places`` (a batch's rows) of ``part``: the migrated texts by
+        position in ``places``, and the positions rejected."""
+        edits = self._edits.get(part)
+        if not edits:
+            return {}, []
+        outputs: dict[int, bytes] = {}
+        rejected: list[int] = []
+        self._spill.flush()
+        fd = self._spill.fileno()
+        wanted = ((i, place) for i, place in enumerate(places) if place in edits)
+        for i, place in wanted:
+            spot = edits[place]
+            if spot is None:
+                rejected.append(i)
+            else:
+                outputs[i] = os.pread(fd, spot[1], spot[0])
+        return outputs, rejected
+
+    def close(self) -> None:
+        """Remove the spill."""
+        self._spill.close()
