@@ -165,8 +165,8 @@ class Index:
         self._has_ids = False
         self._digests: list[Any] | None = [] if digests else None
         self._at = 0
-        self.rows: dict[int, list[tuple[int, Any]]] = {}
-        """With ``digests``, by conversation number: each row's ``(place, digest)`` as read."""
+        self.rows: dict[int, list[int]] = {}
+        """With ``digests``, by conversation number: its rows (for :meth:`row`)."""
         self.conversations: dict[int, tuple[tuple[Any, ...] | None, int]] = {}
         """With ``digests``, by conversation number: its key values (``None``: a row of its own)
         and the place of its first row."""
@@ -287,7 +287,7 @@ class Index:
 
         for rows, name, note, values_ in conversations():
             if self._digests is not None:
-                self.rows[number] = [(self._places[i], self._digests[i]) for i in rows]
+                self.rows[number] = rows
                 self.conversations[number] = (values_, self._places[rows[0]])
             number += 1
             records = [i for i in rows if self._offsets[i] >= 0]
@@ -322,6 +322,11 @@ class Index:
             size,
         )
 
+    def row(self, i: int) -> tuple[int, int, str | None, Any]:
+        """Row ``i`` of the index (:attr:`rows`): its place, number, id and, with ``digests``,
+        digest."""
+        return self._places[i], self._rows[i], self._ids[i], self._digests[i] if self._digests is not None else None
+
     def close(self) -> None:
         """Remove the spill."""
         self._spill.close()
@@ -335,9 +340,12 @@ class Migrated:
     def __init__(self) -> None:
         self._spill: IO[bytes] = tempfile.TemporaryFile(prefix="histmig-")  # noqa: SIM115 (closed by close)
         self._edits: dict[int, dict[int, tuple[int, int] | None]] = {}
+        self.touched: set[int] = set()
+        """The numbers of the conversations holding an edit."""
 
     def add(self, result: ConversationsResult) -> None:
         """Keep the edits of ``result``."""
+        self.touched.update(result.touched)
         for part, place, output in result.edits:
             if output is None:
                 self._edits.setdefault(part, {})[place] = None
@@ -345,11 +353,11 @@ class Migrated:
                 self._edits.setdefault(part, {})[place] = (self._spill.tell(), len(output))
                 self._spill.write(output)
 
-    def drop(self, part: int, places: Sequence[int]) -> None:
-        """Forget the edits of ``places`` of ``part`` (a conversation that will not be written)."""
+    def drop(self, part: int, places: Sequence[int]) -> list[int]:
+        """Forget the edits of ``places`` of ``part`` (a conversation that will not be written);
+        the places among them that held a migrated record."""
         edits = self._edits.get(part, {})
-        for place in places:
-            edits.pop(place, None)
+        return [place for place in places if edits.pop(place, None) is not None]
 
     def of(self, part: int, places: Sequence[int]) -> tuple[dict[int, bytes], list[int]]:
         """The edits of the rows at ``places`` (a batch's rows) of ``part``: the migrated texts by
