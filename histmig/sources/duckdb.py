@@ -314,14 +314,16 @@ class DuckdbTable(Input):
                 raise ColumnError(f"{self.name}: no column {column!r} (columns: {', '.join(schema.names)})")
         migrator = ColumnMigrator(schema, self._column, self.name, self._job, self._id_column)
         part = Part(self.name, self._column, migrator.kind, migrator.output_type if migrator.kind == "nested" else None)
-        self._index = Index(grouping, [part], digests=self._destination.in_place)
+        keys = self._constraints("PRIMARY KEY")
+        self._index = Index(grouping, [part], digests=self._destination.in_place, ties=keys[0] if keys else ())
         self._grouped_stack.callback(self._index.close)
         self._migrated = Migrated()
         self._grouped_stack.callback(self._migrated.close)
 
     def _conversations(self) -> Iterator[Task]:
         """The table's conversations (:class:`~histmig.sources.grouped.Index`): its rows read
-        once in scan order, named ``row N`` as an ungrouped run names them; in place each is
+        once in scan order, named ``row N`` as an ungrouped run names them, a conversation's rows
+        in ``--order``, then primary key order (scan order without one); in place each is
         identified by its ``rowid`` and its messages' MD5 kept, which the write compares."""
         index = self._index
         columns = list(dict.fromkeys([*index.columns, self._column, *filter(None, [self._id_column])]))

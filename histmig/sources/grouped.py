@@ -138,7 +138,9 @@ def _null_free(type_: pa.DataType) -> pa.DataType:
 class Index:
     """The rows of a columnar input as :func:`Index.add` is given them in storage order (see the
     module docstring, pass 1), and the :class:`Conversations` they make (:meth:`tasks`, pass
-    2). ``grouping`` says which columns; ``parts`` are the input's; ``digests``:
+    2). ``grouping`` says which columns; ``parts`` are the input's; ``ties``, the columns that
+    order a conversation's rows of equal order values before their storage order (a table's
+    primary key); ``digests``:
     each row's ``digest`` column is kept too (a table's stored value as read, which a write
     in place compares with what the row holds then), and each conversation's rows
     (:attr:`rows`)."""
@@ -148,9 +150,12 @@ class Index:
         grouping: Grouping,
         parts: Sequence[Part],
         digests: bool = False,
+        ties: Sequence[str] = (),
     ) -> None:
         self.grouping = grouping
         self.parts = tuple(parts)
+        self.ties = tuple(ties)
+        self._ties: list[list[Any]] = [[] for _ in self.ties]
         self._spill = tempfile.NamedTemporaryFile(prefix="histmig-", suffix=".cells")  # noqa: SIM115 (closed by close)
         found = os.fstat(self._spill.fileno())
         self.spill = (self._spill.name, found.st_dev, found.st_ino)
@@ -179,7 +184,7 @@ class Index:
     @property
     def columns(self) -> list[str]:
         """The columns a batch given to :meth:`add` holds besides the messages and id columns."""
-        return list(dict.fromkeys([*self.key_columns, *filter(None, [self.grouping.order])]))
+        return list(dict.fromkeys([*self.key_columns, *filter(None, [self.grouping.order]), *self.ties]))
 
     def add(
         self,
@@ -203,6 +208,8 @@ class Index:
             keys.append(batch.column(name))
         if self.grouping.order is not None:
             self._order.append(batch.column(self.grouping.order))
+        for ties, name in zip(self._ties, self.ties):
+            ties.append(batch.column(name))
         ids = batch.column(id_column).to_pylist() if id_column is not None else [None] * batch.num_rows
         self._has_ids = self._has_ids or id_column is not None
         digests = batch.column(digest).to_pylist() if digest is not None and self._digests is not None else None
@@ -231,9 +238,10 @@ class Index:
             for n, chunks in enumerate(self._keys):
                 key = pa.chunked_array(chunks) if chunks else pa.chunked_array([], pa.null())
                 columns[f"k{n}"] = key.cast(_null_free(key.type)) if pa.types.is_dictionary(key.type) else key
-            if self.grouping.order is not None:
-                order = pa.chunked_array(self._order)
-                columns["order"] = order.cast(_null_free(order.type)) if pa.types.is_dictionary(order.type) else order
+            named = [("order", self._order)] if self.grouping.order is not None else []
+            for name, chunks in [*named, *((f"t{n}", ties) for n, ties in enumerate(self._ties))]:
+                values = pa.chunked_array(chunks)
+                columns[name] = values.cast(_null_free(values.type)) if pa.types.is_dictionary(values.type) else values
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
             raise ColumnError(
                 f"{self.parts[0].source}: the conversation or order columns differ in type ({exc})"
