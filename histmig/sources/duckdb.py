@@ -167,7 +167,8 @@ class DuckdbTable(Input):
             self._stack.close()
             raise
         self._job = job
-        self._write: Callable[[BatchResult], None] = lambda result: None
+        self._write: Callable[[Any], None] = lambda result: None  # a BatchResult; grouped, a ConversationsResult
+        self._write_rows: Callable[[BatchResult], None] = self._write
         self._finish: Callable[[], None] = lambda: None
 
     def _exists(self, table: str, kind: str = "%") -> bool:
@@ -315,6 +316,7 @@ class DuckdbTable(Input):
         migrator = ColumnMigrator(schema, self._column, self.name, self._job, self._id_column)
         part = Part(self.name, self._column, migrator.kind, migrator.output_type if migrator.kind == "nested" else None)
         keys = self._constraints("PRIMARY KEY")
+        self.size = None  # a progress bar counts the records' bytes, which the file's size does not tell
         self._index = Index(grouping, [part], digests=self._destination.in_place, ties=keys[0] if keys else ())
         self._grouped_stack.callback(self._index.close)
         self._migrated = Migrated()

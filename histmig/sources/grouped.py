@@ -117,17 +117,46 @@ class Conversations(Task):
             (part, place, *_), id_, number = member
             if self.ids is not None and id_ is None and outcome.record.record_id is not None:
                 outcome.record = Record(outcome.record.raw, outcome.record.source, outcome.record.location)
-            holds = parts[part].holds
-            if outcome.status == "changed" and holds is not None:
-                outcome = held_by(outcome, parts[part].column, holds)[0]
             if outcome.status != "unchanged":
                 result.edits.append((part, place, outcome.output))
                 if not result.touched or result.touched[-1] != number:
                     result.touched.append(number)
             return outcome
 
-        run_conversations(conversations(), job.processor(), result.report, accept)  # type: ignore[arg-type]
+        processor = job.processor()
+        if any(part.holds is not None for part in parts):
+            processor = _Holding(processor, {part.source: part for part in parts})  # type: ignore[assignment]
+        run_conversations(conversations(), processor, result.report, accept)  # type: ignore[arg-type]
         return result
+
+
+class _Holding:
+    """A processor (:class:`~histmig.engine.Stream`) whose conversations' records a nested
+    messages column must hold migrated (:func:`~histmig.sources.arrow.held_by`): when one
+    record's cannot be, the whole conversation is rejected, every record kept as it is, rather
+    than written in part."""
+
+    def __init__(self, stream: Any, parts: dict[str, Part]) -> None:
+        self._stream = stream
+        self._parts = parts
+
+    def conversation(self, conversation: Conversation) -> list[Outcome]:
+        outcomes = self._stream.conversation(conversation)
+        held = []
+        for outcome in outcomes:
+            part = self._parts[outcome.record.source]
+            changed = outcome.status == "changed" and part.holds is not None
+            held.append(held_by(outcome, part.column, part.holds)[0] if changed else outcome)
+        bad = next((outcome for outcome in held if outcome.status == "rejected" and outcome.output is None), None)
+        if bad is None or not any(outcome.status == "changed" for outcome in held):
+            return held
+        said = f"rejected with its conversation ({conversation.name}): {bad.record.name} cannot be held by its column"
+        return [
+            outcome
+            if outcome.status == "rejected"
+            else Outcome(outcome.record, "rejected", None, outcome.changes, [said], outcome.warnings, outcome.findings)
+            for outcome in held
+        ]
 
 
 def _null_free(type_: pa.DataType) -> pa.DataType:

@@ -21,6 +21,7 @@ import io
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
 from histmig.errors import ColumnError
@@ -332,10 +333,10 @@ class GroupedParquet(Input):
     file's own output as :class:`ParquetInput` writes it (its schema, codec and row groups)."""
 
     window = 2
+    size = None  # a progress bar counts the records' bytes, which the files' compressed size does not tell
 
     def __init__(self, files: list[tuple[str, Destination]], options: Any, job: Job) -> None:
         self.name = files[0][0] if len(files) == 1 else f"{len(files)} Parquet files"
-        self.size = sum(fs.size(path) for path, _ in files)
         self._files = files
         self._grouping = options.grouping
         self._stack = ExitStack()
@@ -348,7 +349,7 @@ class GroupedParquet(Input):
                 schema,
                 options.messages_column,
                 where=path,
-                first=lambda name, parquet=parquet: _first_cell(parquet, name),
+                first=partial(_first_cell, parquet),
             )
             self._opened.append(parquet)
             self._migrators.append(

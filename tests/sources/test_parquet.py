@@ -715,3 +715,81 @@ def test_a_conversation_column_that_is_not_there_is_a_usage_error(tmp_path: Path
     done = invoke("audit", str(source), "--conversation", "sesion_id")
     assert done.exit_code == 2
     assert f"{source}: no column 'sesion_id' (columns: session_id, seq, messages, note)" in done.stderr
+
+
+def test_a_nested_column_grouped_gives_the_whole_histories_conversion_piece_by_piece(tmp_path: Path, nested) -> None:
+    """Each nested (``list<struct>``) history cut into its runs, the rows shuffled over row groups:
+    the runs of each conversation put together are the whole history's converted cell."""
+    import random
+
+    pieces = [(r["id"], seq, piece) for r in nested for seq, piece in enumerate(run_pieces(r["messages"]))]
+    random.Random(25).shuffle(pieces)
+    whole = pa.table(
+        {
+            "name": [r["id"] for r in nested],
+            "seq": [0] * len(nested),
+            "messages": pa.array([r["messages"] for r in nested]),
+        }
+    )
+    apart = pa.table(
+        {
+            "name": [name for name, _, _ in pieces],
+            "seq": [seq for _, seq, _ in pieces],
+            "messages": pa.array([piece for *_, piece in pieces], whole.schema.field("messages").type),
+        }
+    )
+    pq.write_table(whole, tmp_path / "whole.parquet")
+    pq.write_table(apart, tmp_path / "apart.parquet", row_group_size=7)
+    grouped = Options(unsafe_fixes=True, jobs=2, conversation=("name",), order="seq")
+    api.convert(str(tmp_path / "whole.parquet"), str(tmp_path / "whole.v2.parquet"), grouped)  # each row whole
+    result = api.convert(str(tmp_path / "apart.parquet"), str(tmp_path / "apart.v2.parquet"), grouped)
+    assert result.report.counts["changed"] > 0
+    out = pq.read_table(tmp_path / "apart.v2.parquet")
+    assert out.schema.field("messages") == pq.read_table(tmp_path / "whole.v2.parquet").schema.field("messages")
+    together: dict[str, list] = {}
+    for row in sorted(out.to_pylist(), key=lambda row: (row["name"], row["seq"])):
+        together.setdefault(row["name"], []).extend(row["messages"])
+    expected = {row["name"]: row["messages"] for row in pq.read_table(tmp_path / "whole.v2.parquet").to_pylist()}
+    assert together == expected
+
+
+def test_a_nested_conversation_whose_one_record_its_column_cannot_hold_is_rejected_whole(tmp_path: Path) -> None:
+    """HM407 answers the open call of run 2 with a part whose ``metadata`` the column has no field
+    for: run 2 cannot be held, so run 1's migrated retry is not written either."""
+
+    def part(**fields: str) -> dict[str, str | None]:
+        return {"part_kind": None, "content": None, "tool_name": None, "tool_call_id": None, **fields}
+
+    runs = [
+        [
+            {"kind": "request", "parts": [part(part_kind="user-prompt", content="Weather?")]},
+            {"kind": "response", "parts": [part(part_kind="tool-call", tool_name="w", tool_call_id="c1")]},
+        ],
+        [
+            {
+                "kind": "request",
+                "parts": [part(part_kind="retry-prompt", tool_name="w", tool_call_id="c1", content="No.")],
+            },
+            {"kind": "response", "parts": [part(part_kind="text", content="Sorry.")]},
+        ],
+        [
+            {"kind": "request", "parts": [part(part_kind="user-prompt", content="Again?")]},
+            {"kind": "response", "parts": [part(part_kind="tool-call", tool_name="w", tool_call_id="c2")]},
+        ],
+    ]
+    source, out = tmp_path / "runs.parquet", tmp_path / "out.parquet"
+    pq.write_table(pa.table({"s": ["a"] * 3, "n": [0, 1, 2], "messages": runs}), source)
+    options = Options(unsafe_fixes=True, conversation=("s",), order="n")
+    result = api.convert(str(source), str(out), options)
+    errors = {row["location"]: row["errors"] for row in result.report.errors}
+    assert set(errors) == {"row 0", "row 1", "row 2"} and errors["row 2"][0].startswith(
+        "column 'messages' cannot hold the migrated messages"
+    )
+    said = [f"rejected with its conversation (s='a'): {source}:row 2 cannot be held by its column"]
+    assert errors["row 0"] == errors["row 1"] == said
+    assert pq.read_table(out).column("messages").to_pylist()[1][0]["parts"][0]["part_kind"] == "retry-prompt"
+    safe = api.convert(str(source), str(out), replace(options, unsafe_fixes=False))
+    assert (
+        safe.exit_code == 0
+        and pq.read_table(out).column("messages").to_pylist()[1][0]["parts"][0]["outcome"] == "retried"
+    )
