@@ -35,7 +35,7 @@ from histmig.engine import run_conversations
 from histmig.errors import ColumnError
 from histmig.records import Conversation, Grouping, Outcome, Record
 from histmig.report import Report
-from histmig.sources.arrow import ColumnKind, engine_cells, held_by
+from histmig.sources.arrow import ColumnKind, engine_cells, held_by, indices
 from histmig.sources.base import Job, Task, TaskResult, lazy
 from histmig.sources.jsonl import _descriptor
 
@@ -48,6 +48,8 @@ else:
 
 TASK_BYTES = 1 << 20
 """Bytes of records a task of conversations holds, about (whole conversations)."""
+_NAMED = 4096
+"""Conversations whose key values are made Python values at once, to name them."""
 
 
 class Part(NamedTuple):
@@ -259,13 +261,15 @@ class Index:
             write(cell)
             self._at += len(cell)
 
-    def _sorted(self) -> tuple[list[tuple[Any, ...]], Any]:
-        """Each row's key values and the row indices in conversation order."""
+    def _sorted(self) -> tuple[Any, list[int], list[pa.Array]]:
+        """The rows in conversation order (their indices in the index), where each
+        conversation starts among them, and each one's key values (an array a key column; a
+        null one: a row of its own). Told apart in Arrow: no row's key becomes a Python value."""
         count = len(self._parts)
         columns: dict[str, Any] = {}
         try:
             for n, chunks in enumerate(self._keys):
-                key = pa.chunked_array(chunks) if chunks else pa.chunked_array([], pa.null())
+                key = pa.chunked_array(chunks).combine_chunks()
                 columns[f"k{n}"] = key.cast(_null_free(key.type)) if pa.types.is_dictionary(key.type) else key
             named = [("order", self._order)] if self.grouping.order is not None else []
             for name, chunks in [*named, *((f"t{n}", ties) for n, ties in enumerate(self._ties))]:
@@ -275,52 +279,57 @@ class Index:
             raise ColumnError(
                 f"{self.parts[0].source}: the conversation or order columns differ in type ({exc})"
             ) from exc
-        columns["part"] = pa.array(self._parts, pa.int64()) if count else pa.array([], pa.int64())
-        columns["place"] = pa.array(self._places, pa.int64()) if count else pa.array([], pa.int64())
-        table = pa.table(columns) if columns else pa.table({"part": pa.array([], pa.int64())})
+        columns["part"] = indices(self._parts)
+        columns["place"] = indices(self._places)
+        table = pa.table(columns)
         try:
-            indices = pc.sort_indices(table, sort_keys=[(name, "ascending", "at_end") for name in table.column_names])
+            order = pc.sort_indices(table, sort_keys=[(name, "ascending", "at_end") for name in table.column_names])
         except pa.ArrowNotImplementedError as exc:
             raise ColumnError(
                 f"{self.parts[0].source}: cannot sort by the conversation or order columns ({exc})"
             ) from exc
-        keys = [table.column(f"k{n}").take(indices).to_pylist() for n in range(len(self._keys))]
-        return list(zip(*keys)) if keys else [()] * count, indices.to_pylist()
+        keys = [table.column(f"k{n}").take(order) for n in range(len(self._keys))]
+        starts = [0] if count else []
+        if keys and count > 1:  # a conversation starts where a key differs from the row before's, or either is null
+            changed = None
+            for key in keys:
+                differs = pc.not_equal(key.slice(1), key.slice(0, count - 1))
+                differs = pc.or_kleene(differs, pc.is_null(differs))  # no Python scalar: pa.scalar imports pandas
+                changed = differs if changed is None else pc.or_(changed, differs)
+            starts += [at + 1 for at in pc.indices_nonzero(changed).to_pylist()]
+        held = [key.take(indices(starts)) for key in keys]
+        del table, keys
+        pa.default_memory_pool().release_unused()
+        rows = array("Q")  # the indices as machine integers, not Python ones (and no NumPy, which imports pandas)
+        rows.frombytes(order.buffers()[1].to_pybytes()[: 8 * len(order)])
+        return rows, starts, held
 
     def tasks(self) -> Iterator[Conversations]:
         """The input's conversations as tasks, in conversation order (see the module docstring)."""
         self._spill.flush()
-        keyed, order = self._sorted()
+        order, starts, held = self._sorted()
         keys = self.key_columns
         alone = f"no conversation key ({', '.join(keys)} null): a conversation of its own"
         batch: list[tuple[list[int], str, str | None, int]] = []
         size = 0
         number = 0
-        current: list[int] = []
-        values: tuple[Any, ...] | None = None
         several = len(self.parts) > 1
+        ends = [*starts[1:], len(order)]
 
         def named(i: int) -> str:
             row = f"row {self._rows[i]}"
             return f"{self.parts[self._parts[i]].source}:{row}" if several else row
 
         def conversations() -> Iterator[tuple[list[int], str, str | None, tuple[Any, ...] | None]]:
-            nonlocal current, values
-            for i, at in enumerate(order):
-                found = keyed[i]
-                if None in found:
-                    if current:
-                        yield current, self.grouping.named(values or ()), None, values
-                    current, values = [], None
-                    yield [at], named(at), alone, None
-                    continue
-                if current and found != values:
-                    yield current, self.grouping.named(values or ()), None, values
-                    current = []
-                current.append(at)
-                values = found
-            if current:
-                yield current, self.grouping.named(values or ()), None, values
+            for first in range(0, len(ends), _NAMED):  # the key values of a block of conversations at a time
+                values = list(zip(*(key.slice(first, _NAMED).to_pylist() for key in held))) if held else None
+                for n in range(first, min(first + _NAMED, len(ends))):
+                    rows = order[starts[n] : ends[n]].tolist()
+                    found = values[n - first] if values is not None else ()
+                    if None in found:
+                        yield rows, named(rows[0]), alone, None
+                    else:
+                        yield rows, self.grouping.named(found), None, found
 
         for rows, name, note, values_ in conversations():
             if self._digests is not None:
