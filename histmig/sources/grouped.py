@@ -161,6 +161,12 @@ class _Holding:
         ]
 
 
+def _own(column: pa.Array) -> pa.Array:
+    """A copy of ``column`` holding only its own buffers: an array a database hands over through
+    Arrow's C interface (DuckDB's) keeps its whole batch alive, the messages included."""
+    return column.take(indices(range(len(column))))
+
+
 def _null_free(type_: pa.DataType) -> pa.DataType:
     """A key column's type as it is sorted: a dictionary's values."""
     return type_.value_type if pa.types.is_dictionary(type_) else type_
@@ -236,11 +242,11 @@ class Index:
         cells = engine_cells(batch.column(self.parts[part].column), self.parts[part].kind)
         places = rows if places is None else places
         for keys, name in zip(self._keys, self.key_columns):
-            keys.append(batch.column(name))
+            keys.append(_own(batch.column(name)))
         if self.grouping.order is not None:
-            self._order.append(batch.column(self.grouping.order))
+            self._order.append(_own(batch.column(self.grouping.order)))
         for ties, name in zip(self._ties, self.ties):
-            ties.append(batch.column(name))
+            ties.append(_own(batch.column(name)))
         ids = batch.column(id_column).to_pylist() if id_column is not None else [None] * batch.num_rows
         self._has_ids = self._has_ids or id_column is not None
         digests = batch.column(digest).to_pylist() if digest is not None and self._digests is not None else None
