@@ -247,25 +247,28 @@ class Index:
             self._order.append(_own(batch.column(self.grouping.order)))
         for ties, name in zip(self._ties, self.ties):
             ties.append(_own(batch.column(name)))
-        ids = batch.column(id_column).to_pylist() if id_column is not None else [None] * batch.num_rows
+        count = batch.num_rows
         self._has_ids = self._has_ids or id_column is not None
-        digests = batch.column(digest).to_pylist() if digest is not None and self._digests is not None else None
-        write = self._spill.write
-        for i, cell in enumerate(cells):
-            self._parts.append(part)
-            self._places.append(places[i])
-            self._rows.append(rows[i])
-            self._ids.append(None if ids[i] is None else str(ids[i]))
-            if digests is not None:
-                self._digests.append(digests[i])  # type: ignore[union-attr]  # kept: digests is a list
-            if cell is None:  # not a record: a null cell is kept as it is
-                self._offsets.append(-1)
-                self._lengths.append(0)
-                continue
-            self._offsets.append(self._at)
-            self._lengths.append(len(cell))
-            write(cell)
-            self._at += len(cell)
+        if id_column is not None:
+            self._ids += [None if value is None else str(value) for value in batch.column(id_column).to_pylist()]
+        else:
+            self._ids += [None] * count
+        if digest is not None and self._digests is not None:
+            self._digests += batch.column(digest).to_pylist()
+        self._parts.extend([part] * count)
+        self._places.extend(places)
+        self._rows.extend(rows)
+        at, offsets, lengths = self._at, self._offsets, self._lengths
+        for cell in cells:
+            if cell is None:  # not a record: a null cell is kept as it is, at no place in the spill
+                offsets.append(-1)
+                lengths.append(0)
+            else:
+                offsets.append(at)
+                lengths.append(len(cell))
+                at += len(cell)
+        self._spill.write(b"".join(cell for cell in cells if cell is not None))  # one write a batch
+        self._at = at
 
     def _sorted(self) -> tuple[Any, list[int], list[pa.Array]]:
         """The rows in conversation order (their indices in the index), where each

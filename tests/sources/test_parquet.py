@@ -793,3 +793,18 @@ def test_a_nested_conversation_whose_one_record_its_column_cannot_hold_is_reject
         safe.exit_code == 0
         and pq.read_table(out).column("messages").to_pylist()[1][0]["parts"][0]["outcome"] == "retried"
     )
+
+
+def test_a_null_messages_cell_in_a_conversation_is_no_record_and_is_kept(tmp_path: Path) -> None:
+    runs = run_pieces(orjson.loads(DEFERRED.read_bytes()))
+    table = runs_table([("s", 0, runs[0]), ("s", 1, []), ("s", 2, runs[1])])
+    table = table.set_column(
+        2, "messages", pa.array([table.column("messages")[0].as_py(), None, table.column("messages")[2].as_py()])
+    )
+    source, out = tmp_path / "runs.parquet", tmp_path / "out.parquet"
+    pq.write_table(table, source)
+    result = api.convert(str(source), str(out), Options(unsafe_fixes=True, conversation=("session_id",), order="seq"))
+    assert result.report.counts["records_in"] == 2 and result.exit_code == 0
+    cells = pq.read_table(out).column("messages").to_pylist()
+    assert cells[1] is None and cells[0] == table.column("messages")[0].as_py()
+    assert orjson.loads(cells[2])[0]["parts"][0]["part_kind"] == "tool-return"  # the retry, answering row 0's call
