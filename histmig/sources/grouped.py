@@ -319,10 +319,11 @@ class Index:
         order, starts, held = self._sorted()
         keys = self.key_columns
         alone = f"no conversation key ({', '.join(keys)} null): a conversation of its own"
-        batch: list[tuple[list[int], str, str | None, int]] = []
+        batch: list[tuple[list[int], str, str | None, int, int]] = []
         size = 0
         number = 0
         several = len(self.parts) > 1
+        offsets, lengths = self._offsets, self._lengths
         ends = [*starts[1:], len(order)]
 
         def named(i: int) -> str:
@@ -345,35 +346,41 @@ class Index:
                 self.rows[number] = rows
                 self.conversations[number] = (values_, self._places[rows[0]])
             number += 1
-            records = [i for i in rows if self._offsets[i] >= 0]
+            records = rows if len(rows) == 1 and offsets[rows[0]] >= 0 else [i for i in rows if offsets[i] >= 0]
             if not records:
                 continue
-            batch.append((records, name, note, number - 1))
-            size += sum(self._lengths[i] for i in records)
+            held_bytes = lengths[records[0]] if len(records) == 1 else sum(lengths[i] for i in records)
+            batch.append((records, name, note, number - 1, held_bytes))
+            size += held_bytes
             if size >= TASK_BYTES:
                 yield self._task(batch, size)
                 batch, size = [], 0
         if batch:
             yield self._task(batch, size)
 
-    def _task(self, batch: list[tuple[list[int], str, str | None, int]], size: int) -> Conversations:
-        groups = tuple(
-            tuple((self._parts[i], self._places[i], self._rows[i], self._offsets[i], self._lengths[i]) for i in records)
-            for records, *_ in batch
+    def _task(self, batch: list[tuple[list[int], str, str | None, int, int]], size: int) -> Conversations:
+        """The task of ``batch``'s conversations: each one's records (their indices), name, note,
+        number and bytes."""
+        parts, places, rows, offsets, lengths, ids = (
+            self._parts,
+            self._places,
+            self._rows,
+            self._offsets,
+            self._lengths,
+            self._ids,
         )
-        refused = tuple(
-            self.grouping.refusal(name, sum(self._lengths[i] for i in records), len(records))
-            for records, name, *_ in batch
-        )
+        limit, refusal = self.grouping.limit, self.grouping.refusal
         return Conversations(
             self.spill,
             self.parts,
-            groups,
-            tuple(number for *_, number in batch),
-            tuple(tuple(self._ids[i] for i in records) for records, *_ in batch) if self._has_ids else None,
-            tuple(name for _, name, _, _ in batch),
-            tuple(note for _, _, note, _ in batch),
-            refused,
+            tuple(
+                tuple((parts[i], places[i], rows[i], offsets[i], lengths[i]) for i in records) for records, *_ in batch
+            ),
+            tuple(number for *_, number, _ in batch),
+            tuple(tuple(ids[i] for i in records) for records, *_ in batch) if self._has_ids else None,
+            tuple(name for _, name, *_ in batch),
+            tuple(note for _, _, note, *_ in batch),
+            tuple(refusal(name, held, len(records)) if held > limit else None for records, name, _, _, held in batch),
             size,
         )
 
