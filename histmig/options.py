@@ -391,7 +391,7 @@ class Options:
         _flag(
             "--order",
             "With --conversation: the column or field ordering a conversation's records "
-            "(default: a table's key order, a file's line order).",
+            "(default: a table's key order, a file's line or row order).",
             RUNS | {"otel"},
             "input",
             formats=GROUPED,
