@@ -570,9 +570,18 @@ class ColumnMigrator:
             return outcome
 
         run_records(cells(), self.job.processor(), report, record, accept)
+        if nested:
+            return self._nested_cells(values, positions, rejected)
+        changed: list[bytes] = [values[i] for i in positions]  # type: ignore[misc]  # a changed cell is not null
+        return Cells(positions, self._array(changed), len(values), positions, rejected)
+
+    def _nested_cells(self, values: list[Any], positions: list[int], rejected: list[int]) -> Cells:
+        """The :class:`Cells` of a nested column's every cell (``values``, the migrated ones,
+        at ``positions``, in place; ``rejected`` ones as read), widened, each null 2.68 refuses
+        given its default but in ``check`` (:func:`_defaults_filled`)."""
         filled: list[int] = []
         repaired: list[int] = []
-        if nested and not self.reports_nulls:
+        if not self.reports_nulls:
             unfilled, migrated = set(rejected), set(positions)
             read = self.read_fields[0].keys() | self.read_fields[1].keys() | self.read_fields[2].keys()
             for i, value in enumerate(values):
@@ -583,18 +592,27 @@ class ColumnMigrator:
                     filled.append(i)
                 if any(key in read for _, key, _, _ in places):  # the column held the null: the row must be written
                     repaired.append(i)
-        if nested:
-            return Cells(
-                list(range(len(values))),
-                pa.array(values, type=self.output_type),
-                len(values),
-                positions,
-                rejected,
-                filled,
-                repaired,
-            )
-        changed: list[bytes] = [values[i] for i in positions]  # type: ignore[misc]  # a changed cell is not null
-        return Cells(positions, self._array(changed), len(values), positions, rejected)
+        return Cells(
+            list(range(len(values))),
+            pa.array(values, type=self.output_type),
+            len(values),
+            positions,
+            rejected,
+            filled,
+            repaired,
+        )
+
+    def refusals(self, column: pa.Array) -> dict[int, str]:
+        """In ``check`` (:attr:`reports_nulls`), the error line of each cell of a nested
+        ``column`` holding a null 2.68 refuses (:func:`null_places`), by its 0-based row; for
+        records judged elsewhere than their batch (:mod:`histmig.sources.grouped`)."""
+        if not self.reports_nulls:
+            return {}
+        return {
+            i: refused_line(places)
+            for i, value in enumerate(column.to_pylist())
+            if value is not None and (places := null_places(value, self.read_fields))
+        }
 
     def _store(self, values: list[Any], i: int, outcome: Outcome) -> Outcome:
         """Put a changed outcome's output in ``values[i]``; a nested column that cannot
@@ -620,22 +638,7 @@ class ColumnMigrator:
         values = column.to_pylist()
         for i in changed:
             values[i] = orjson.loads(outputs[i])
-        filled: list[int] = []
-        if self.adds_outcome:
-            kept = set(rejected)
-            filled = [
-                i
-                for i, value in enumerate(values)
-                if value is not None and i not in kept and _outcome_filled(value) and i not in outputs
-            ]
-        return Cells(
-            list(range(len(values))),
-            pa.array(values, type=self.output_type),
-            len(values),
-            changed,
-            sorted(rejected),
-            filled,
-        )
+        return self._nested_cells(values, changed, sorted(rejected))
 
     def _array(self, outputs: list[bytes]) -> pa.Array:
         """The migrated JSON texts ``outputs`` as an array of the (text or binary) column's

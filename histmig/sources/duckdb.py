@@ -313,7 +313,7 @@ class DuckdbTable(Input):
         for column in (*(() if grouping.whole else grouping.keys), *filter(None, [grouping.order])):
             if column not in schema.names:
                 raise ColumnError(f"{self.name}: no column {column!r} (columns: {', '.join(schema.names)})")
-        migrator = ColumnMigrator(schema, self._column, self.name, self._job, self._id_column)
+        self._read_as = migrator = ColumnMigrator(schema, self._column, self.name, self._job, self._id_column)
         part = Part(self.name, self._column, migrator.kind, migrator.output_type if migrator.kind == "nested" else None)
         keys = self._constraints("PRIMARY KEY")
         self.size = None  # a progress bar counts the records' bytes, which the file's size does not tell
@@ -347,7 +347,8 @@ class DuckdbTable(Input):
             for batch in reader:
                 rows = range(row, row + batch.num_rows)
                 places = batch.column(self._rowid).to_pylist() if in_place else None
-                index.add(0, batch, rows, places, self._id_column, self._digest if in_place else None)
+                refused = self._read_as.refusals(batch.column(self._column))
+                index.add(0, batch, rows, places, self._id_column, self._digest if in_place else None, refused)
                 row += batch.num_rows
         yield from index.tasks()
 

@@ -95,6 +95,8 @@ class Conversations(Task):
     names: tuple[str, ...]
     notes: tuple[str | None, ...]
     refused: tuple[str | None, ...]
+    errors: dict[tuple[int, int], str] = field(default_factory=dict)
+    """What a record is told whatever the engine says, by (conversation, record) in the task."""
     size: int = 0
 
     def run(self, job: Job, slot: memoryview | None) -> ConversationsResult:
@@ -105,7 +107,7 @@ class Conversations(Task):
 
         parts = self.parts
 
-        def conversations() -> Iterator[tuple[Conversation, list[tuple[Member, str | None, int]]]]:
+        def conversations() -> Iterator[tuple[Conversation, list[tuple[Member, str | None, int, str | None]]]]:
             for at, (members, name, note, refused) in enumerate(zip(self.groups, self.names, self.notes, self.refused)):
                 ids = self.ids[at] if self.ids is not None else (None,) * len(members)
                 records = tuple(
@@ -113,12 +115,15 @@ class Conversations(Task):
                     for (part, _, row, offset, length), id_ in zip(members, ids)
                 )
                 number = self.numbers[at]
-                yield Conversation(records, name, note, refused), [(m, i, number) for m, i in zip(members, ids)]
+                told = [self.errors.get((at, n)) for n in range(len(members))]
+                yield Conversation(records, name, note, refused), list(zip(members, ids, [number] * len(ids), told))
 
-        def accept(member: tuple[Member, str | None, int], outcome: Outcome) -> Outcome:
-            (part, place, *_), id_, number = member
+        def accept(member: tuple[Member, str | None, int, str | None], outcome: Outcome) -> Outcome:
+            (part, place, *_), id_, number, told = member
             if self.ids is not None and id_ is None and outcome.record.record_id is not None:
                 outcome.record = Record(outcome.record.raw, outcome.record.source, outcome.record.location)
+            if told is not None:
+                outcome.errors.append(told)
             if outcome.status != "unchanged":
                 result.edits.append((part, place, outcome.output))
                 if not result.touched or result.touched[-1] != number:
@@ -135,8 +140,8 @@ class Conversations(Task):
 class _Holding:
     """A processor (:class:`~histmig.engine.Stream`) whose conversations' records a nested
     messages column must hold migrated (:func:`~histmig.sources.arrow.held_by`): when one
-    record's cannot be, the whole conversation is rejected, every record kept as it is, rather
-    than written in part."""
+    record's cannot be, the whole conversation is rejected, every record kept as it is (no default
+    written in a row of it either), rather than written in part."""
 
     def __init__(self, stream: Any, parts: dict[str, Part]) -> None:
         self._stream = stream
@@ -149,8 +154,8 @@ class _Holding:
             part = self._parts[outcome.record.source]
             changed = outcome.status == "changed" and part.holds is not None
             held.append(held_by(outcome, part.column, part.holds)[0] if changed else outcome)
-        bad = next((outcome for outcome in held if outcome.status == "rejected" and outcome.output is None), None)
-        if bad is None or not any(outcome.status == "changed" for outcome in held):
+        bad = next((outcome for outcome in held if outcome.status == "rejected"), None)
+        if bad is None:
             return held
         said = f"rejected with its conversation ({conversation.name}): {bad.record.name} cannot be held by its column"
         return [
@@ -204,6 +209,7 @@ class Index:
         self._offsets = array("q")
         self._lengths = array("q")
         self._ids: list[str | None] = []
+        self._errors: dict[int, str] = {}
         self._has_ids = False
         self._digests: list[Any] | None = [] if digests else None
         self._at = 0
@@ -231,10 +237,13 @@ class Index:
         places: Sequence[int] | None = None,
         id_column: str | None = None,
         digest: str | None = None,
+        errors: dict[int, str] | None = None,
     ) -> None:
         """Index the rows of ``batch`` (of part ``part``; named ``row N`` by ``rows``, identified
-        by ``places``, by default the same) and spill their messages. Raises
-        :class:`ColumnError` for a conversation or order column the batch lacks."""
+        by ``places``, by default the same) and spill their messages; ``errors``, by 0-based
+        row of the batch, what each record is told whatever the engine says (``check``'s
+        refused nulls of a nested column: :meth:`~histmig.sources.arrow.ColumnMigrator.refusals`).
+        Raises :class:`ColumnError` for a conversation or order column the batch lacks."""
         names = batch.schema.names
         for name in self.columns:
             if name not in names:
@@ -248,6 +257,8 @@ class Index:
         for ties, name in zip(self._ties, self.ties):
             ties.append(_own(batch.column(name)))
         count = batch.num_rows
+        for i, line in (errors or {}).items():
+            self._errors[len(self._parts) + i] = line
         self._has_ids = self._has_ids or id_column is not None
         if id_column is not None:
             self._ids += [None if value is None else str(value) for value in batch.column(id_column).to_pylist()]
@@ -381,6 +392,14 @@ class Index:
             tuple(name for _, name, *_ in batch),
             tuple(note for _, _, note, *_ in batch),
             tuple(refusal(name, held, len(records)) if held > limit else None for records, name, _, _, held in batch),
+            {
+                (n, at): self._errors[i]
+                for n, (records, *_) in enumerate(batch)
+                for at, i in enumerate(records)
+                if i in self._errors
+            }
+            if self._errors
+            else {},
             size,
         )
 

@@ -385,7 +385,9 @@ class GroupedParquet(Input):
                 )
             first = 0
             for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=columns, use_threads=False):
-                index.add(part, batch, range(first, first + batch.num_rows), id_column=migrator.id_column)
+                rows = range(first, first + batch.num_rows)
+                refused = migrator.refusals(batch.column(migrator.column))
+                index.add(part, batch, rows, id_column=migrator.id_column, errors=refused)
                 first += batch.num_rows
         pa.default_memory_pool().release_unused()
         yield from index.tasks()

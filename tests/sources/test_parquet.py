@@ -808,3 +808,21 @@ def test_a_null_messages_cell_in_a_conversation_is_no_record_and_is_kept(tmp_pat
     cells = pq.read_table(out).column("messages").to_pylist()
     assert cells[1] is None and cells[0] == table.column("messages")[0].as_py()
     assert orjson.loads(cells[2])[0]["parts"][0]["part_kind"] == "tool-return"  # the retry, answering row 0's call
+
+
+def test_a_mixed_era_nested_column_grouped_is_checked_and_repaired_as_ungrouped(tmp_path: Path) -> None:
+    """The nulls 2.68 refuses in older rows of a nested column: ``check`` with ``--conversation``
+    names the same rows with the same lines, ``convert`` writes the same defaults."""
+    from tests.sources.test_arrow import _mixed_era_parquet
+
+    source = tmp_path / "mixed.parquet"
+    _mixed_era_parquet(source)
+    grouped = Options(conversation=("id",))
+    alone, together = api.check(str(source)), api.check(str(source), grouped)
+    assert together.exit_code == alone.exit_code == 1
+    assert sorted((r["location"], r["errors"]) for r in together.report.errors) == sorted(
+        (r["location"], r["errors"]) for r in alone.report.errors
+    )  # in conversation order: by id
+    assert api.convert(str(source), str(tmp_path / "alone.parquet")).exit_code == 0
+    assert api.convert(str(source), str(tmp_path / "together.parquet"), grouped).exit_code == 0
+    assert pq.read_table(tmp_path / "together.parquet").equals(pq.read_table(tmp_path / "alone.parquet"))
