@@ -31,7 +31,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
-from histmig.engine import run_conversations
+from histmig.engine import Plan, Stream, run_conversations
 from histmig.errors import ColumnError
 from histmig.records import Conversation, Grouping, Outcome, Record
 from histmig.report import Report
@@ -131,24 +131,24 @@ class Conversations(Task):
             return outcome
 
         processor = job.processor()
-        if any(part.holds is not None for part in parts):
-            processor = _Holding(processor, {part.source: part for part in parts})  # type: ignore[assignment]
+        if any(part.holds is not None for part in parts) and isinstance(processor, Stream):
+            processor = _Holding(processor.plan, {part.source: part for part in parts})
         run_conversations(conversations(), processor, result.report, accept)  # type: ignore[arg-type]
         return result
 
 
-class _Holding:
-    """A processor (:class:`~histmig.engine.Stream`) whose conversations' records a nested
-    messages column must hold migrated (:func:`~histmig.sources.arrow.held_by`): when one
-    record's cannot be, the whole conversation is rejected, every record kept as it is (no default
-    written in a row of it either), rather than written in part."""
+class _Holding(Stream):
+    """The engine over conversations whose records a nested messages column must hold migrated
+    (:func:`~histmig.sources.arrow.held_by`; ``parts`` by source): when one record's cannot be,
+    the whole conversation is rejected, every record kept as it is (no default written in a row
+    of it either), rather than written in part."""
 
-    def __init__(self, stream: Any, parts: dict[str, Part]) -> None:
-        self._stream = stream
+    def __init__(self, plan: Plan, parts: dict[str, Part]) -> None:
+        super().__init__(plan)
         self._parts = parts
 
     def conversation(self, conversation: Conversation) -> list[Outcome]:
-        outcomes = self._stream.conversation(conversation)
+        outcomes = super().conversation(conversation)
         held = []
         for outcome in outcomes:
             part = self._parts[outcome.record.source]
