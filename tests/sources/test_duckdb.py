@@ -498,3 +498,36 @@ def test_a_conversation_column_the_table_lacks_is_an_error_naming_it(tmp_path: P
     done = invoke("audit", str(db), "--table", "runs", "--conversation", "sesion_id")
     assert done.exit_code == 2
     assert f"{db}:runs: no column 'sesion_id' (columns: id, session_id, seq, messages)" in done.stderr
+
+
+@pytest.mark.parametrize("conversation", ["*", "session_id"])
+def test_a_row_an_application_changes_skips_the_whole_table_or_the_row_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, conversation: str
+) -> None:
+    """``--conversation '*'``: the whole table is one conversation, so a row the application
+    writes meanwhile skips it all; a row whose conversation key is null is found again by its
+    ``rowid``, and only it is skipped."""
+    runs = run_pieces(orjson.loads((CORPUS / "v2.59.0" / "m_deferred_tool_model_retry.json").read_bytes()))
+    alone = orjson.loads((CORPUS / "v2.59.0" / "h_empty_response.json").read_bytes())
+    db = sessions_db(
+        tmp_path / "runs.duckdb",
+        [
+            {"conversation_id": "s", "seq": 0, "messages": runs[0]},
+            {"conversation_id": None, "seq": 1, "messages": alone},
+            {"conversation_id": "s", "seq": 2, "messages": runs[1]},
+        ],
+    )
+    real = DuckdbTable._replay
+
+    def app_writes_first(table: DuckdbTable) -> None:
+        with duckdb.connect(str(db)) as con:
+            con.execute("UPDATE runs SET messages = CAST(messages AS VARCHAR) || ' ' WHERE id = 1")
+        real(table)
+
+    monkeypatch.setattr(DuckdbTable, "_replay", app_writes_first)
+    options = replace(GROUPED, conversation=(conversation,))
+    result = api.convert(str(db), None, options, in_place=True)
+    skipped = sorted(row["location"] for row in result.report.errors if row["status"] == "skipped")
+    assert skipped == (["row 1", "row 2"] if conversation == "*" else ["row 1"])
+    held = {key: value for key, _, _, value in rows_of(db)}
+    assert ("retry-prompt" in held[2]) == (conversation == "*")  # the other conversation written, or not
