@@ -147,8 +147,8 @@ class _Holding(Stream):
         super().__init__(plan)
         self._parts = parts
 
-    def conversation(self, conversation: Conversation) -> list[Outcome]:
-        outcomes = super().conversation(conversation)
+    def conversation(self, conversation: Conversation, *told: Any) -> list[Outcome]:
+        outcomes = super().conversation(conversation, *told)  # told: what else Stream.conversation takes
         held = []
         for outcome in outcomes:
             part = self._parts[outcome.record.source]
