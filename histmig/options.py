@@ -53,7 +53,7 @@ TABLES = frozenset({"duckdb", "postgres", "sqlite"})
 """The formats that are a table of a database."""
 COLUMNAR = TABLES | {"parquet"}
 """The formats that hold a column of histories among other columns."""
-GROUPED = frozenset({"jsonl", "postgres", "sqlite"})
+GROUPED = frozenset({"jsonl", "parquet", "duckdb", "postgres", "sqlite"})
 """The formats whose records ``--conversation`` groups into conversations (docs/layouts.md)."""
 
 
@@ -391,7 +391,7 @@ class Options:
         _flag(
             "--order",
             "With --conversation: the column or field ordering a conversation's records "
-            "(default: a table's key order, a file's line order).",
+            "(default: a table's key order, a file's line or row order).",
             RUNS | {"otel"},
             "input",
             formats=GROUPED,

@@ -127,6 +127,17 @@ class Grouping:
         """The keys as paths into a JSON record (:func:`field_path`)."""
         return () if self.whole else tuple(field_path(key) for key in self.keys)
 
+    def refusal(self, name: str, held: int, count: int, what: str = "records") -> str | None:
+        """Why the conversation ``name``, whose ``count`` records (``what``: ``rows``) hold
+        ``held`` bytes, is rejected whole unread (:attr:`Conversation.refused`): past
+        :attr:`limit`; ``None`` within it."""
+        if held <= self.limit:
+            return None
+        return (
+            f"conversation {name} holds {held} bytes in {count} {what}, past --max-conversation-bytes {self.limit}: "
+            "rejected whole, nothing written for it"
+        )
+
     def named(self, values: tuple[Any, ...]) -> str:
         """A conversation as error lines name it: ``session_id='s1'`` (``the input`` for
         :data:`WHOLE_INPUT`)."""

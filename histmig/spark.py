@@ -348,7 +348,7 @@ def session(master: str | None = None, cores: int = 1) -> tuple[SparkSession, st
 
 NOT_GROUPED = (
     "--conversation: the Spark engine does not group records into conversations yet; "
-    "the local engine does, for a JSONL, PostgreSQL or SQLite input"
+    "the local engine does, for a JSONL, Parquet, DuckDB, PostgreSQL or SQLite input"
 )
 """Why :func:`migrate`, :func:`check` and :func:`migrate_files` refuse ``conversation``
 (never ignored)."""

@@ -24,14 +24,23 @@ def _work(job: Job, task: Task, slot: memoryview | None) -> TaskResult:
     return task.run(job, slot)
 
 
+def _opened(planning: Planning, options: Options, job: Job) -> list[Input]:
+    """The inputs of ``planning``: each file's (:attr:`~histmig.sources.base.Format.open`), or,
+    under ``--conversation``, the files of a format that groups several together as one
+    (:attr:`~histmig.sources.base.Format.open_together`: a conversation may span them)."""
+    items = planning.inputs
+    together = items[0].format.open_together if items else None
+    if options.grouping is not None and len(items) > 1 and together is not None:
+        return together([(item.path, item.destination) for item in items], options, job)
+    return [opened for item in items for opened in item.format.open(item.path, item.destination, options, job)]
+
+
 def run_local(planning: Planning, options: Options, job: Job, progress: Progress | None, *, strict: bool) -> Result:
     """Run every input of ``planning`` through ``job`` on ``options.jobs`` workers, each
     written to its own destination. Opening the inputs may still raise what
     :func:`~histmig.run.plan.plan` raises (a table or column that is not there); bad
     records never raise."""
-    inputs: list[Input] = [
-        opened for item in planning.inputs for opened in item.format.open(item.path, item.destination, options, job)
-    ]
+    inputs = _opened(planning, options, job)
     earlier = list(
         dict.fromkeys(
             item.destination.rejects

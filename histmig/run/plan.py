@@ -229,7 +229,8 @@ def check_options(
     that option, the input and the formats it applies to; for ``--overwrite`` without
     ``--to-table``, ``--to-table`` with several inputs or naming the table read (as its
     format compares names), ``--single-transaction`` without ``--in-place``, a columnar
-    input to an export, and ``--conversation`` for ``otel-upgrade`` or several inputs."""
+    input to an export, and ``--conversation`` for ``otel-upgrade`` or several inputs (but
+    Parquet files, grouped together: :attr:`~histmig.sources.base.Format.open_together`)."""
     if destination.overwrite and destination.to_table is None:
         raise UsageError(
             "--overwrite replaces the table --to-table names (an output "
@@ -242,10 +243,12 @@ def check_options(
             raise UsageError(f"{redact.location(path)}: the otel commands read JSON or JSONL, not Parquet or DuckDB")
     if options.grouping is not None and command == "otel-upgrade":
         raise UsageError("--conversation: otel-upgrade moves each message on its own; a conversation changes nothing")
-    if options.grouping is not None and len(found) > 1:
+    kinds = {fmt.name: fmt for _, fmt in found}
+    together = len(kinds) == 1 and next(iter(kinds.values())).open_together is not None
+    if options.grouping is not None and len(found) > 1 and not together:
         raise UsageError(
-            "--conversation groups the records of one input: give one file or table (a conversation's records "
-            "in several files are not put together)"
+            "--conversation groups the records of one input: give one file or table, or Parquet files (a "
+            "conversation's records in several JSONL files are not put together)"
         )
     values = _taken(destination, options)
     _check_limited(found, values)

@@ -397,6 +397,28 @@ def _engine_value(value: Any, kept: frozenset[str]) -> Any:
     return value
 
 
+def held_by(outcome: Outcome, column: str, type_: pa.DataType) -> tuple[Outcome, Any]:
+    """A changed ``outcome`` of a cell of the nested ``column`` and its migrated messages, as
+    the column's output type ``type_`` holds them; when it cannot, the outcome ``rejected``
+    (the cell kept), saying why."""
+    messages = orjson.loads(outcome.output or b"null")
+    problem = _carry_problem(messages, type_)
+    if problem is None:
+        return outcome, messages
+    error = f"column {column!r} cannot hold the migrated messages: {problem}"
+    return Outcome(outcome.record, "rejected", None, outcome.changes, [error]), None
+
+
+def engine_cells(column: pa.Array, kind: ColumnKind) -> list[bytes | None]:
+    """The records of a messages column as the engine reads them: a text or binary cell's
+    bytes; a nested cell's value as JSON text, null fields dropped but those a rule repairs
+    (:func:`~histmig.rules.nulls_kept`); ``None`` for a null cell (not a record)."""
+    if kind != "nested":
+        return _raw_cells(column)
+    kept = nulls_kept(registry())
+    return [None if value is None else orjson.dumps(_engine_value(value, kept)) for value in column.to_pylist()]
+
+
 def _carry_problem(messages: Any, type_: pa.DataType) -> str | None:
     """Why a nested column of ``type_`` cannot hold ``messages`` (``None`` when it can: the
     value built back from Arrow equals ``messages``, nulls and absent fields alike)."""
@@ -548,9 +570,18 @@ class ColumnMigrator:
             return outcome
 
         run_records(cells(), self.job.processor(), report, record, accept)
+        if nested:
+            return self._nested_cells(values, positions, rejected)
+        changed: list[bytes] = [values[i] for i in positions]  # type: ignore[misc]  # a changed cell is not null
+        return Cells(positions, self._array(changed), len(values), positions, rejected)
+
+    def _nested_cells(self, values: list[Any], positions: list[int], rejected: list[int]) -> Cells:
+        """The :class:`Cells` of a nested column's every cell (``values``, the migrated ones,
+        at ``positions``, in place; ``rejected`` ones as read), widened, each null 2.68 refuses
+        given its default but in ``check`` (:func:`_defaults_filled`)."""
         filled: list[int] = []
         repaired: list[int] = []
-        if nested and not self.reports_nulls:
+        if not self.reports_nulls:
             unfilled, migrated = set(rejected), set(positions)
             read = self.read_fields[0].keys() | self.read_fields[1].keys() | self.read_fields[2].keys()
             for i, value in enumerate(values):
@@ -561,18 +592,27 @@ class ColumnMigrator:
                     filled.append(i)
                 if any(key in read for _, key, _, _ in places):  # the column held the null: the row must be written
                     repaired.append(i)
-        if nested:
-            return Cells(
-                list(range(len(values))),
-                pa.array(values, type=self.output_type),
-                len(values),
-                positions,
-                rejected,
-                filled,
-                repaired,
-            )
-        changed: list[bytes] = [values[i] for i in positions]  # type: ignore[misc]  # a changed cell is not null
-        return Cells(positions, self._array(changed), len(values), positions, rejected)
+        return Cells(
+            list(range(len(values))),
+            pa.array(values, type=self.output_type),
+            len(values),
+            positions,
+            rejected,
+            filled,
+            repaired,
+        )
+
+    def refusals(self, column: pa.Array) -> dict[int, str]:
+        """In ``check`` (:attr:`reports_nulls`), the error line of each cell of a nested
+        ``column`` holding a null 2.68 refuses (:func:`null_places`), by its 0-based row; for
+        records judged elsewhere than their batch (:mod:`histmig.sources.grouped`)."""
+        if not self.reports_nulls:
+            return {}
+        return {
+            i: refused_line(places)
+            for i, value in enumerate(column.to_pylist())
+            if value is not None and (places := null_places(value, self.read_fields))
+        }
 
     def _store(self, values: list[Any], i: int, outcome: Outcome) -> Outcome:
         """Put a changed outcome's output in ``values[i]``; a nested column that cannot
@@ -581,13 +621,24 @@ class ColumnMigrator:
         if self.kind != "nested":
             values[i] = output
             return outcome
-        messages = orjson.loads(output)
-        problem = _carry_problem(messages, self.output_type)
-        if problem is not None:
-            error = f"column {self.column!r} cannot hold the migrated messages: {problem}"
-            return Outcome(outcome.record, "rejected", None, outcome.changes, [error])
-        values[i] = messages
+        outcome, messages = held_by(outcome, self.column, self.output_type)
+        if outcome.status == "changed":
+            values[i] = messages
         return outcome
+
+    def placed(self, column: pa.Array | pa.ChunkedArray, outputs: dict[int, bytes], rejected: Sequence[int]) -> Cells:
+        """The :class:`Cells` that put ``outputs`` (migrated JSON texts by 0-based row of
+        ``column``, the messages column of some rows) in place, ``rejected`` rows kept: a
+        text or binary column's changed cells; a nested column's every cell, widened (as
+        :meth:`migrate_cells` gives them). For records migrated elsewhere than the rows'
+        batch (a conversation's records, :mod:`histmig.sources.grouped`)."""
+        changed = sorted(outputs)
+        if self.kind != "nested":
+            return Cells(changed, self._array([outputs[i] for i in changed]), len(column), changed, sorted(rejected))
+        values = column.to_pylist()
+        for i in changed:
+            values[i] = orjson.loads(outputs[i])
+        return self._nested_cells(values, changed, sorted(rejected))
 
     def _array(self, outputs: list[bytes]) -> pa.Array:
         """The migrated JSON texts ``outputs`` as an array of the (text or binary) column's

@@ -193,7 +193,10 @@ class Format:
     (``in_directories``: files, not databases that need ``--table``). A database format
     says how two of its table names compare (``same_table``: exactly, or as
     :func:`same_folded`) and how a location is named in an error line (``display``: a URL
-    without its password; ``None``: as it is). The options a format
+    without its password; ``None``: as it is). ``open_together`` opens the files of a run,
+    each with its destination, as one input, for ``--conversation`` (a conversation's records
+    may be in any of them: a Parquet directory); a format without it groups within one file.
+    The options a format
     takes are declared with them, on :class:`~histmig.options.Options` (each flag's
     ``formats`` names the formats it applies to); a format's ``open`` reads them from the
     ``options`` it is given."""
@@ -208,6 +211,7 @@ class Format:
     in_directories: bool = False
     same_table: Callable[[str, str], bool] | None = None
     display: Callable[[str], str] | None = None
+    open_together: Callable[[list[tuple[str, Destination]], Any, Job], list[Input]] | None = None
 
     def named(self, path: str) -> bool:
         """Whether ``path``'s name ends in one of the suffixes (any case)."""

@@ -27,6 +27,7 @@ from histmig.sources.base import (
     Format,
     Input,
     Job,
+    Skipped,
     Task,
     TaskResult,
     Written,
@@ -36,7 +37,9 @@ from histmig.sources.base import (
     same_folded,
     starts_with,
 )
+from histmig.sources.grouped import Index, Migrated, Part
 from histmig.sources.parquet import parquet_sink
+from histmig.sources.table import _VERIFY_BATCH, _digest
 
 duckdb = lazy("duckdb")
 pa = lazy("pyarrow")
@@ -47,6 +50,7 @@ ROW_GROUP_ROWS = 16 * 1024
 """Rows per row group of a Parquet output."""
 
 _ROWID = "__histmig_rowid"
+_DIGEST = "__histmig_digest"
 _UPDATES = "__histmig_updates"
 _BATCH = "__histmig_batch"
 """The names histmig's own column alias, temporary table and registered batch take, or the
@@ -113,13 +117,16 @@ class DuckdbTable(Input):
 
     in_process = True
     _not_copied: tuple[str, ...] = ()  # what a --to-table table does not have (_uncopied)
+    _begun = False  # the write transaction
 
     def __init__(self, path: str, destination: Destination, options: Any, job: Job) -> None:
         table = options.table
         self.name = f"{path}:{table}"
         self.size = os.path.getsize(path)
-        self._table, self._destination = table, destination
+        self._table, self._destination, self._job = table, destination, job
         self._stack = ExitStack()
+        self._grouped_stack = ExitStack()  # the index and spills of a grouped run, removed last
+        self._skipped: list[Skipped] = []
         try:
             self._con = self._stack.enter_context(
                 duckdb.connect(path, read_only=not (destination.in_place or destination.to_table is not None))
@@ -152,11 +159,16 @@ class DuckdbTable(Input):
             self._batch = free_name(_BATCH, [*taken, table, destination.to_table])
             self._updates_table = free_name(_UPDATES, [*taken, table, destination.to_table, self._batch])
             self._rowid = free_name(_ROWID, schema.names)
+            self._digest = free_name(_DIGEST, [*schema.names, self._rowid])
+            self._grouping = options.grouping
+            if self._grouping is not None:
+                self._prepare_grouping(schema)
         except BaseException:
             self._stack.close()
             raise
         self._job = job
-        self._write: Callable[[BatchResult], None] = lambda result: None
+        self._write: Callable[[Any], None] = lambda result: None  # a BatchResult; grouped, a ConversationsResult
+        self._write_rows: Callable[[BatchResult], None] = self._write
         self._finish: Callable[[], None] = lambda: None
 
     def _exists(self, table: str, kind: str = "%") -> bool:
@@ -198,15 +210,30 @@ class DuckdbTable(Input):
     def __enter__(self) -> DuckdbTable:
         destination = self._destination
         if destination.in_place or destination.to_table is not None:
-            self._con.execute("BEGIN TRANSACTION")
-            self._stack.callback(self._con.execute, "COMMIT")
+            if not (destination.in_place and self._grouping is not None):  # grouped: when the rows are written
+                self._begin()
             if destination.in_place:
                 self._write, self._finish = self._updates()
             else:
                 self._write, self._finish = self._inserts(destination.to_table)  # type: ignore[arg-type]  # a table
         elif destination.output is not None:
             self._write, self._finish = self._file(destination.output)
+        if self._grouping is not None:
+            self._write_rows, finish = self._write, self._finish
+            self._write = self._migrated.add
+
+            def replayed() -> None:
+                self._replay()
+                finish()
+
+            self._finish = replayed
         return self
+
+    def _begin(self) -> None:
+        """Begin the run's write transaction, committed when the run ends well."""
+        self._con.execute("BEGIN TRANSACTION")
+        self._begun = True
+        self._stack.callback(self._con.execute, "COMMIT")
 
     def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
         error = rest[0] if rest and isinstance(rest[0], BaseException) else None
@@ -220,19 +247,26 @@ class DuckdbTable(Input):
                     raise UnwritableOutput(f"{self.name}: {str(exc).strip()}") from exc
                 raise
             self._stack.close()
+            self._grouped_stack.close()
             return
         if self._destination.in_place or self._destination.to_table is not None:
             self._stack.pop_all()  # the COMMIT is not run
             try:
-                self._con.execute("ROLLBACK")
+                if self._begun:
+                    self._con.execute("ROLLBACK")
             finally:
                 self._con.close()
+                self._grouped_stack.close()
             if isinstance(error, KeyboardInterrupt) or interrupt.received():
                 raise interrupt.Interrupted(f"{self.name} is as it was") from error
         else:
             self._stack.__exit__(kind, *rest)  # type: ignore[arg-type]
+            self._grouped_stack.close()
 
-    def tasks(self) -> Iterator[Batch]:
+    def tasks(self) -> Iterator[Task]:
+        if self._grouping is not None:
+            yield from self._conversations()
+            return
         if self._destination.in_place:
             selected = [f"rowid AS {quote(self._rowid)}", quote(self._column)]
             selected += [quote(self._id_column)] if self._id_column not in (None, self._column) else []
@@ -257,7 +291,6 @@ class DuckdbTable(Input):
                 row += batch.num_rows
 
     def write(self, task: Task, result: TaskResult, slot: memoryview | None) -> None:
-        assert isinstance(result, BatchResult)
         try:
             self._write(result)
         except (duckdb.Error, RuntimeError) as exc:  # RuntimeError: DuckDB's "Query interrupted"
@@ -267,7 +300,135 @@ class DuckdbTable(Input):
             raise UnwritableOutput(f"{self.name}: {str(exc).strip()}") from exc
 
     def written(self) -> Written:
-        return Written(rejected="rows", not_copied=self._not_copied) if self._destination.writes else Written()
+        if not self._destination.writes:
+            return Written()
+        return Written(rejected="rows", not_copied=self._not_copied, skipped=list(self._skipped))
+
+    # ------------------------------------------------------------ rows grouped into conversations
+
+    def _prepare_grouping(self, schema: Any) -> None:
+        """Check the conversation and order columns and set up the index
+        (:mod:`histmig.sources.grouped`). Raises :class:`ColumnError` for a column the table lacks."""
+        grouping = self._grouping
+        for column in (*(() if grouping.whole else grouping.keys), *filter(None, [grouping.order])):
+            if column not in schema.names:
+                raise ColumnError(f"{self.name}: no column {column!r} (columns: {', '.join(schema.names)})")
+        self._read_as = migrator = ColumnMigrator(schema, self._column, self.name, self._job, self._id_column)
+        part = Part(self.name, self._column, migrator.kind, migrator.output_type if migrator.kind == "nested" else None)
+        keys = self._constraints("PRIMARY KEY")
+        self.size = None  # a progress bar counts the records' bytes, which the file's size does not tell
+        self._index = Index(grouping, [part], digests=self._destination.in_place, ties=keys[0] if keys else ())
+        self._grouped_stack.callback(self._index.close)
+        self._migrated = Migrated()
+        self._grouped_stack.callback(self._migrated.close)
+
+    def _conversations(self) -> Iterator[Task]:
+        """The table's conversations (:class:`~histmig.sources.grouped.Index`): its rows read
+        once in scan order, named ``row N`` as an ungrouped run names them, a conversation's rows
+        in ``--order``, then primary key order (scan order without one); in place each is
+        identified by its ``rowid`` and its messages' MD5 kept, which the write compares."""
+        index = self._index
+        columns = list(dict.fromkeys([*index.columns, self._column, *filter(None, [self._id_column])]))
+        selected = [f"rowid AS {quote(self._rowid)}", *map(quote, columns)]
+        if self._destination.in_place:
+            selected.append(f"md5(CAST({quote(self._column)} AS VARCHAR)) AS {quote(self._digest)}")
+        with self._con.cursor() as cursor:
+            try:
+                relation = cursor.sql(f"SELECT {', '.join(selected)} FROM {quote(self._table)}")
+                reader = (
+                    relation.to_arrow_reader(BATCH_ROWS)
+                    if hasattr(relation, "to_arrow_reader")
+                    else relation.fetch_record_batch(BATCH_ROWS)
+                )
+            except duckdb.Error as exc:
+                raise ColumnError(f"{self.name}: {str(exc).strip()}") from exc
+            row = 0
+            in_place = self._destination.in_place
+            for batch in reader:
+                rows = range(row, row + batch.num_rows)
+                places = batch.column(self._rowid).to_pylist() if in_place else None
+                refused = self._read_as.refusals(batch.column(self._column))
+                index.add(0, batch, rows, places, self._id_column, self._digest if in_place else None, refused)
+                row += batch.num_rows
+        yield from index.tasks()
+
+    def _replay(self) -> None:
+        """Read the table again in scan order and hand every batch, its migrated cells in place,
+        to the run's writer (a file, the new table, the UPDATE in place: as an ungrouped run
+        does); in place, within the write transaction, after the conversations whose rows changed
+        since they were read are left out (:meth:`_unchanged`)."""
+        in_place = self._destination.in_place
+        if in_place:
+            self._begin()
+            touched = sorted(self._migrated.touched)
+            fresh = self._unchanged(touched)
+            for number in touched:
+                if number in fresh:
+                    continue
+                rows = [self._index.row(i) for i in self._index.rows[number]]
+                dropped = set(self._migrated.drop(0, [place for place, *_ in rows]))
+                self._skipped += [Skipped(self.name, f"row {n}", id_) for place, n, id_, _ in rows if place in dropped]
+            selected = [f"rowid AS {quote(self._rowid)}", quote(self._column)]
+            selected += [quote(self._id_column)] if self._id_column not in (None, self._column) else []
+            query = f"SELECT {', '.join(selected)} FROM {quote(self._table)}"
+        else:
+            query = f"SELECT * FROM {quote(self._table)}"
+        with self._con.cursor() as cursor:
+            relation = cursor.sql(query)
+            reader = (
+                relation.to_arrow_reader(BATCH_ROWS)
+                if hasattr(relation, "to_arrow_reader")
+                else relation.fetch_record_batch(BATCH_ROWS)
+            )
+            self.migrator = migrator = ColumnMigrator(
+                reader.schema, self._column, self.name, self._job, self._id_column
+            )
+            row = 0
+            for batch in reader:
+                places = batch.column(self._rowid).to_pylist() if in_place else range(row, row + batch.num_rows)
+                cells = migrator.placed(batch.column(migrator.index), *self._migrated.of(0, places))
+                self._write_rows(BatchResult(Report.in_memory(), batch=migrator.with_cells(batch, cells), cells=cells))
+                row += batch.num_rows
+
+    def _unchanged(self, numbers: list[int]) -> set[int]:
+        """The conversations of ``numbers`` whose rows hold what they held when read: the same
+        rows (by ``rowid``: none added, none deleted), each with the same messages (their MD5),
+        compared as SQLite's and PostgreSQL's are (:func:`~histmig.sources.table._digest`); read
+        in the write transaction, so no other connection commits a change to them unnoticed (it
+        would conflict with the UPDATE, which then fails the run, nothing written)."""
+        index, fresh = self._index, set()
+        keys = list(index.key_columns)
+        read = [*map(quote, keys), "rowid", f"md5(CAST({quote(self._column)} AS VARCHAR))"]
+        g = len(keys)
+        for start in range(0, len(numbers), _VERIFY_BATCH):
+            batch = numbers[start : start + _VERIFY_BATCH]
+            alone = [n for n in batch if index.conversations[n][0] is None]
+            keyed = [n for n in batch if index.conversations[n][0] is not None]
+            held: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+            if keyed and g:
+                marks = ", ".join("(" + ", ".join("?" * g) + ")" for _ in keyed)
+                params = [value for n in keyed for value in index.conversations[n][0]]  # type: ignore[union-attr]
+                where = f" WHERE ({', '.join(map(quote, keys))}) IN (VALUES {marks})"
+            else:
+                params, where = [], ""
+            if keyed:
+                for row in self._con.execute(
+                    f"SELECT {', '.join(read)} FROM {quote(self._table)}{where}", params
+                ).fetchall():
+                    held.setdefault(tuple(row[:g]), []).append(tuple(row[g:]))
+            for n in keyed:
+                read_then = [(place, digest) for place, _, _, digest in map(index.row, index.rows[n])]
+                if _digest(held.get(index.conversations[n][0], [])) == _digest(read_then):  # type: ignore[arg-type]
+                    fresh.add(n)
+            for n in alone:
+                place = index.conversations[n][1]
+                now = self._con.execute(
+                    f"SELECT {', '.join(read[g:])} FROM {quote(self._table)} WHERE rowid = ?", [place]
+                )
+                read_then = [(p, digest) for p, _, _, digest in map(index.row, index.rows[n])]
+                if _digest(now.fetchall()) == _digest(read_then):
+                    fresh.add(n)
+        return fresh
 
     def _uncopied(self) -> tuple[str, ...]:
         """What :meth:`_create_like` leaves out of a ``--to-table`` table: the read table's

@@ -21,6 +21,7 @@ import io
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
 from histmig.errors import ColumnError
@@ -29,6 +30,7 @@ from histmig.sources import fs
 from histmig.sources.arrow import Cells, ColumnMigrator, find_id_column, find_messages_column, write_jsonl_rows
 from histmig.sources.atomic import atomic_output, replaced, unwritable
 from histmig.sources.base import Destination, Format, Input, Job, Task, TaskResult, Written, lazy
+from histmig.sources.grouped import Conversations, ConversationsResult, Index, Migrated, Part
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -305,12 +307,132 @@ class ParquetInput(Input):
 
 def open_file(path: str, destination: Destination, options: Any, job: Job) -> list[Input]:
     """The Parquet file ``path`` for ``destination``: written to ``destination.output`` (``.jsonl``:
-    one JSON object a row; otherwise Parquet). Raises
-    :class:`~histmig.errors.ColumnError` for an unreadable file or a missing or
-    unusable column."""
+    one JSON object a row; otherwise Parquet); under ``--conversation``, its rows grouped
+    (:class:`GroupedParquet`). Raises :class:`~histmig.errors.ColumnError` for an unreadable
+    file or a missing or unusable column."""
+    if options.grouping is not None:
+        return open_together([(path, destination)], options, job)
     return [
         ParquetInput(path, destination.output, destination.written_as, job, options.messages_column, options.id_column)
     ]
+
+
+def open_together(files: list[tuple[str, Destination]], options: Any, job: Job) -> list[Input]:
+    """The Parquet ``files`` of one input (a directory's), each with its destination, as one
+    input whose rows make conversations (``--conversation``, :class:`GroupedParquet`)."""
+    return [GroupedParquet(files, options, job)]
+
+
+class GroupedParquet(Input):
+    """Parquet files, one or a directory's, whose rows make conversations (``--conversation``,
+    ``--order``; :mod:`histmig.sources.grouped`): a conversation's rows may lie in any row
+    group of any of the files. Each file is read three times: its conversation, order,
+    messages and id columns to index it (the messages spilled to a temporary file), its
+    conversations' records from the spill, migrated (tasks on the workers), then, for an
+    output, its rows again in their order, each migrated cell put in place, written to the
+    file's own output as :class:`ParquetInput` writes it (its schema, codec and row groups)."""
+
+    window = 2
+    size = None  # a progress bar counts the records' bytes, which the files' compressed size does not tell
+
+    def __init__(self, files: list[tuple[str, Destination]], options: Any, job: Job) -> None:
+        self.name = files[0][0] if len(files) == 1 else f"{len(files)} Parquet files"
+        self._files = files
+        self._grouping = options.grouping
+        self._stack = ExitStack()
+        self._opened: list[pq.ParquetFile] = []
+        self._migrators: list[ColumnMigrator] = []
+        for path, _ in files:
+            parquet = open_parquet(path)
+            schema = parquet.schema_arrow
+            column = find_messages_column(
+                schema,
+                options.messages_column,
+                where=path,
+                first=partial(_first_cell, parquet),
+            )
+            self._opened.append(parquet)
+            self._migrators.append(
+                ColumnMigrator(schema, column, path, job, find_id_column(schema, options.id_column, where=path))
+            )
+        parts = [
+            Part(path, m.column, m.kind, m.output_type if m.kind == "nested" else None)
+            for (path, _), m in zip(files, self._migrators)
+        ]
+        self._index = Index(self._grouping, parts)
+        self._stack.callback(self._index.close)
+        self._migrated = Migrated()
+        self._stack.callback(self._migrated.close)
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: Any) -> None:
+        try:
+            if kind is None:
+                for part in range(len(self._files)):
+                    self._write_out(part)
+        except BaseException as failed:
+            self._stack.__exit__(type(failed), failed, failed.__traceback__)
+            raise
+        self._stack.__exit__(kind, *rest)
+
+    def tasks(self) -> Iterator[Conversations]:
+        index = self._index
+        for part, (parquet, migrator) in enumerate(zip(self._opened, self._migrators)):
+            columns = list(dict.fromkeys([*index.columns, migrator.column, *filter(None, [migrator.id_column])]))
+            missing = [name for name in columns if name not in parquet.schema_arrow.names]
+            if missing:
+                raise ColumnError(
+                    f"{migrator.source}: no column {missing[0]!r} (columns: {', '.join(parquet.schema_arrow.names)})"
+                )
+            first = 0
+            for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=columns, use_threads=False):
+                rows = range(first, first + batch.num_rows)
+                refused = migrator.refusals(batch.column(migrator.column))
+                index.add(part, batch, rows, id_column=migrator.id_column, errors=refused)
+                first += batch.num_rows
+        pa.default_memory_pool().release_unused()
+        yield from index.tasks()
+
+    def write(self, task: Task, result: TaskResult, slot: memoryview | None) -> None:
+        assert isinstance(result, ConversationsResult)
+        self._migrated.add(result)
+
+    def _write_out(self, part: int) -> None:
+        """Write file ``part`` to its output (if it has one) as :class:`ParquetInput` would,
+        with its migrated cells in place."""
+        path, destination = self._files[part]
+        if destination.output is None:
+            return
+        parquet, migrator = self._opened[part], self._migrators[part]
+        cursor = BatchCursor(parquet)
+        if destination.written_as == "jsonl":
+            with atomic_output(destination.output) as out:
+                first = 0
+                for group in range(parquet.metadata.num_row_groups):
+                    for batch in cursor.take(group):
+                        column = batch.column(migrator.index)
+                        cells = migrator.placed(column, *self._migrated.of(part, range(first, first + len(column))))
+                        write_jsonl_rows(
+                            out, migrator.with_cells(batch, cells), migrator.column, migrator.kind, cells.rejected
+                        )
+                        first += batch.num_rows
+            return
+        with parquet_sink(destination.output, migrator.output_schema, compression(parquet.metadata)) as write:
+            first = 0
+            for group in range(parquet.metadata.num_row_groups):
+                for task in _slices(
+                    parquet, RowGroup(path, group, first, migrator.column, migrator.id_column, "parquet")
+                ):
+                    table = pa.Table.from_batches(
+                        list(cursor.take(group, task.offset, task.row_count)), migrator.schema
+                    )
+                    rows = range(task.first_row, task.first_row + table.num_rows)
+                    column = table.column(migrator.index)
+                    write(_with_cells(table, migrator, [migrator.placed(column, *self._migrated.of(part, rows))]))
+                    pa.default_memory_pool().release_unused()
+                first += parquet.metadata.row_group(group).num_rows
+
+    def written(self) -> Written:
+        return Written(rejected="rows") if any(d.output is not None for _, d in self._files) else Written()
 
 
 def _slices(parquet: pq.ParquetFile, group: RowGroup) -> list[RowGroup]:
@@ -394,6 +516,13 @@ def _migrated_group(cursor: BatchCursor, task: RowGroup, migrator: ColumnMigrato
             f"{migrator.source}: row group {task.group} has {len(column)} rows from row {task.offset}, its cells "
             f"{sum(batch.length for batch in cells)}"
         )
+    return _with_cells(table, migrator, cells)
+
+
+def _with_cells(table: pa.Table, migrator: ColumnMigrator, cells: list[Cells]) -> pa.Table:
+    """``table`` (rows of ``migrator``'s schema) with ``cells``, one
+    :class:`~histmig.sources.arrow.Cells` a run of its rows, in order, in place of its messages."""
+    column = table.column(migrator.index)
     pieces: list[pa.Array] = []
     start = 0
     for batch in cells:
@@ -412,4 +541,5 @@ FORMAT = Format(
     columnar=True,
     description="Parquet",
     in_directories=True,
+    open_together=open_together,
 )

@@ -1,16 +1,18 @@
 """Issue 25: a conversation stored as many records. Every corpus and captured history, cut at
-every run boundary and into one message a record, stored as JSONL rows shuffled in physical
-order: with ``--conversation``/``--order`` each record gets back its own messages, which put
-together are the whole history's conversion byte for byte (but for the fixes a layout cannot
-take, named here), ``check`` finds what it finds in the whole history, and pydantic-ai 2.68
-loads every conversation put together."""
+every run boundary and into one message a record, stored as JSONL lines, Parquet rows (spread
+over row groups, and over the files of a partitioned directory) and DuckDB rows, shuffled in
+physical order: with ``--conversation``/``--order`` each record gets back its own messages,
+which put together are the whole history's conversion byte for byte (but for the fixes a layout
+cannot take, named here), ``check`` finds what it finds in the whole history, and pydantic-ai
+2.68 loads every conversation put together."""
 
 from __future__ import annotations
 
 import json
 import random
 from collections import Counter
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,56 +26,160 @@ from histmig.records import Conversation, Record
 from tests.conftest import assert_reassembled, not_applicable, stored_apart
 
 
-def _written(tmp_path: Path, records: list[dict[str, Any]]) -> Path:
-    """The records as JSONL, spaced as Python's json writes them (a record written back
-    compact shows that histmig rewrote it)."""
-    path = tmp_path / "apart.jsonl"
-    path.write_text("".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records), encoding="utf-8")
-    return path
+def _spaced(value: Any) -> str:
+    """JSON text as Python's json writes it (spaced: a value written back compact shows that
+    histmig rewrote it)."""
+    return json.dumps(value, ensure_ascii=False)
 
 
+@dataclass
+class Stored:
+    """Records stored in one format: the ``input`` to convert (to ``output``, or in place when it
+    is ``None``) with the format's ``options``; ``where(row)``, the record a report row names
+    (its index in the records); ``read()``, every record as it is stored after the run, in the
+    records' order: ``(conversation_id, seq, the stored bytes)``, the bytes a JSONL line or a
+    messages cell."""
+
+    input: str
+    output: str | None
+    options: dict[str, Any]
+    where: Callable[[dict[str, Any]], int]
+    read: Callable[[], list[tuple[str, int, bytes]]]
+
+
+def _jsonl(tmp_path: Path, records: list[dict[str, Any]]) -> Stored:
+    path, out = tmp_path / "apart.jsonl", tmp_path / "out.jsonl"
+    path.write_text("".join(_spaced(record) + "\n" for record in records), encoding="utf-8")
+
+    def read() -> list[tuple[str, int, bytes]]:
+        written = (out if out.exists() else path).read_bytes().splitlines()
+        return [(value["conversation_id"], value["seq"], line) for line in written for value in [orjson.loads(line)]]
+
+    return Stored(str(path), str(out), {}, lambda row: int(row["location"].split()[1]) - 1, read)
+
+
+def _parquet_files(tmp_path: Path, records: list[dict[str, Any]], files: int) -> Stored:
+    """``records`` as Parquet rows of 23 a row group (so a conversation's rows lie in several),
+    over ``files`` files of a partitioned directory (``day=N/part-0.parquet``; one file: not a
+    directory), in order."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    share = -(-len(records) // files)
+    names = [Path(f"day={n}") / "part-0.parquet" for n in range(files)] if files > 1 else [Path("apart.parquet")]
+    root, out = (tmp_path / "lake", tmp_path / "lake.v2") if files > 1 else (tmp_path, tmp_path / "out.parquet")
+    starts: dict[str, int] = {}
+    for n, name in enumerate(names):
+        mine = records[n * share : (n + 1) * share]
+        table = pa.table(
+            {
+                "conversation_id": [r["conversation_id"] for r in mine],
+                "seq": pa.array([r["seq"] for r in mine], pa.int32()),
+                "messages": [_spaced(r["messages"]) for r in mine],
+            }
+        )
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, root / name, row_group_size=23)
+        starts[str(root / name)] = n * share
+
+    def read() -> list[tuple[str, int, bytes]]:
+        found = []
+        for name in names:
+            written = pq.ParquetFile((out / name if files > 1 else out) if out.exists() else root / name)
+            source = pq.ParquetFile(root / name)
+            assert written.schema_arrow == source.schema_arrow
+            assert written.metadata.num_row_groups == source.metadata.num_row_groups  # its row groups kept
+            found += [
+                (row["conversation_id"], row["seq"], row["messages"].encode()) for row in written.read().to_pylist()
+            ]
+        return found
+
+    def where(row: dict[str, Any]) -> int:
+        return starts[row["source"]] + int(row["location"].split()[1])
+
+    return Stored(str(root / names[0]) if files == 1 else str(root), str(out), {}, where, read)
+
+
+def _duckdb(tmp_path: Path, records: list[dict[str, Any]]) -> Stored:
+    import duckdb
+
+    path = tmp_path / "apart.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE chats (id INTEGER PRIMARY KEY, conversation_id VARCHAR, seq INTEGER, messages JSON)")
+        con.executemany(
+            "INSERT INTO chats VALUES (?, ?, ?, ?)",
+            [(n, r["conversation_id"], r["seq"], _spaced(r["messages"])) for n, r in enumerate(records)],
+        )
+
+    def read() -> list[tuple[str, int, bytes]]:
+        with duckdb.connect(str(path), read_only=True) as con:
+            rows = con.execute("SELECT conversation_id, seq, messages FROM chats ORDER BY id").fetchall()
+        return [(name, seq, value.encode()) for name, seq, value in rows]
+
+    return Stored(str(path), None, {"table": "chats"}, lambda row: int(row["location"].split()[1]), read)
+
+
+STORES = {
+    "jsonl": _jsonl,
+    "parquet": lambda tmp_path, records: _parquet_files(tmp_path, records, 1),
+    "parquet-directory": lambda tmp_path, records: _parquet_files(tmp_path, records, 3),
+    "duckdb": _duckdb,
+}
+"""How each format stores the records, by name (a test id)."""
+
+
+def _messages(store: str, stored: bytes) -> Any:
+    """The messages a record holds (a JSONL line's field; a cell's whole value)."""
+    value = orjson.loads(stored)
+    return value["messages"] if store == "jsonl" else value
+
+
+@pytest.mark.parametrize("store", list(STORES))
 @pytest.mark.parametrize("fixes", ["safe", "unsafe", "attempts"])
 @pytest.mark.parametrize("layout", ["per run", "per message"])
 def test_each_record_gets_back_its_own_messages_as_the_whole_conversion_has_them(
-    tmp_path: Path, layout: str, fixes: str
+    tmp_path: Path, layout: str, fixes: str, store: str
 ) -> None:
     """``attempts``: HM104 counts the retries of a conversation across its records, as in the
     whole history."""
     histories, records = stored_apart(layout)
-    path = _written(tmp_path, records)
+    stored = STORES[store](tmp_path, records)
+    before = stored.read()
     unsafe = fixes == "unsafe"
     options = Options(
-        unsafe_fixes=unsafe, attempts=fixes == "attempts", conversation=("conversation_id",), order="seq", jobs=2
+        unsafe_fixes=unsafe,
+        attempts=fixes == "attempts",
+        conversation=("conversation_id",),
+        order="seq",
+        jobs=2,
+        **stored.options,
     )
-    result = api.convert(str(path), str(tmp_path / "out.jsonl"), options)
-    lines = (tmp_path / "out.jsonl").read_bytes().splitlines()
-    assert len(lines) == len(records)  # every record written, in the input's line order
-    out = [orjson.loads(line) for line in lines]
-    changed = {row["location"] for row in result.report.changes}
+    result = api.convert(stored.input, stored.output, options, in_place=stored.output is None)
+    after = stored.read()
+    assert len(after) == len(records)  # every record written, in the input's order
+    changed = {stored.where(row) for row in result.report.changes}
     assert (fixes == "attempts") == any(row["rule"] == "HM104" for row in result.report.changes)
-    inputs = path.read_bytes().splitlines()
-    for number, (line, before, record) in enumerate(zip(lines, inputs, records), 1):
-        assert (record["conversation_id"], record["seq"]) == (
-            out[number - 1]["conversation_id"],
-            out[number - 1]["seq"],
-        )
-        if f"line {number}" not in changed:
-            assert line == before  # a record no rule touched keeps its bytes
+    for n, ((name, seq, new), (_, _, old), record) in enumerate(zip(after, before, records)):
+        assert (name, seq) == (record["conversation_id"], record["seq"])
+        if n not in changed:
+            assert new == old  # a record no rule touched keeps its bytes
     warned: dict[str, set[str]] = {}
     for row in result.report.warnings:
-        name = records[int(row["location"].split()[1]) - 1]["conversation_id"]
+        name = records[stored.where(row)]["conversation_id"]
         for line in row["warnings"]:
             assert line.endswith("(not applicable to this layout)"), line
             warned.setdefault(name, set()).add(line.split()[0])
     expected = not_applicable(layout, unsafe)
     assert warned == expected
+    out = [{"conversation_id": name, "seq": seq, "messages": _messages(store, raw)} for name, seq, raw in after]
     assert_reassembled(histories, out, options, expected)
 
 
+@pytest.mark.parametrize("store", list(STORES))
 @pytest.mark.parametrize("layout", ["per run", "per message"])
-def test_check_finds_in_the_records_what_it_finds_in_the_whole_history(tmp_path: Path, layout: str) -> None:
+def test_check_finds_in_the_records_what_it_finds_in_the_whole_history(tmp_path: Path, layout: str, store: str) -> None:
     histories, records = stored_apart(layout)
-    path = _written(tmp_path, records)
+    stored = STORES[store](tmp_path, records)
     whole_path = tmp_path / "whole.jsonl"
     names = list(histories)
     whole_path.write_bytes(b"".join(orjson.dumps(histories[name]) + b"\n" for name in names))
@@ -88,16 +194,16 @@ def test_check_finds_in_the_records_what_it_finds_in_the_whole_history(tmp_path:
             starts[name, seq] = at
             at += offsets[name, seq]
             seq += 1
-    apart = api.check(str(path), Options(conversation=("conversation_id",), order="seq", jobs=2))
+    apart = api.check(stored.input, Options(conversation=("conversation_id",), order="seq", jobs=2, **stored.options))
     whole = api.check(str(whole_path), Options(jobs=2))
 
-    def in_apart(number: int) -> tuple[str, int]:
-        record = records[number - 1]
+    def in_apart(row: dict[str, Any]) -> tuple[str, int]:
+        record = records[stored.where(row)]
         return record["conversation_id"], starts[record["conversation_id"], record["seq"]]
 
     mapped: Counter[tuple[Any, ...]] = Counter()
     for row in apart.report.findings:
-        name, start = in_apart(int(row["location"].split()[1]))
+        name, start = in_apart(row)
         mapped[name, start + row["message"], row["rule"], row["part"], row["severity"], row["text"]] += 1
     expected = Counter(
         (

@@ -1,10 +1,11 @@
 """A conversation stored over several records, converted without ``--conversation`` (issue: a
 conversation stored as many records, items 3, 4 and 6): every corpus and captured history split
 at every run boundary (a request holding a user prompt, or of a new ``run_id``) and into one
-message a record, stored as JSONL lines (an envelope naming the conversation, ``session_id``)
-and as rows of the chat-app example's table (the bare messages of a run, a BLOB, ``id`` never
-set). ``convert --unsafe-fixes`` removes no part and adds none on a record it takes for a
-fragment, takes for one every record that starts with a response or with a result and holds a
+message a record, stored as JSONL lines (an envelope naming the conversation, ``session_id``),
+as rows of the chat-app example's table (the bare messages of a run, a BLOB, ``id`` never
+set), and as Parquet and DuckDB rows (a ``session_id`` column beside the bare messages).
+``convert --unsafe-fixes`` removes no part and adds none on a record it takes for a fragment,
+takes for one every record that starts with a response or with a result and holds a
 tool part, and every record whose last response's calls a later record answers when the record
 names its conversation; the report counts them and the verdict names the option. And the
 chat-app database of real runs with a deferred tool keeps the person's answer in row 2 and
@@ -129,7 +130,41 @@ def _sqlite(stored: Stored, tmp_path: Path) -> tuple[api.Result, list[list[Any]]
     return result, [orjson.loads(stored) for _, stored in rows], [f"rowid={rowid}" for rowid, _ in rows], named
 
 
-@pytest.mark.parametrize("store", [_jsonl, _sqlite], ids=["jsonl", "chat-app-sqlite"])
+def _parquet(stored: Stored, tmp_path: Path) -> tuple[api.Result, list[list[Any]], list[str], list[bool]]:
+    """A ``session_id`` column beside each run's bare messages (JSON text), which the engine does
+    not see: a row names its conversation by its messages alone."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    source, out = tmp_path / "runs.parquet", tmp_path / "out.parquet"
+    table = pa.table({"session_id": stored.sessions, "messages": [orjson.dumps(p).decode() for p in stored.pieces]})
+    pq.write_table(table, source, row_group_size=50)
+    result = api.convert(str(source), str(out), Options(unsafe_fixes=True, jobs=1))
+    outputs = [orjson.loads(value) for value in pq.read_table(out).column("messages").to_pylist()]
+    return result, outputs, [f"row {n}" for n in range(len(outputs))], list(map(_names_conversation, stored.pieces))
+
+
+def _duckdb(stored: Stored, tmp_path: Path) -> tuple[api.Result, list[list[Any]], list[str], list[bool]]:
+    import duckdb
+
+    db = tmp_path / "runs.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE runs (session_id VARCHAR, messages VARCHAR)")
+        con.executemany(
+            "INSERT INTO runs VALUES (?, ?)",
+            [(s, orjson.dumps(p).decode()) for s, p in zip(stored.sessions, stored.pieces)],
+        )
+    result = api.convert(str(db), None, Options(table="runs", unsafe_fixes=True, jobs=1), in_place=True)
+    with duckdb.connect(str(db), read_only=True) as con:
+        outputs = [
+            orjson.loads(value) for (value,) in con.execute("SELECT messages FROM runs ORDER BY rowid").fetchall()
+        ]
+    return result, outputs, [f"row {n}" for n in range(len(outputs))], list(map(_names_conversation, stored.pieces))
+
+
+@pytest.mark.parametrize(
+    "store", [_jsonl, _sqlite, _parquet, _duckdb], ids=["jsonl", "chat-app-sqlite", "parquet", "duckdb"]
+)
 def test_without_the_option_no_part_is_removed_or_added_on_a_fragment(
     stored: Stored, store: Callable[..., Any], tmp_path: Path
 ) -> None:

@@ -75,6 +75,19 @@ def test_inputs_of_several_formats_each_take_what_applies_to_them() -> None:
         check_options("otel", found[:1], Destination("o"), Options(table="t"))  # whatever the command
 
 
+def test_conversation_groups_the_parquet_files_of_a_run_together_but_not_other_files() -> None:
+    grouped = Options(conversation=("session_id",), order="seq")
+    parquet = [(f"lake/day={n}/part-0.parquet", formats()["parquet"]) for n in (1, 2)]
+    check_options("audit", parquet, Destination(), grouped)  # one input: a conversation may span the files
+    several = "^--conversation groups the records of one input: give one file or table, or Parquet files"
+    for found in ([(str(ALL), formats()["jsonl"])] * 2, [*parquet, (str(ALL), formats()["jsonl"])]):
+        with pytest.raises(UsageError, match=several):
+            check_options("audit", found, Destination(), grouped)
+    check_options("check", [("chats.duckdb", formats()["duckdb"])], Destination(), grouped)
+    with pytest.raises(UsageError, match="--conversation and --order do not apply to a JSON input"):
+        check_options("check", [(str(JSON), formats()["json"])], Destination(), grouped)
+
+
 def test_the_destination_rules_of_a_database_input_are_the_plans() -> None:
     postgres = [("postgresql://app@db/app", formats()["postgres"])]
     with pytest.raises(UsageError, match="^--single-transaction goes with --in-place$"):

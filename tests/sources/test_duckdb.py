@@ -4,7 +4,9 @@ in-place run leaves the table as it was."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import orjson
@@ -17,7 +19,8 @@ from histmig import api
 from histmig.cli import app
 from histmig.engine import Stream
 from histmig.options import Options
-from histmig.sources.duckdb import quote
+from histmig.sources.duckdb import DuckdbTable, quote
+from tests.conftest import CORPUS, run_pieces, stored_apart
 from tests.sources.conftest import (
     corpus_records,
     jsonl_path_output,
@@ -394,3 +397,137 @@ def test_in_place_writes_the_rows_holding_a_null_2_68_refuses_though_nothing_is_
         pq.write_table(con.sql("SELECT * FROM chats ORDER BY id").to_arrow_table(), back)
     assert _refusals(back) == {}
     assert sorted(pq.read_table(back).column("id").to_pylist()) == sorted(names)
+
+
+# ------------------------------------------------------------ rows grouped into conversations (issue 25)
+
+
+def sessions_db(path: Path, records: list[dict[str, Any]]) -> Path:
+    """A table ``runs (id INTEGER PRIMARY KEY, session_id VARCHAR, seq INTEGER, messages JSON)`` of
+    ``records`` (:func:`~tests.conftest.stored_apart`'s) in their order, ``id`` their position."""
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, session_id VARCHAR, seq INTEGER, messages JSON)")
+        con.executemany(
+            "INSERT INTO runs VALUES (?, ?, ?, ?)",
+            [(n, r["conversation_id"], r["seq"], orjson.dumps(r["messages"]).decode()) for n, r in enumerate(records)],
+        )
+    return path
+
+
+def rows_of(path: Path) -> list[tuple[Any, ...]]:
+    with duckdb.connect(str(path), read_only=True) as con:
+        return con.execute("SELECT id, session_id, seq, messages FROM runs ORDER BY id").fetchall()
+
+
+GROUPED = Options(table="runs", conversation=("session_id",), order="seq", unsafe_fixes=True)
+
+
+def test_a_conversation_an_application_changes_mid_run_is_skipped_whole_and_a_rerun_completes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, stored = stored_apart("per run")
+    db = sessions_db(tmp_path / "runs.duckdb", stored)
+    victim = "v2.59.0/m_deferred_tool_model_retry"
+    first = next(n for n, r in enumerate(stored) if (r["conversation_id"], r["seq"]) == (victim, 1))
+    real = DuckdbTable._replay
+
+    def app_writes_first(table: DuckdbTable) -> None:
+        with duckdb.connect(str(db)) as con:  # the application, in this process, rewrites a row histmig read
+            con.execute("UPDATE runs SET messages = CAST(messages AS VARCHAR) || ' ' WHERE id = ?", [first])
+        real(table)
+
+    monkeypatch.setattr(DuckdbTable, "_replay", app_writes_first)
+    result = api.convert(str(db), None, GROUPED, in_place=True)
+    skipped = [row["location"] for row in result.report.errors if row["status"] == "skipped"]
+    named = {f"row {n}": r["conversation_id"] for n, r in enumerate(stored)}
+    assert skipped and {named[location] for location in skipped} == {victim}
+    assert result.report.counts["skipped"] == len(skipped) and result.exit_code == 1
+    held = [m for _, session, _, m in rows_of(db) if session == victim]
+    assert "retry-prompt" in "".join(held) and held[1].endswith(" ")  # the application's write kept
+    monkeypatch.undo()
+    again = api.convert(str(db), None, GROUPED, in_place=True)
+    assert again.report.counts["changed"] == len(skipped) and again.exit_code == 0
+    assert api.check(str(db), GROUPED).report.counts["changed"] == 0
+
+
+def test_a_file_output_and_a_new_table_get_what_in_place_writes_in_the_table_s_row_order(tmp_path: Path) -> None:
+    _, stored = stored_apart("per message")
+    db = sessions_db(tmp_path / "runs.duckdb", stored)
+    assert api.convert(str(db), str(tmp_path / "out.parquet"), GROUPED).exit_code == 0
+    assert api.convert(str(db), None, replace(GROUPED, ignore=()), to_table="runs_v2").exit_code == 0
+    assert api.convert(str(db), None, GROUPED, in_place=True).exit_code == 0
+    in_place = rows_of(db)
+    parquet_rows = pq.read_table(tmp_path / "out.parquet").to_pylist()
+    assert [tuple(row.values()) for row in parquet_rows] == in_place  # the table's order: id, as inserted
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT id, session_id, seq, messages FROM runs_v2 ORDER BY id").fetchall() == in_place
+    assert in_place != [
+        (n, r["conversation_id"], r["seq"], orjson.dumps(r["messages"]).decode()) for n, r in enumerate(stored)
+    ]
+
+
+def test_equal_order_values_go_by_the_primary_key_and_a_null_key_is_a_conversation_of_its_own(tmp_path: Path) -> None:
+    runs = run_pieces(orjson.loads((CORPUS / "v2.59.0" / "m_deferred_tool_model_retry.json").read_bytes()))
+    alone = orjson.loads((CORPUS / "v2.59.0" / "h_empty_response.json").read_bytes())
+    db = tmp_path / "runs.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, session_id VARCHAR, seq INTEGER, messages JSON)")
+        rows = [(5, "s", 0, runs[1]), (7, None, 0, alone), (2, "s", 0, runs[0])]  # inserted out of key order
+        con.executemany(
+            "INSERT INTO runs VALUES (?, ?, ?, ?)", [(k, s, n, orjson.dumps(m).decode()) for k, s, n, m in rows]
+        )
+    result = api.audit(str(db), GROUPED)
+    changes = sorted((row["location"], row["id"], row["rule"]) for row in result.report.changes)
+    assert changes == [("row 0", "5", "HM101"), ("row 0", "5", "HM407"), ("row 1", "7", "HM102")]
+    assert [(row["location"], row["warnings"]) for row in result.report.warnings] == [
+        ("row 1", ["no conversation key (session_id null): a conversation of its own"])
+    ]
+    sizes = [len(orjson.dumps(messages)) for *_, messages in rows]
+    limit = max(sizes) + 10
+    assert sizes[0] + sizes[2] > limit  # the two rows of "s" together hold more
+    refused = api.convert(str(db), None, replace(GROUPED, max_conversation_bytes=limit), in_place=True)
+    assert refused.exit_code == 1 and {row["location"] for row in refused.report.errors} == {"row 0", "row 2"}
+    with duckdb.connect(str(db), read_only=True) as con:
+        held = dict(con.execute("SELECT id, messages FROM runs").fetchall())
+    assert orjson.loads(held[5]) == runs[1] and orjson.loads(held[2]) == runs[0]  # nothing written for it
+    assert orjson.loads(held[7]) != alone
+
+
+def test_a_conversation_column_the_table_lacks_is_an_error_naming_it(tmp_path: Path) -> None:
+    db = sessions_db(tmp_path / "runs.duckdb", [{"conversation_id": "s", "seq": 0, "messages": []}])
+    done = invoke("audit", str(db), "--table", "runs", "--conversation", "sesion_id")
+    assert done.exit_code == 2
+    assert f"{db}:runs: no column 'sesion_id' (columns: id, session_id, seq, messages)" in done.stderr
+
+
+@pytest.mark.parametrize("conversation", ["*", "session_id"])
+def test_a_row_an_application_changes_skips_the_whole_table_or_the_row_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, conversation: str
+) -> None:
+    """``--conversation '*'``: the whole table is one conversation, so a row the application
+    writes meanwhile skips it all; a row whose conversation key is null is found again by its
+    ``rowid``, and only it is skipped."""
+    runs = run_pieces(orjson.loads((CORPUS / "v2.59.0" / "m_deferred_tool_model_retry.json").read_bytes()))
+    alone = orjson.loads((CORPUS / "v2.59.0" / "h_empty_response.json").read_bytes())
+    db = sessions_db(
+        tmp_path / "runs.duckdb",
+        [
+            {"conversation_id": "s", "seq": 0, "messages": runs[0]},
+            {"conversation_id": None, "seq": 1, "messages": alone},
+            {"conversation_id": "s", "seq": 2, "messages": runs[1]},
+        ],
+    )
+    real = DuckdbTable._replay
+
+    def app_writes_first(table: DuckdbTable) -> None:
+        with duckdb.connect(str(db)) as con:
+            con.execute("UPDATE runs SET messages = CAST(messages AS VARCHAR) || ' ' WHERE id = 1")
+        real(table)
+
+    monkeypatch.setattr(DuckdbTable, "_replay", app_writes_first)
+    options = replace(GROUPED, conversation=(conversation,))
+    result = api.convert(str(db), None, options, in_place=True)
+    skipped = sorted(row["location"] for row in result.report.errors if row["status"] == "skipped")
+    assert skipped == (["row 1", "row 2"] if conversation == "*" else ["row 1"])
+    held = {key: value for key, _, _, value in rows_of(db)}
+    assert ("retry-prompt" in held[2]) == (conversation == "*")  # the other conversation written, or not

@@ -497,12 +497,12 @@ def test_a_conversation_key_no_record_holds_is_noted_as_maybe_misspelt(tmp_path:
     assert api.audit(str(path), Options(conversation=("session_id",))).notes == []  # one record holds it
 
 
-@pytest.mark.parametrize("name", ["chats.parquet", "chats.json"])
-def test_a_format_that_does_not_group_refuses_conversation(tmp_path: Path, name: str) -> None:
-    path = tmp_path / name
+def test_a_format_that_does_not_group_refuses_conversation(tmp_path: Path) -> None:
+    path = tmp_path / "chats.json"
     path.write_bytes(b"[]")
     with pytest.raises(
-        UsageError, match="--conversation does not apply to a .* input \\(only to a JSONL, PostgreSQL or SQLite one\\)"
+        UsageError,
+        match="--conversation does not apply to a JSON input \\(only to a DuckDB, JSONL, Parquet, PostgreSQL or SQLite one\\)",
     ):
         api.audit(str(path), Options(conversation=("session_id",)))
 

@@ -23,7 +23,7 @@ from histmig.cli import app
 from histmig.engine import Stream
 from histmig.options import Options
 from histmig.sources.arrow import widened_type
-from tests.conftest import CORPUS, without_run
+from tests.conftest import CORPUS, run_pieces, without_run
 from tests.sources.conftest import (
     legacy_nested_table,
     FIELD_METADATA,
@@ -614,3 +614,215 @@ def test_a_parquet_output_that_is_a_fifo_or_a_link_gets_the_bytes_of_a_file_outp
     assert api.convert(str(source), str(link), Options(jobs=1)).exit_code == 0
     assert link.is_symlink() and (tmp_path / "store" / "out.parquet").read_bytes() == expected.read_bytes()
     assert os.listdir(tmp_path / "store") == ["out.parquet"]
+
+
+# ------------------------------------------------------------ rows grouped into conversations (issue 25)
+
+DEFERRED = CORPUS / "v2.59.0" / "m_deferred_tool_model_retry.json"
+"""A history of two runs: the first stops for a deferred tool, the second starts with its retry."""
+
+
+def runs_table(rows: list[tuple[str | None, int, list]]) -> pa.Table:
+    """Rows of ``(session_id, seq, messages)``, the messages as JSON text, and a ``note`` column."""
+    return pa.table(
+        {
+            "session_id": pa.array([s for s, _, _ in rows], pa.string()),
+            "seq": pa.array([n for _, n, _ in rows], pa.int64()),
+            "messages": [orjson.dumps(m).decode() for _, _, m in rows],
+            "note": [f"kept {i}" for i in range(len(rows))],
+        }
+    )
+
+
+def test_a_conversation_over_two_files_of_a_directory_is_one_and_each_file_keeps_its_rows(tmp_path: Path) -> None:
+    from tests.conftest import run_pieces, whole_conversion
+
+    history = orjson.loads(DEFERRED.read_bytes())
+    runs = run_pieces(history)
+    alone = orjson.loads((CORPUS / "v2.59.0" / "h_empty_response.json").read_bytes())
+    lake = tmp_path / "lake"
+    (lake / "day=1").mkdir(parents=True)
+    (lake / "day=2").mkdir()
+    first = runs_table([("other", 0, alone), ("s", 1, runs[1])])  # the second run sorts first, by its file
+    second = runs_table([("s", 0, runs[0])]).replace_schema_metadata({"kept": "yes"})
+    pq.write_table(first, lake / "day=1" / "part-0.parquet", row_group_size=1)
+    pq.write_table(second, lake / "day=2" / "part-0.parquet", compression="zstd")
+    options = Options(unsafe_fixes=True, conversation=("session_id",), order="seq")
+    result = api.convert(str(lake), str(tmp_path / "out"), options)
+    assert result.exit_code == 0
+    day1, day2 = (pq.ParquetFile(tmp_path / "out" / day / "part-0.parquet") for day in ("day=1", "day=2"))
+    assert day1.metadata.num_row_groups == 2 and day2.schema_arrow.metadata == {b"kept": b"yes"}
+    assert day2.metadata.row_group(0).column(0).compression == "ZSTD"
+    assert day1.read().column("note").to_pylist() == ["kept 0", "kept 1"]  # its own rows, in its own order
+    changes = {(Path(row["source"]).parent.name, row["location"], row["rule"]) for row in result.report.changes}
+    assert ("day=1", "row 1", "HM101") in changes  # the second run's retry, answering the first run's call
+    assert not {change for change in changes if change[0] == "day=2"}  # nothing invented in the first run
+    together = orjson.loads(day2.read().column("messages")[0].as_py()) + orjson.loads(
+        day1.read().column("messages")[1].as_py()
+    )
+    assert together == orjson.loads(orjson.dumps(whole_conversion(history, options, set())[1]))
+    out = tmp_path / "one.jsonl"  # a file written as JSONL: the same cells
+    assert api.convert(str(lake / "day=1" / "part-0.parquet"), str(out), options).exit_code == 0
+    lines = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    assert [(line["session_id"], line["note"]) for line in lines] == [("other", "kept 0"), ("s", "kept 1")]
+
+
+def test_without_order_a_conversation_is_in_row_order_and_a_null_key_is_a_conversation_of_its_own(
+    tmp_path: Path,
+) -> None:
+    runs = run_pieces(orjson.loads(DEFERRED.read_bytes()))
+    alone = orjson.loads((CORPUS / "v2.59.0" / "h_empty_response.json").read_bytes())
+    source = tmp_path / "runs.parquet"
+    pq.write_table(runs_table([("s", 9, runs[0]), (None, 0, alone), ("s", 0, runs[1])]), source, row_group_size=2)
+    result = api.audit(str(source), Options(unsafe_fixes=True, conversation=("session_id",)))
+    changes = sorted((row["location"], row["rule"]) for row in result.report.changes)
+    assert changes == [("row 1", "HM102"), ("row 2", "HM101"), ("row 2", "HM407")]  # as the whole history
+    assert result.report.findings == []
+    assert [(row["location"], row["warnings"]) for row in result.report.warnings] == [
+        ("row 1", ["no conversation key (session_id null): a conversation of its own"])
+    ]
+    by_seq = api.audit(str(source), Options(unsafe_fixes=True, conversation=("session_id",), order="seq"))
+    assert sorted((row["location"], row["rule"]) for row in by_seq.report.findings) == [
+        ("row 0", "HM407"),  # row 2 first: its retry comes before the call it answers
+        ("row 2", "HM402"),
+        ("row 2", "HM406"),
+    ]
+
+
+def test_a_conversation_past_the_limit_is_rejected_whole_and_nothing_is_written_for_it(tmp_path: Path) -> None:
+    runs = run_pieces(orjson.loads(DEFERRED.read_bytes()))
+    alone = orjson.loads((CORPUS / "v2.59.0" / "h_empty_response.json").read_bytes())
+    source, out = tmp_path / "runs.parquet", tmp_path / "out.parquet"
+    pq.write_table(runs_table([("big", 0, runs[0]), ("alone", 0, alone), ("big", 1, runs[1])]), source)
+    cells = pq.read_table(source).column("messages").to_pylist()
+    sizes = [len(cell.encode()) for cell in cells]
+    limit = max(sizes) + 10
+    options = Options(conversation=("session_id",), order="seq", max_conversation_bytes=limit)
+    result = api.convert(str(source), str(out), options)
+    after = pq.read_table(out).column("messages").to_pylist()
+    assert [after[0], after[2]] == [cells[0], cells[2]] and after[1] != cells[1]
+    said = (
+        f"conversation session_id='big' holds {sizes[0] + sizes[2]} bytes in 2 records, past "
+        f"--max-conversation-bytes {limit}: rejected whole, nothing written for it"
+    )
+    assert {row["location"]: row["errors"] for row in result.report.errors} == {"row 0": [said], "row 2": [said]}
+    assert result.exit_code == 1
+
+
+def test_a_conversation_column_that_is_not_there_is_a_usage_error(tmp_path: Path) -> None:
+    source = tmp_path / "runs.parquet"
+    pq.write_table(runs_table([("s", 0, [])]), source)
+    done = invoke("audit", str(source), "--conversation", "sesion_id")
+    assert done.exit_code == 2
+    assert f"{source}: no column 'sesion_id' (columns: session_id, seq, messages, note)" in done.stderr
+
+
+def test_a_nested_column_grouped_gives_the_whole_histories_conversion_piece_by_piece(tmp_path: Path, nested) -> None:
+    """Each nested (``list<struct>``) history cut into its runs, the rows shuffled over row groups:
+    the runs of each conversation put together are the whole history's converted cell."""
+    import random
+
+    pieces = [(r["id"], seq, piece) for r in nested for seq, piece in enumerate(run_pieces(r["messages"]))]
+    random.Random(25).shuffle(pieces)
+    whole = pa.table(
+        {
+            "name": [r["id"] for r in nested],
+            "seq": [0] * len(nested),
+            "messages": pa.array([r["messages"] for r in nested]),
+        }
+    )
+    apart = pa.table(
+        {
+            "name": [name for name, _, _ in pieces],
+            "seq": [seq for _, seq, _ in pieces],
+            "messages": pa.array([piece for *_, piece in pieces], whole.schema.field("messages").type),
+        }
+    )
+    pq.write_table(whole, tmp_path / "whole.parquet")
+    pq.write_table(apart, tmp_path / "apart.parquet", row_group_size=7)
+    grouped = Options(unsafe_fixes=True, jobs=2, conversation=("name",), order="seq")
+    api.convert(str(tmp_path / "whole.parquet"), str(tmp_path / "whole.v2.parquet"), grouped)  # each row whole
+    result = api.convert(str(tmp_path / "apart.parquet"), str(tmp_path / "apart.v2.parquet"), grouped)
+    assert result.report.counts["changed"] > 0
+    out = pq.read_table(tmp_path / "apart.v2.parquet")
+    assert out.schema.field("messages") == pq.read_table(tmp_path / "whole.v2.parquet").schema.field("messages")
+    together: dict[str, list] = {}
+    for row in sorted(out.to_pylist(), key=lambda row: (row["name"], row["seq"])):
+        together.setdefault(row["name"], []).extend(row["messages"])
+    expected = {row["name"]: row["messages"] for row in pq.read_table(tmp_path / "whole.v2.parquet").to_pylist()}
+    assert together == expected
+
+
+def test_a_nested_conversation_whose_one_record_its_column_cannot_hold_is_rejected_whole(tmp_path: Path) -> None:
+    """HM407 answers the open call of run 2 with a part whose ``metadata`` the column has no field
+    for: run 2 cannot be held, so run 1's migrated retry is not written either."""
+
+    def part(**fields: str) -> dict[str, str | None]:
+        return {"part_kind": None, "content": None, "tool_name": None, "tool_call_id": None, **fields}
+
+    runs = [
+        [
+            {"kind": "request", "parts": [part(part_kind="user-prompt", content="Weather?")]},
+            {"kind": "response", "parts": [part(part_kind="tool-call", tool_name="w", tool_call_id="c1")]},
+        ],
+        [
+            {
+                "kind": "request",
+                "parts": [part(part_kind="retry-prompt", tool_name="w", tool_call_id="c1", content="No.")],
+            },
+            {"kind": "response", "parts": [part(part_kind="text", content="Sorry.")]},
+        ],
+        [
+            {"kind": "request", "parts": [part(part_kind="user-prompt", content="Again?")]},
+            {"kind": "response", "parts": [part(part_kind="tool-call", tool_name="w", tool_call_id="c2")]},
+        ],
+    ]
+    source, out = tmp_path / "runs.parquet", tmp_path / "out.parquet"
+    pq.write_table(pa.table({"s": ["a"] * 3, "n": [0, 1, 2], "messages": runs}), source)
+    options = Options(unsafe_fixes=True, conversation=("s",), order="n")
+    result = api.convert(str(source), str(out), options)
+    errors = {row["location"]: row["errors"] for row in result.report.errors}
+    assert set(errors) == {"row 0", "row 1", "row 2"} and errors["row 2"][0].startswith(
+        "column 'messages' cannot hold the migrated messages"
+    )
+    said = [f"rejected with its conversation (s='a'): {source}:row 2 cannot be held by its column"]
+    assert errors["row 0"] == errors["row 1"] == said
+    assert pq.read_table(out).column("messages").to_pylist()[1][0]["parts"][0]["part_kind"] == "retry-prompt"
+    safe = api.convert(str(source), str(out), replace(options, unsafe_fixes=False))
+    assert (
+        safe.exit_code == 0
+        and pq.read_table(out).column("messages").to_pylist()[1][0]["parts"][0]["outcome"] == "retried"
+    )
+
+
+def test_a_null_messages_cell_in_a_conversation_is_no_record_and_is_kept(tmp_path: Path) -> None:
+    runs = run_pieces(orjson.loads(DEFERRED.read_bytes()))
+    table = runs_table([("s", 0, runs[0]), ("s", 1, []), ("s", 2, runs[1])])
+    table = table.set_column(
+        2, "messages", pa.array([table.column("messages")[0].as_py(), None, table.column("messages")[2].as_py()])
+    )
+    source, out = tmp_path / "runs.parquet", tmp_path / "out.parquet"
+    pq.write_table(table, source)
+    result = api.convert(str(source), str(out), Options(unsafe_fixes=True, conversation=("session_id",), order="seq"))
+    assert result.report.counts["records_in"] == 2 and result.exit_code == 0
+    cells = pq.read_table(out).column("messages").to_pylist()
+    assert cells[1] is None and cells[0] == table.column("messages")[0].as_py()
+    assert orjson.loads(cells[2])[0]["parts"][0]["part_kind"] == "tool-return"  # the retry, answering row 0's call
+
+
+def test_a_mixed_era_nested_column_grouped_is_checked_and_repaired_as_ungrouped(tmp_path: Path) -> None:
+    """The nulls 2.68 refuses in older rows of a nested column: ``check`` with ``--conversation``
+    names the same rows with the same lines, ``convert`` writes the same defaults."""
+    from tests.sources.test_arrow import _mixed_era_parquet
+
+    source = tmp_path / "mixed.parquet"
+    _mixed_era_parquet(source)
+    grouped = Options(conversation=("id",))
+    alone, together = api.check(str(source)), api.check(str(source), grouped)
+    assert together.exit_code == alone.exit_code == 1
+    assert sorted((r["location"], r["errors"]) for r in together.report.errors) == sorted(
+        (r["location"], r["errors"]) for r in alone.report.errors
+    )  # in conversation order: by id
+    assert api.convert(str(source), str(tmp_path / "alone.parquet")).exit_code == 0
+    assert api.convert(str(source), str(tmp_path / "together.parquet"), grouped).exit_code == 0
+    assert pq.read_table(tmp_path / "together.parquet").equals(pq.read_table(tmp_path / "alone.parquet"))
