@@ -53,8 +53,9 @@ TABLES = frozenset({"duckdb", "postgres", "sqlite"})
 """The formats that are a table of a database."""
 COLUMNAR = TABLES | {"parquet"}
 """The formats that hold a column of histories among other columns."""
-GROUPED = frozenset({"jsonl", "postgres", "sqlite"})
-"""The formats whose records ``--conversation`` groups into conversations (docs/layouts.md)."""
+GROUPED = frozenset({"jsonl", "parquet", "postgres", "sqlite"})
+"""The formats whose records ``--conversation`` groups into conversations (docs/layouts.md; Parquet on
+``--engine spark``)."""
 
 
 @dataclass(frozen=True)

@@ -107,6 +107,13 @@ def plan(
         _check_spark(paths, found, destination)
         base, partition_by = spark_partitions(paths, found)
     check_options(command, found, destination, options)
+    if engine == "local" and options.grouping is not None:
+        for path, fmt in found:
+            if fmt.name == "parquet":
+                raise UsageError(
+                    f"{redact.location(path)}: --conversation on a Parquet input needs --engine spark (the local "
+                    "engine groups the records of a JSONL, PostgreSQL or SQLite input)"
+                )
     inputs, directory = _destinations(paths, found, destination, engine)
     check_apart([(item.path, item.destination) for item in inputs], rejects=destination.rejects, report=report)
     return Planning(

@@ -172,7 +172,8 @@ def test_on_spark_each_row_is_the_local_engines_whatever_the_partitioning(
     spark: Any, tmp_path: Path, layout: str
 ) -> None:
     """The records as a DataFrame of ``conversation_id``, ``seq`` and the messages as JSON
-    text, in 1 and in 5 partitions: ``histmig.spark.migrate(conversation=, order=)`` gives each
+    text, in 1 and in 5 partitions (3 after the shuffle, Arrow batches of 5 rows, so that
+    conversations go on from one batch to the next): ``histmig.spark.migrate(conversation=, order=)`` gives each
     row the cell, status and report entry of the local engine's JSONL run (``--unsafe-fixes``
     too), their conversations reassembled are the whole conversions, and ``check`` finds what
     the local ``check`` finds, row for row; the summary is the local report's."""
@@ -184,6 +185,7 @@ def test_on_spark_each_row_is_the_local_engines_whatever_the_partitioning(
     df = spark.createDataFrame(rows, "conversation_id string, seq long, messages string")
     grouped = {"conversation": "conversation_id", "order": "seq"}
     spark.conf.set("spark.sql.shuffle.partitions", "3")
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "5")  # conversations go on across batches
     try:
         for unsafe in (False, True):
             options = Options(unsafe_fixes=unsafe, conversation=("conversation_id",), order="seq")
@@ -235,3 +237,4 @@ def test_on_spark_each_row_is_the_local_engines_whatever_the_partitioning(
         assert sum(len(entry["findings"]) for entry in expected.values()) > 0
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", "2")
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
