@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 from histmig import api
 from histmig.errors import UsageError
 from histmig.options import Options
-from tests.conftest import LAKE_DAYS, make_lake
+from tests.conftest import LAKE_DAYS, Bucket, make_lake
 from tests.sources.conftest import corpus_records, table_of, write_parquet
 
 
@@ -90,3 +90,30 @@ def test_a_partitioned_jsonl_dataset_on_spark_gives_each_file_the_local_engines_
         (r["source"], r["location"]) for r in local.report.changes
     ]
     assert files[0].name == "part-0.jsonl"
+
+
+def test_objects_on_spark_give_the_local_engines_objects_result_and_verdict(
+    spark: SparkSession, bucket: Bucket, tmp_path: Path
+) -> None:
+    """A prefix of JSONL objects, some records rejected: each output object and rejects object
+    is the local engine's, and so are the inputs, the report, the verdict and the exit code."""
+    for file in make_lake(tmp_path / "lake", "jsonl"):
+        bucket.put(f"in/{file.relative_to(tmp_path / 'lake')}", file.read_bytes())
+    options = Options(select=("HM1",), ignore=("HM103",), jobs=2)
+    local = api.convert(f"{bucket.url}/in/", f"{bucket.url}/local/", options)
+    result = api.convert(f"{bucket.url}/in/", f"{bucket.url}/spark/", options, engine="spark")
+    assert result.exit_code == local.exit_code == 1
+    assert result.verdict == local.verdict.replace("/local/", "/spark/")
+    assert "rejected" in result.verdict
+    assert result.inputs == local.inputs and len(result.inputs) == 6
+    assert result.report.to_json()["changes"] == local.report.to_json()["changes"]
+    assert result.report.errors == local.report.errors and len(result.report.errors) == 11
+    written = bucket.keys("spark/")
+    assert [key.removeprefix("spark/") for key in written] == [
+        key.removeprefix("local/") for key in bucket.keys("local/")
+    ]
+    assert any(key.endswith(".rejects.jsonl") for key in written)
+    for key in written:
+        assert bucket.get(key) == bucket.get("local/" + key.removeprefix("spark/")), key
+    with pytest.raises(UsageError, match="--engine spark over object storage reads objects and writes objects"):
+        api.convert(f"{bucket.url}/in/", str(tmp_path / "out"), options, engine="spark")
