@@ -60,7 +60,8 @@ from histmig.records import Grouping, Outcome
 from histmig.report import PLACE_FIELDS, Report, change_rows, finding_rows, summary_of
 from histmig.report.rows import ChangeRow, FindingRow
 from histmig.sources.arrow import CellGroup, ColumnMigrator, find_id_column, find_messages_column
-from histmig.sources.fs import make_parents
+from histmig.sources.atomic import added_to
+from histmig.sources.fs import exists, filesystem, is_object, make_parents, open_input, store_errors
 from histmig.sources.jsonl import FORMAT as JSONL
 from histmig.sources.jsonl import read_chunks, write_chunk
 from histmig.sources.parquet import BATCH_ROWS, compression, open_parquet
@@ -305,30 +306,66 @@ def migrate_objects(planning: Planning, options: Options, progress: Progress | N
     ended, and :class:`~histmig.errors.UsageError` when there is no Java."""
     from histmig.run.result import Result
 
+    items = list(enumerate(planning.inputs))
+    shared = list(dict.fromkeys(item.destination.rejects for _, item in items if _pieced(item.destination.rejects)))
+    earlier = [path for path in shared if exists(path, UnwritableOutput)]  # type: ignore[arg-type]  # pieced: a URL
     spark, log = session(planning.spark_master, options.workers)
     try:
-        items = list(enumerate(planning.inputs))
         if progress is not None:
             progress.start(None)
-        done = (
-            spark.sparkContext.parallelize(items, len(items)).map(_Object(planning, replace(options, jobs=1))).collect()
-        )
+        run = _Object(planning, replace(options, jobs=1))
+        done = sorted(spark.sparkContext.parallelize(items, len(items)).map(run).collect(), key=lambda entry: entry[0])
     finally:
         if log is not None:
             spark.stop()
             os.unlink(log)
-    report = Report()
-    result = Result(planning.command, planning.input, report, output=planning.destination.output)
-    for _, one in sorted(done, key=lambda entry: entry[0]):
-        if isinstance(one, tuple):
-            raise _RAISED[one[0]](one[1])
-        report.merge(one.report)
-        result.wrote += one.wrote
-        result.inputs += one.inputs
-        result.warnings += one.warnings
-        result.earlier_rejects += [path for path in one.earlier_rejects if path not in result.earlier_rejects]
-        result.target = one.target
+    try:
+        report = Report()
+        result = Result(planning.command, planning.input, report, output=planning.destination.output)
+        result.earlier_rejects = earlier  # type: ignore[assignment]  # pieced: a URL
+        for _, one in done:
+            if isinstance(one, tuple):
+                raise _RAISED[one[0]](one[1])
+            report.merge(one.report)
+            result.wrote += one.wrote
+            result.inputs += one.inputs
+            result.warnings += one.warnings
+            result.target = one.target
+        for rejects in shared:
+            if any(w.rejected == rejects and w.rejects_used for w in result.wrote):
+                with added_to(rejects) as out:  # type: ignore[arg-type]  # pieced: a URL
+                    for at, item in items:
+                        piece = _piece(rejects, at)  # type: ignore[arg-type]  # pieced: a URL
+                        if item.destination.rejects == rejects and exists(piece, UnwritableOutput):
+                            with open_input(piece) as written:
+                                shutil.copyfileobj(written, out, 1 << 20)
+    finally:
+        for at, item in items:
+            if item.destination.rejects in shared:
+                _remove(_piece(item.destination.rejects, at))  # type: ignore[arg-type]  # pieced: a URL
     return result
+
+
+def _pieced(rejects: str | None) -> bool:
+    """Whether a rejects file of :func:`migrate_objects` is written in pieces: an object,
+    which the tasks of several input objects could otherwise add to at once (an object is
+    replaced whole: the last writer's would be all that is left)."""
+    return rejects is not None and is_object(rejects)
+
+
+def _piece(rejects: str, at: int) -> str:
+    """The object the task of the input at ``at`` writes its share of ``rejects`` to; the
+    driver adds the pieces to ``rejects`` in input order, as the local engine adds each
+    input's rejected records, and removes them."""
+    return f"{rejects}.{at:06d}.piece"
+
+
+def _remove(path: str) -> None:
+    """Remove the object ``path`` when it is there (a piece of a rejects file)."""
+    store, inner = filesystem(path)
+    with store_errors(path, UnwritableOutput):
+        if store.exists(inner):
+            store.rm(inner)
 
 
 _RAISED: dict[str, type[Exception]] = {
@@ -353,9 +390,18 @@ class _Object:
         from histmig.run.local import run_local
 
         at, item = entry
-        alone = replace(self.planning, input=item.path, inputs=[item], engine="local", objects=False)
+        rejects = item.destination.rejects
         try:
-            return at, run_local(alone, self.options, self.options.plan(), None, strict=False, in_memory=True)
+            if _pieced(rejects):  # its own piece of the rejects file, none left from an attempt before
+                piece = _piece(rejects, at)  # type: ignore[arg-type]  # pieced: a URL
+                _remove(piece)
+                item = replace(item, destination=replace(item.destination, rejects=piece))
+            alone = replace(self.planning, input=item.path, inputs=[item], engine="local", objects=False)
+            result = run_local(alone, self.options, self.options.plan(), None, strict=False, in_memory=True)
+            for written in result.wrote:
+                if written.rejected == item.destination.rejects:
+                    written.rejected = rejects
+            return at, result
         except (UsageError, UnreadableInput, UnwritableOutput) as exc:
             kind = next(name for name, error in _RAISED.items() if isinstance(exc, error))
             return at, (kind, str(exc))

@@ -33,7 +33,7 @@ from histmig.cli import app
 from histmig.errors import ColumnError, UsageError
 from histmig.options import Options
 from histmig.sources.arrow import widened_type
-from tests.conftest import CORPUS, ROOT
+from tests.conftest import CORPUS, ROOT, Bucket, make_lake
 from tests.sources.conftest import corpus_records, nested_records, table_of, without_place, write_parquet
 
 cloudpickle.register_pickle_by_value(
@@ -286,7 +286,8 @@ def test_convert_on_spark_prints_the_local_engines_report_and_verdict_and_writes
     jsonl = invoke("convert", text_parquet, tmp_path / "out.jsonl", "--engine", "spark")
     assert (jsonl.exit_code, jsonl.stderr) == (
         2,
-        f"histmig: {tmp_path / 'out.jsonl'}: --engine spark writes a directory of Parquet files; name one (no .jsonl)\n",
+        f"histmig: {tmp_path / 'out.jsonl'}: --engine spark writes a directory of Parquet files; "
+        "name one (no .jsonl)\n",
     )
 
 
@@ -318,8 +319,8 @@ def test_convert_on_spark_of_a_directory_with_rejected_rows(spark: SparkSession,
     )
     assert result.exit_code == 1 == expected.exit_code
     assert (
-        result.stderr
-        == f"histmig convert: 124 of 212 records migrated, 77 unchanged, 11 rejected; written to {out}, rejected rows unchanged\n"
+        result.stderr == f"histmig convert: 124 of 212 records migrated, 77 unchanged, 11 rejected; written to {out}, "
+        "rejected rows unchanged\n"
     )
     assert_same_report(orjson.loads((tmp_path / "r.json").read_bytes()), expected.report.to_json(True))
     assert {row["source"] for row in expected.report.changes} == {str(lake / "a.parquet"), str(lake / "b.parquet")}
@@ -368,7 +369,8 @@ def test_the_command_line_on_spark_in_a_process_of_its_own(text_parquet: Path, t
     )
     assert (
         done.stderr.decode()
-        == f"histmig convert: 124 of 212 records migrated, 77 unchanged, 11 rejected; written to {out}, rejected rows unchanged\n"
+        == f"histmig convert: 124 of 212 records migrated, 77 unchanged, 11 rejected; written to {out}, "
+        "rejected rows unchanged\n"
     )
     assert done.returncode == 1
     assert_same_report(orjson.loads((tmp_path / "r.json").read_bytes()), report)
@@ -646,6 +648,21 @@ def test_conversations_are_grouped_on_the_executors_with_their_options(spark: Sp
         hs.check(df, order="n")
 
 
+def test_a_nested_column_grouped_by_a_unique_key_gives_the_cells_of_each_row_alone(
+    spark: SparkSession, nested_parquet: Path
+) -> None:
+    """Conversations of one row each: every nested cell, status and entry as without
+    ``conversation``, the widened type the same."""
+    df = spark.read.parquet(str(nested_parquet))
+    alone = hs.migrate(df, report=True)
+    grouped = hs.migrate(df, report=True, conversation="id")
+    assert grouped.schema == alone.schema
+    by_id = {row["id"]: row for row in alone.collect()}
+    rows = grouped.collect()
+    assert len(rows) == len(by_id) and all(row == by_id[row["id"]] for row in rows)
+    assert Counter(row[hs.STATUS] for row in rows)["changed"] > 50
+
+
 def test_convert_on_spark_groups_a_parquet_files_rows_as_the_local_engine_groups_jsonl_lines(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -721,3 +738,25 @@ def test_convert_on_spark_groups_a_parquet_files_rows_as_the_local_engine_groups
     assert (jsonl.exit_code, jsonl.stderr) == (2, f"histmig: {hs.NOT_GROUPED}\n")
     alone = invoke("convert", source, tmp_path / "o.parquet", *grouped)
     assert alone.exit_code == 2 and "--conversation on a Parquet input needs --engine spark" in alone.stderr
+
+
+def test_each_object_task_writes_its_rejected_records_to_a_piece_of_its_own(bucket: Bucket, tmp_path: Path) -> None:
+    """Tasks of several input objects run at once, and an object cannot be added to by two
+    writers (each replaces it whole): a task's rejected records go to its own piece of the
+    rejects object, never to the rejects object itself, whatever piece an attempt before left."""
+    from histmig.run.plan import plan
+    from histmig.sources.base import Destination
+
+    for file in make_lake(tmp_path / "lake", "jsonl"):
+        bucket.put(f"in/{file.relative_to(tmp_path / 'lake')}", file.read_bytes())
+    options = Options(select=("HM1",), ignore=("HM103",), jobs=1)
+    planning = plan("convert", f"{bucket.url}/in/", Destination(f"{bucket.url}/out/"), options, engine="spark")
+    assert planning.objects and {item.destination.rejects for item in planning.inputs} == {
+        f"{bucket.url}/out.rejects.jsonl"
+    }
+    bucket.put("out.rejects.jsonl.000001.piece", b"left by an attempt before\n")
+    results = [hs._Object(planning, options)((at, item)) for at, item in enumerate(planning.inputs)]
+    rejected = [at for at, result in results if any(w.rejects_used for w in result.wrote)]  # type: ignore[union-attr]
+    assert rejected and all(w.rejected == f"{bucket.url}/out.rejects.jsonl" for _, r in results for w in r.wrote)  # type: ignore[union-attr]
+    assert bucket.keys("out.") == [f"out.rejects.jsonl.{at:06d}.piece" for at in rejected]
+    assert sum(bucket.get(key).count(b"\n") for key in bucket.keys("out.")) == 11
