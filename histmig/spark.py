@@ -299,6 +299,8 @@ def migrate_objects(planning: Planning, options: Options, progress: Progress | N
     cluster), and the file formats' own readers already stream an object with flat memory.
     The executors find the store's credentials and endpoint as the store's tools do, in their
     own environment (``--conf spark.executorEnv.AWS_ENDPOINT_URL=...``, an instance role).
+    Rejected records go where the local engine puts them, each task's share to a piece of its
+    own beside the rejects object (:func:`_piece`), which the driver adds to it in input order.
     Returns the local engine's result: the objects' reports merged in input order. Raises
     :class:`~histmig.errors.UnreadableInput`, :class:`~histmig.errors.UnwritableOutput` or
     :class:`~histmig.errors.UsageError` with the executor's one line (a refused credential,
