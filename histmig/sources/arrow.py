@@ -555,18 +555,19 @@ class ColumnMigrator:
         )
 
         def raw(value: Any) -> bytes:
-            return orjson.dumps(_engine_value(value, kept))
+            """A cell's record as the engine reads it: a text or binary cell's bytes, a nested one's as JSON."""
+            return orjson.dumps(_engine_value(value, kept)) if nested else value
 
         def cells() -> Any:
             for i, value in enumerate(values):
                 if value is not None:
-                    yield (raw(value) if nested else value), i
+                    yield (raw(value) if nested else value), i  # a text cell's bytes without a call
 
         def conversations() -> Any:
             for group in groups or ():
                 held = [i for i in group.rows if values[i] is not None]
                 if held:
-                    records = tuple(record(raw(values[i]) if nested else values[i], i) for i in held)
+                    records = tuple(record(raw(values[i]), i) for i in held)
                     yield Conversation(records, group.name, group.note, group.refused), held
 
         def record(raw: bytes, i: int) -> Record:
