@@ -38,32 +38,37 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 import orjson
 import pyarrow as pa
 from pyspark.accumulators import Accumulator, AccumulatorParam
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_type, to_arrow_type
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from histmig.engine import Plan
-from histmig.errors import UsageError
+from histmig.errors import UnreadableInput, UnwritableOutput, UsageError
 from histmig.options import RECORD_OPTIONS, Options
 from histmig.parallel import Progress
-from histmig.records import Outcome
+from histmig.records import Grouping, Outcome
 from histmig.report import PLACE_FIELDS, Report, change_rows, finding_rows, summary_of
 from histmig.report.rows import ChangeRow, FindingRow
-from histmig.sources.arrow import ColumnMigrator, find_id_column, find_messages_column
-from histmig.sources.fs import make_parents
+from histmig.sources.arrow import CellGroup, ColumnMigrator, find_id_column, find_messages_column
+from histmig.sources.atomic import added_to
+from histmig.sources.fs import exists, filesystem, is_object, make_parents, open_input, store_errors
 from histmig.sources.jsonl import FORMAT as JSONL
 from histmig.sources.jsonl import read_chunks, write_chunk
 from histmig.sources.parquet import BATCH_ROWS, compression, open_parquet
+
+if TYPE_CHECKING:
+    from histmig.run.plan import Planned, Planning
+    from histmig.run.result import Result
 
 STATUS = "histmig_status"
 """The per-row status column of ``migrate(..., report=True)`` and :func:`check`: ``unchanged``,
@@ -81,6 +86,19 @@ _FILE, _ROW = "__histmig_file", "__histmig_row"
 """Columns :func:`migrate_files` adds for the report's places (each row's file and its row in the
 file, from Spark's ``_metadata``), dropped from the output."""
 
+_KEY, _POSITION, _SIZE, _BYTES, _RECORDS = (
+    "__histmig_key",
+    "__histmig_position",
+    "__histmig_size",
+    "__histmig_bytes",
+    "__histmig_records",
+)
+"""Columns ``conversation=`` adds (:func:`_grouped`): a row's conversation key (a struct of the
+key columns), its position (the ties of the order broken by it), its cell's bytes, and its
+conversation's bytes and records; dropped from the output."""
+
+_ADDED = (_FILE, _ROW, _KEY, _POSITION, _SIZE, _BYTES, _RECORDS)
+
 
 def migrate(df: DataFrame, messages_column: str = "messages", *, report: bool = False, **options: Any) -> DataFrame:
     """``df`` with every cell of ``messages_column`` migrated, as ``histmig convert`` migrates
@@ -91,9 +109,20 @@ def migrate(df: DataFrame, messages_column: str = "messages", *, report: bool = 
     :class:`~histmig.options.Options` about records (:data:`~histmig.options.RECORD_OPTIONS`:
     ``select``, ``ignore``, ``unsafe_fixes``, ``causes``, ``messages_field``, ``target``,
     ``attempts``, ``counting``, ``max_retries``); with ``report=True`` the result has two more
-    columns, :data:`STATUS` and :data:`CHANGES`. Lazy, like any transformation. Raises
-    :class:`~histmig.errors.UsageError` for an unknown option or rule code, and
-    :class:`~histmig.errors.ColumnError` for a messages column that is missing or of
+    columns, :data:`STATUS` and :data:`CHANGES`. Lazy, like any transformation.
+
+    ``conversation`` (a column, several for a composite key, or ``"*"``: every row is one
+    conversation) groups the rows into conversations and ``order`` (a column, nulls last)
+    sorts each one's rows, ties broken by the DataFrame's own order (partition, then row):
+    each conversation goes through the engine whole (:func:`~histmig.engine.process_conversation`,
+    design.md "The unit of work"), so each row's cell is the local engine's whatever the
+    partitioning. The rows are shuffled by conversation (one Spark partition holds a
+    conversation whole) and come out in conversation order; a row whose key is null is a
+    conversation of its own; a conversation holding more than ``max_conversation_bytes``
+    (default 64 MiB) is rejected whole, its rows kept.
+
+    Raises :class:`~histmig.errors.UsageError` for an unknown option, rule code or column,
+    and :class:`~histmig.errors.ColumnError` for a messages column that is missing or of
     another type."""
     return _mapped(df, messages_column, _options(options), checking=False, report=report)
 
@@ -102,7 +131,7 @@ def check(df: DataFrame, messages_column: str = "messages", **options: Any) -> D
     """The rows of ``df`` that ``histmig check`` fails on, as they are (not migrated), with
     :data:`STATUS` and :data:`CHANGES`: a record a rule would change (``changed``), that is
     invalid, rejected, or has a finding. Every record is parsed and validated. ``options`` as
-    for :func:`migrate`."""
+    for :func:`migrate` (with ``conversation``: the rows come in conversation order)."""
     checked = _mapped(df, messages_column, _options(options), checking=True, report=True)
     findings = F.from_json(F.col(CHANGES), "struct<findings: array<struct<severity: string>>>")["findings"]
     failing = (F.col(STATUS) != "unchanged") | F.exists(
@@ -198,10 +227,16 @@ def migrate_files(
     column the files hold as a data column too, or a partition value Spark would write
     spelled otherwise (before the output is renamed into place), and
     :class:`~histmig.errors.ColumnError` for a messages or id column that is missing or of
-    another type (before Spark starts)."""
-    if options.grouping is not None:
-        raise UsageError(NOT_GROUPED)
+    another type (before Spark starts).
+
+    With ``options.grouping`` (``--conversation``, one Parquet file), the rows are grouped
+    into conversations as :func:`migrate` groups them, ties of ``--order`` broken by the
+    row's place in the file (as the local engine breaks them); the part files then hold
+    whole conversations, each in its order. Raises :class:`~histmig.errors.UsageError` for a
+    JSONL input or several files."""
     lines = JSONL.named(files[0])
+    if options.grouping is not None and (lines or len(files) > 1):
+        raise UsageError(NOT_GROUPED)
     if not lines:
         first = open_parquet(files[0]).schema_arrow
         column = find_messages_column(first, options.messages_column, where=files[0])
@@ -248,6 +283,130 @@ def migrate_files(
         if log is not None:
             spark.stop()
             os.unlink(log)
+
+
+def migrate_objects(planning: Planning, options: Options, progress: Progress | None = None) -> Result:
+    """The Spark engine over object storage (``histmig convert s3://b/chats/ s3://b/chats.v2/
+    --engine spark``, planned by :func:`histmig.run.plan.plan`, its ``objects``): the driver
+    has listed the input objects (a prefix is an input like a directory), each one is a
+    Spark task, and the executor running it converts the object with the local engine's own
+    per-file code (:func:`histmig.run.local.run_local` of that object alone, in one process),
+    reading and writing through histmig's object-storage layer (:mod:`histmig.sources.fs`,
+    fsspec): the same bytes as the local engine, to the destination the local engine gives
+    the object, written whole or not at all (a multipart upload completed at the end), so a
+    task Spark runs again writes the same object again. Spark's own readers are not used:
+    pyspark ships no Hadoop S3 connector (``s3a://`` needs hadoop-aws and the AWS SDK on the
+    cluster), and the file formats' own readers already stream an object with flat memory.
+    The executors find the store's credentials and endpoint as the store's tools do, in their
+    own environment (``--conf spark.executorEnv.AWS_ENDPOINT_URL=...``, an instance role).
+    Rejected records go where the local engine puts them, each task's share to a piece of its
+    own beside the rejects object (:func:`_piece`), which the driver adds to it in input order.
+    Returns the local engine's result: the objects' reports merged in input order. Raises
+    :class:`~histmig.errors.UnreadableInput`, :class:`~histmig.errors.UnwritableOutput` or
+    :class:`~histmig.errors.UsageError` with the executor's one line (a refused credential,
+    a missing bucket), of the first object in input order that failed, once every task has
+    ended, and :class:`~histmig.errors.UsageError` when there is no Java."""
+    from histmig.run.result import Result
+
+    items = list(enumerate(planning.inputs))
+    shared = list(dict.fromkeys(item.destination.rejects for _, item in items if _pieced(item.destination.rejects)))
+    earlier = [path for path in shared if exists(path, UnwritableOutput)]  # type: ignore[arg-type]  # pieced: a URL
+    spark, log = session(planning.spark_master, options.workers)
+    try:
+        if progress is not None:
+            progress.start(None)
+        run = _Object(planning, replace(options, jobs=1))
+        done = sorted(spark.sparkContext.parallelize(items, len(items)).map(run).collect(), key=lambda entry: entry[0])
+    finally:
+        if log is not None:
+            spark.stop()
+            os.unlink(log)
+    try:
+        report = Report()
+        result = Result(planning.command, planning.input, report, output=planning.destination.output)
+        result.earlier_rejects = earlier  # type: ignore[assignment]  # pieced: a URL
+        for _, one in done:
+            if isinstance(one, tuple):
+                raise _RAISED[one[0]](one[1])
+            report.merge(one.report)
+            result.wrote += one.wrote
+            result.inputs += one.inputs
+            result.warnings += one.warnings
+            result.target = one.target
+        for rejects in shared:
+            if any(w.rejected == rejects and w.rejects_used for w in result.wrote):
+                with added_to(rejects) as out:  # type: ignore[arg-type]  # pieced: a URL
+                    for at, item in items:
+                        piece = _piece(rejects, at)  # type: ignore[arg-type]  # pieced: a URL
+                        if item.destination.rejects == rejects and exists(piece, UnwritableOutput):
+                            with open_input(piece) as written:
+                                shutil.copyfileobj(written, out, 1 << 20)
+    finally:
+        for at, item in items:
+            if item.destination.rejects in shared:
+                _remove(_piece(item.destination.rejects, at))  # type: ignore[arg-type]  # pieced: a URL
+    return result
+
+
+def _pieced(rejects: str | None) -> bool:
+    """Whether a rejects file of :func:`migrate_objects` is written in pieces: an object,
+    which the tasks of several input objects could otherwise add to at once (an object is
+    replaced whole: the last writer's would be all that is left)."""
+    return rejects is not None and is_object(rejects)
+
+
+def _piece(rejects: str, at: int) -> str:
+    """The object the task of the input at ``at`` writes its share of ``rejects`` to; the
+    driver adds the pieces to ``rejects`` in input order, as the local engine adds each
+    input's rejected records, and removes them."""
+    return f"{rejects}.{at:06d}.piece"
+
+
+def _remove(path: str) -> None:
+    """Remove the object ``path`` when it is there (a piece of a rejects file)."""
+    store, inner = filesystem(path)
+    with store_errors(path, UnwritableOutput):
+        if store.exists(inner):
+            store.rm(inner)
+
+
+_RAISED: dict[str, type[Exception]] = {
+    "UsageError": UsageError,
+    "UnreadableInput": UnreadableInput,
+    "UnwritableOutput": UnwritableOutput,
+}
+"""The errors an executor of :func:`migrate_objects` sends back as one line, raised again by
+the driver: by the name of the class (or of its base) they were raised as."""
+
+
+@dataclass(frozen=True)
+class _Object:
+    """What an executor runs for one object of :func:`migrate_objects`: the local engine over
+    ``(place, item)``, the ``item`` of ``planning`` alone; its result (the report's rows in
+    memory, to be sent to the driver), or the class and line of the error it raised."""
+
+    planning: Planning
+    options: Options
+
+    def __call__(self, entry: tuple[int, Planned]) -> tuple[int, Result | tuple[str, str]]:
+        from histmig.run.local import run_local
+
+        at, item = entry
+        rejects = item.destination.rejects
+        try:
+            if _pieced(rejects):  # its own piece of the rejects file, none left from an attempt before
+                piece = _piece(rejects, at)  # type: ignore[arg-type]  # pieced: a URL
+                _remove(piece)
+                item = replace(item, destination=replace(item.destination, rejects=piece))
+            alone = replace(self.planning, input=item.path, inputs=[item], engine="local", objects=False)
+            result = run_local(alone, self.options, self.options.plan(), None, strict=False, in_memory=True)
+            for written in result.wrote:
+                if written.rejected == item.destination.rejects:
+                    written.rejected = rejects
+            return at, result
+        except (UsageError, UnreadableInput, UnwritableOutput) as exc:
+            kind = next(name for name, error in _RAISED.items() if isinstance(exc, error))
+            return at, (kind, str(exc))
 
 
 _INFERENCE = "spark.sql.sources.partitionColumnTypeInference.enabled"
@@ -347,30 +506,34 @@ def session(master: str | None = None, cores: int = 1) -> tuple[SparkSession, st
 
 
 NOT_GROUPED = (
-    "--conversation: the Spark engine does not group records into conversations yet; "
-    "the local engine does, for a JSONL, Parquet, DuckDB, PostgreSQL or SQLite input"
+    "--conversation: the Spark engine groups the rows of one Parquet input; give one file, or convert "
+    "a JSONL input's conversations without --engine spark"
 )
-"""Why :func:`migrate`, :func:`check` and :func:`migrate_files` refuse ``conversation``
-(never ignored)."""
+"""Why :func:`migrate_files` refuses ``conversation`` for a JSONL input or several files (never
+ignored)."""
+
+GROUP_OPTIONS = frozenset({"conversation", "order", "max_conversation_bytes"})
+"""The options about conversations :func:`migrate` and :func:`check` take besides
+:data:`~histmig.options.RECORD_OPTIONS`."""
 
 
 def _options(given: dict[str, Any]) -> Options:
     """The :class:`~histmig.options.Options` of :func:`migrate`'s keyword arguments (a rule
-    code may be given as one string). Raises :class:`~histmig.errors.UsageError` for an
-    option it does not take (one of :data:`~histmig.options.RECORD_OPTIONS`) or an unknown
-    rule code."""
-    if given.get("conversation") or given.get("order") is not None:
-        raise UsageError(NOT_GROUPED)
-    unknown = sorted(set(given) - RECORD_OPTIONS)
+    code or a conversation column may be given as one string). Raises
+    :class:`~histmig.errors.UsageError` for an option it does not take (one of
+    :data:`~histmig.options.RECORD_OPTIONS` and :data:`GROUP_OPTIONS`), an unknown rule
+    code, or an ``order`` without ``conversation``."""
+    taken = RECORD_OPTIONS | GROUP_OPTIONS
+    unknown = sorted(set(given) - taken)
     if unknown:
-        raise UsageError(
-            f"unknown option {', '.join(map(repr, unknown))} (options: {', '.join(sorted(RECORD_OPTIONS))})"
-        )
+        raise UsageError(f"unknown option {', '.join(map(repr, unknown))} (options: {', '.join(sorted(taken))})")
     values: dict[str, Any] = {
-        k: ((v,) if isinstance(v, str) else tuple(v)) if k in ("select", "ignore") else v for k, v in given.items()
+        k: ((v,) if isinstance(v, str) else tuple(v)) if k in ("select", "ignore", "conversation") else v
+        for k, v in given.items()
     }
     options = Options(**values)
     options.rules  # noqa: B018 (an unknown code is a usage error before Spark runs anything)
+    options.grouping  # noqa: B018 (and so is an order without a conversation)
     return options
 
 
@@ -387,9 +550,13 @@ def _mapped(
 ) -> DataFrame:
     """``df`` through :class:`_Cells` with ``DataFrame.mapInArrow``, declared with the
     output schema: the messages column's type widened (nested) or kept, the place columns
-    dropped, the report columns added."""
+    dropped, the report columns added; under ``options.grouping``, first sorted into
+    conversations (:func:`_grouped`)."""
     if column not in df.columns:
         raise UsageError(f"no column {column!r} (columns: {', '.join(df.columns)})")
+    grouping = options.grouping
+    if grouping is not None:
+        df = _grouped(df, column, grouping, F.col(_ROW) if places is not None else F.monotonically_increasing_id())
     for name in (STATUS, CHANGES) if report else ():
         if name in df.columns:
             raise UsageError(f"the DataFrame already has a {name} column")
@@ -402,11 +569,46 @@ def _mapped(
     kept = [
         StructField(f.name, out_type, f.nullable, f.metadata) if f.name == column else f
         for f in df.schema
-        if f.name not in (_FILE, _ROW)
+        if f.name not in _ADDED
     ]
     added = [StructField(STATUS, StringType()), StructField(CHANGES, StringType())] if report else []
-    function = _Cells(options, column, checking, report, id_column, places, chunks)
+    function = _Cells(options, column, checking, report, id_column, places, chunks, grouping)
     return df.mapInArrow(function, StructType(kept + added))
+
+
+def _quoted(name: str) -> Column:
+    """The column named ``name`` (a dot in it is no struct field)."""
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+def _grouped(df: DataFrame, column: str, grouping: Grouping, position: Column) -> DataFrame:
+    """``df`` in conversations (``grouping``): shuffled by its conversation key (the key
+    columns as a struct, :data:`_KEY`; one constant for the whole DataFrame), each Spark
+    partition sorted by key, ``order`` (nulls last) and ``position``, with each row's cell
+    bytes (:data:`_SIZE`: a text or binary cell's, a nested cell's as JSON) and its
+    conversation's bytes and records (a window over the key, which Spark computes in the
+    same shuffle and sort). Raises :class:`~histmig.errors.UsageError` for a key or order
+    column ``df`` lacks."""
+    named = [*(() if grouping.whole else grouping.keys), *filter(None, [grouping.order])]
+    for name in named:
+        if name not in df.columns:
+            raise UsageError(f"--conversation/--order: no column {name!r} (columns: {', '.join(df.columns)})")
+    key = F.struct(F.lit(0)) if grouping.whole else F.struct(*(_quoted(name) for name in grouping.keys))
+    cell = _quoted(column)
+    size = F.octet_length(cell if isinstance(df.schema[column].dataType, (StringType, BinaryType)) else F.to_json(cell))
+    ordered = [*([_quoted(grouping.order).asc_nulls_last()] if grouping.order else []), F.col(_POSITION).asc()]
+    conversation = (
+        Window.partitionBy(_KEY).orderBy(*ordered).rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    )
+    return (
+        df.select("*", key.alias(_KEY), position.alias(_POSITION), size.alias(_SIZE))
+        .select(
+            "*",
+            F.sum(_SIZE).over(conversation).alias(_BYTES),
+            F.count(_SIZE).over(conversation).alias(_RECORDS),
+        )
+        .sortWithinPartitions(F.col(_KEY), *ordered)
+    )
 
 
 @cache
@@ -435,7 +637,9 @@ class _Cells:
     With ``report``, each batch gains :data:`STATUS` and :data:`CHANGES`. With ``places``
     (:func:`migrate_files`: the input files by Spark's name for them, and in input order), each
     record is named by its file and row, those columns are dropped, and the task's reports,
-    one a run of rows of one file, are added to ``chunks``."""
+    one a run of rows of one file, are added to ``chunks``. With ``grouping``, the batches
+    come sorted into conversations (:func:`_grouped`) and go through the engine a
+    conversation at a time (:meth:`_conversations`)."""
 
     options: Options
     column: str
@@ -444,8 +648,12 @@ class _Cells:
     id_column: str | None = None
     places: tuple[dict[str, str], tuple[str, ...]] | None = None
     chunks: Accumulator[Any] | None = None
+    grouping: Grouping | None = None
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        if self.grouping is not None:
+            yield from self._conversations(batches, self.grouping)
+            return
         plan = _plan(self.options, self.checking)
         migrators: dict[str, ColumnMigrator] = {}
         done: list[_Chunk] = []
@@ -462,6 +670,40 @@ class _Cells:
                     yield self._migrated(piece, migrator, rows, self._report(done, source, rows))
         if self.chunks is not None:
             self.chunks.add([(c.order, c.first, c.report) for c in done])
+
+    def _conversations(self, batches: Iterator[pa.RecordBatch], grouping: Grouping) -> Iterator[pa.RecordBatch]:
+        """The grouped batches (:func:`_grouped`) cut into pieces of whole conversations
+        (:meth:`_pieces`), each through the migrator with its conversations
+        (:class:`~histmig.sources.arrow.CellGroup`). Each record's report goes to ``chunks``
+        under its row, so that the driver merges them in input order."""
+        plan = _plan(self.options, self.checking)
+        migrator: ColumnMigrator | None = None
+        done: list[tuple[int, int, Report]] = []
+        quiet = Report.in_memory()
+        row = 0
+        for piece in _pieces(batches, grouping.limit):
+            if self.places is not None:
+                rows: list[int] | range = piece.column(_ROW).to_pylist()
+                source = self.places[0][_local(piece.column(_FILE)[0].as_py())]
+                order = self.places[1].index(source)
+            else:
+                rows, source, order = range(row, row + piece.num_rows), self.column, 0
+            row += piece.num_rows
+            if migrator is None:
+                migrator = ColumnMigrator(piece.schema, self.column, source, plan, self.id_column)
+
+            def told(i: int, outcome: Outcome, rows: Sequence[int] = rows, order: int = order) -> None:
+                if outcome.quiet:
+                    quiet.add_unchanged(1)
+                    return
+                own = Report.in_memory()
+                own.add(outcome)
+                done.append((order, rows[i], own))
+
+            groups = _cell_groups(piece, grouping, rows)
+            yield self._migrated(piece, migrator, rows, Report.in_memory(), groups, told)
+        if self.chunks is not None:
+            self.chunks.add([(-1, 0, quiet), *done])
 
     def _runs(self, batch: pa.RecordBatch, first: int) -> Iterator[tuple[pa.RecordBatch, str, range | list[int]]]:
         """``batch`` as runs of rows of one input file: ``(rows, source, row numbers)``; the
@@ -490,18 +732,32 @@ class _Cells:
         return done[-1].report
 
     def _migrated(
-        self, batch: pa.RecordBatch, migrator: ColumnMigrator, rows: range | list[int], report: Report
+        self,
+        batch: pa.RecordBatch,
+        migrator: ColumnMigrator,
+        rows: range | list[int],
+        report: Report,
+        groups: list[CellGroup] | None = None,
+        told: Callable[[int, Outcome], None] | None = None,
     ) -> pa.RecordBatch:
-        """``batch`` with its messages column migrated (kept, when ``checking``), without
-        the place columns, with the report columns when asked for."""
+        """``batch`` with its messages column migrated (kept, when ``checking``; its
+        conversations ``groups``, when given, each as one), without the place columns, with
+        the report columns when asked for; ``told``, when given, is told each record's
+        outcome."""
         entries: dict[int, Outcome] = {}
-        observe = entries.__setitem__ if self.report else None
+
+        def observe(i: int, outcome: Outcome) -> None:
+            entries[i] = outcome
+            if told is not None:
+                told(i, outcome)
+
+        watching = observe if self.report or told is not None else None
         if self.checking:
-            migrator.migrate_cells(batch, rows, report, observe)
+            migrator.migrate_cells(batch, rows, report, watching, groups)
             out = batch
         else:
-            out, _ = migrator.migrate(batch, rows, report, observe)
-        names = [name for name in out.schema.names if name not in (_FILE, _ROW)]
+            out, _ = migrator.migrate(batch, rows, report, watching, groups)
+        names = [name for name in out.schema.names if name not in _ADDED]
         arrays = [out.column(name) for name in names]
         if self.report:
             nulls = batch.column(self.column).is_null().to_pylist()
@@ -513,6 +769,67 @@ class _Cells:
             names += [STATUS, CHANGES]
             arrays += [pa.array(statuses, pa.string()), pa.array(cells, pa.binary()).view(pa.string())]
         return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def _pieces(batches: Iterator[pa.RecordBatch], limit: int) -> Iterator[pa.RecordBatch]:
+    """The batches of a partition sorted into conversations (:func:`_grouped`), as pieces
+    that each end where a conversation does: the rows of a conversation that goes on into the
+    next batch are held until it ends (at most ``limit`` bytes of cells: a conversation past
+    it is rejected row by row, never held); the last piece ends with the partition."""
+    held: list[pa.RecordBatch] = []
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        keys = batch.column(_KEY).to_pylist()
+        totals = batch.column(_BYTES).to_pylist()
+        end = len(keys)
+        last = keys[-1]
+        if None not in last.values() and (totals[-1] or 0) <= limit:  # the last conversation may go on
+            end -= 1
+            while end > 0 and keys[end - 1] == last:
+                end -= 1
+        if held and keys[0] != held[0].column(_KEY)[0].as_py():
+            yield _joined(held)  # the held conversation ended where this batch begins
+            held = []
+        if end == 0:
+            held.append(batch)
+            continue
+        yield _joined([*held, batch.slice(0, end)])
+        held = [batch.slice(end)] if end < len(keys) else []
+    if held:
+        yield _joined(held)
+
+
+def _joined(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
+
+
+def _cell_groups(piece: pa.RecordBatch, grouping: Grouping, rows: Sequence[int]) -> list[CellGroup]:
+    """The conversations of a piece of whole ones (:func:`_pieces`): each run of rows of one
+    key, in order, named by its key (:meth:`~histmig.records.Grouping.named`); a row whose key
+    is null is a conversation of its own and told so; one past ``grouping.limit`` is refused
+    (its bytes and records: :data:`_BYTES`, :data:`_RECORDS`, or a null key's own)."""
+    keys = piece.column(_KEY).to_pylist()
+    sizes, totals, counts = (piece.column(name).to_pylist() for name in (_SIZE, _BYTES, _RECORDS))
+    groups: list[CellGroup] = []
+    start = 0
+    missing = f"no conversation key ({', '.join(grouping.keys)} null): a conversation of its own"
+    for end in range(1, len(keys) + 1):
+        alone = None in keys[start].values()
+        if end < len(keys) and not alone and keys[end] == keys[start]:
+            continue
+        values = tuple(keys[start].values())
+        name = f"row {rows[start]}" if alone else grouping.named(values)
+        held, count = (sizes[start] or 0, 1) if alone else (totals[start] or 0, counts[start])
+        refused = (
+            f"conversation {name} holds {held} bytes in {count} records, past --max-conversation-bytes "
+            f"{grouping.limit}: rejected whole, nothing written for it"
+            if held > grouping.limit
+            else None
+        )
+        groups.append(CellGroup(range(start, end), name, missing if alone else None, refused))
+        start = end
+    return groups
 
 
 _CHANGE_KEYS = ChangeRow._fields[PLACE_FIELDS:]

@@ -33,7 +33,7 @@ from histmig.cli import app
 from histmig.errors import ColumnError, UsageError
 from histmig.options import Options
 from histmig.sources.arrow import widened_type
-from tests.conftest import CORPUS, ROOT
+from tests.conftest import CORPUS, ROOT, Bucket, make_lake
 from tests.sources.conftest import corpus_records, nested_records, table_of, without_place, write_parquet
 
 cloudpickle.register_pickle_by_value(
@@ -286,7 +286,8 @@ def test_convert_on_spark_prints_the_local_engines_report_and_verdict_and_writes
     jsonl = invoke("convert", text_parquet, tmp_path / "out.jsonl", "--engine", "spark")
     assert (jsonl.exit_code, jsonl.stderr) == (
         2,
-        f"histmig: {tmp_path / 'out.jsonl'}: --engine spark writes a directory of Parquet files; name one (no .jsonl)\n",
+        f"histmig: {tmp_path / 'out.jsonl'}: --engine spark writes a directory of Parquet files; "
+        "name one (no .jsonl)\n",
     )
 
 
@@ -318,8 +319,8 @@ def test_convert_on_spark_of_a_directory_with_rejected_rows(spark: SparkSession,
     )
     assert result.exit_code == 1 == expected.exit_code
     assert (
-        result.stderr
-        == f"histmig convert: 124 of 212 records migrated, 77 unchanged, 11 rejected; written to {out}, rejected rows unchanged\n"
+        result.stderr == f"histmig convert: 124 of 212 records migrated, 77 unchanged, 11 rejected; written to {out}, "
+        "rejected rows unchanged\n"
     )
     assert_same_report(orjson.loads((tmp_path / "r.json").read_bytes()), expected.report.to_json(True))
     assert {row["source"] for row in expected.report.changes} == {str(lake / "a.parquet"), str(lake / "b.parquet")}
@@ -368,7 +369,8 @@ def test_the_command_line_on_spark_in_a_process_of_its_own(text_parquet: Path, t
     )
     assert (
         done.stderr.decode()
-        == f"histmig convert: 124 of 212 records migrated, 77 unchanged, 11 rejected; written to {out}, rejected rows unchanged\n"
+        == f"histmig convert: 124 of 212 records migrated, 77 unchanged, 11 rejected; written to {out}, "
+        "rejected rows unchanged\n"
     )
     assert done.returncode == 1
     assert_same_report(orjson.loads((tmp_path / "r.json").read_bytes()), report)
@@ -573,14 +575,190 @@ def test_convert_on_spark_from_a_folder_holding_a_histmig_folder(text_parquet: P
     assert pq.read_table(tmp_path / "out.v2").num_rows == 212
 
 
-def test_the_spark_engine_refuses_conversation_rather_than_judge_each_row_alone(tmp_path: Path) -> None:
-    for call in (
-        lambda: hs.migrate(None, conversation="session_id"),  # type: ignore[arg-type]
-        lambda: hs.check(None, conversation=("session_id",), order="seq"),  # type: ignore[arg-type]
-        lambda: hs.migrate_files([str(tmp_path / "in.parquet")], str(tmp_path / "out"), Options(conversation=("s",))),
-    ):
-        with pytest.raises(UsageError, match=re.escape(hs.NOT_GROUPED)):
-            call()
-    pq.write_table(pa.table({"messages": ["[]"]}), tmp_path / "in.parquet")
-    with pytest.raises(UsageError, match=re.escape(hs.NOT_GROUPED)):  # the local engine groups a Parquet input
-        api.convert(str(tmp_path / "in.parquet"), str(tmp_path / "out"), Options(conversation=("s",)), engine="spark")
+def apart(layout: str = "per run") -> tuple[dict[str, list[Any]], list[dict[str, Any]]]:
+    """The corpus and captured histories stored apart (tests/conftest.py)."""
+    from tests.conftest import stored_apart
+
+    return stored_apart(layout)
+
+
+def test_conversations_are_grouped_on_the_executors_with_their_options(spark: SparkSession) -> None:
+    """``conversation=``, ``order=`` and ``max_conversation_bytes=`` reach the tasks: a
+    history cut per run and shuffled comes back as its whole conversion, ties of the order
+    broken by the DataFrame's order, ``"*"`` makes the DataFrame one conversation, a null key
+    is a conversation of its own (told so), and past the limit each conversation is rejected
+    whole, its cells kept; the summary counts records, not conversations."""
+    from tests.conftest import whole_conversion
+
+    histories, records = apart("per message")
+    name = "v2.59.0/m_deferred_tool_model_retry"  # a deferred tool's run, then the run answering it
+    mine = sorted((r for r in records if r["conversation_id"] == name), key=lambda r: r["seq"])
+    assert len(mine) == 4
+    status, whole = whole_conversion(histories[name], Options(), set())
+    assert status == "changed"
+    cells = [orjson.dumps(r["messages"]).decode() for r in mine]
+    legacy = next(line for line in (CORPUS / "all.jsonl").read_bytes().splitlines() if b"retry-prompt" in line)
+    rows = [
+        *(("a", n, cell) for n, cell in reversed(list(enumerate(cells)))),  # the order sorts them
+        *(("tie", 0, cell) for cell in cells),  # equal order values: the DataFrame's order
+        (None, 0, legacy.decode()),
+        (None, 1, legacy.decode()),
+    ]
+    df = spark.createDataFrame(rows, "c string, n long, messages string").coalesce(1)
+    out = hs.migrate(df, report=True, conversation="c", order="n").persist()
+    got = out.collect()
+    by_c: dict[Any, list[Any]] = defaultdict(list)
+    for row in got:
+        by_c[row["c"]].append(row)
+
+    def joined(rows: list[Any]) -> bytes:
+        return orjson.dumps([m for row in rows for m in orjson.loads(row["messages"])])
+
+    for key in ("a", "tie"):
+        assert joined(sorted(by_c[key], key=lambda r: r["n"])) == orjson.dumps(whole), key
+    assert [row["n"] for row in by_c["tie"]] == [0] * len(cells)
+    alone = hs.migrate(spark.createDataFrame([(legacy.decode(),)], "messages string")).first()["messages"]
+    assert [(row[hs.STATUS], row["messages"]) for row in by_c[None]] == [("changed", alone)] * 2
+    assert [orjson.loads(row[hs.CHANGES])["warnings"] for row in by_c[None]] == [
+        ["no conversation key (c null): a conversation of its own"]
+    ] * 2
+    summary = hs.summarize(out)
+    moved = sum(row["messages"] != before for row, before in zip(sorted(by_c["a"], key=lambda r: r["n"]), cells))
+    assert 0 < moved < len(cells)  # a record no rule changed keeps its cell, and is counted unchanged
+    warned = sum(f["severity"] == "warning" for row in got if row[hs.CHANGES] for f in entries([row])[0]["findings"])
+    assert (summary["records_in"], summary["changed"], summary["warnings"]) == (
+        2 * len(cells) + 2,
+        2 * moved + 2,
+        warned + 2,
+    )
+    every = hs.migrate(df.where("c = 'a'").orderBy("n").coalesce(1), conversation="*").collect()
+    assert [row["n"] for row in every] == list(range(len(cells)))  # no order: the DataFrame's
+    assert joined(every) == orjson.dumps(whole)
+    limit = len("".join(cells)) - 1
+    refused = hs.migrate(df, report=True, conversation=["c"], order="n", max_conversation_bytes=limit).collect()
+    said = {(row["c"], orjson.loads(row[hs.CHANGES])["errors"][0]) for row in refused if row[hs.STATUS] == "rejected"}
+    held = f"holds {len(''.join(cells))} bytes in {len(cells)} records, past --max-conversation-bytes {limit}"
+    assert said == {
+        (key, f"conversation c={key!r} {held}: rejected whole, nothing written for it") for key in ("a", "tie")
+    }
+    assert sorted(row["messages"] for row in refused if row["c"] is not None) == sorted(cells * 2)
+    with pytest.raises(UsageError, match="--conversation/--order: no column 'nope'"):
+        hs.migrate(df, conversation="c", order="nope")
+    with pytest.raises(UsageError, match="--order and --max-conversation-bytes need --conversation"):
+        hs.check(df, order="n")
+
+
+def test_a_nested_column_grouped_by_a_unique_key_gives_the_cells_of_each_row_alone(
+    spark: SparkSession, nested_parquet: Path
+) -> None:
+    """Conversations of one row each: every nested cell, status and entry as without
+    ``conversation``, the widened type the same."""
+    df = spark.read.parquet(str(nested_parquet))
+    alone = hs.migrate(df, report=True)
+    grouped = hs.migrate(df, report=True, conversation="id")
+    assert grouped.schema == alone.schema
+    by_id = {row["id"]: row for row in alone.collect()}
+    rows = grouped.collect()
+    assert len(rows) == len(by_id) and all(row == by_id[row["id"]] for row in rows)
+    assert Counter(row[hs.STATUS] for row in rows)["changed"] > 50
+
+
+def test_convert_on_spark_groups_a_parquet_files_rows_as_the_local_engine_groups_jsonl_lines(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """``histmig convert in.parquet OUT --engine spark --conversation --order``: the cells, the
+    report's changes and the verdict of the local engine's run over the same records as
+    JSONL lines."""
+    _, records = apart("per message")
+    lines = tmp_path / "apart.jsonl"
+    lines.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    grouped = ("--conversation", "conversation_id", "--order", "seq")
+    local_out = tmp_path / "local.jsonl"
+    local_run = invoke(
+        "convert",
+        lines,
+        local_out,
+        *grouped,
+        "--unsafe-fixes",
+        "--report",
+        tmp_path / "l.json",
+        "--report-format",
+        "json",
+    )
+    source = tmp_path / "apart.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "conversation_id": [r["conversation_id"] for r in records],
+                "seq": [r["seq"] for r in records],
+                "messages": [orjson.dumps(r["messages"]).decode() for r in records],
+            }
+        ),
+        source,
+    )
+    out = tmp_path / "out"
+    on_spark = invoke(
+        "convert",
+        source,
+        out,
+        "--engine",
+        "spark",
+        *grouped,
+        "--unsafe-fixes",
+        "--report",
+        tmp_path / "s.json",
+        "--report-format",
+        "json",
+    )
+    assert on_spark.exit_code == local_run.exit_code, on_spark.output
+    assert on_spark.stderr.split("; written")[0] == local_run.stderr.split("; written")[0]
+    assert "records migrated" in on_spark.stderr
+    expected = {
+        (r["conversation_id"], r["seq"]): r["messages"] for r in map(orjson.loads, local_out.read_bytes().splitlines())
+    }
+    written = pq.read_table(out).to_pylist()
+    assert {(r["conversation_id"], r["seq"]): orjson.loads(r["messages"]) for r in written} == expected
+    local_report, spark_report = (orjson.loads((tmp_path / name).read_bytes()) for name in ("l.json", "s.json"))
+    assert spark_report["summary"] == local_report["summary"] and local_report["summary"]["changed"] > 0
+
+    def placed(rows: list[dict[str, Any]], at: str) -> list[tuple[Any, ...]]:
+        return [
+            (records[row[at] - (at == "line")]["conversation_id"], records[row[at] - (at == "line")]["seq"], *rest)
+            for row in rows
+            for rest in [tuple(without_place([row])[0].values())]
+        ]
+
+    # the same rows; in input order on Spark, a conversation at a time in the local engine's
+    assert sorted(placed(spark_report["changes"], "row"), key=repr) == sorted(
+        placed(local_report["changes"], "line"), key=repr
+    )
+    rows = [row["row"] for row in spark_report["changes"]]
+    assert rows == sorted(rows) and len(rows) > 100
+    jsonl = invoke("convert", lines, tmp_path / "o", "--engine", "spark", *grouped)
+    assert (jsonl.exit_code, jsonl.stderr) == (2, f"histmig: {hs.NOT_GROUPED}\n")
+    alone = invoke("convert", source, tmp_path / "o.parquet", *grouped, "--unsafe-fixes")  # the local engine's Parquet
+    assert alone.exit_code == local_run.exit_code, alone.output
+    local_rows = pq.read_table(tmp_path / "o.parquet").to_pylist()  # in the input's row order; Spark's in its own
+    assert sorted(local_rows, key=repr) == sorted(written, key=repr)
+
+
+def test_each_object_task_writes_its_rejected_records_to_a_piece_of_its_own(bucket: Bucket, tmp_path: Path) -> None:
+    """Tasks of several input objects run at once, and an object cannot be added to by two
+    writers (each replaces it whole): a task's rejected records go to its own piece of the
+    rejects object, never to the rejects object itself, whatever piece an attempt before left."""
+    from histmig.run.plan import plan
+    from histmig.sources.base import Destination
+
+    for file in make_lake(tmp_path / "lake", "jsonl"):
+        bucket.put(f"in/{file.relative_to(tmp_path / 'lake')}", file.read_bytes())
+    options = Options(select=("HM1",), ignore=("HM103",), jobs=1)
+    planning = plan("convert", f"{bucket.url}/in/", Destination(f"{bucket.url}/out/"), options, engine="spark")
+    assert planning.objects and {item.destination.rejects for item in planning.inputs} == {
+        f"{bucket.url}/out.rejects.jsonl"
+    }
+    bucket.put("out.rejects.jsonl.000001.piece", b"left by an attempt before\n")
+    results = [hs._Object(planning, options)((at, item)) for at, item in enumerate(planning.inputs)]
+    rejected = [at for at, result in results if any(w.rejects_used for w in result.wrote)]  # type: ignore[union-attr]
+    assert rejected and all(w.rejected == f"{bucket.url}/out.rejects.jsonl" for _, r in results for w in r.wrote)  # type: ignore[union-attr]
+    assert bucket.keys("out.") == [f"out.rejects.jsonl.{at:06d}.piece" for at in rejected]
+    assert sum(bucket.get(key).count(b"\n") for key in bucket.keys("out.")) == 11

@@ -35,11 +35,20 @@ def _opened(planning: Planning, options: Options, job: Job) -> list[Input]:
     return [opened for item in items for opened in item.format.open(item.path, item.destination, options, job)]
 
 
-def run_local(planning: Planning, options: Options, job: Job, progress: Progress | None, *, strict: bool) -> Result:
+def run_local(
+    planning: Planning,
+    options: Options,
+    job: Job,
+    progress: Progress | None,
+    *,
+    strict: bool,
+    in_memory: bool = False,
+) -> Result:
     """Run every input of ``planning`` through ``job`` on ``options.jobs`` workers, each
-    written to its own destination. Opening the inputs may still raise what
-    :func:`~histmig.run.plan.plan` raises (a table or column that is not there); bad
-    records never raise."""
+    written to its own destination; ``in_memory``: the report's rows stay in memory, for the
+    result to be sent to another process (:func:`histmig.spark.migrate_objects`). Opening the
+    inputs may still raise what :func:`~histmig.run.plan.plan` raises (a table or column that
+    is not there); bad records never raise."""
     inputs = _opened(planning, options, job)
     earlier = list(
         dict.fromkeys(
@@ -58,7 +67,7 @@ def run_local(planning: Planning, options: Options, job: Job, progress: Progress
     for item in planning.inputs:
         if item.destination.output not in (None, "-"):
             make_parents(item.destination.output)
-    report = Report()
+    report = Report.in_memory() if in_memory else Report()
     if progress is not None:
         sizes = [i.size for i in inputs]
         progress.start(None if None in sizes else sum(sizes))  # type: ignore[arg-type]  # no None in the sum

@@ -48,7 +48,9 @@ class Planning:
     ``destination`` as given, every input file (``inputs``, in order), the output directory
     to create (``directory``, if any), the ``engine`` and the Spark master; for the Spark
     engine over a partitioned dataset, the INPUT directory (``base``) and its partition
-    columns (``partition_by``, outermost first)."""
+    columns (``partition_by``, outermost first); ``objects``: the Spark engine over object
+    storage, each input object converted by the local engine's per-file code on an executor
+    (:func:`histmig.spark.migrate_objects`), to its destination by the local engine's rule."""
 
     command: Command
     input: str | Sequence[str]
@@ -59,6 +61,7 @@ class Planning:
     spark_master: str | None = None
     base: str | None = None
     partition_by: tuple[str, ...] = ()
+    objects: bool = False
 
     @property
     def paths(self) -> list[str]:
@@ -103,11 +106,14 @@ def plan(
     found = input_paths(paths, options.format)
     base: str | None = None
     partition_by: tuple[str, ...] = ()
-    if engine == "spark":
+    objects = engine == "spark" and any(fs.is_object(path) for path in paths)
+    if objects:
+        _check_spark_objects(paths, destination)
+    elif engine == "spark":
         _check_spark(paths, found, destination)
         base, partition_by = spark_partitions(paths, found)
     check_options(command, found, destination, options)
-    inputs, directory = _destinations(paths, found, destination, engine)
+    inputs, directory = _destinations(paths, found, destination, "local" if objects else engine)
     check_apart([(item.path, item.destination) for item in inputs], rejects=destination.rejects, report=report)
     return Planning(
         command,
@@ -119,6 +125,7 @@ def plan(
         spark_master,
         base,
         partition_by,
+        objects,
     )
 
 
@@ -181,6 +188,19 @@ def _check_spark(paths: list[str], found: list[tuple[str, Format]], destination:
         raise UsageError(
             f"{output}: --engine spark writes a directory of {written.description} files; name one "
             f"(no {'.jsonl' if written.name == 'parquet' else '.parquet'})"
+        )
+
+
+def _check_spark_objects(paths: list[str], destination: Destination) -> None:
+    """The Spark engine over object storage: every input an object or prefix, and OUTPUT one
+    the executors can write (no local path, which each node would have of its own)."""
+    local = [path for path in paths if not fs.is_object(path)]
+    output = destination.output
+    if local or output is None or not fs.is_object(output) or fs.scheme(output) in fs.READ_ONLY:
+        raise UsageError(
+            f"{', '.join(local) or output}: --engine spark over object storage reads objects and writes objects "
+            "(every INPUT and OUTPUT a URL of a store, such as s3://bucket/prefix/); its executors write each output "
+            "object themselves"
         )
 
 

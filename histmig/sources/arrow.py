@@ -31,9 +31,17 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import orjson
 
-from histmig.engine import Plan, run_records
+from histmig.engine import Plan, run_conversations, run_records
 from histmig.errors import ColumnError, NotAHistory
-from histmig.records import ID_FIELDS, MESSAGE_FIELD_CANDIDATES, Outcome, Record, check_messages, locate_messages
+from histmig.records import (
+    ID_FIELDS,
+    MESSAGE_FIELD_CANDIDATES,
+    Conversation,
+    Outcome,
+    Record,
+    check_messages,
+    locate_messages,
+)
 from histmig.report import Report
 from histmig.rules import nulls_kept, registry
 from histmig.rules.base import is_json
@@ -436,6 +444,17 @@ Observer = Callable[[int, Outcome], None]
 (:meth:`ColumnMigrator.migrate_cells`)."""
 
 
+class CellGroup(NamedTuple):
+    """The cells of one conversation in a batch (``--conversation``): their ``rows``, 0-based
+    in the batch and in the conversation's order, and the conversation's ``name``, ``note``
+    and ``refused`` (:class:`~histmig.records.Conversation`)."""
+
+    rows: Sequence[int]
+    name: str
+    note: str | None = None
+    refused: str | None = None
+
+
 class Cells(NamedTuple):
     """New values for some cells of one batch's messages column: ``positions``, ascending
     0-based rows of the batch, and ``values``, one a position, of the column's output type;
@@ -497,14 +516,19 @@ class ColumnMigrator:
         return self.schema.set(self.index, self.schema.field(self.index).with_type(self.output_type))
 
     def migrate(
-        self, batch: pa.RecordBatch, rows: Sequence[int], report: Report, observe: Observer | None = None
+        self,
+        batch: pa.RecordBatch,
+        rows: Sequence[int],
+        report: Report,
+        observe: Observer | None = None,
+        groups: Sequence[CellGroup] | None = None,
     ) -> tuple[pa.RecordBatch, Cells]:
         """Run every cell of the messages column of ``batch`` (of ``schema``) through the
         engine, into ``report``; ``rows`` holds each row's number (0-based) for its
-        ``location`` (``row N``); ``observe`` as for :meth:`migrate_cells`. Returns the batch
-        with the column migrated (:meth:`migrate_cells`, :meth:`with_cells`) and the cells
-        that changed."""
-        cells = self.migrate_cells(batch, rows, report, observe)
+        ``location`` (``row N``); ``observe`` and ``groups`` as for :meth:`migrate_cells`.
+        Returns the batch with the column migrated (:meth:`migrate_cells`, :meth:`with_cells`)
+        and the cells that changed."""
+        cells = self.migrate_cells(batch, rows, report, observe, groups)
         if not cells.positions and self.kind != "nested":
             return batch, cells
         return self.with_cells(batch, cells), cells
@@ -517,16 +541,24 @@ class ColumnMigrator:
         )
 
     def migrate_cells(
-        self, batch: pa.RecordBatch, rows: Sequence[int], report: Report, observe: Observer | None = None
+        self,
+        batch: pa.RecordBatch,
+        rows: Sequence[int],
+        report: Report,
+        observe: Observer | None = None,
+        groups: Sequence[CellGroup] | None = None,
     ) -> Cells:
         """Run every cell of the messages column of ``batch`` through the engine's record loop
         (:func:`~histmig.engine.run_records`), into ``report`` (the columns are found by name:
         ``batch`` may hold only the messages and id columns); ``rows`` holds each row's
-        number for its ``location``. ``observe(i, outcome)``, when given, is told the final
-        outcome of each cell ``i`` (0-based in ``batch``) that went the full way (a cell the
-        screen passed is unchanged and has nothing to say, and is not told). Returns the
-        cells that change (a text or binary column: the changed ones; a nested column: all,
-        widened). A null cell is not a record: it is kept and not counted."""
+        number for its ``location``. With ``groups`` (``--conversation``: every row of the
+        batch in one), each group's cells go through the engine as one conversation
+        (:func:`~histmig.engine.run_conversations`). ``observe(i, outcome)``, when given, is
+        told the final outcome of each cell ``i`` (0-based in ``batch``) that went the full
+        way (a cell the screen passed is unchanged and has nothing to say, and is not told;
+        every cell of a group is told). Returns the cells that change (a text or binary
+        column: the changed ones; a nested column: all, widened). A null cell is not a
+        record: it is kept and not counted."""
         column = batch.column(self.column)
         ids = batch.column(self.id_column).to_pylist() if self.id_column is not None else None
         nested = self.kind == "nested"
@@ -544,10 +576,21 @@ class ColumnMigrator:
             else {}
         )
 
+        def raw(value: Any) -> bytes:
+            """A cell's record as the engine reads it: a text or binary cell's bytes, a nested one's as JSON."""
+            return orjson.dumps(_engine_value(value, kept)) if nested else value
+
         def cells() -> Any:
             for i, value in enumerate(values):
                 if value is not None:
-                    yield (orjson.dumps(_engine_value(value, kept)) if nested else value), i
+                    yield (raw(value) if nested else value), i  # a text cell's bytes without a call
+
+        def conversations() -> Any:
+            for group in groups or ():
+                held = [i for i in group.rows if values[i] is not None]
+                if held:
+                    records = tuple(record(raw(values[i]), i) for i in held)
+                    yield Conversation(records, group.name, group.note, group.refused), held
 
         def record(raw: bytes, i: int) -> Record:
             return Record(raw, self.source, f"row {rows[i]}", None if ids is None or ids[i] is None else str(ids[i]))
@@ -569,7 +612,10 @@ class ColumnMigrator:
                 observe(i, outcome)
             return outcome
 
-        run_records(cells(), self.job.processor(), report, record, accept)
+        if groups is None:
+            run_records(cells(), self.job.processor(), report, record, accept)
+        else:
+            run_conversations(conversations(), self.job.processor(), report, accept)  # type: ignore[arg-type]
         if nested:
             return self._nested_cells(values, positions, rejected)
         changed: list[bytes] = [values[i] for i in positions]  # type: ignore[misc]  # a changed cell is not null

@@ -386,6 +386,15 @@ def replaced(path: str, *, read_as: Stamp | None = None) -> Iterator[BinaryIO]:
 
 
 @contextmanager
+def added_to(path: str) -> Iterator[BinaryIO]:
+    """:func:`atomic_output` with ``keep``, without compression: the bytes written are added as
+    they are after the file's or object's (pieces of a rejects file, gzip members already,
+    put together)."""
+    with _written(path, True, None) as out:
+        yield out
+
+
+@contextmanager
 def _written(path: str, keep: bool, read_as: Stamp | None) -> Iterator[BinaryIO]:
     if fs.is_url(path):  # an object, written whole or not at all (no stamp: --in-place is refused there)
         with fs.remote_output(path) as remote:

@@ -7,7 +7,9 @@ own: every import of histmig is the shipped wheel's. Each executor is one core a
 
 from __future__ import annotations
 
+import gzip
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,8 +18,8 @@ import pytest
 
 from histmig import api
 from histmig.options import Options
-from tests.conftest import make_lake
-from tests.servers import Cluster, standalone_cluster
+from tests.conftest import CORPUS, Bucket, make_lake
+from tests.servers import S3_ENV, Cluster, standalone_cluster
 
 WORKERS = 2
 
@@ -159,3 +161,103 @@ def _rows(root: Path) -> dict[str, list[dict]]:
     for file in sorted(root.rglob("*.parquet")):
         found.setdefault(str(file.parent.relative_to(root)), []).extend(pq.read_table(file).to_pylist())
     return {k: sorted(v, key=lambda row: row["id"]) for k, v in found.items()}
+
+
+def _store_env(endpoint: str, **given: str) -> dict[str, str]:
+    """The executors' environment for the tests' S3 server, as a user gives it with
+    ``--conf spark.executorEnv.NAME=VALUE``: the endpoint, the credentials (``given`` over
+    :data:`~tests.servers.S3_ENV`), and no config file of the machine."""
+    return {
+        "AWS_ENDPOINT_URL": endpoint,
+        **S3_ENV,
+        **given,
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+    }
+
+
+def _lake_in(bucket: Bucket, root: Path) -> list[str]:
+    """A Parquet lake of three partitions and a gzipped JSONL partition put under the bucket's
+    ``in/`` prefix: the keys."""
+    make_lake(root, "parquet")
+    (root / "date=2026-01-04").mkdir()
+    (root / "date=2026-01-04" / "part-0.jsonl.gz").write_bytes(gzip.compress((CORPUS / "all.jsonl").read_bytes()))
+    return [
+        bucket.put(f"in/{path.relative_to(root)}", path.read_bytes()).removeprefix(f"{bucket.url}/")
+        for path in sorted(root.rglob("*.*"))
+    ]
+
+
+def test_a_job_over_object_storage_writes_each_object_as_the_local_engine_does(
+    cluster: Cluster, bucket: Bucket, s3_endpoint: str, tmp_path: Path
+) -> None:
+    """``convert s3://b/in/ s3://b/spark/ --engine spark`` under spark-submit: the driver lists
+    the objects, the executors (workers whose environment knows no store: the endpoint and
+    credentials given with ``spark.executorEnv``) read and write them through fsspec: every
+    output object is the local engine's, byte for byte, and so is the summary."""
+    keys = _lake_in(bucket, tmp_path / "lake")
+    local = api.convert(f"{bucket.url}/in/", f"{bucket.url}/local/", Options(jobs=1))
+    run = cluster.submit(
+        "convert",
+        f"{bucket.url}/in/",
+        f"{bucket.url}/spark/",
+        "--engine",
+        "spark",
+        "--report",
+        str(tmp_path / "report.json"),
+        "--report-format",
+        "json",
+        executors=_store_env(s3_endpoint),
+    )
+    assert run.returncode == local.exit_code == 0, run.stderr[-3000:]
+    assert local.verdict.replace("/local/", "/spark/") in run.stdout  # spark-submit's stdout has the driver's stderr
+    written = bucket.keys("spark/")
+    assert [key.removeprefix("spark/") for key in written] == [key.removeprefix("in/") for key in keys]
+    assert len(written) == 7
+    for key in written:
+        assert bucket.get(key) == bucket.get("local/" + key.removeprefix("spark/")), key
+    assert json.loads((tmp_path / "report.json").read_text())["summary"] == local.report.to_json()["summary"]
+    assert bucket.uploads() == []
+    executors = [p for p in Path(cluster.logs).parent.glob("work-*/app-*/*/stderr")]
+    assert len({p.parent.parent.parent for p in executors}) == WORKERS  # both workers ran executors
+
+
+def test_a_refused_credential_on_the_executors_is_one_line_without_the_secret(
+    cluster: Cluster, bucket: Bucket, s3_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The driver's credential lists the objects; the executors are given a wrong secret: the
+    run exits 2 with one line naming the first object asked for, and no task fails (the store's refusal
+    comes back as the executor's one line), nothing is written."""
+    import boto3
+    from moto import settings
+
+    _lake_in(bucket, tmp_path / "lake")
+    iam = boto3.client("iam", endpoint_url=s3_endpoint, region_name="us-east-1", **_keys(S3_ENV))
+    iam.create_user(UserName="histmig")
+    iam.put_user_policy(
+        UserName="histmig",
+        PolicyName="all",
+        PolicyDocument=json.dumps(
+            {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+        ),
+    )
+    key = iam.create_access_key(UserName="histmig")["AccessKey"]
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", key["AccessKeyId"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", key["SecretAccessKey"])
+    monkeypatch.setattr(settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0)  # the server now checks every request's key
+    wrong = _store_env(s3_endpoint, AWS_ACCESS_KEY_ID=key["AccessKeyId"], AWS_SECRET_ACCESS_KEY="wrong-do-not-print")
+    run = cluster.submit("convert", f"{bucket.url}/in/", f"{bucket.url}/spark/", "--engine", "spark", executors=wrong)
+    assert run.returncode == 2, run.stderr[-3000:]
+    # spark-submit passes the Python driver's stderr on to its own stdout
+    (line,) = [line for line in (run.stdout + run.stderr).splitlines() if line.startswith("histmig")]
+    # the first object the first input's task asks for: its piece of the rejects object, cleared of an attempt before
+    piece = f"{bucket.url}/spark.rejects.jsonl.000000.piece"
+    assert line.startswith(f"histmig: cannot write {piece}: access refused by the store ("), line
+    said = run.stdout + run.stderr
+    assert "wrong-do-not-print" not in said and key["SecretAccessKey"] not in said and "Traceback" not in said
+    monkeypatch.setattr(settings, "INITIAL_NO_AUTH_ACTION_COUNT", float("inf"))
+    assert bucket.keys("spark/") == []
+
+
+def _keys(env: dict[str, str]) -> dict[str, str]:
+    return {"aws_access_key_id": env["AWS_ACCESS_KEY_ID"], "aws_secret_access_key": env["AWS_SECRET_ACCESS_KEY"]}

@@ -24,6 +24,7 @@ from histmig.engine import process, process_conversation
 from histmig.options import Options
 from histmig.records import Conversation, Record
 from tests.conftest import assert_reassembled, not_applicable, stored_apart
+from tests.sources.conftest import without_place
 
 
 def _spaced(value: Any) -> str:
@@ -245,3 +246,101 @@ def test_any_cut_of_any_history_gives_back_the_whole_conversion(unsafe: bool) ->
         held = [orjson.loads(o.output) for o in outcomes]
         together = [m for value in held for m in (value["messages"] if isinstance(value, dict) else value)]
         assert together == orjson.loads(whole.output), name
+
+
+def _entries(rows: list[Any], column: str) -> dict[tuple[str, int], dict[str, Any]]:
+    """Each Spark row's report entry (``histmig_changes``; nothing to say: empty) by its record."""
+    empty = {"changes": [], "findings": [], "errors": [], "warnings": []}
+    return {(row["conversation_id"], row["seq"]): orjson.loads(row[column]) if row[column] else empty for row in rows}
+
+
+def _local_entries(report: dict[str, Any], records: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
+    """The local engine's JSON report of the records (JSONL lines) as :func:`_entries` has it."""
+    entries: dict[tuple[str, int], dict[str, Any]] = {}
+    for kind in ("changes", "findings", "errors", "warnings"):
+        for row in report[kind]:
+            record = records[int(row["line"]) - 1]
+            entry = entries.setdefault(
+                (record["conversation_id"], record["seq"]),
+                {"changes": [], "findings": [], "errors": [], "warnings": []},
+            )
+            if kind in ("errors", "warnings"):  # {"path", "message"} objects, as the entry's "path: message" lines
+                entry[kind] += [
+                    f"{line['path']}: {line['message']}" if line["path"] else line["message"] for line in row[kind]
+                ]
+            else:
+                entry[kind].append(without_place([row])[0])
+    return entries
+
+
+@pytest.mark.parametrize("layout", ["per run", "per message"])
+def test_on_spark_each_row_is_the_local_engines_whatever_the_partitioning(
+    spark: Any, tmp_path: Path, layout: str
+) -> None:
+    """The records as a DataFrame of ``conversation_id``, ``seq`` and the messages as JSON
+    text, in 1 and in 5 partitions (3 after the shuffle, Arrow batches of 5 rows, so that
+    conversations go on from one batch to the next): ``histmig.spark.migrate(conversation=, order=)`` gives each
+    row the cell, status and report entry of the local engine's JSONL run (``--unsafe-fixes``
+    too), their conversations reassembled are the whole conversions, and ``check`` finds what
+    the local ``check`` finds, row for row; the summary is the local report's."""
+    import histmig.spark as hs
+
+    histories, records = stored_apart(layout)
+    path = Path(_jsonl(tmp_path, records).input)
+    rows = [(r["conversation_id"], r["seq"], orjson.dumps(r["messages"]).decode()) for r in records]
+    df = spark.createDataFrame(rows, "conversation_id string, seq long, messages string")
+    grouped = {"conversation": "conversation_id", "order": "seq"}
+    spark.conf.set("spark.sql.shuffle.partitions", "3")
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "5")  # conversations go on across batches
+    try:
+        for unsafe in (False, True):
+            options = Options(unsafe_fixes=unsafe, conversation=("conversation_id",), order="seq")
+            local = api.convert(str(path), str(tmp_path / f"out-{unsafe}.jsonl"), options).report.to_json()
+            out_lines = (tmp_path / f"out-{unsafe}.jsonl").read_bytes().splitlines()
+            local_cells = {(r["conversation_id"], r["seq"]): r["messages"] for r in map(orjson.loads, out_lines)}
+            seen = []
+            for partitions in (1, 5):
+                migrated = hs.migrate(df.repartition(partitions), report=True, unsafe_fixes=unsafe, **grouped)
+                got = migrated.collect()
+                assert len(got) == len(records)
+                assert {(row["conversation_id"], row["seq"]): orjson.loads(row["messages"]) for row in got} == (
+                    local_cells
+                )
+                seen.append(
+                    sorted((row["conversation_id"], row["seq"], row["messages"], row[hs.CHANGES]) for row in got)
+                )
+            assert seen[0] == seen[1]
+            assert _entries(got, hs.CHANGES) == {
+                key: _local_entries(local, records).get(
+                    key, {"changes": [], "findings": [], "errors": [], "warnings": []}
+                )
+                for key in local_cells
+            }
+            statuses = Counter(row[hs.STATUS] for row in got)
+            assert (statuses["changed"], statuses["rejected"]) == (
+                local["summary"]["changed"],
+                local["summary"]["rejected"],
+            )
+            assert statuses["changed"] > 0
+            assert hs.summarize(migrated.persist()) == local["summary"]
+            out = [
+                {
+                    "conversation_id": row["conversation_id"],
+                    "seq": row["seq"],
+                    "messages": orjson.loads(row["messages"]),
+                }
+                for row in got
+            ]
+            assert_reassembled(histories, out, options, not_applicable(layout, unsafe))
+        failing = hs.check(df.repartition(5), **grouped).collect()
+        local_check = api.check(str(path), Options(conversation=("conversation_id",), order="seq")).report.to_json()
+        expected = _local_entries(local_check, records)
+        assert {key: entry["findings"] for key, entry in _entries(failing, hs.CHANGES).items()} == {
+            key: entry["findings"]
+            for key, entry in expected.items()
+            if entry["changes"] or entry["errors"] or any(f["severity"] == "error" for f in entry["findings"])
+        }  # the rows check fails on: those a rule changes, invalid, or with an error finding
+        assert sum(len(entry["findings"]) for entry in expected.values()) > 0
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", "2")
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")

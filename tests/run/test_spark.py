@@ -3,6 +3,10 @@ engine's Result."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -12,7 +16,7 @@ from pyspark.sql import SparkSession
 from histmig import api
 from histmig.errors import UsageError
 from histmig.options import Options
-from tests.conftest import LAKE_DAYS, make_lake
+from tests.conftest import LAKE_DAYS, ROOT, Bucket, make_lake
 from tests.sources.conftest import corpus_records, table_of, write_parquet
 
 
@@ -90,3 +94,38 @@ def test_a_partitioned_jsonl_dataset_on_spark_gives_each_file_the_local_engines_
         (r["source"], r["location"]) for r in local.report.changes
     ]
     assert files[0].name == "part-0.jsonl"
+
+
+def test_objects_on_spark_give_the_local_engines_objects_report_and_verdict(bucket: Bucket, tmp_path: Path) -> None:
+    """A prefix of JSONL objects, some records rejected, on a Spark session of its own (its
+    executors started with the store's environment, as a user's are): each output object is
+    the local engine's, the tasks' rejected records make the local engine's one rejects
+    object (no piece left), and the report, the verdict and the exit code are the local
+    engine's."""
+    for file in make_lake(tmp_path / "lake", "jsonl"):
+        bucket.put(f"in/{file.relative_to(tmp_path / 'lake')}", file.read_bytes())
+    options = Options(select=("HM1",), ignore=("HM103",), jobs=2)
+    local = api.convert(f"{bucket.url}/in/", f"{bucket.url}/local/", options)
+    argv = [f"{bucket.url}/in/", f"{bucket.url}/spark/", "--select", "HM1", "--ignore", "HM103", "--jobs", "2"]
+    report = ["--report", str(tmp_path / "r.json"), "--report-format", "json"]
+    done = subprocess.run(
+        [sys.executable, "-m", "histmig", "convert", *argv, "--engine", "spark", *report],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=600,
+    )
+    assert done.returncode == local.exit_code == 1, done.stderr
+    assert done.stderr == local.verdict.replace("/local", "/spark") + "\n"
+    assert f"rejected records to {bucket.url}/spark.rejects.jsonl" in done.stderr
+    on_spark = json.loads((tmp_path / "r.json").read_text())
+    expected = local.report.to_json()
+    assert (on_spark["changes"], on_spark["errors"]) == (expected["changes"], expected["errors"])
+    assert len(on_spark["errors"]) == 11 and on_spark["summary"] == expected["summary"]
+    written = bucket.keys("spark")
+    assert [key.removeprefix("spark") for key in written] == [key.removeprefix("local") for key in bucket.keys("local")]
+    assert "spark.rejects.jsonl" in written and len(written) == 7
+    for key in written:
+        assert bucket.get(key) == bucket.get("local" + key.removeprefix("spark")), key
+    with pytest.raises(UsageError, match="--engine spark over object storage reads objects and writes objects"):
+        api.convert(f"{bucket.url}/in/", str(tmp_path / "out"), options, engine="spark")
