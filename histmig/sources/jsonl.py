@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import gzip
 import io
+import itertools
+import operator
 import os
 import stat
 import tempfile
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO, NamedTuple
@@ -522,10 +524,32 @@ class Conversations(Task):
                 result.edits.append((line[0], line[1], outcome.output))
             return outcome
 
-        run_conversations(conversations(), job.processor(), result.report, accept)  # type: ignore[arg-type]
+        run_conversations(conversations(), job.processor(), result.report, accept, quiet_too=False)  # type: ignore[arg-type]
         last = max((number for lines in self.groups for *_, number in lines), default=None)
         result.last = None if last is None else f"line {last}"
         return result
+
+
+def _indexed(chunk: Chunk, read: FieldReader) -> Iterable[tuple[tuple[Any, ...], int, int, int, bytes]]:
+    """Each record of ``chunk`` as the index of :meth:`GroupedLines.tasks` takes it: what
+    ``read`` finds in it, its place in the file (start, length), its line number and its
+    bytes. A chunk with
+    no blank line, ``\r`` nor byte-order mark, whose every line ``read`` decodes, is read
+    in one go (:meth:`~histmig.records.FieldReader.lines`); any other a line at a time."""
+    data = chunk.data
+    if b"\r" not in data and not (chunk.first == 1 and data[:3] == BOM):
+        pieces = data.split(b"\n")
+        if pieces[-1] == b"":
+            pieces.pop()
+        found = read.lines(pieces)
+        if found is not None:
+            lengths = list(map(len, pieces))
+            starts = itertools.accumulate(map(operator.add, lengths, itertools.repeat(1)), initial=chunk.offset)
+            return zip(found, starts, lengths, itertools.count(chunk.first), pieces)
+    return (
+        (read(raw), chunk.offset + start, stop - start, number, raw)
+        for raw, (start, stop, number) in _Lines(data, chunk.first)
+    )
 
 
 def _sort_key(value: Any) -> tuple[int, Any]:
@@ -598,30 +622,38 @@ class GroupedLines(LinesInput):
         notes: dict[Any, str] = {}
         missing = f"no conversation key ({', '.join(grouping.keys)} missing or null): a conversation of its own"
         file = None
+        unordered = (0, 0)
         for chunk in _read_blocks(self._stream, self.name):
             file = chunk.file
-            for raw, (start, stop, number) in _Lines(chunk.data, chunk.first):
-                found = read(raw)
+            for found, start, length, number, raw in _indexed(chunk, read):
                 values = found[:keys]
                 key: Any = (
-                    values if all(type(value) is str for value in values) else dumps(values).decode()
+                    values
+                    if (type(values[0]) is str if keys == 1 else all(type(value) is str for value in values))
+                    else dumps(values).decode()
                 )  # texts as they are, other values as JSON text (orjson's bytes would keep a 4 KB buffer each)
                 if None in values:  # a conversation of its own; a record that is no JSON is rejected as such
                     key = number
                     if raw[:1] == b"{":
                         notes[key] = missing
-                if key not in groups:
-                    groups[key] = []
+                members = groups.get(key)
+                if members is None:
+                    members = groups[key] = []
                     names[key] = f"line {number}" if isinstance(key, int) else grouping.named(values)
-                sort = _sort_key(found[keys]) if order else (0, 0)
-                groups[key].append((sort, number, chunk.offset + start, stop - start))
+                if order:
+                    value = found[keys]
+                    sort = (0, value) if type(value) is int else _sort_key(value)
+                else:
+                    sort = unordered
+                members.append((sort, number, start, length))
         if file is None:
             return
         self._keyless = bool(notes) and all(isinstance(key, int) for key in groups)
         batch: list[tuple[Any, list[Line]]] = []
         size = 0
         for key, members in groups.items():
-            members.sort(key=lambda member: member[:2])
+            if len(members) > 1:
+                members.sort()  # by order value, then line: a line's number is its own, so no two tie
             lines = [(start, length, number) for _, number, start, length in members]
             bytes_ = sum(length for _, length, _ in lines)
             batch.append((key, lines))
