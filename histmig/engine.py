@@ -364,7 +364,7 @@ def _screened_conversation(
     """The outcomes of a conversation's ``records`` the screen passed, their histories put
     together (:func:`joined_history`), with ``findings``: each record unchanged, with the
     findings at its messages, their places its own (as :func:`process_conversation` gives
-    them), named by its envelope id; no record is built."""
+    them), each named by its envelope id; no record is built."""
     layout: Layout = [
         (r, i)
         for r, record in enumerate(records)
@@ -376,8 +376,6 @@ def _screened_conversation(
         placed[r].append(finding._replace(message=i))
     return [
         Outcome(_with_id(record, record.raw.lstrip()[:1] == b"{"), "unchanged", record.raw, findings=own)
-        if own
-        else Outcome(record, "unchanged", record.raw)
         for record, own in zip(records, placed)
     ]
 
