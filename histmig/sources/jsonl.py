@@ -649,14 +649,17 @@ class GroupedLines(LinesInput):
         if file is None:
             return
         self._keyless = bool(notes) and all(isinstance(key, int) for key in groups)
-        batch: list[tuple[Any, list[Line]]] = []
+        batch: list[tuple[Any, tuple[Line, ...], int]] = []
         size = 0
         for key, members in groups.items():
             if len(members) > 1:
                 members.sort()  # by order value, then line: a line's number is its own, so no two tie
-            lines = [(start, length, number) for _, number, start, length in members]
-            bytes_ = sum(length for _, length, _ in lines)
-            batch.append((key, lines))
+                lines = tuple((start, length, number) for _, number, start, length in members)
+                bytes_ = sum(line[1] for line in lines)
+            else:
+                _, number, start, bytes_ = members[0]
+                lines = ((start, bytes_, number),)
+            batch.append((key, lines, bytes_))
             size += bytes_
             if size >= CHUNK_BYTES:
                 yield self._task(file, batch, names, notes, size)
@@ -679,28 +682,26 @@ class GroupedLines(LinesInput):
     def _task(
         self,
         file: tuple[str, int, int],
-        batch: list[tuple[Any, list[Line]]],
+        batch: list[tuple[Any, tuple[Line, ...], int]],
         names: dict[Any, str],
         notes: dict[Any, str],
         size: int,
     ) -> Conversations:
+        """The task of the conversations of ``batch`` (each one's key, lines and bytes)."""
         limit = self._grouping.limit
-        refused = []
-        for key, lines in batch:
-            held = sum(length for _, length, _ in lines)
-            refused.append(
+        return Conversations(
+            file,
+            self.name,
+            tuple(lines for _, lines, _ in batch),
+            tuple(names[key] for key, _, _ in batch),
+            tuple(notes.get(key) for key, _, _ in batch),
+            tuple(
                 f"conversation {names[key]} holds {held} bytes in {len(lines)} records, past --max-conversation-bytes "
                 f"{limit}: rejected whole, nothing written for it"
                 if held > limit
                 else None
-            )
-        return Conversations(
-            file,
-            self.name,
-            tuple(tuple(lines) for _, lines in batch),
-            tuple(names[key] for key, _ in batch),
-            tuple(notes.get(key) for key, _ in batch),
-            tuple(refused),
+                for key, lines, held in batch
+            ),
             size,
         )
 

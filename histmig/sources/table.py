@@ -202,6 +202,8 @@ def _digest(rows: Sequence[Sequence[Any]]) -> str:
 
 def row_name(key: Sequence[str], values: Sequence[Any]) -> str:
     """A row's location in report lines: its key, ``id=42`` (``tenant=7,id=42``)."""
+    if len(key) == 1:  # a row at a time: the common key of one column without a join
+        return f"{key[0]}={values[0]}"
     return ",".join(f"{name}={value}" for name, value in zip(key, values))
 
 
