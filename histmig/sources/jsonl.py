@@ -524,7 +524,8 @@ class Conversations(Task):
                 result.edits.append((line[0], line[1], outcome.output))
             return outcome
 
-        run_conversations(conversations(), job.processor(), result.report, accept, quiet_too=False)  # type: ignore[arg-type]
+        processor = job.processor()
+        run_conversations(conversations(), processor, result.report, accept, quiet_too=False)  # type: ignore[arg-type]
         last = max((number for lines in self.groups for *_, number in lines), default=None)
         result.last = None if last is None else f"line {last}"
         return result
@@ -533,9 +534,9 @@ class Conversations(Task):
 def _indexed(chunk: Chunk, read: FieldReader) -> Iterable[tuple[tuple[Any, ...], int, int, int, bytes]]:
     """Each record of ``chunk`` as the index of :meth:`GroupedLines.tasks` takes it: what
     ``read`` finds in it, its place in the file (start, length), its line number and its
-    bytes. A chunk with
-    no blank line, ``\r`` nor byte-order mark, whose every line ``read`` decodes, is read
-    in one go (:meth:`~histmig.records.FieldReader.lines`); any other a line at a time."""
+    bytes. A chunk with no blank line, ``\\r`` nor byte-order mark, whose every line
+    ``read`` decodes alone, is read in one go (:meth:`~histmig.records.FieldReader.lines`,
+    no Python loop a line); any other a line at a time, as :class:`Chunk` reads it."""
     data = chunk.data
     if b"\r" not in data and not (chunk.first == 1 and data[:3] == BOM):
         pieces = data.split(b"\n")

@@ -144,7 +144,8 @@ class Page(Task):
                 accept,
             )
         else:
-            run_conversations(self._grouped(record), job.processor(), result.report, accept, quiet_too=False)  # type: ignore[arg-type]
+            grouped, processor = self._grouped(record), job.processor()
+            run_conversations(grouped, processor, result.report, accept, quiet_too=False)  # type: ignore[arg-type]
         result.last = self.names[-1] if self.names else None
         return result
 
