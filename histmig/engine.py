@@ -491,11 +491,11 @@ class Stream:
             return [Outcome(record, "unchanged", record.raw) for record in records]
         if len(records) == 1:
             if verdict is not None:
-                return [self.passed(records[0], verdict)]  # type: ignore[arg-type]  # not "ask": asked above
+                return [self.passed(records[0], verdict)]
             if not _is_message(records[0].raw):
                 return [self.full(records[0])]
         elif verdict is not None:
-            return _screened_conversation(records, verdict, self.plan.messages_field)  # type: ignore[arg-type]
+            return _screened_conversation(records, verdict, self.plan.messages_field)
         return process_conversation(conversation, self.plan)
 
     def full(self, record: Record) -> Outcome:
