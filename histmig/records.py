@@ -143,6 +143,8 @@ class Grouping:
         :data:`WHOLE_INPUT`)."""
         if self.whole:
             return "the whole input"
+        if len(values) == 1:  # once a conversation: the common key of one field without a join
+            return f"{self.keys[0]}={values[0]!r}"
         return ",".join(f"{key}={value!r}" for key, value in zip(self.keys, values))
 
 
