@@ -4,6 +4,7 @@ migrated and rejected ones; a truncated input keeps what was read."""
 
 from __future__ import annotations
 
+import gc
 import gzip
 import io
 import os
@@ -20,7 +21,7 @@ from typer.testing import CliRunner
 from histmig import api
 from histmig.cli import app
 from histmig.engine import Plan, process
-from histmig.errors import UsageError
+from histmig.errors import InputEnded, UsageError
 from histmig.options import Options
 from histmig.parallel import WINDOW, Slots, Workers
 from histmig.records import FieldReader, Record
@@ -581,3 +582,16 @@ def test_the_index_reads_a_chunk_in_one_go_as_it_reads_it_a_line_at_a_time(
         assert data[start - 1000 : start - 1000 + length] == raw and found == read(raw)
         assert number == first + data[: start - 1000].count(b"\n")
     assert len(indexed) == len([line for line in data.splitlines() if line.strip()])
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_index_pauses_the_cycle_collector_and_leaves_it_as_it_was(enabled: bool) -> None:
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        with pytest.raises(InputEnded), jsonl._cycles_not_collected():
+            assert not gc.isenabled()
+            raise InputEnded("a read failed within")
+        assert gc.isenabled() == enabled
+    finally:
+        (gc.enable if was else gc.disable)()
