@@ -515,6 +515,17 @@ class Stream:
         return screened_outcome(record, findings, self.plan.messages_field)
 
 
+class ConversationProcessor(Protocol):
+    """What :func:`run_conversations` runs each conversation through: :meth:`screen` says
+    whether its records need nothing but counting (``()``; :data:`~histmig.screen.Verdict`),
+    :meth:`conversation` makes their outcomes, told what :meth:`screen` said (a
+    :class:`Stream`; an OpenTelemetry export, which screens nothing)."""
+
+    def screen(self, conversation: Conversation) -> Verdict: ...
+
+    def conversation(self, conversation: Conversation, verdict: Verdict | Literal["ask"] = "ask") -> list[Outcome]: ...
+
+
 K = TypeVar("K")
 
 
@@ -553,7 +564,7 @@ def run_records(
 
 def run_conversations(
     conversations: Iterable[tuple[Conversation, Sequence[K]]],
-    processor: Stream,
+    processor: ConversationProcessor,
     report: Report,
     accept: Callable[[K, Outcome], Outcome] | None = None,
     *,
@@ -561,7 +572,8 @@ def run_conversations(
 ) -> None:
     """:func:`run_records` for a source that groups its records into conversations
     (``--conversation``): each ``(conversation, keys)`` (its records in order and where each
-    lies) through ``processor`` (:meth:`Stream.conversation`), each record's outcome handed to
+    lies) through ``processor`` (:meth:`Stream.conversation`, or any
+    :class:`ConversationProcessor`), each record's outcome handed to
     ``accept(key, outcome)`` and added to ``report`` unless it is quiet. A conversation's
     :attr:`~histmig.records.Conversation.note` is a warning of each of its records; one it
     ``refused`` is rejected whole, unread. Without ``quiet_too`` (a source that writes only
