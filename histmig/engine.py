@@ -35,7 +35,7 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache, cached_property
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, TypeVar
 
 import msgspec
 import orjson
@@ -285,13 +285,10 @@ def screened_outcome(record: Record, findings: tuple[Finding, ...], field: str |
     if not findings:
         return Outcome(record, "unchanged", record.raw)
     conversations = told_conversations(record.raw, findings, field)
-    if record.record_id is None and record.raw[:1] == b"{":
-        # the screen decoded it: only an id field nested too deep can raise
-        with contextlib.suppress(msgspec.DecodeError):
-            record = Record(
-                record.raw, record.source, record.location, envelope_id(msgspec.structs.asdict(_IDS.decode(record.raw)))
-            )
-    return Outcome(record, "unchanged", record.raw, findings=list(findings), conversations=conversations)
+    envelope = record.raw[:1] == b"{"
+    return Outcome(
+        _with_id(record, envelope), "unchanged", record.raw, findings=list(findings), conversations=conversations
+    )
 
 
 def told_conversations(raw: bytes, findings: Iterable[Finding], field: str | None) -> tuple[str, ...]:
@@ -359,6 +356,40 @@ def joined_history(records: Sequence[Record], field: str | None) -> bytes | None
             return None
         pieces += map(bytes, items)
     return b"[" + b",".join(pieces) + b"]"
+
+
+def _screened_conversation(
+    records: Sequence[Record], findings: tuple[Finding, ...], field: str | None
+) -> list[Outcome]:
+    """The outcomes of a conversation's ``records`` the screen passed, their histories put
+    together (:func:`joined_history`), with ``findings``: each record unchanged, with the
+    findings at its messages, their places its own (as :func:`process_conversation` gives
+    them), each named by its envelope id; no record is built."""
+    layout: Layout = [
+        (r, i)
+        for r, record in enumerate(records)
+        for i in range(len(_items(record.raw, field) or ()))  # joined: each record's items are there
+    ]
+    placed: list[list[Finding]] = [[] for _ in records]
+    for finding in findings:
+        r, i = _at(layout, finding.message)
+        placed[r].append(finding._replace(message=i))
+    return [
+        Outcome(_with_id(record, record.raw.lstrip()[:1] == b"{"), "unchanged", record.raw, findings=own)
+        for record, own in zip(records, placed)
+    ]
+
+
+def _with_id(record: Record, envelope: bool) -> Record:
+    """``record`` with its envelope id (read alone: the record is not built), when it came
+    without one and is an ``envelope``."""
+    if record.record_id is None and envelope:
+        # the record's own bytes are JSON (joined_history, the screen): only an id field nested too deep can raise
+        with contextlib.suppress(msgspec.DecodeError):
+            return Record(
+                record.raw, record.source, record.location, envelope_id(msgspec.structs.asdict(_IDS.decode(record.raw)))
+            )
+    return record
 
 
 def _items(raw: bytes, field: str | None) -> list[Any] | None:
@@ -434,22 +465,37 @@ class Stream:
             self._changed_in_a_row = 0
         return verdict
 
-    def conversation(self, conversation: Conversation) -> list[Outcome]:
+    def screen(self, conversation: Conversation) -> Verdict:
+        """What the screen says of ``conversation`` (:data:`~histmig.screen.Verdict`): of a
+        record alone, :meth:`screened`; of several, what it says of their histories put
+        together (:func:`joined_history`). With ``()`` its records need only be counted, none
+        built nor parsed."""
+        records = conversation.records
+        if len(records) == 1:
+            return self.screened(records[0].raw)
+        if self._history_screen is None:
+            return None
+        joined = joined_history(records, self.plan.messages_field)
+        return None if joined is None else self._history_screen(joined)
+
+    def conversation(self, conversation: Conversation, verdict: Verdict | Literal["ask"] = "ask") -> list[Outcome]:
         """The outcomes of ``conversation``'s records: a conversation of one record as any
         record (the screen, else :meth:`full`); one of several, or one message alone, by
         :func:`process_conversation`, unless the screen passes their histories put together
-        (:func:`joined_history`) with nothing to say: then no record is built."""
+        (:func:`joined_history`) with nothing to say: then no record is built. ``verdict``:
+        what :meth:`screen` said of it, when it was asked (the screen is not asked again)."""
+        if verdict == "ask":
+            verdict = self.screen(conversation)
         records = conversation.records
+        if verdict == ():
+            return [Outcome(record, "unchanged", record.raw) for record in records]
         if len(records) == 1:
-            verdict = self.screened(records[0].raw)
             if verdict is not None:
                 return [self.passed(records[0], verdict)]
             if not _is_message(records[0].raw):
                 return [self.full(records[0])]
-        elif self._history_screen is not None:
-            joined = joined_history(records, self.plan.messages_field)
-            if joined is not None and self._history_screen(joined) == ():
-                return [Outcome(record, "unchanged", record.raw) for record in records]
+        elif verdict is not None:
+            return _screened_conversation(records, verdict, self.plan.messages_field)
         return process_conversation(conversation, self.plan)
 
     def full(self, record: Record) -> Outcome:
@@ -467,6 +513,17 @@ class Stream:
     def passed(self, record: Record, findings: tuple[Finding, ...]) -> Outcome:
         """:func:`screened_outcome` of ``record``, in this plan's envelope field."""
         return screened_outcome(record, findings, self.plan.messages_field)
+
+
+class ConversationProcessor(Protocol):
+    """What :func:`run_conversations` runs each conversation through: :meth:`screen` says
+    whether its records need nothing but counting (``()``; :data:`~histmig.screen.Verdict`),
+    :meth:`conversation` makes their outcomes, told what :meth:`screen` said (a
+    :class:`Stream`; an OpenTelemetry export, which screens nothing)."""
+
+    def screen(self, conversation: Conversation) -> Verdict: ...
+
+    def conversation(self, conversation: Conversation, verdict: Verdict | Literal["ask"] = "ask") -> list[Outcome]: ...
 
 
 K = TypeVar("K")
@@ -507,29 +564,40 @@ def run_records(
 
 def run_conversations(
     conversations: Iterable[tuple[Conversation, Sequence[K]]],
-    processor: Stream,
+    processor: ConversationProcessor,
     report: Report,
     accept: Callable[[K, Outcome], Outcome] | None = None,
+    *,
+    quiet_too: bool = True,
 ) -> None:
     """:func:`run_records` for a source that groups its records into conversations
     (``--conversation``): each ``(conversation, keys)`` (its records in order and where each
-    lies) through ``processor`` (:meth:`Stream.conversation`), each record's outcome handed to
+    lies) through ``processor`` (:meth:`Stream.conversation`, or any
+    :class:`ConversationProcessor`), each record's outcome handed to
     ``accept(key, outcome)`` and added to ``report`` unless it is quiet. A conversation's
     :attr:`~histmig.records.Conversation.note` is a warning of each of its records; one it
-    ``refused`` is rejected whole, unread. Under a :class:`Stream`'s ``digests`` (``check
-    --baseline``) each record with something to say is named by its messages' digest, as a
-    record alone is (:func:`process_full`), never by where it lies: a baseline holds whatever
-    the file's order. Never raises for bad input."""
+    ``refused`` is rejected whole, unread. Without ``quiet_too`` (a source that writes only
+    the records that change), a conversation the screen passes with nothing to say
+    (:meth:`Stream.screen`) is only counted: no outcome is made, ``accept`` is not called.
+    Under a :class:`Stream`'s ``digests`` (``check --baseline``) each record with something
+    to say is named by its messages' digest, as a record alone is (:func:`process_full`),
+    never by where it lies: a baseline holds whatever the file's order. Never raises for bad
+    input."""
     unchanged = 0
     plan = processor.plan if isinstance(processor, Stream) else None  # the otel commands' converter has none
     digests, field = (plan.digests, plan.messages_field) if plan is not None else (False, None)
     for conversation, keys in conversations:
         refused = conversation.refused
-        outcomes = (
-            processor.conversation(conversation)
-            if refused is None
-            else [Outcome(record, "rejected", None, errors=[refused]) for record in conversation.records]
-        )
+        if refused is None and not quiet_too and conversation.note is None:
+            verdict = processor.screen(conversation)
+            if verdict == ():
+                unchanged += len(keys)
+                continue
+            outcomes = processor.conversation(conversation, verdict)
+        elif refused is None:
+            outcomes = processor.conversation(conversation)
+        else:
+            outcomes = [Outcome(record, "rejected", None, errors=[refused]) for record in conversation.records]
         for key, outcome in zip(keys, outcomes):
             if conversation.note is not None:
                 outcome.warnings.append(conversation.note)

@@ -143,6 +143,8 @@ class Grouping:
         :data:`WHOLE_INPUT`)."""
         if self.whole:
             return "the whole input"
+        if len(values) == 1:  # once a conversation: the common key of one field without a join
+            return f"{self.keys[0]}={values[0]!r}"
         return ",".join(f"{key}={value!r}" for key, value in zip(self.keys, values))
 
 
@@ -179,6 +181,7 @@ class FieldReader:
         self._steps = [tuple(_attribute(tree, path[: i + 1]) for i in range(len(path))) for path in paths]
         flat = all(len(path) == 1 for path in paths) and len(paths) > 1
         self._flat = operator.attrgetter(*(steps[0] for steps in self._steps)) if flat else None
+        self._one = operator.attrgetter(self._steps[0][0]) if len(paths) == 1 and len(paths[0]) == 1 else None
 
     def __call__(self, raw: bytes) -> tuple[Any, ...]:
         if self._fast is not None:
@@ -195,6 +198,22 @@ class FieldReader:
         except (msgspec.DecodeError, RecursionError):
             return tuple(None for _ in self._paths)
         return tuple(path_value(whole, path) for path in self._paths)
+
+    def lines(self, raws: list[bytes]) -> list[tuple[Any, ...]] | None:
+        """What :meth:`__call__` reads of each of ``raws`` (a file's lines, none blank), in
+        one go: each decoded by the same small structs, ``None`` as soon as one does not fit
+        (then each is read alone)."""
+        if self._fast is None:
+            return None
+        try:
+            objs = list(map(self._fast.decode, raws))
+        except (msgspec.DecodeError, RecursionError):
+            return None
+        if self._flat is not None:
+            return list(map(self._flat, objs))
+        if self._one is not None:
+            return list(zip(map(self._one, objs)))
+        return [tuple(_walked(obj, steps) for steps in self._steps) for obj in objs]
 
 
 def _attribute(tree: dict[str, Any], path: tuple[str, ...]) -> str:

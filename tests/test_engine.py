@@ -689,3 +689,59 @@ def test_a_known_part_kind_in_the_wrong_message_is_invalid_not_unknown(message: 
     legacy = [*history, {"kind": "request", "parts": [orjson.loads(RETRY)]}]
     converted = process(Record(orjson.dumps(legacy), "t.jsonl", "line 2"), Plan())
     assert converted.status == "rejected" and converted.errors[0] == "messages[1].parts[1]: " + error
+
+
+_OPEN_CALL = {**CALL, "parts": [{**CALL["parts"][0], "tool_call_id": "c1"}]}
+_RETRY = {
+    "kind": "request",
+    "parts": [{"part_kind": "retry-prompt", "tool_name": "get_weather", "content": "bad", "tool_call_id": "c1"}],
+}
+
+
+def test_a_conversation_the_screen_passes_with_findings_is_not_built_and_each_record_gets_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The last response's open call (HM407) is found by the screen of the records put
+    together: placed in the record holding it, at its own place, the record named by its
+    envelope id, as the full way gives it."""
+    conversation = _conversation({"id": "e1", "messages": [PROMPT]}, {"id": "e2", "messages": [ANSWER, _OPEN_CALL]})
+    expected = engine.process_conversation(conversation, Plan(grouped=True))
+    monkeypatch.setattr(engine, "process_conversation", lambda *_: pytest.fail("built"))
+    outcomes = Plan(grouped=True).processor().conversation(conversation)
+
+    def seen(outcome: Outcome) -> tuple[Any, ...]:
+        return (outcome.record, outcome.status, outcome.output, outcome.changes, outcome.errors, outcome.findings)
+
+    assert [seen(o) for o in outcomes] == [seen(o) for o in expected]
+    assert outcomes[0].findings == [] and outcomes[1].record.record_id == "e2"
+    assert [(f.code, f.message, f.part) for f in outcomes[1].findings] == [("HM407", 1, 0)]
+
+
+def test_a_source_that_writes_only_changes_is_handed_no_outcome_of_a_quiet_conversation() -> None:
+    """Without ``quiet_too`` a conversation the screen passes is only counted: ``accept`` sees
+    the records of the others alone, and the report is the same."""
+    conversations = [
+        (_conversation(PROMPT, ANSWER), [1, 2]),
+        (_conversation([PROMPT, _OPEN_CALL], [_RETRY, ANSWER]), [3, 4]),
+        (_conversation({"id": "e", "messages": [PROMPT]}, {"messages": [ANSWER, _OPEN_CALL]}), [5, 6]),
+    ]
+    reports = []
+    for quiet_too in (True, False):
+        accepted: list[tuple[int, str]] = []
+
+        def accept(key: int, outcome: Outcome, accepted: list[tuple[int, str]] = accepted) -> Outcome:
+            accepted.append((key, outcome.status))
+            return outcome
+
+        report = Report.in_memory()
+        engine.run_conversations(conversations, Plan(grouped=True).processor(), report, accept, quiet_too=quiet_too)
+        reports.append(report.to_json())
+        assert accepted == ([(1, "unchanged"), (2, "unchanged")] if quiet_too else []) + [
+            (3, "unchanged"),  # the call's record: the retry-prompt answering it is in the next
+            (4, "changed"),
+            (5, "unchanged"),
+            (6, "unchanged"),
+        ]
+    assert reports[0] == reports[1]
+    assert reports[0]["summary"]["records_in"] == 6 and reports[0]["summary"]["changed"] == 1
+    assert reports[0]["summary"]["findings_by_rule"] == {"HM407": 1}

@@ -168,9 +168,14 @@ class _Converter:
     def passed(self, record: Record, findings: tuple[Any, ...]) -> Outcome:
         return Outcome(record, "unchanged", record.raw, findings=list(findings))
 
-    def conversation(self, conversation: Conversation) -> list[Outcome]:
+    def screen(self, conversation: Conversation) -> None:
+        """No screen (:class:`~histmig.engine.ConversationProcessor`): every conversation
+        is converted."""
+        return None
+
+    def conversation(self, conversation: Conversation, verdict: object = "ask") -> list[Outcome]:
         """The outcomes of ``conversation``'s records (``--conversation``): the job's
-        :meth:`ExportJob.conversation`."""
+        :meth:`ExportJob.conversation` (``verdict``: :meth:`screen`'s, which says nothing)."""
         return self.job.conversation(conversation)  # type: ignore[union-attr]  # the plan refuses otel-upgrade's
 
     def full(self, record: Record) -> Outcome:

@@ -19,14 +19,17 @@ A worker puts a chunk's migrated records in the chunk's slot of shared memory
 
 from __future__ import annotations
 
+import gc
 import gzip
 import io
+import itertools
+import operator
 import os
 import stat
 import tempfile
 import zlib
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO, NamedTuple
 
@@ -522,10 +525,48 @@ class Conversations(Task):
                 result.edits.append((line[0], line[1], outcome.output))
             return outcome
 
-        run_conversations(conversations(), job.processor(), result.report, accept)  # type: ignore[arg-type]
+        processor = job.processor()
+        run_conversations(conversations(), processor, result.report, accept, quiet_too=False)  # type: ignore[arg-type]
         last = max((number for lines in self.groups for *_, number in lines), default=None)
         result.last = None if last is None else f"line {last}"
         return result
+
+
+def _indexed(chunk: Chunk, read: FieldReader) -> Iterable[tuple[tuple[Any, ...], int, int, int, bytes]]:
+    """Each record of ``chunk`` as the index of :meth:`GroupedLines.tasks` takes it: what
+    ``read`` finds in it, its place in the file (start, length), its line number and its
+    bytes. A chunk with no blank line, ``\\r`` nor byte-order mark, whose every line
+    ``read`` decodes alone, is read in one go (:meth:`~histmig.records.FieldReader.lines`,
+    no Python loop a line); any other a line at a time, as :class:`Chunk` reads it."""
+    data = chunk.data
+    if b"\r" not in data and not (chunk.first == 1 and data[:3] == BOM):
+        pieces = data.split(b"\n")
+        if pieces[-1] == b"":
+            pieces.pop()
+        found = read.lines(pieces)
+        if found is not None:
+            lengths = list(map(len, pieces))
+            starts = itertools.accumulate(map(operator.add, lengths, itertools.repeat(1)), initial=chunk.offset)
+            return zip(found, starts, lengths, itertools.count(chunk.first), pieces)
+    return (
+        (read(raw), chunk.offset + start, stop - start, number, raw)
+        for raw, (start, stop, number) in _Lines(data, chunk.first)
+    )
+
+
+@contextmanager
+def _cycles_not_collected() -> Iterator[None]:
+    """Python's cyclic garbage collector paused (as it was after): the index of a grouped
+    file makes a few small objects a line and no cycle, and each of the collections their
+    number sets off would walk every one made before (about a sixth of the index's time on
+    100,000 lines)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _sort_key(value: Any) -> tuple[int, Any]:
@@ -598,33 +639,45 @@ class GroupedLines(LinesInput):
         notes: dict[Any, str] = {}
         missing = f"no conversation key ({', '.join(grouping.keys)} missing or null): a conversation of its own"
         file = None
-        for chunk in _read_blocks(self._stream, self.name):
-            file = chunk.file
-            for raw, (start, stop, number) in _Lines(chunk.data, chunk.first):
-                found = read(raw)
-                values = found[:keys]
-                key: Any = (
-                    values if all(type(value) is str for value in values) else dumps(values).decode()
-                )  # texts as they are, other values as JSON text (orjson's bytes would keep a 4 KB buffer each)
-                if None in values:  # a conversation of its own; a record that is no JSON is rejected as such
-                    key = number
-                    if raw[:1] == b"{":
-                        notes[key] = missing
-                if key not in groups:
-                    groups[key] = []
-                    names[key] = f"line {number}" if isinstance(key, int) else grouping.named(values)
-                sort = _sort_key(found[keys]) if order else (0, 0)
-                groups[key].append((sort, number, chunk.offset + start, stop - start))
+        unordered = (0, 0)
+        with _cycles_not_collected():  # no yield within: the collector runs again before the first task goes
+            for chunk in _read_blocks(self._stream, self.name):
+                file = chunk.file
+                for found, start, length, number, raw in _indexed(chunk, read):
+                    values = found[:keys]
+                    key: Any = (
+                        values
+                        if (type(values[0]) is str if keys == 1 else all(type(value) is str for value in values))
+                        else dumps(values).decode()
+                    )  # texts as they are, other values as JSON text (orjson's bytes would keep a 4 KB buffer each)
+                    if None in values:  # a conversation of its own; a record that is no JSON is rejected as such
+                        key = number
+                        if raw[:1] == b"{":
+                            notes[key] = missing
+                    members = groups.get(key)
+                    if members is None:
+                        members = groups[key] = []
+                        names[key] = f"line {number}" if isinstance(key, int) else grouping.named(values)
+                    if order:
+                        value = found[keys]
+                        sort = (0, value) if type(value) is int else _sort_key(value)
+                    else:
+                        sort = unordered
+                    members.append((sort, number, start, length))
         if file is None:
             return
         self._keyless = bool(notes) and all(isinstance(key, int) for key in groups)
-        batch: list[tuple[Any, list[Line]]] = []
+        batch: list[tuple[Any, tuple[Line, ...], int]] = []
         size = 0
         for key, members in groups.items():
-            members.sort(key=lambda member: member[:2])
-            lines = [(start, length, number) for _, number, start, length in members]
-            bytes_ = sum(length for _, length, _ in lines)
-            batch.append((key, lines))
+            if len(members) > 1:
+                members.sort()  # by order value, then line: a line's number is its own, so no two tie
+                lines = tuple((start, length, number) for _, number, start, length in members)
+                bytes_ = sum(line[1] for line in lines)
+            else:
+                _, number, start, bytes_ = members[0]
+                lines = ((start, bytes_, number),)
+            batch.append((key, lines, bytes_))
             size += bytes_
             if size >= CHUNK_BYTES:
                 yield self._task(file, batch, names, notes, size)
@@ -647,28 +700,26 @@ class GroupedLines(LinesInput):
     def _task(
         self,
         file: tuple[str, int, int],
-        batch: list[tuple[Any, list[Line]]],
+        batch: list[tuple[Any, tuple[Line, ...], int]],
         names: dict[Any, str],
         notes: dict[Any, str],
         size: int,
     ) -> Conversations:
+        """The task of the conversations of ``batch`` (each one's key, lines and bytes)."""
         limit = self._grouping.limit
-        refused = []
-        for key, lines in batch:
-            held = sum(length for _, length, _ in lines)
-            refused.append(
+        return Conversations(
+            file,
+            self.name,
+            tuple(lines for _, lines, _ in batch),
+            tuple(names[key] for key, _, _ in batch),
+            tuple(notes.get(key) for key, _, _ in batch),
+            tuple(
                 f"conversation {names[key]} holds {held} bytes in {len(lines)} records, past --max-conversation-bytes "
                 f"{limit}: rejected whole, nothing written for it"
                 if held > limit
                 else None
-            )
-        return Conversations(
-            file,
-            self.name,
-            tuple(tuple(lines) for _, lines in batch),
-            tuple(names[key] for key, _ in batch),
-            tuple(notes.get(key) for key, _ in batch),
-            tuple(refused),
+                for key, lines, held in batch
+            ),
             size,
         )
 

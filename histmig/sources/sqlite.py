@@ -187,7 +187,9 @@ class SqliteTable(TableInput):
         changes = self.changes(page, result)
         rows = [(c.new, c.stored, c.location, c.id, c.conversation, *c.key) for c in changes]
         numbers = {c.conversation for c in changes}
-        self._seen.update((seen.number, seen) for seen in page.conversations or () if seen.number in numbers)
+        self._seen.update(
+            (seen.number, self.read_as(page, seen)) for seen in page.conversations or () if seen.number in numbers
+        )
         try:
             self._con.executemany(
                 f"INSERT INTO temp.{self._changes} (new, stored, location, id, conversation, "

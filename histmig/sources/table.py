@@ -144,7 +144,8 @@ class Page(Task):
                 accept,
             )
         else:
-            run_conversations(self._grouped(record), job.processor(), result.report, accept)  # type: ignore[arg-type]
+            grouped, processor = self._grouped(record), job.processor()
+            run_conversations(grouped, processor, result.report, accept, quiet_too=False)  # type: ignore[arg-type]
         result.last = self.names[-1] if self.names else None
         return result
 
@@ -164,8 +165,9 @@ class Seen(NamedTuple):
     (:class:`~histmig.records.Conversation`), why it is ``refused`` (past
     ``--max-conversation-bytes``), the SQL condition (``where``, with ``params``) that finds
     its rows, and the :func:`_digest` of its rows as read, which a write compares with what
-    they hold then; ``keyed``: found by its conversation key (``params`` its values), so that
-    the conversations of a page are found again by one statement."""
+    they hold then (``""`` until a write needs it, :meth:`TableInput.read_as`); ``keyed``:
+    found by its conversation key (``params`` its values), so that the conversations of a
+    page are found again by one statement."""
 
     start: int
     end: int
@@ -201,6 +203,8 @@ def _digest(rows: Sequence[Sequence[Any]]) -> str:
 
 def row_name(key: Sequence[str], values: Sequence[Any]) -> str:
     """A row's location in report lines: its key, ``id=42`` (``tenant=7,id=42``)."""
+    if len(key) == 1:  # a row at a time: the common key of one column without a join
+        return f"{key[0]}={values[0]}"
     return ",".join(f"{name}={value}" for name, value in zip(key, values))
 
 
@@ -514,16 +518,17 @@ class TableInput(Input):
         id_at = self._id_at(extra)
         g = len(groups)
         rows: list[tuple[Any, ...]] = []
+        cells: list[bytes | None] = []
         seen: list[Seen] = []
         size = 0
         number = 0
         current: Any = None
+        wheres = self._wheres(groups)
 
         def page() -> Page:
-            cells = tuple(self._cell(row[k]) for row in rows)
             return Page(
                 self.name,
-                cells,
+                tuple(cells),
                 tuple(row_name(key, row[:k]) for row in rows),
                 None if id_at is None else tuple(None if row[id_at] is None else str(row[id_at]) for row in rows),
                 tuple(rows),
@@ -532,15 +537,16 @@ class TableInput(Input):
             )
 
         def close() -> None:
-            held = rows[seen[-1].start :]
-            bytes_ = sum(len(self._cell(row[k]) or b"") for row in held)
-            refused = (
-                f"conversation {seen[-1].name} holds {bytes_} bytes in {len(held)} rows, past --max-conversation-bytes "
-                f"{grouping.limit}: rejected whole, nothing written for it"
-                if bytes_ > grouping.limit
-                else None
-            )
-            seen[-1] = seen[-1]._replace(end=len(rows), refused=refused, digest=_digest([row[: k + 1] for row in held]))
+            held = cells[seen[-1].start :]
+            bytes_ = sum(len(cell or b"") for cell in held)
+            if bytes_ > grouping.limit:
+                refused = (
+                    f"conversation {seen[-1].name} holds {bytes_} bytes in {len(held)} rows, past "
+                    f"--max-conversation-bytes {grouping.limit}: rejected whole, nothing written for it"
+                )
+                seen[-1] = seen[-1]._replace(end=len(rows), refused=refused)
+            else:
+                seen[-1] = seen[-1]._replace(end=len(rows))
 
         for row in self._ordered(statement):
             values = tuple(row[len(row) - g :]) if g else ()
@@ -556,32 +562,42 @@ class TableInput(Input):
                     close()
                     if size >= PAGE_BYTES:
                         yield page()
-                        rows, seen, size = [], [], 0
+                        rows, cells, seen, size = [], [], [], 0
                 current = values
-                where, params, name, note = self._conversation_of(groups, values, row[:k], alone)
+                where, params, name, note = self._conversation_of(groups, values, row[:k], alone, wheres)
                 keyed = bool(groups) and not alone
                 seen.append(Seen(len(rows), len(rows), number, name, note, None, where, params, "", keyed))
                 number += 1
             rows.append(row)
-            size += len(self._cell(row[k]) or b"")
+            cell = self._cell(row[k])
+            cells.append(cell)
+            if cell is not None:
+                size += len(cell)
         if seen:
             close()
             yield page()
 
+    def _wheres(self, groups: list[str]) -> tuple[str, str]:
+        """The SQL conditions of :meth:`_conversation_of`, built once a run: a conversation's
+        rows by their ``groups`` values, and a row by its key."""
+        return tuple(  # type: ignore[return-value]  # two conditions
+            " WHERE " + " AND ".join(f"{self.quote(c)} = {self.PARAM}" for c in columns)
+            for columns in (groups, self.key)
+        )
+
     def _conversation_of(
-        self, groups: list[str], values: tuple[Any, ...], key: tuple[Any, ...], alone: bool
+        self, groups: list[str], values: tuple[Any, ...], key: tuple[Any, ...], alone: bool, wheres: tuple[str, str]
     ) -> tuple[str, tuple[Any, ...], str, str | None]:
         """The SQL condition finding a conversation's rows, its parameters, its name and
         note: by its key ``values`` in ``groups``, the whole table (``--conversation '*'``),
-        or, for a row whose conversation key is null, by the row's own ``key``."""
+        or, for a row whose conversation key is null, by the row's own ``key`` (``wheres``:
+        :meth:`_wheres`)."""
         if alone:
-            where = " AND ".join(f"{self.quote(c)} = {self.PARAM}" for c in self.key)
             said = f"no conversation key ({', '.join(groups)} null): a conversation of its own"
-            return f" WHERE {where}", key, row_name(self.key, key), said
+            return wheres[1], key, row_name(self.key, key), said
         if not groups:
             return "", (), f"the whole table {self.table}", None
-        where = " AND ".join(f"{self.quote(c)} = {self.PARAM}" for c in groups)
-        return f" WHERE {where}", values, row_name(groups, values), None
+        return wheres[0], values, row_name(groups, values), None
 
     def _ordered(self, statement: str) -> Iterator[tuple[Any, ...]]:
         """The rows of ``statement`` as they come (one query, not pages): a format streams
@@ -699,7 +715,7 @@ class TableInput(Input):
         application left it, for a rerun to complete."""
         by_number = {seen.number: seen for seen in page.conversations or ()}
         grouped = [(number, list(group)) for number, group in itertools.groupby(changes, key=_conversation)]
-        fresh = self._unchanged([by_number[number] for number, _ in grouped])  # type: ignore[index]
+        fresh = self._unchanged([self.read_as(page, by_number[number]) for number, _ in grouped])  # type: ignore[index]
         ready: list[RowUpdate] = []
         for number, rows in grouped:
             if number in fresh:
@@ -707,6 +723,15 @@ class TableInput(Input):
             else:
                 self._skipped += [Skipped(self.name, c.location, c.id) for c in rows]
         self.apply(table, ready)
+
+    def read_as(self, page: Page, seen: Seen) -> Seen:
+        """``seen`` with the :func:`_digest` of its rows as ``page`` read them (its rows, in
+        this process), unless it has it already: taken only of a conversation a write
+        concerns, not of every conversation read."""
+        if seen.digest:
+            return seen
+        k = len(self.key)
+        return seen._replace(digest=_digest([row[: k + 1] for row in page.rows[seen.start : seen.end]]))
 
     def _unchanged(self, seen: list[Seen]) -> set[int]:
         """The numbers of the conversations of ``seen`` whose rows still hold what was read:

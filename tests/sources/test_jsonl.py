@@ -4,6 +4,7 @@ migrated and rejected ones; a truncated input keeps what was read."""
 
 from __future__ import annotations
 
+import gc
 import gzip
 import io
 import os
@@ -20,10 +21,10 @@ from typer.testing import CliRunner
 from histmig import api
 from histmig.cli import app
 from histmig.engine import Plan, process
-from histmig.errors import UsageError
+from histmig.errors import InputEnded, UsageError
 from histmig.options import Options
 from histmig.parallel import WINDOW, Slots, Workers
-from histmig.records import Record
+from histmig.records import FieldReader, Record
 from histmig.report import Report
 from histmig.sources import jsonl
 from histmig.sources.jsonl import Chunk, Placed
@@ -536,3 +537,61 @@ def test_in_place_a_grouped_file_is_rewritten_as_its_output_would_be(tmp_path: P
     api.convert(str(source), str(tmp_path / "out.jsonl"), GROUPED)
     result = api.convert(str(source), in_place=True, options=GROUPED)
     assert result.exit_code == 0 and source.read_bytes() == (tmp_path / "out.jsonl").read_bytes() != data
+
+
+_INDEXED = [
+    {"chat": {"id": "b"}, "n": 1, "messages": [_RETRY]},
+    {"chat": {"id": "a"}, "n": "x", "messages": []},
+    {"chat": {"id": 7}, "n": 2.5},
+    {"chat": {}, "n": None},
+    {"n": [1]},
+    {"chat": {"id": "b"}, "n": 0, "messages": [_PROMPT, _CALL]},
+]
+
+
+@pytest.mark.parametrize(
+    ("data", "first", "in_one_go"),
+    [
+        (_lines_of(*_INDEXED), 1, True),
+        (_lines_of(*_INDEXED)[:-1], 5, True),  # a last line without its end
+        (_lines_of(*_INDEXED[:2]) + b"\n  \n" + _lines_of(*_INDEXED[2:]), 1, False),  # blank lines
+        (_lines_of(*_INDEXED).replace(b"\n", b"\r\n"), 1, False),
+        (jsonl.BOM + _lines_of(*_INDEXED), 1, False),
+        (jsonl.BOM + _lines_of(*_INDEXED), 2, False),  # not the file's start: a line that is no JSON
+        (b'{"chat":{"id":"a"},"n":0} {"chat":{"id":"b"},"n":1}\n\n' + _lines_of(*_INDEXED), 1, False),  # two a line
+        (_lines_of(*_INDEXED[:3]) + b"{oops\n[1, 2]\n" + b'{"chat": 5}\n', 1, False),
+    ],
+)
+def test_the_index_reads_a_chunk_in_one_go_as_it_reads_it_a_line_at_a_time(
+    data: bytes, first: int, in_one_go: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the index of a file grouped into conversations takes of each record (its
+    conversation key and order value, place, line number and bytes) is the same whether the
+    chunk's lines are decoded in one go or each alone; a chunk with a blank line, ``\\r``, a
+    byte-order mark or a line that does not decode alone is read a line at a time."""
+    read = FieldReader((("chat", "id"), ("n",)))
+    chunk = Chunk(data, first, "x.jsonl", ("x.jsonl", 0, 0), 1000)
+    went = []
+    lines = FieldReader.lines
+    monkeypatch.setattr(FieldReader, "lines", lambda self, raws: went.append(lines(self, raws)) or went[-1])
+    indexed = list(jsonl._indexed(chunk, read))
+    assert (bool(went) and went[-1] is not None) == in_one_go
+    monkeypatch.setattr(FieldReader, "lines", lambda self, raws: None)
+    assert indexed == list(jsonl._indexed(chunk, read))
+    for found, start, length, number, raw in indexed:
+        assert data[start - 1000 : start - 1000 + length] == raw and found == read(raw)
+        assert number == first + data[: start - 1000].count(b"\n")
+    assert len(indexed) == len([line for line in data.splitlines() if line.strip()])
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_index_pauses_the_cycle_collector_and_leaves_it_as_it_was(enabled: bool) -> None:
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        with pytest.raises(InputEnded), jsonl._cycles_not_collected():
+            assert not gc.isenabled()
+            raise InputEnded("a read failed within")
+        assert gc.isenabled() == enabled
+    finally:
+        (gc.enable if was else gc.disable)()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pickle
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import orjson
@@ -154,3 +155,24 @@ def test_a_null_primary_key_falls_back_to_the_rowid_with_a_note(
     ]
     with pytest.raises(ColumnError, match="a row has a null key"):
         pages(db, "messages", key_column="id")
+
+
+def test_a_conversations_digest_is_taken_of_its_rows_as_read_only_when_a_write_asks(
+    tmp_path: Path, texts: list[bytes]
+) -> None:
+    """Reading takes no digest of a conversation (``""``); :meth:`TableInput.read_as` takes it
+    of the conversation's own rows as the page read them, the digest a write compares with
+    what the rows hold then, and keeps one taken before."""
+    db = make_db(tmp_path / "t.sqlite", [(a, b) for a in range(3) for b in range(4)], texts[:12])
+    options = Options(table="t", conversation=("a",), order="b")
+    with SqliteTable(str(db), Destination(), options, options.plan()) as opened:
+        page = next(iter(opened.tasks()))
+        seen = page.conversations
+        assert seen is not None and [(s.start, s.end, s.digest) for s in seen] == [(0, 4, ""), (4, 8, ""), (8, 12, "")]
+        digests = [opened.read_as(page, one).digest for one in seen]
+        with closing(sqlite3.connect(db)) as con:
+            held = [con.execute("SELECT a, b, messages FROM t WHERE a = ?", (a,)).fetchall() for a in range(3)]
+        assert digests == [table._digest([(a, b, m.encode()) for a, b, m in rows]) for rows in held]
+        assert len(set(digests)) == 3
+        taken = seen[1]._replace(digest="taken before")
+        assert opened.read_as(page, taken) is taken
