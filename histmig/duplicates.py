@@ -91,10 +91,11 @@ def _found(value: Any, path: str, role: _Role, rest: tuple[str, ...]) -> Iterato
             yield from _found(item, f"{path or 'messages'}[{index}]", inner, ())
 
 
-def duplicated_key(raw: bytes, parsed: Any, field: tuple[str, ...] = ()) -> Duplicate | None:
+def duplicated_key(raw: bytes, parsed: Any, field: tuple[str, ...] = (), *, single: bool = False) -> Duplicate | None:
     """The first duplicated key of ``raw``, the JSON text of a record (UTF-8), whose parse
     (as msgspec gives it) is ``parsed`` and whose history is at ``field`` (the keys from the
-    record down, :attr:`~histmig.records.Located.path`; ``()``: ``raw`` is the history): the
+    record down, :attr:`~histmig.records.Located.path`; ``()``: ``raw`` is the history;
+    ``single``: ``raw`` is the one message of a history, :attr:`~histmig.records.Located.single`): the
     first histmig reads, else the first in a payload (:class:`Duplicate`); ``None`` when no
     object of ``raw`` names a key twice. Costs one encode of ``parsed`` and a comparison of
     bytes when it finds none, two counts of colons more when ``raw`` is not that encoding (see
@@ -105,7 +106,11 @@ def duplicated_key(raw: bytes, parsed: Any, field: tuple[str, ...] = ()) -> Dupl
     if raw.count(b":") == encoded.count(b":") and (b"\\" not in raw or _ESCAPES not in raw):
         return None
     reparsed = json.loads(raw, object_pairs_hook=_pairs)
-    found = list(_found(reparsed, "", "envelope" if field else "history", field))
+    found = list(
+        _found(reparsed, "messages[0]", "message", ())
+        if single
+        else _found(reparsed, "", "envelope" if field else "history", field)
+    )
     if not found:
         return None
     path, key, read = next((one for one in found if one[2]), found[0])

@@ -706,7 +706,7 @@ def _duplicated(raw: bytes, obj: Any, located: Located, prefix: str) -> Duplicat
     """The first duplicated key of the record (:func:`histmig.duplicates.duplicated_key`), or, for a
     history held as JSON text, of that text, its path under ``prefix`` (a key histmig reads in the
     text counts before a payload's of the record)."""
-    found = duplicated_key(raw, obj, located.path)
+    found = duplicated_key(raw, obj, located.path, single=located.single)
     if located.text and (found is None or not found.read):
         text = obj
         for key in located.path:
@@ -889,9 +889,12 @@ def process_conversation(conversation: Conversation, plan: Plan = Plan()) -> lis
     not applied: the conversation is migrated again with that rule only reporting, and the
     record it concerns warned that the fix is not applicable to this layout.
 
-    A record that is not JSON or holds no history rejects the whole conversation (every
-    record kept as it is, each told why). Never raises for bad input."""
+    A record that is not JSON, holds no history or names a key histmig reads twice rejects the
+    whole conversation (every record kept as it is, each told why), and so does a record that
+    would be rewritten while a payload of it names a key twice (writing it again would keep one
+    of the values: :func:`histmig.duplicates.duplicated_key`). Never raises for bad input."""
     held: list[_Held] = []
+    payload: dict[int, Duplicate] = {}
     for at, record in enumerate(conversation.records):
         try:
             obj = _DECODER.decode(record.raw)
@@ -903,18 +906,28 @@ def process_conversation(conversation: Conversation, plan: Plan = Plan()) -> lis
             check_messages(located.messages, located.name or "messages")
         except NotAHistory as exc:
             return _rejected_with(conversation, at, Outcome(_named(record, obj), "rejected", None, errors=[str(exc)]))
+        duplicated = _duplicated(record.raw, obj, located, located.name or "messages")
+        if duplicated is not None and duplicated.read:
+            bad = Outcome(_named(record, obj), "rejected", None, errors=[duplicated.problem])
+            return _rejected_with(conversation, at, bad)
+        if duplicated is not None:
+            payload[at] = duplicated
         held.append(_Held(_named(record, obj), obj, located))
     outcomes = _conversation_way(conversation, held, plan)
+    rewritten = next((at for at in payload if outcomes[at].status == "changed"), None)
+    if rewritten is not None:
+        bad = Outcome(held[rewritten].record, "rejected", None, errors=[payload[rewritten].problem])
+        return _rejected_with(conversation, rewritten, bad, "cannot be rewritten")
     if plan.readers:
         for outcome, record in zip(outcomes, conversation.records):
             outcome.readers = Readers(plan.target, _readers(record.raw, plan.messages_field))
     return outcomes
 
 
-def _rejected_with(conversation: Conversation, at: int, bad: Outcome) -> list[Outcome]:
+def _rejected_with(conversation: Conversation, at: int, bad: Outcome, why: str = "cannot be read") -> list[Outcome]:
     """Every record of ``conversation`` rejected, kept as it is: the one at ``at`` with its
-    own outcome ``bad``, each other saying which record rejected its conversation."""
-    said = f"rejected with its conversation ({conversation.name}): {bad.record.name} cannot be read"
+    own outcome ``bad``, each other saying which record rejected its conversation and ``why``."""
+    said = f"rejected with its conversation ({conversation.name}): {bad.record.name} {why}"
     return [
         bad if i == at else Outcome(record, "rejected", None, errors=[said])
         for i, record in enumerate(conversation.records)

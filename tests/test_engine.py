@@ -544,6 +544,39 @@ def test_a_record_that_cannot_be_read_rejects_its_whole_conversation() -> None:
     assert outcomes[0].errors == outcomes[2].errors == [said]
 
 
+def test_a_key_read_twice_in_one_record_rejects_its_conversation_and_a_payloads_only_when_rewritten() -> None:
+    """A duplicated key histmig reads, in a record of a history or in a record that is one
+    message, rejects the whole conversation (every record kept); one in a payload is carried
+    while its record is left as it is, and rejects the conversation once that record would
+    be rewritten."""
+    twice_kind = b'[{"kind": "request", "kind": "response", "parts": [{"part_kind": "text", "content": "a"}]}]'
+    one_message = b'{"kind": "request", "parts": [{"part_kind": "user-prompt", "part_kind": "text", "content": "a"}]}'
+    for record, path in ((twice_kind, "messages[0]"), (one_message, "messages[0].parts[0]")):
+        outcomes = engine.process_conversation(_conversation([PROMPT], record, [ANSWER]), Plan())
+        assert [(o.status, o.output) for o in outcomes] == [("rejected", None)] * 3
+        assert [(e.path, e.message) for e in outcomes[1].errors] == [  # type: ignore[attr-defined]
+            (
+                path,
+                f"duplicated key {'kind' if path == 'messages[0]' else 'part_kind'!r}: readers differ on which of its values counts",
+            )
+        ]
+        assert outcomes[0].errors == [
+            "rejected with its conversation (session_id='s1'): chats.jsonl:line 2 cannot be read"
+        ]
+    args_twice = b'{"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "f", "args": {"a": 1, "a": 2}, "tool_call_id": "c1"}]}'
+    kept = engine.process_conversation(_conversation(PROMPT, args_twice), Plan())
+    assert [(o.status, o.output) for o in kept] == [("unchanged", orjson.dumps(PROMPT)), ("unchanged", args_twice)]
+    rewritten = args_twice.replace(b'"c1"', b"null")  # HM201 would give the call its id
+    outcomes = engine.process_conversation(_conversation(PROMPT, rewritten), Plan())
+    assert [o.status for o in outcomes] == ["rejected", "rejected"]
+    assert [(e.path, e.message) for e in outcomes[1].errors] == [  # type: ignore[attr-defined]
+        ("messages[0].parts[0].args", "duplicated key 'a': readers differ on which of its values counts")
+    ]
+    assert outcomes[0].errors == [
+        "rejected with its conversation (session_id='s1'): chats.jsonl:line 2 cannot be rewritten"
+    ]
+
+
 def test_an_error_is_named_in_the_record_that_holds_it() -> None:
     bad = {"kind": "response", "parts": [{"part_kind": "text", "content": 5}]}
     outcomes = engine.process_conversation(
