@@ -821,12 +821,7 @@ def _cell_groups(piece: pa.RecordBatch, grouping: Grouping, rows: Sequence[int])
         values = tuple(keys[start].values())
         name = f"row {rows[start]}" if alone else grouping.named(values)
         held, count = (sizes[start] or 0, 1) if alone else (totals[start] or 0, counts[start])
-        refused = (
-            f"conversation {name} holds {held} bytes in {count} records, past --max-conversation-bytes "
-            f"{grouping.limit}: rejected whole, nothing written for it"
-            if held > grouping.limit
-            else None
-        )
+        refused = grouping.refusal(name, held, count)
         groups.append(CellGroup(range(start, end), name, missing if alone else None, refused))
         start = end
     return groups

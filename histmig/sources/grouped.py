@@ -380,7 +380,7 @@ class Index:
             self._lengths,
             self._ids,
         )
-        limit, refusal = self.grouping.limit, self.grouping.refusal
+        refusal = self.grouping.refusal
         return Conversations(
             self.spill,
             self.parts,
@@ -391,7 +391,7 @@ class Index:
             tuple(tuple(ids[i] for i in records) for records, *_ in batch) if self._has_ids else None,
             tuple(name for _, name, *_ in batch),
             tuple(note for _, _, note, *_ in batch),
-            tuple(refusal(name, held, len(records)) if held > limit else None for records, name, _, _, held in batch),
+            tuple(refusal(name, held, len(records)) for records, name, _, _, held in batch),
             {
                 (n, at): self._errors[i]
                 for n, (records, *_) in enumerate(batch)

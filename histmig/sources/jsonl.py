@@ -706,20 +706,13 @@ class GroupedLines(LinesInput):
         size: int,
     ) -> Conversations:
         """The task of the conversations of ``batch`` (each one's key, lines and bytes)."""
-        limit = self._grouping.limit
         return Conversations(
             file,
             self.name,
             tuple(lines for _, lines, _ in batch),
             tuple(names[key] for key, _, _ in batch),
             tuple(notes.get(key) for key, _, _ in batch),
-            tuple(
-                f"conversation {names[key]} holds {held} bytes in {len(lines)} records, past --max-conversation-bytes "
-                f"{limit}: rejected whole, nothing written for it"
-                if held > limit
-                else None
-                for key, lines, held in batch
-            ),
+            tuple(self._grouping.refusal(names[key], held, len(lines)) for key, lines, held in batch),
             size,
         )
 

@@ -539,14 +539,8 @@ class TableInput(Input):
         def close() -> None:
             held = cells[seen[-1].start :]
             bytes_ = sum(len(cell or b"") for cell in held)
-            if bytes_ > grouping.limit:
-                refused = (
-                    f"conversation {seen[-1].name} holds {bytes_} bytes in {len(held)} rows, past "
-                    f"--max-conversation-bytes {grouping.limit}: rejected whole, nothing written for it"
-                )
-                seen[-1] = seen[-1]._replace(end=len(rows), refused=refused)
-            else:
-                seen[-1] = seen[-1]._replace(end=len(rows))
+            refused = grouping.refusal(seen[-1].name, bytes_, len(held), "rows")
+            seen[-1] = seen[-1]._replace(end=len(rows), refused=refused)
 
         for row in self._ordered(statement):
             values = tuple(row[len(row) - g :]) if g else ()
