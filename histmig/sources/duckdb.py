@@ -274,21 +274,26 @@ class DuckdbTable(Input):
         else:
             query = f"SELECT * FROM {quote(self._table)}"
         with self._con.cursor() as cursor:
-            try:
-                relation = cursor.sql(query)
-                reader = (
-                    relation.to_arrow_reader(BATCH_ROWS)
-                    if hasattr(relation, "to_arrow_reader")
-                    else relation.fetch_record_batch(BATCH_ROWS)
-                )
-            except duckdb.Error as exc:
-                raise ColumnError(f"{self.name}: {str(exc).strip()}") from exc
+            reader = self._reader(cursor, query)
             migrator = ColumnMigrator(reader.schema, self._column, self.name, self._job, self._id_column)
             self.migrator = migrator
             row = 0
             for batch in reader:
                 yield Batch(batch, row, migrator)
                 row += batch.num_rows
+
+    def _reader(self, cursor: Any, query: str) -> Any:
+        """The Arrow batches of ``query`` (``BATCH_ROWS`` rows each) on ``cursor``. Raises
+        :class:`ColumnError` naming the table for what DuckDB refuses."""
+        try:
+            relation = cursor.sql(query)
+            return (
+                relation.to_arrow_reader(BATCH_ROWS)
+                if hasattr(relation, "to_arrow_reader")
+                else relation.fetch_record_batch(BATCH_ROWS)
+            )
+        except duckdb.Error as exc:
+            raise ColumnError(f"{self.name}: {str(exc).strip()}") from exc
 
     def write(self, task: Task, result: TaskResult, slot: memoryview | None) -> None:
         try:
@@ -333,15 +338,7 @@ class DuckdbTable(Input):
         if self._destination.in_place:
             selected.append(f"md5(CAST({quote(self._column)} AS VARCHAR)) AS {quote(self._digest)}")
         with self._con.cursor() as cursor:
-            try:
-                relation = cursor.sql(f"SELECT {', '.join(selected)} FROM {quote(self._table)}")
-                reader = (
-                    relation.to_arrow_reader(BATCH_ROWS)
-                    if hasattr(relation, "to_arrow_reader")
-                    else relation.fetch_record_batch(BATCH_ROWS)
-                )
-            except duckdb.Error as exc:
-                raise ColumnError(f"{self.name}: {str(exc).strip()}") from exc
+            reader = self._reader(cursor, f"SELECT {', '.join(selected)} FROM {quote(self._table)}")
             row = 0
             in_place = self._destination.in_place
             for batch in reader:
