@@ -38,10 +38,10 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 from urllib.parse import unquote, urlparse
 
 import orjson
@@ -53,22 +53,17 @@ from pyspark.sql.pandas.types import from_arrow_type, to_arrow_type
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from histmig.engine import Plan
-from histmig.errors import UnreadableInput, UnwritableOutput, UsageError
+from histmig.errors import UsageError
 from histmig.options import RECORD_OPTIONS, Options
 from histmig.parallel import Progress
 from histmig.records import Grouping, Outcome
 from histmig.report import PLACE_FIELDS, Report, change_rows, finding_rows, summary_of
 from histmig.report.rows import ChangeRow, FindingRow
 from histmig.sources.arrow import CellGroup, ColumnMigrator, find_id_column, find_messages_column
-from histmig.sources.atomic import added_to
-from histmig.sources.fs import exists, filesystem, is_object, make_parents, open_input, store_errors
+from histmig.sources.fs import make_parents
 from histmig.sources.jsonl import FORMAT as JSONL
 from histmig.sources.jsonl import read_chunks, write_chunk
 from histmig.sources.parquet import BATCH_ROWS, compression, open_parquet
-
-if TYPE_CHECKING:
-    from histmig.run.plan import Planned, Planning
-    from histmig.run.result import Result
 
 STATUS = "histmig_status"
 """The per-row status column of ``migrate(..., report=True)`` and :func:`check`: ``unchanged``,
@@ -283,130 +278,6 @@ def migrate_files(
         if log is not None:
             spark.stop()
             os.unlink(log)
-
-
-def migrate_objects(planning: Planning, options: Options, progress: Progress | None = None) -> Result:
-    """The Spark engine over object storage (``histmig convert s3://b/chats/ s3://b/chats.v2/
-    --engine spark``, planned by :func:`histmig.run.plan.plan`, its ``objects``): the driver
-    has listed the input objects (a prefix is an input like a directory), each one is a
-    Spark task, and the executor running it converts the object with the local engine's own
-    per-file code (:func:`histmig.run.local.run_local` of that object alone, in one process),
-    reading and writing through histmig's object-storage layer (:mod:`histmig.sources.fs`,
-    fsspec): the same bytes as the local engine, to the destination the local engine gives
-    the object, written whole or not at all (a multipart upload completed at the end), so a
-    task Spark runs again writes the same object again. Spark's own readers are not used:
-    pyspark ships no Hadoop S3 connector (``s3a://`` needs hadoop-aws and the AWS SDK on the
-    cluster), and the file formats' own readers already stream an object with flat memory.
-    The executors find the store's credentials and endpoint as the store's tools do, in their
-    own environment (``--conf spark.executorEnv.AWS_ENDPOINT_URL=...``, an instance role).
-    Rejected records go where the local engine puts them, each task's share to a piece of its
-    own beside the rejects object (:func:`_piece`), which the driver adds to it in input order.
-    Returns the local engine's result: the objects' reports merged in input order. Raises
-    :class:`~histmig.errors.UnreadableInput`, :class:`~histmig.errors.UnwritableOutput` or
-    :class:`~histmig.errors.UsageError` with the executor's one line (a refused credential,
-    a missing bucket), of the first object in input order that failed, once every task has
-    ended, and :class:`~histmig.errors.UsageError` when there is no Java."""
-    from histmig.run.result import Result
-
-    items = list(enumerate(planning.inputs))
-    shared = list(dict.fromkeys(item.destination.rejects for _, item in items if _pieced(item.destination.rejects)))
-    earlier = [path for path in shared if exists(path, UnwritableOutput)]  # type: ignore[arg-type]  # pieced: a URL
-    spark, log = session(planning.spark_master, options.workers)
-    try:
-        if progress is not None:
-            progress.start(None)
-        run = _Object(planning, replace(options, jobs=1))
-        done = sorted(spark.sparkContext.parallelize(items, len(items)).map(run).collect(), key=lambda entry: entry[0])
-    finally:
-        if log is not None:
-            spark.stop()
-            os.unlink(log)
-    try:
-        report = Report()
-        result = Result(planning.command, planning.input, report, output=planning.destination.output)
-        result.earlier_rejects = earlier  # type: ignore[assignment]  # pieced: a URL
-        for _, one in done:
-            if isinstance(one, tuple):
-                raise _RAISED[one[0]](one[1])
-            report.merge(one.report)
-            result.wrote += one.wrote
-            result.inputs += one.inputs
-            result.warnings += one.warnings
-            result.target = one.target
-        for rejects in shared:
-            if any(w.rejected == rejects and w.rejects_used for w in result.wrote):
-                with added_to(rejects) as out:  # type: ignore[arg-type]  # pieced: a URL
-                    for at, item in items:
-                        piece = _piece(rejects, at)  # type: ignore[arg-type]  # pieced: a URL
-                        if item.destination.rejects == rejects and exists(piece, UnwritableOutput):
-                            with open_input(piece) as written:
-                                shutil.copyfileobj(written, out, 1 << 20)
-    finally:
-        for at, item in items:
-            if item.destination.rejects in shared:
-                _remove(_piece(item.destination.rejects, at))  # type: ignore[arg-type]  # pieced: a URL
-    return result
-
-
-def _pieced(rejects: str | None) -> bool:
-    """Whether a rejects file of :func:`migrate_objects` is written in pieces: an object,
-    which the tasks of several input objects could otherwise add to at once (an object is
-    replaced whole: the last writer's would be all that is left)."""
-    return rejects is not None and is_object(rejects)
-
-
-def _piece(rejects: str, at: int) -> str:
-    """The object the task of the input at ``at`` writes its share of ``rejects`` to; the
-    driver adds the pieces to ``rejects`` in input order, as the local engine adds each
-    input's rejected records, and removes them."""
-    return f"{rejects}.{at:06d}.piece"
-
-
-def _remove(path: str) -> None:
-    """Remove the object ``path`` when it is there (a piece of a rejects file)."""
-    store, inner = filesystem(path)
-    with store_errors(path, UnwritableOutput):
-        if store.exists(inner):
-            store.rm(inner)
-
-
-_RAISED: dict[str, type[Exception]] = {
-    "UsageError": UsageError,
-    "UnreadableInput": UnreadableInput,
-    "UnwritableOutput": UnwritableOutput,
-}
-"""The errors an executor of :func:`migrate_objects` sends back as one line, raised again by
-the driver: by the name of the class (or of its base) they were raised as."""
-
-
-@dataclass(frozen=True)
-class _Object:
-    """What an executor runs for one object of :func:`migrate_objects`: the local engine over
-    ``(place, item)``, the ``item`` of ``planning`` alone; its result (the report's rows in
-    memory, to be sent to the driver), or the class and line of the error it raised."""
-
-    planning: Planning
-    options: Options
-
-    def __call__(self, entry: tuple[int, Planned]) -> tuple[int, Result | tuple[str, str]]:
-        from histmig.run.local import run_local
-
-        at, item = entry
-        rejects = item.destination.rejects
-        try:
-            if _pieced(rejects):  # its own piece of the rejects file, none left from an attempt before
-                piece = _piece(rejects, at)  # type: ignore[arg-type]  # pieced: a URL
-                _remove(piece)
-                item = replace(item, destination=replace(item.destination, rejects=piece))
-            alone = replace(self.planning, input=item.path, inputs=[item], engine="local", objects=False)
-            result = run_local(alone, self.options, self.options.plan(), None, strict=False, in_memory=True)
-            for written in result.wrote:
-                if written.rejected == item.destination.rejects:
-                    written.rejected = rejects
-            return at, result
-        except (UsageError, UnreadableInput, UnwritableOutput) as exc:
-            kind = next(name for name, error in _RAISED.items() if isinstance(exc, error))
-            return at, (kind, str(exc))
 
 
 _INFERENCE = "spark.sql.sources.partitionColumnTypeInference.enabled"

@@ -46,7 +46,7 @@ def run_local(
 ) -> Result:
     """Run every input of ``planning`` through ``job`` on ``options.jobs`` workers, each
     written to its own destination; ``in_memory``: the report's rows stay in memory, for the
-    result to be sent to another process (:func:`histmig.spark.migrate_objects`). Opening the
+    result to be sent to another process (:func:`histmig.run.spark.migrate_objects`). Opening the
     inputs may still raise what :func:`~histmig.run.plan.plan` raises (a table or column that
     is not there); bad records never raise."""
     inputs = _opened(planning, options, job)

@@ -50,7 +50,7 @@ class Planning:
     engine over a partitioned dataset, the INPUT directory (``base``) and its partition
     columns (``partition_by``, outermost first); ``objects``: the Spark engine over object
     storage, each input object converted by the local engine's per-file code on an executor
-    (:func:`histmig.spark.migrate_objects`), to its destination by the local engine's rule."""
+    (:func:`histmig.run.spark.migrate_objects`), to its destination by the local engine's rule."""
 
     command: Command
     input: str | Sequence[str]

@@ -16,6 +16,7 @@ from pyspark.sql import SparkSession
 from histmig import api
 from histmig.errors import UsageError
 from histmig.options import Options
+from histmig.run.spark import _Object
 from tests.conftest import LAKE_DAYS, ROOT, Bucket, make_lake
 from tests.sources.conftest import corpus_records, table_of, write_parquet
 
@@ -129,3 +130,25 @@ def test_objects_on_spark_give_the_local_engines_objects_report_and_verdict(buck
         assert bucket.get(key) == bucket.get("local" + key.removeprefix("spark")), key
     with pytest.raises(UsageError, match="--engine spark over object storage reads objects and writes objects"):
         api.convert(f"{bucket.url}/in/", str(tmp_path / "out"), options, engine="spark")
+
+
+def test_each_object_task_writes_its_rejected_records_to_a_piece_of_its_own(bucket: Bucket, tmp_path: Path) -> None:
+    """Tasks of several input objects run at once, and an object cannot be added to by two
+    writers (each replaces it whole): a task's rejected records go to its own piece of the
+    rejects object, never to the rejects object itself, whatever piece an attempt before left."""
+    from histmig.run.plan import plan
+    from histmig.sources.base import Destination
+
+    for file in make_lake(tmp_path / "lake", "jsonl"):
+        bucket.put(f"in/{file.relative_to(tmp_path / 'lake')}", file.read_bytes())
+    options = Options(select=("HM1",), ignore=("HM103",), jobs=1)
+    planning = plan("convert", f"{bucket.url}/in/", Destination(f"{bucket.url}/out/"), options, engine="spark")
+    assert planning.objects and {item.destination.rejects for item in planning.inputs} == {
+        f"{bucket.url}/out.rejects.jsonl"
+    }
+    bucket.put("out.rejects.jsonl.000001.piece", b"left by an attempt before\n")
+    results = [_Object(planning, options)((at, item)) for at, item in enumerate(planning.inputs)]
+    rejected = [at for at, result in results if any(w.rejects_used for w in result.wrote)]  # type: ignore[union-attr]
+    assert rejected and all(w.rejected == f"{bucket.url}/out.rejects.jsonl" for _, r in results for w in r.wrote)  # type: ignore[union-attr]
+    assert bucket.keys("out.") == [f"out.rejects.jsonl.{at:06d}.piece" for at in rejected]
+    assert sum(bucket.get(key).count(b"\n") for key in bucket.keys("out.")) == 11
