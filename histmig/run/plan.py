@@ -112,6 +112,12 @@ def plan(
     elif engine == "spark":
         _check_spark(paths, found, destination)
         base, partition_by = spark_partitions(paths, found)
+    if objects and options.grouping is not None and len(found) > 1:  # before check_options: what it says differs
+        raise UsageError(
+            f"--conversation on --engine spark over object storage ({len(found)} objects): each object is a task of "
+            "its own, so a conversation over several objects would be judged in pieces; group them with the local "
+            "engine (without --engine spark)"
+        )
     check_options(command, found, destination, options)
     inputs, directory = _destinations(paths, found, destination, "local" if objects else engine)
     check_apart([(item.path, item.destination) for item in inputs], rejects=destination.rejects, report=report)

@@ -130,6 +130,10 @@ def test_objects_on_spark_give_the_local_engines_objects_report_and_verdict(buck
         assert bucket.get(key) == bucket.get("local" + key.removeprefix("spark")), key
     with pytest.raises(UsageError, match="--engine spark over object storage reads objects and writes objects"):
         api.convert(f"{bucket.url}/in/", str(tmp_path / "out"), options, engine="spark")
+    grouped = Options(conversation=("conversation_id",), jobs=2)
+    with pytest.raises(UsageError, match=r"^--conversation on --engine spark over object storage \(6 objects\): "):
+        api.convert(f"{bucket.url}/in/", f"{bucket.url}/grouped/", grouped, engine="spark")
+    assert bucket.keys("grouped") == []
 
 
 def test_each_object_task_writes_its_rejected_records_to_a_piece_of_its_own(bucket: Bucket, tmp_path: Path) -> None:
