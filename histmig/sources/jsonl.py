@@ -432,8 +432,8 @@ class LinesInput(Input):
                 self._rejects = Rejects(self._rejects_path, self._stack)
             if self._output is not None:
                 self._out = self._stack.enter_context(atomic_output(self._output, read_as=read_as))
-        except BaseException:
-            self._stack.close()
+        except BaseException as failed:  # told the failure: nothing opened above is committed
+            self._stack.__exit__(type(failed), failed, failed.__traceback__)
             raise
         return self
 
@@ -615,8 +615,8 @@ class GroupedLines(LinesInput):
                 self._stream = open(spool.name, "rb")
                 self._stack.callback(self._stream.close)
             self._spill = self._stack.enter_context(tempfile.TemporaryFile(prefix="histmig-"))
-        except BaseException:
-            self._stack.close()
+        except BaseException as failed:  # told the failure: the output opened above is discarded, never committed
+            self._stack.__exit__(type(failed), failed, failed.__traceback__)
             raise
         return self
 

@@ -455,6 +455,32 @@ def test_a_conversation_far_apart_in_a_file_is_judged_whole_from_stdin_or_gz(tmp
     assert orjson.loads(result.stdout_bytes.splitlines()[0])["messages"][0]["parts"][0]["part_kind"] == "tool-return"
 
 
+@pytest.mark.parametrize("failure", [OSError(28, "No space left on device"), KeyboardInterrupt()])
+def test_a_gz_input_that_cannot_be_copied_aside_keeps_the_input_and_the_output_there_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failure: BaseException
+) -> None:
+    """A ``.gz`` input is copied to a temporary file before it is indexed; when that copy
+    fails (a full TMPDIR, Ctrl-C), the output opened before it is discarded: in place, the
+    archive is kept as it was, and an OUTPUT there before keeps its bytes."""
+    data = gzip.compress(_lines_of({"chat": {"id": "b"}, "n": 0, "messages": [_PROMPT, _CALL, _RETRY, _ANSWER]}))
+    archive, output = tmp_path / "chats.jsonl.gz", tmp_path / "out.jsonl"
+    archive.write_bytes(data)
+    output.write_bytes(b"there before\n")
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise failure
+
+    monkeypatch.setattr(jsonl.tempfile, "NamedTemporaryFile", full)
+    for destination in ({"in_place": True}, {"output": str(output)}):
+        with pytest.raises(type(failure)):
+            if "output" in destination:
+                api.convert(str(archive), str(output), GROUPED)
+            else:
+                api.convert(str(archive), None, GROUPED, in_place=True)
+        assert archive.read_bytes() == data and output.read_bytes() == b"there before\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chats.jsonl.gz", "out.jsonl"]
+
+
 def test_a_conversation_past_the_limit_is_rejected_whole_and_a_record_without_a_key_is_its_own(tmp_path: Path) -> None:
     path = tmp_path / "chats.jsonl"
     data = _lines_of(
