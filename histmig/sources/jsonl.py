@@ -600,6 +600,7 @@ class GroupedLines(LinesInput):
         self._grouping = grouping
         self._edits: list[tuple[int, int, tuple[int, int] | None]] = []
         self._keyless = False
+        self._unordered = False
 
     def __enter__(self) -> GroupedLines:
         super().__enter__()
@@ -640,6 +641,7 @@ class GroupedLines(LinesInput):
         missing = f"no conversation key ({', '.join(grouping.keys)} missing or null): a conversation of its own"
         file = None
         unordered = (0, 0)
+        ordered = False
         with _cycles_not_collected():  # no yield within: the collector runs again before the first task goes
             for chunk in _read_blocks(self._stream, self.name):
                 file = chunk.file
@@ -661,12 +663,14 @@ class GroupedLines(LinesInput):
                     if order:
                         value = found[keys]
                         sort = (0, value) if type(value) is int else _sort_key(value)
+                        ordered = ordered or value is not None
                     else:
                         sort = unordered
                     members.append((sort, number, start, length))
         if file is None:
             return
         self._keyless = bool(notes) and all(isinstance(key, int) for key in groups)
+        self._unordered = bool(order) and not ordered
         batch: list[tuple[Any, tuple[Line, ...], int]] = []
         size = 0
         for key, members in groups.items():
@@ -687,13 +691,19 @@ class GroupedLines(LinesInput):
 
     def written(self) -> Written:
         """:meth:`LinesInput.written`, and a note when no record holds the conversation key
-        (a misspelt ``--conversation`` makes every record a conversation of its own)."""
+        (a misspelt ``--conversation`` makes every record a conversation of its own) or the
+        order field (a misspelt ``--order`` leaves each conversation in line order)."""
         done = super().written()
         if self._keyless:
             keys = ", ".join(self._grouping.keys)
             done.notes.append(
                 f"{self.name}: no record holds the conversation key ({keys}), so each was a conversation of its own: "
                 "is --conversation spelt as the records' field?"
+            )
+        if self._unordered:
+            done.notes.append(
+                f"{self.name}: no record holds the order field ({self._grouping.order}), so each conversation's "
+                "records were taken in line order: is --order spelt as the records' field?"
             )
         return done
 

@@ -524,6 +524,19 @@ def test_a_conversation_key_no_record_holds_is_noted_as_maybe_misspelt(tmp_path:
     assert api.audit(str(path), Options(conversation=("session_id",))).notes == []  # one record holds it
 
 
+def test_an_order_field_no_record_holds_is_noted_as_maybe_misspelt(tmp_path: Path) -> None:
+    path = tmp_path / "runs.jsonl"
+    path.write_bytes(
+        _lines_of({"sid": "s", "seq": 1, "messages": [_RETRY, _ANSWER]}, {"sid": "s", "seq": 0, "messages": [_PROMPT]})
+    )
+    result = api.audit(str(path), Options(conversation=("sid",), order="sq"))
+    assert result.notes == [
+        f"{path}: no record holds the order field (sq), so each conversation's records were taken in line order: "
+        "is --order spelt as the records' field?"
+    ]
+    assert api.audit(str(path), Options(conversation=("sid",), order="seq")).notes == []
+
+
 def test_a_format_that_does_not_group_refuses_conversation(tmp_path: Path) -> None:
     path = tmp_path / "chats.json"
     path.write_bytes(b"[]")
