@@ -417,10 +417,28 @@ def _is_message(obj: dict[str, Any]) -> bool:
 def locate_in_conversation(obj: Any, field: str | None = None) -> Located:
     """:func:`locate_messages` for a record of a conversation (``--conversation``), which
     may also be one message, a ``ModelRequest``/``ModelResponse`` object (a store of one
-    message a row): its history is that message alone (:attr:`Located.single`)."""
-    if field is None and isinstance(obj, dict) and _is_message(obj):
+    message a row): its history is that message alone (:attr:`Located.single`), the record
+    itself, the object at ``field``, or without ``field`` the one field of the record that
+    holds a message (``{"conversation_id": "c", "seq": 2, "message": {...}}``)."""
+    if not isinstance(obj, dict):
+        return locate_messages(obj, field)
+    if field is None and _is_message(obj):
         return Located([obj], single=True)
-    return locate_messages(obj, field)
+    if field is not None:
+        path = field_path(field)
+        node: Any = obj
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict) and _is_message(node):
+            return Located([node], path, single=True)
+        return locate_messages(obj, field)
+    try:
+        return locate_messages(obj)
+    except NotAHistory:
+        held = [key for key, value in obj.items() if isinstance(value, dict) and _is_message(value)]
+        if len(held) != 1:
+            raise
+        return Located([obj[held[0]]], (held[0],), single=True)
 
 
 MESSAGE_KINDS = ("request", "response")

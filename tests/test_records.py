@@ -12,6 +12,7 @@ from histmig.records import (
     conversation_names,
     envelope_id,
     field_path,
+    locate_in_conversation,
     locate_messages,
     spelled,
 )
@@ -160,3 +161,15 @@ def test_a_record_names_its_conversations_by_envelope_field_and_by_message() -> 
     assert conversation_names(messages, messages) == ("conversation_id=c-1",)
     assert conversation_names({"id": "r-1"}, [{"kind": "request", "parts": []}]) == ()
     assert conversation_names({"thread_id": 1.5, "session_id": ["s"]}, "not a history") == ()
+
+
+def test_a_record_of_a_conversation_may_hold_its_one_message_in_a_field() -> None:
+    message = {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "hi"}]}
+    record = {"conversation_id": "c", "seq": 2, "message": message}
+    for field in (None, "message"):
+        located = locate_in_conversation(record, field)
+        assert (located.messages, located.path, located.single) == ([message], ("message",), True)
+        assert located.put(record, [{**message, "kind": "request"}]) == record
+    assert locate_in_conversation(message) == Located([message], single=True)
+    with pytest.raises(NotAHistory, match="no messages field found"):  # two messages: which one is the record's
+        locate_in_conversation({"a": message, "b": message})

@@ -537,6 +537,25 @@ def test_an_order_field_no_record_holds_is_noted_as_maybe_misspelt(tmp_path: Pat
     assert api.audit(str(path), Options(conversation=("sid",), order="seq")).notes == []
 
 
+def test_a_record_a_message_may_hold_it_in_a_field_of_its_own(tmp_path: Path) -> None:
+    """``{"sid": .., "seq": .., "message": {...}}``: each line's message is found in its field
+    (or the field ``--messages-field`` names) and written back there, as the same messages in a
+    one-item ``messages`` list are."""
+    history = [_PROMPT, _CALL, _RETRY, _ANSWER]
+    order = [2, 0, 3, 1]
+    held, listed = tmp_path / "held.jsonl", tmp_path / "listed.jsonl"
+    held.write_bytes(_lines_of(*({"sid": "s", "seq": n, "message": history[n]} for n in order)))
+    listed.write_bytes(_lines_of(*({"sid": "s", "seq": n, "messages": [history[n]]} for n in order)))
+    grouped = Options(conversation=("sid",), order="seq")
+    api.convert(str(listed), str(tmp_path / "listed.out"), grouped)
+    expected = [orjson.loads(line)["messages"] for line in (tmp_path / "listed.out").read_bytes().splitlines()]
+    for options in (grouped, Options(conversation=("sid",), order="seq", messages_field="message")):
+        result = api.convert(str(held), str(tmp_path / "held.out"), options)
+        out = [orjson.loads(line) for line in (tmp_path / "held.out").read_bytes().splitlines()]
+        assert [[record["message"]] for record in out] == expected and result.exit_code == 0
+        assert [row["rule"] for row in result.report.changes] == ["HM101"]
+
+
 def test_a_format_that_does_not_group_refuses_conversation(tmp_path: Path) -> None:
     path = tmp_path / "chats.json"
     path.write_bytes(b"[]")
