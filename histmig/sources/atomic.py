@@ -43,11 +43,15 @@ from histmig.sources import fs
 
 
 def check_writable(path: str) -> None:
-    """Raise :class:`UnwritableOutput` unless ``path`` can be written (``-`` is stdout): a
-    stream (:func:`is_stream`) that this process may write to, or a file that can be created
-    in its directory (that of the file a link points to), which must exist and be writable,
-    and that is not a directory."""
+    """Raise :class:`UnwritableOutput` unless ``path`` can be written (``-`` is stdout): an
+    object of a store histmig writes to (:func:`histmig.sources.fs.check_scheme`, which
+    raises :class:`~histmig.errors.UsageError`), a stream (:func:`is_stream`) that this
+    process may write to, or a file that can be created in its directory (that of the file a
+    link points to), which must exist and be writable, and that is not a directory."""
     if path == "-":
+        return
+    if fs.is_object(path):  # an object's store says whether it can be written when it is written
+        fs.check_scheme(path, writing=True)
         return
     if is_stream(path):
         if not os.access(path, os.W_OK):

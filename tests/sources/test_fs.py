@@ -80,6 +80,26 @@ def test_every_command_reads_and_writes_jsonl_objects_as_local_files(bucket: Buc
     assert report["changes"][0]["source"] == source
 
 
+def test_rejects_and_a_report_named_on_object_storage_are_written_there(bucket: Bucket, tmp_path: Path) -> None:
+    source = bucket.put("in/chats.jsonl", ALL.read_bytes() + b"{not json\n")
+    rejects, report = f"{bucket.url}/rj/rejects.jsonl", f"{bucket.url}/rp/report.json"
+    result = invoke(
+        "convert",
+        source,
+        f"{bucket.url}/out.jsonl",
+        "-q",
+        "--rejects",
+        rejects,
+        "--report",
+        report,
+        "--report-format",
+        "json",
+    )
+    assert result.exit_code == 1, result.output
+    assert bucket.get("rj/rejects.jsonl") == b"{not json\n"
+    assert orjson.loads(bucket.get("rp/report.json"))["summary"]["rejected"] == 1
+
+
 def test_a_json_document_and_a_parquet_file_on_s3_give_the_local_bytes(bucket: Bucket, tmp_path: Path) -> None:
     document = CORPUS / "v2.59.0" / "a_tool_model_retry.json"
     source = bucket.put("doc.json", document.read_bytes())
