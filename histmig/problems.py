@@ -63,6 +63,24 @@ class InvalidJson(Problem):
         return cls(f"invalid JSON: {why}", more)
 
 
+class NotApplied(Problem):
+    """A warning line of a record whose conversation's ``rule`` (its code) was not applied: its
+    fix is not applicable to how the conversation is stored over records (it would empty a
+    record, move a part to another record, add a message where a record holds one:
+    :func:`histmig.engine.process_conversation`). The ``message`` is the whole line; the rule
+    is told by this type, not by the message (:func:`histmig.report.warning_rule`)."""
+
+    rule: str
+
+    def __new__(cls, rule: str, message: str) -> NotApplied:
+        line = cast(NotApplied, super().__new__(cls, None, message))
+        line.rule = rule
+        return line
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (NotApplied, (self.rule, self.message))
+
+
 def parts_of(line: str) -> tuple[str | None, str]:
     """``(path, message)`` of an error or warning line: a :class:`Problem`'s, or ``None`` and
     the whole line for any other (a problem of the whole record)."""

@@ -14,7 +14,7 @@ from histmig import __version__, redact
 from histmig.engine import Plan
 from histmig.options import Command, Options
 from histmig.problems import InvalidJson
-from histmig.report import Report, RunInfo, record_name
+from histmig.report import Report, RunInfo, record_name, unknown_parts
 from histmig.report.baseline import Entry, Judged
 from histmig.sources.base import Job, Written
 
@@ -69,7 +69,7 @@ class Result:
             failing = [entry for entry in new if entry.rule != "unknown-part" or self.strict]
             return 1 if failing or self.report.counts["read_errors"] else 0
         if self.command == "check":
-            return 1 if self.report.needs_attention or (self.strict and self._unknown_part_count()) else 0
+            return 1 if self.report.needs_attention or (self.strict and unknown_parts(self.report)[0]) else 0
         return 1 if self.report.failed or any(w.kept for w in self.wrote) else 0
 
     @property
@@ -86,7 +86,8 @@ class Result:
             return self._against_baseline(cut)
         if self.command == "check":
             unknown = self._unknown_parts()
-            warnings = _plural(self._warning_findings(), "warning") if self._warning_findings() else ""
+            others = self.report.counts["warnings"] - unknown_parts(self.report)[0]
+            warnings = _plural(others, "warning") if others else ""
             warned = f"; {warnings} (see the report)" if warnings else ""
             found = ", ".join(
                 filter(None, [_plural(counts["findings"], "finding") if counts["findings"] else "", warnings])
@@ -179,19 +180,10 @@ class Result:
             "conversation an input, to treat each conversation whole)"
         )
 
-    def _unknown_part_count(self) -> int:
-        """The parts of an unknown ``part_kind`` (a newer release's) carried unchanged: a
-        warning line each."""
-        return sum(len(row["warnings"]) for row in self.report.warnings)
-
-    def _warning_findings(self) -> int:
-        """The findings of severity ``warning`` (HM407): the report's other warnings."""
-        return self.report.counts["warnings"] - self._unknown_part_count()
-
     def _unknown_parts(self) -> str:
         """How many parts of an unknown ``part_kind`` (a newer release's) are in how many
         records, in words, or ``""`` for none."""
-        parts, records = self._unknown_part_count(), len(self.report.warnings)
+        parts, records = unknown_parts(self.report)
         if not parts:
             return ""
         holds = "record holds" if records == 1 else "records hold"
