@@ -33,7 +33,8 @@ class Result:
     was read in place, a temporary file a killed run left beside an output), the temporary
     files removed (``cleaned``, ``--clean``), and for ``check --baseline`` the ``baseline``
     read and how the run fared against it (``judged``, :func:`histmig.report.baseline.judge`), for
-    ``--write-baseline`` the file written (``wrote_baseline``). :attr:`verdict` and
+    ``--write-baseline`` the file written (``wrote_baseline``), and whether records were grouped
+    into conversations (``grouped``, ``--conversation``). :attr:`verdict` and
     :attr:`exit_code` are made from these."""
 
     command: Command
@@ -53,6 +54,7 @@ class Result:
     baseline: list[Entry] | None = None
     judged: Judged | None = None
     wrote_baseline: str | None = None
+    grouped: bool = False
 
     @property
     def exit_code(self) -> int:
@@ -174,10 +176,15 @@ class Result:
         if not count:
             return ""
         look, its = ("record looks", "its") if count == 1 else ("records look", "their")
+        helps = (
+            f"{its} conversation{'' if count == 1 else 's'} look{'s' if count == 1 else ''} incomplete or out of "
+            "order: give every record of a conversation, and --order COLUMN to sort them"
+            if self.grouped
+            else "give --conversation COLUMN, or '*' for one conversation an input, to treat each conversation whole"
+        )
         return (
             f"; {count} {look} like part of a conversation stored over several records: {its} tool pairing "
-            f"was not repaired and {its} findings are warnings (give --conversation COLUMN, or '*' for one "
-            "conversation an input, to treat each conversation whole)"
+            f"was not repaired and {its} findings are warnings ({helps})"
         )
 
     def _unknown_parts(self) -> str:
@@ -296,7 +303,9 @@ def recorded(result: Result, options: Options, job: Job, started: str, given: di
     """``result`` with its report's :class:`~histmig.report.RunInfo`: the options as given
     (and ``given``, what the command took besides them), the rules that ran, the inputs read,
     the output, the start time (``started``), the verdict and the exit code. Every engine's
-    runs are recorded by it (:mod:`histmig.run.spark` too)."""
+    runs are recorded by it (:mod:`histmig.run.spark` too), and told whether ``--conversation``
+    grouped the records (:attr:`Result.grouped`, which the verdict's advice depends on)."""
+    result.grouped = bool(options.conversation)
     result.report.run = RunInfo(
         __version__,
         result.command,

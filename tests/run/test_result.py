@@ -121,3 +121,17 @@ def test_a_fix_not_applied_to_a_conversations_layout_is_a_warning_of_its_rule_no
     strict = api.check(str(path), Options(conversation=("session_id",), order="seq"), strict=True)
     assert (strict.verdict, strict.exit_code) == (result.verdict, result.exit_code)
 
+
+def test_the_verdict_on_fragments_names_order_when_conversation_was_given(tmp_path: Path) -> None:
+    path = _parted(tmp_path, [3, 1, 0])
+    said = "2 records look like part of a conversation stored over several records: their tool pairing was not "
+    grouped = api.check(str(path), Options(conversation=("session_id",)))
+    assert grouped.verdict.endswith(
+        f"; {said}repaired and their findings are warnings (their conversations look incomplete or out of order: "
+        "give every record of a conversation, and --order COLUMN to sort them)"
+    )
+    alone = api.check(str(path))
+    assert "their findings are warnings (give --conversation COLUMN, or '*' for one conversation an input" in (
+        alone.verdict
+    )
+    assert api.check(str(path), Options(conversation=("session_id",), order="seq")).report.fragments == 0
