@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, Literal
 
-from histmig.problems import NotApplied, parts_of
+from histmig.problems import Warned, parts_of
 from histmig.records import Outcome
 from histmig.report.rows import ChangeRow, FindingRow, ReaderRow, Spill
 from histmig.rules.pairing import CODES
@@ -421,9 +421,10 @@ UNKNOWN_PART = "unknown-part"
 
 def warning_rule(line: str) -> str:
     """The rule a warning line of a record (:attr:`~histmig.records.Outcome.warnings`) is of, as
-    its GitHub title and baseline entry name it: the code of a fix not applied to a
-    conversation's layout (:class:`~histmig.problems.NotApplied`), else :data:`UNKNOWN_PART`."""
-    return line.rule if isinstance(line, NotApplied) else UNKNOWN_PART
+    its GitHub title and baseline entry name it: a :class:`~histmig.problems.Warned` line's (the
+    code of a fix not applied to a conversation's layout, or ``conversation``), else
+    :data:`UNKNOWN_PART`."""
+    return line.rule if isinstance(line, Warned) else UNKNOWN_PART
 
 
 def unknown_parts(report: Report) -> tuple[int, int]:

@@ -11,7 +11,7 @@ import pytest
 
 from histmig import api
 from histmig.options import Options
-from histmig.problems import NotApplied, Problem
+from histmig.problems import Problem, Warned
 from histmig.records import Outcome, Record
 from histmig.report import SKIPPED, UNKNOWN_PART, Report, record_name, rows, unknown_parts, warning_rule
 from histmig.rules.base import Change, Finding
@@ -212,7 +212,7 @@ def test_a_warning_line_is_of_the_rule_whose_fix_was_not_applied_or_an_unknown_p
     said = "HM201 not applied: its fix would move a part to another record (not applicable to this layout)"
     unknown = Problem("messages[1].parts[0]", "unknown part_kind 'x', carried unchanged")
     sent = Report.in_memory()
-    sent.add(Outcome(Record(b"[]", "a.jsonl", "line 1"), "unchanged", b"[]", warnings=[NotApplied("HM201", said)]))
+    sent.add(Outcome(Record(b"[]", "a.jsonl", "line 1"), "unchanged", b"[]", warnings=[Warned("HM201", said)]))
     sent.add(Outcome(Record(b"[]", "a.jsonl", "line 2"), "unchanged", b"[]", warnings=[unknown, unknown]))
     report = Report()
     report.merge(pickle.loads(pickle.dumps(sent)))

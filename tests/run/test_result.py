@@ -135,3 +135,15 @@ def test_the_verdict_on_fragments_names_order_when_conversation_was_given(tmp_pa
         alone.verdict
     )
     assert api.check(str(path), Options(conversation=("session_id",), order="seq")).report.fragments == 0
+
+
+def test_a_record_without_a_conversation_key_is_told_so_in_a_warning_not_an_unknown_part(tmp_path: Path) -> None:
+    path = _parted(tmp_path, [0, 1, 3])
+    records = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(records[0].replace(b'"session_id":"s1",', b"") + b"".join(records[1:]))
+    result = api.check(str(path), Options(conversation=("session_id",), order="seq"))
+    assert result.report.warnings[0]["warnings"] == [
+        "no conversation key (session_id missing or null): a conversation of its own"
+    ]
+    assert result.verdict.startswith("histmig check: all 3 records are current and valid; 7 warnings (see the report)")
+    assert result.report.summary()["warnings"] == 7  # six HM407 findings of severity warning, the note
