@@ -43,7 +43,7 @@ import orjson
 from histmig import schema
 from histmig.duplicates import Duplicate, duplicated_key
 from histmig.errors import Malformed, NotAHistory
-from histmig.problems import InvalidJson, Problem
+from histmig.problems import CONVERSATION, InvalidJson, Problem, Warned
 from histmig.records import (
     ID_FIELDS,
     MESSAGE_FIELD_CANDIDATES,
@@ -600,7 +600,7 @@ def run_conversations(
             outcomes = [Outcome(record, "rejected", None, errors=[refused]) for record in conversation.records]
         for key, outcome in zip(keys, outcomes):
             if conversation.note is not None:
-                outcome.warnings.append(conversation.note)
+                outcome.warnings.append(Warned(CONVERSATION, conversation.note))
             if accept is not None:
                 outcome = accept(key, outcome)
             if outcome.quiet:
@@ -958,7 +958,8 @@ def _conversation_way(conversation: Conversation, held: list[_Held], plan: Plan)
         codes = frozenset(refused)
         outcomes = process_conversation(conversation, replace(plan, withheld=plan.withheld | codes))
         for code, (r, why) in refused.items():
-            outcomes[r].warnings.append(f"{code} not applied: its fix would {why} (not applicable to this layout)")
+            said = f"{code} not applied: its fix would {why} (not applicable to this layout)"
+            outcomes[r].warnings.append(Warned(code, said))
         return outcomes
     if changes:
         checked = dumps(history)

@@ -63,6 +63,30 @@ class InvalidJson(Problem):
         return cls(f"invalid JSON: {why}", more)
 
 
+CONVERSATION = "conversation"
+"""The :attr:`Warned.rule` of what every record of a conversation is told."""
+
+
+class Warned(Problem):
+    """A warning line of a record but a part of an unknown ``part_kind`` carried unchanged, of
+    what ``rule`` says: a rule's code, whose fix was not applied as it is not applicable to how
+    the conversation is stored over records (it would empty a record, move a part to another
+    record, add a message where a record holds one: :func:`histmig.engine.process_conversation`),
+    or :data:`CONVERSATION`, what every record of a conversation is told
+    (:attr:`histmig.records.Conversation.note`: a null key). The ``message`` is the whole line;
+    what it is of is told by this type, not by the message (:func:`histmig.report.warning_rule`)."""
+
+    rule: str
+
+    def __new__(cls, rule: str, message: str) -> Warned:
+        line = cast(Warned, super().__new__(cls, None, message))
+        line.rule = rule
+        return line
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Warned, (self.rule, self.message))
+
+
 def parts_of(line: str) -> tuple[str | None, str]:
     """``(path, message)`` of an error or warning line: a :class:`Problem`'s, or ``None`` and
     the whole line for any other (a problem of the whole record)."""

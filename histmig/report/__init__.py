@@ -13,7 +13,8 @@ like pieces of a conversation stored over several records (:attr:`Report.fragmen
 ``invalid`` counts records that need no rule yet fail validation
 (``check``); ``findings`` counts what rules found and did not fix (a rule that only reports,
 an unsafe fix without ``--unsafe-fixes``), ``warnings`` the findings of severity
-``warning`` and the unknown parts carried unchanged; ``skipped`` counts database rows
+``warning``, the unknown parts carried unchanged and the fixes not applied to a conversation's
+layout (a warning line each, :func:`warning_rule` tells which); ``skipped`` counts database rows
 migrated but not written because another client wrote them after histmig read them (each
 also an ``errors`` entry with status ``skipped``, naming the row by its key; its change rows
 stay listed, as what histmig would have written); ``read_errors`` counts inputs that ended
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, Literal
 
-from histmig.problems import parts_of
+from histmig.problems import Warned, parts_of
 from histmig.records import Outcome
 from histmig.report.rows import ChangeRow, FindingRow, ReaderRow, Spill
 from histmig.rules.pairing import CODES
@@ -411,6 +412,26 @@ class Report:
             key: [row for batch in value for row in batch] if rows else value
             for key, value, rows in self.json_shape(timestamp)
         }
+
+
+UNKNOWN_PART = "unknown-part"
+"""The rule of a warning line of a part of an unknown ``part_kind`` carried unchanged (``check
+--strict`` fails on it)."""
+
+
+def warning_rule(line: str) -> str:
+    """The rule a warning line of a record (:attr:`~histmig.records.Outcome.warnings`) is of, as
+    its GitHub title and baseline entry name it: a :class:`~histmig.problems.Warned` line's (the
+    code of a fix not applied to a conversation's layout, or ``conversation``), else
+    :data:`UNKNOWN_PART`."""
+    return line.rule if isinstance(line, Warned) else UNKNOWN_PART
+
+
+def unknown_parts(report: Report) -> tuple[int, int]:
+    """``(parts, records)``: the parts of an unknown ``part_kind`` (a newer release's) carried
+    unchanged, a warning line each (:func:`warning_rule`), and the records holding them."""
+    counted = [sum(warning_rule(line) == UNKNOWN_PART for line in row["warnings"]) for row in report.warnings]
+    return sum(counted), sum(map(bool, counted))
 
 
 def summary_label(report: Report, key: str) -> str:

@@ -29,7 +29,7 @@ import orjson
 
 from histmig.errors import UnreadableInput
 from histmig.problems import parts_of
-from histmig.report import Report
+from histmig.report import UNKNOWN_PART, Report, warning_rule
 from histmig.report.rows import ChangeRow, FindingRow
 
 VERSION = 1
@@ -86,7 +86,7 @@ def entries(report: Report) -> Iterator[Entry]:
     """Every entry of ``report``: each change row, each finding of severity ``error`` (a
     warning never fails ``check``), each error line (``invalid``, ``rejected``; a
     ``skipped`` row is no finding) and each unknown-part warning line (``unknown-part``,
-    which fails ``check --strict``)."""
+    which fails ``check --strict``; a fix not applied to a conversation's layout is a warning)."""
     for batch in report.change_batches():
         yield from (row_entry(report, row) for row in batch)
     for found in report.finding_batches():
@@ -95,7 +95,8 @@ def entries(report: Report) -> Iterator[Entry]:
         if row["status"] != "skipped":
             yield from (line_entry(report, row, row["status"], line) for line in row["errors"])
     for row in report.warnings:
-        yield from (line_entry(report, row, "unknown-part", line) for line in row["warnings"])
+        lines = (line for line in row["warnings"] if warning_rule(line) == UNKNOWN_PART)
+        yield from (line_entry(report, row, UNKNOWN_PART, line) for line in lines)
 
 
 def dumps(found: list[Entry]) -> bytes:

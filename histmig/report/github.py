@@ -5,7 +5,8 @@ for a file in the repository, on its line.
 ``::error file=chats.jsonl,line=12,title=histmig HM406::messages[1].parts[0] tool-call 'w' (c1)
 has no result``: ``error`` for what fails ``check`` (a change a record needs, a finding of
 severity ``error``, an invalid or rejected record), ``warning`` for what does not (HM407, a
-part of an unknown ``part_kind``, a skipped row); under ``convert`` a change is a ``notice``.
+part of an unknown ``part_kind``, a fix not applied to a conversation's layout, titled by its
+rule, a skipped row); under ``convert`` a change is a ``notice``.
 A JSONL record names its ``line``; a Parquet row, a ``.json`` document and a database row
 name no line, the message says the row (a database row: its table and key, and no ``file``,
 the database being no file of the repository). Values are escaped as workflow commands
@@ -19,7 +20,7 @@ import re
 from collections import Counter
 from typing import Any, TextIO
 
-from histmig.report import Rendering, Report
+from histmig.report import UNKNOWN_PART, Rendering, Report, warning_rule
 from histmig.report.rows import ChangeRow, FindingRow
 from histmig.rules.base import ABSENT_PART
 
@@ -81,10 +82,10 @@ def render(report: Report, stream: TextIO, how: Rendering = Rendering()) -> None
                 )
     for row in report.warnings:
         for line in row["warnings"]:
-            if new(line_entry(report, row, "unknown-part", line)):
-                stream.write(
-                    command("warning", row["source"], row["location"], row.get("id"), "histmig unknown part", line)
-                )
+            rule = warning_rule(line)
+            if rule != UNKNOWN_PART or new(line_entry(report, row, rule, line)):
+                title = "histmig unknown part" if rule == UNKNOWN_PART else f"histmig {rule}"
+                stream.write(command("warning", row["source"], row["location"], row.get("id"), title, line))
 
 
 def _row(level: str, row: ChangeRow | FindingRow) -> str:

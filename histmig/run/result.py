@@ -14,7 +14,7 @@ from histmig import __version__, redact
 from histmig.engine import Plan
 from histmig.options import Command, Options
 from histmig.problems import InvalidJson
-from histmig.report import Report, RunInfo, record_name
+from histmig.report import Report, RunInfo, record_name, unknown_parts
 from histmig.report.baseline import Entry, Judged
 from histmig.sources.base import Job, Written
 
@@ -33,7 +33,8 @@ class Result:
     was read in place, a temporary file a killed run left beside an output), the temporary
     files removed (``cleaned``, ``--clean``), and for ``check --baseline`` the ``baseline``
     read and how the run fared against it (``judged``, :func:`histmig.report.baseline.judge`), for
-    ``--write-baseline`` the file written (``wrote_baseline``). :attr:`verdict` and
+    ``--write-baseline`` the file written (``wrote_baseline``), and whether records were grouped
+    into conversations (``grouped``, ``--conversation``). :attr:`verdict` and
     :attr:`exit_code` are made from these."""
 
     command: Command
@@ -53,6 +54,7 @@ class Result:
     baseline: list[Entry] | None = None
     judged: Judged | None = None
     wrote_baseline: str | None = None
+    grouped: bool = False
 
     @property
     def exit_code(self) -> int:
@@ -69,7 +71,7 @@ class Result:
             failing = [entry for entry in new if entry.rule != "unknown-part" or self.strict]
             return 1 if failing or self.report.counts["read_errors"] else 0
         if self.command == "check":
-            return 1 if self.report.needs_attention or (self.strict and self._unknown_part_count()) else 0
+            return 1 if self.report.needs_attention or (self.strict and unknown_parts(self.report)[0]) else 0
         return 1 if self.report.failed or any(w.kept for w in self.wrote) else 0
 
     @property
@@ -86,7 +88,8 @@ class Result:
             return self._against_baseline(cut)
         if self.command == "check":
             unknown = self._unknown_parts()
-            warnings = _plural(self._warning_findings(), "warning") if self._warning_findings() else ""
+            others = self.report.counts["warnings"] - unknown_parts(self.report)[0]
+            warnings = _plural(others, "warning") if others else ""
             warned = f"; {warnings} (see the report)" if warnings else ""
             found = ", ".join(
                 filter(None, [_plural(counts["findings"], "finding") if counts["findings"] else "", warnings])
@@ -173,25 +176,21 @@ class Result:
         if not count:
             return ""
         look, its = ("record looks", "its") if count == 1 else ("records look", "their")
+        helps = (
+            f"{its} conversation{'' if count == 1 else 's'} look{'s' if count == 1 else ''} incomplete or out of "
+            "order: give every record of a conversation, and --order COLUMN to sort them"
+            if self.grouped
+            else "give --conversation COLUMN, or '*' for one conversation an input, to treat each conversation whole"
+        )
         return (
             f"; {count} {look} like part of a conversation stored over several records: {its} tool pairing "
-            f"was not repaired and {its} findings are warnings (give --conversation COLUMN, or '*' for one "
-            "conversation an input, to treat each conversation whole)"
+            f"was not repaired and {its} findings are warnings ({helps})"
         )
-
-    def _unknown_part_count(self) -> int:
-        """The parts of an unknown ``part_kind`` (a newer release's) carried unchanged: a
-        warning line each."""
-        return sum(len(row["warnings"]) for row in self.report.warnings)
-
-    def _warning_findings(self) -> int:
-        """The findings of severity ``warning`` (HM407): the report's other warnings."""
-        return self.report.counts["warnings"] - self._unknown_part_count()
 
     def _unknown_parts(self) -> str:
         """How many parts of an unknown ``part_kind`` (a newer release's) are in how many
         records, in words, or ``""`` for none."""
-        parts, records = self._unknown_part_count(), len(self.report.warnings)
+        parts, records = unknown_parts(self.report)
         if not parts:
             return ""
         holds = "record holds" if records == 1 else "records hold"
@@ -304,7 +303,9 @@ def recorded(result: Result, options: Options, job: Job, started: str, given: di
     """``result`` with its report's :class:`~histmig.report.RunInfo`: the options as given
     (and ``given``, what the command took besides them), the rules that ran, the inputs read,
     the output, the start time (``started``), the verdict and the exit code. Every engine's
-    runs are recorded by it (:mod:`histmig.run.spark` too)."""
+    runs are recorded by it (:mod:`histmig.run.spark` too), and told whether ``--conversation``
+    grouped the records (:attr:`Result.grouped`, which the verdict's advice depends on)."""
+    result.grouped = bool(options.conversation)
     result.report.run = RunInfo(
         __version__,
         result.command,

@@ -10,6 +10,7 @@ import os
 import shutil
 from dataclasses import dataclass, replace
 
+from histmig import redact
 from histmig.errors import UnreadableInput, UnwritableOutput, UsageError
 from histmig.options import Options
 from histmig.parallel import Progress
@@ -79,6 +80,8 @@ def migrate_objects(planning: Planning, options: Options, progress: Progress | N
     items = list(enumerate(planning.inputs))
     shared = list(dict.fromkeys(item.destination.rejects for _, item in items if _pieced(item.destination.rejects)))
     earlier = [path for path in shared if exists(path, UnwritableOutput)]  # type: ignore[arg-type]  # pieced: a URL
+    pieces = [(at, item.destination.rejects) for at, item in items if item.destination.rejects in shared]
+    _refuse_pieces([_piece(rejects, at) for at, rejects in pieces])  # type: ignore[arg-type]  # pieced: a URL
     spark, log = session(planning.spark_master, options.workers)
     try:
         if progress is not None:
@@ -123,6 +126,21 @@ def _pieced(rejects: str | None) -> bool:
     return rejects is not None and is_object(rejects)
 
 
+def _refuse_pieces(pieces: list[str]) -> None:
+    """Refuse a run whose rejects pieces (:func:`_piece`) are already there: each task removes
+    its piece before it writes (a piece an attempt before left, when Spark runs a task again)
+    and the driver removes every piece at the end, so an object of that name that was there
+    before the run, another's data, would be lost. Raises :class:`~histmig.errors.UsageError`
+    naming them."""
+    there = [piece for piece in pieces if exists(piece, UnwritableOutput)]
+    if there:
+        named = ", ".join(redact.location(piece) for piece in there)
+        raise UsageError(
+            f"{named} already exist{'s' if len(there) == 1 else ''}: --engine spark writes the rejected records "
+            "of each input object there and removes them; remove them or pick another OUTPUT"
+        )
+
+
 def _piece(rejects: str, at: int) -> str:
     """The object the task of the input at ``at`` writes its share of ``rejects`` to; the
     driver adds the pieces to ``rejects`` in input order, as the local engine adds each
@@ -160,7 +178,7 @@ class _Object:
         at, item = entry
         rejects = item.destination.rejects
         try:
-            if _pieced(rejects):  # its own piece of the rejects file, none left from an attempt before
+            if _pieced(rejects):  # its own piece; one there is an earlier attempt's (the driver refused any before)
                 piece = _piece(rejects, at)  # type: ignore[arg-type]  # pieced: a URL
                 _remove(piece)
                 item = replace(item, destination=replace(item.destination, rejects=piece))

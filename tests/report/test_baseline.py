@@ -11,9 +11,9 @@ import orjson
 import pytest
 
 from histmig import api
-from histmig.report.baseline import Entry, judge, read
 from histmig.errors import UnreadableInput, UsageError
 from histmig.options import Options
+from histmig.report.baseline import Entry, judge, read
 from tests.conftest import CORPUS
 
 LINES = (CORPUS / "all.jsonl").read_bytes().splitlines()
@@ -153,3 +153,15 @@ def test_the_baseline_file_is_the_same_bytes_for_the_same_findings(tmp_path: Pat
     source.write_bytes(b"\n".join(reversed(LINES)) + b"\n")
     api.check(str(source), Options(jobs=1), write_baseline=str(tmp_path / "two.json"))
     assert (tmp_path / "one.json").read_bytes() == (tmp_path / "two.json").read_bytes()
+
+
+def test_a_fix_not_applied_is_no_baseline_entry_and_fails_nothing(tmp_path: Path) -> None:
+    """A warning never fails ``check``: against a baseline it is no entry, with ``--strict`` too."""
+    from tests.run.test_result import _parted
+
+    source, baseline = _parted(tmp_path, [0, 1, 3]), tmp_path / "b.json"
+    grouped = Options(conversation=("session_id",), order="seq")
+    api.check(str(source), grouped, write_baseline=str(baseline))
+    assert {entry.rule for entry in read(str(baseline))} == {"HM406"}
+    assert len(read(str(baseline))) == 4  # the HM406 findings; not the fix not applied
+    assert api.check(str(source), grouped, baseline=str(baseline), strict=True).exit_code == 0

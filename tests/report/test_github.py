@@ -9,9 +9,10 @@ from pathlib import Path
 import orjson
 
 from histmig import api
-from histmig.report.baseline import read
+from histmig.problems import Problem, Warned
 from histmig.records import Outcome, Record
 from histmig.report import Rendering, Report
+from histmig.report.baseline import read
 from histmig.report.github import command, render
 from histmig.rules.base import Finding
 
@@ -82,4 +83,16 @@ def test_a_finding_is_an_error_or_a_warning_by_its_severity() -> None:
     assert _rendered(report) == [
         "::error file=s.json,title=histmig HM403::file [r1]: messages[0].parts[1]: dup",
         "::warning file=s.json,title=histmig HM407::file [r1]: messages[1].parts[0]: open",
+    ]
+
+
+def test_a_fix_not_applied_is_a_warning_titled_by_its_rule_and_an_unknown_part_by_what_it_is() -> None:
+    report = Report()
+    said = "HM406 not applied: its fix would add a message where a record holds one (not applicable to this layout)"
+    warnings = [Warned("HM406", said), Problem("messages[0].parts[0]", "unknown part_kind 'x', carried unchanged")]
+    report.add(Outcome(Record(b"[]", "s.jsonl", "line 2"), "unchanged", b"[]", warnings=warnings))
+    assert _rendered(report) == [
+        f"::warning file=s.jsonl,line=2,title=histmig HM406::line 2: {said}",
+        "::warning file=s.jsonl,line=2,title=histmig unknown part::line 2: messages[0].parts[0]: unknown part_kind "
+        "'x', carried unchanged",
     ]

@@ -3,6 +3,7 @@ order added, merged from workers in task order whatever the spill batches."""
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
 import orjson
@@ -10,8 +11,9 @@ import pytest
 
 from histmig import api
 from histmig.options import Options
+from histmig.problems import Problem, Warned
 from histmig.records import Outcome, Record
-from histmig.report import SKIPPED, Report, record_name, rows
+from histmig.report import SKIPPED, UNKNOWN_PART, Report, record_name, rows, unknown_parts, warning_rule
 from histmig.rules.base import Change, Finding
 from tests.conftest import CORPUS
 from tests.report.conftest import reader_report, skipped_report
@@ -203,3 +205,17 @@ def test_the_summary_has_the_json_reports_shape(tmp_path: Path) -> None:
     summary = report.summary()
     assert summary == orjson.loads(orjson.dumps(report.json_head(timestamp=False)))["summary"]
     assert {"evidence": "error-list", "certainty": "shape", "parts": 41} in summary["parts_by_evidence"]
+
+
+def test_a_warning_line_is_of_the_rule_whose_fix_was_not_applied_or_an_unknown_part() -> None:
+    """Told by the line's type, which a report sent from a worker keeps (pickled)."""
+    said = "HM201 not applied: its fix would move a part to another record (not applicable to this layout)"
+    unknown = Problem("messages[1].parts[0]", "unknown part_kind 'x', carried unchanged")
+    sent = Report.in_memory()
+    sent.add(Outcome(Record(b"[]", "a.jsonl", "line 1"), "unchanged", b"[]", warnings=[Warned("HM201", said)]))
+    sent.add(Outcome(Record(b"[]", "a.jsonl", "line 2"), "unchanged", b"[]", warnings=[unknown, unknown]))
+    report = Report()
+    report.merge(pickle.loads(pickle.dumps(sent)))
+    lines = [line for row in report.warnings for line in row["warnings"]]
+    assert [warning_rule(line) for line in lines] == ["HM201", UNKNOWN_PART, UNKNOWN_PART]
+    assert (unknown_parts(report), report.counts["warnings"]) == ((2, 1), 3)

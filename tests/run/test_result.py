@@ -4,7 +4,11 @@ what it wrote, and the run recorded in the report."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
+import orjson
+
+from histmig import api
 from histmig.engine import process_full
 from histmig.options import Options
 from histmig.records import Record
@@ -80,3 +84,66 @@ def test_notes_tell_problems_by_their_type_not_their_words() -> None:
     outcome.errors = [str(error) for error in outcome.errors]
     worded.add(outcome)
     assert Result("audit", "chats.json", worded).notes == []
+
+
+def _parted(tmp_path: Path, seqs: list[int], name: str = "rep.jsonl") -> Path:
+    """A JSONL file of one conversation of the corpus (``v2.0.0/j_rich_content``), one message a
+    record (``session_id``, ``seq``), of the messages ``seqs``, in that order."""
+    whole = next(
+        orjson.loads(line)
+        for line in (CORPUS / "all.jsonl").read_bytes().splitlines()
+        if orjson.loads(line)["id"] == "v2.0.0/j_rich_content"
+    )
+    path = tmp_path / name
+    path.write_bytes(
+        b"".join(
+            orjson.dumps({"session_id": "s1", "seq": seq, "messages": [whole["messages"][seq]]}) + b"\n" for seq in seqs
+        )
+    )
+    return path
+
+
+def test_a_fix_not_applied_to_a_conversations_layout_is_a_warning_of_its_rule_not_an_unknown_part(
+    tmp_path: Path,
+) -> None:
+    """Leaving message 2 out, HM406's fix would add a message where a record holds one: a
+    warning of HM406, counted with the other warnings the same in the verdict and the summary."""
+    path = _parted(tmp_path, [0, 1, 3])
+    result = api.check(str(path), Options(conversation=("session_id",), order="seq"))
+    assert [row["warnings"] for row in result.report.warnings] == [
+        ["HM406 not applied: its fix would add a message where a record holds one (not applicable to this layout)"]
+    ]
+    assert result.report.summary()["warnings"] == 3  # two HM407 findings of severity warning, the fix not applied
+    assert result.verdict == (
+        "histmig check: 0 of 3 records to migrate, 0 invalid, 0 rejected, 1 with findings only, 2 current and "
+        "valid; 4 findings, 3 warnings"
+    )
+    strict = api.check(str(path), Options(conversation=("session_id",), order="seq"), strict=True)
+    assert (strict.verdict, strict.exit_code) == (result.verdict, result.exit_code)
+
+
+def test_the_verdict_on_fragments_names_order_when_conversation_was_given(tmp_path: Path) -> None:
+    path = _parted(tmp_path, [3, 1, 0])
+    said = "2 records look like part of a conversation stored over several records: their tool pairing was not "
+    grouped = api.check(str(path), Options(conversation=("session_id",)))
+    assert grouped.verdict.endswith(
+        f"; {said}repaired and their findings are warnings (their conversations look incomplete or out of order: "
+        "give every record of a conversation, and --order COLUMN to sort them)"
+    )
+    alone = api.check(str(path))
+    assert "their findings are warnings (give --conversation COLUMN, or '*' for one conversation an input" in (
+        alone.verdict
+    )
+    assert api.check(str(path), Options(conversation=("session_id",), order="seq")).report.fragments == 0
+
+
+def test_a_record_without_a_conversation_key_is_told_so_in_a_warning_not_an_unknown_part(tmp_path: Path) -> None:
+    path = _parted(tmp_path, [0, 1, 3])
+    records = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(records[0].replace(b'"session_id":"s1",', b"") + b"".join(records[1:]))
+    result = api.check(str(path), Options(conversation=("session_id",), order="seq"))
+    assert result.report.warnings[0]["warnings"] == [
+        "no conversation key (session_id missing or null): a conversation of its own"
+    ]
+    assert result.verdict.startswith("histmig check: all 3 records are current and valid; 7 warnings (see the report)")
+    assert result.report.summary()["warnings"] == 7  # six HM407 findings of severity warning, the note

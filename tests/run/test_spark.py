@@ -156,3 +156,25 @@ def test_each_object_task_writes_its_rejected_records_to_a_piece_of_its_own(buck
     assert rejected and all(w.rejected == f"{bucket.url}/out.rejects.jsonl" for _, r in results for w in r.wrote)  # type: ignore[union-attr]
     assert bucket.keys("out.") == [f"out.rejects.jsonl.{at:06d}.piece" for at in rejected]
     assert sum(bucket.get(key).count(b"\n") for key in bucket.keys("out.")) == 11
+
+
+def test_an_object_storage_run_refuses_rejects_pieces_that_were_there_before_it(bucket: Bucket, tmp_path: Path) -> None:
+    """An object named like a piece of the rejects object before the run is another's data:
+    the driver refuses the run (before any task, before a Spark session) and removes nothing."""
+    from histmig.run.plan import plan
+    from histmig.run.spark import migrate_objects
+    from histmig.sources.base import Destination
+
+    for file in make_lake(tmp_path / "lake", "jsonl"):
+        bucket.put(f"in/{file.relative_to(tmp_path / 'lake')}", file.read_bytes())
+    options = Options(select=("HM1",), ignore=("HM103",), jobs=1)
+    planning = plan("convert", f"{bucket.url}/in/", Destination(f"{bucket.url}/out/"), options, engine="spark")
+    bucket.put("out.rejects.jsonl.000001.piece", b"a user's data\n")
+    with pytest.raises(UsageError) as raised:
+        migrate_objects(planning, options)
+    assert str(raised.value) == (
+        f"{bucket.url}/out.rejects.jsonl.000001.piece already exists: --engine spark writes the rejected records "
+        "of each input object there and removes them; remove them or pick another OUTPUT"
+    )
+    assert bucket.keys("out") == ["out.rejects.jsonl.000001.piece"]
+    assert bucket.get("out.rejects.jsonl.000001.piece") == b"a user's data\n"
