@@ -37,7 +37,7 @@ from histmig.sources.base import (
     same_folded,
     starts_with,
 )
-from histmig.sources.grouped import Index, Migrated, Part
+from histmig.sources.grouped import Index, Migrated, Part, check_columns
 from histmig.sources.parquet import parquet_sink
 from histmig.sources.table import _VERIFY_BATCH, _digest
 
@@ -313,16 +313,16 @@ class DuckdbTable(Input):
 
     def _prepare_grouping(self, schema: Any) -> None:
         """Check the conversation and order columns and set up the index
-        (:mod:`histmig.sources.grouped`). Raises :class:`ColumnError` for a column the table lacks."""
+        (:mod:`histmig.sources.grouped`). Raises :class:`ColumnError` as
+        :func:`~histmig.sources.grouped.check_columns` does."""
         grouping = self._grouping
-        for column in (*(() if grouping.whole else grouping.keys), *filter(None, [grouping.order])):
-            if column not in schema.names:
-                raise ColumnError(f"{self.name}: no column {column!r} (columns: {', '.join(schema.names)})")
+        keys = self._constraints("PRIMARY KEY")
+        ties = keys[0] if keys else ()
+        check_columns(self.name, schema, grouping, ties)
         self._read_as = migrator = ColumnMigrator(schema, self._column, self.name, self._job, self._id_column)
         part = Part(self.name, self._column, migrator.kind, migrator.output_type if migrator.kind == "nested" else None)
-        keys = self._constraints("PRIMARY KEY")
         self.size = None  # a progress bar counts the records' bytes, which the file's size does not tell
-        self._index = Index(grouping, [part], digests=self._destination.in_place, ties=keys[0] if keys else ())
+        self._index = Index(grouping, [part], digests=self._destination.in_place, ties=ties)
         self._grouped_stack.callback(self._index.close)
         self._migrated = Migrated()
         self._grouped_stack.callback(self._migrated.close)

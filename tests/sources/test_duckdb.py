@@ -512,6 +512,26 @@ def test_a_conversation_column_the_table_lacks_is_an_error_naming_it(tmp_path: P
 
 
 @pytest.mark.parametrize(
+    ("key", "order", "said"),
+    [
+        ("STRUCT(a INTEGER)", "INTEGER", "--conversation column 'session_id' is struct<a: int32>: a key"),
+        ("MAP(VARCHAR, INTEGER)", "INTEGER", "--conversation column 'session_id' is map<string, int32>: a key"),
+        ("VARCHAR", "INTERVAL", "--order column 'seq' is month_day_nano_interval: an order"),
+    ],
+)
+def test_a_conversation_or_order_column_arrow_cannot_sort_is_an_error_naming_its_type(
+    tmp_path: Path, key: str, order: str, said: str
+) -> None:
+    db = sessions_db(tmp_path / "runs.duckdb", [{"conversation_id": "s", "seq": 0, "messages": []}])
+    with duckdb.connect(str(db)) as con:
+        con.execute(f"ALTER TABLE runs ALTER session_id SET DATA TYPE {key} USING NULL")
+        con.execute(f"ALTER TABLE runs ALTER seq SET DATA TYPE {order} USING NULL")
+    done = invoke("convert", str(db), "--table", "runs", "--conversation", "session_id", "--order", "seq", "--in-place")
+    must = "must be a string, a number, a boolean, a date, a time, a timestamp, a duration or binary"
+    assert (done.exit_code, done.stderr) == (2, f"histmig: cannot read {db}:runs: {said} {must}\n")
+
+
+@pytest.mark.parametrize(
     ("conversation", "write"),
     [
         ("*", "messages = CAST(messages AS VARCHAR) || ' '"),
