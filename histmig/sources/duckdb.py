@@ -37,7 +37,7 @@ from histmig.sources.base import (
     same_folded,
     starts_with,
 )
-from histmig.sources.grouped import Index, Migrated, Part
+from histmig.sources.grouped import Index, Migrated, Part, check_columns
 from histmig.sources.parquet import parquet_sink
 from histmig.sources.table import _VERIFY_BATCH, _digest
 
@@ -313,16 +313,16 @@ class DuckdbTable(Input):
 
     def _prepare_grouping(self, schema: Any) -> None:
         """Check the conversation and order columns and set up the index
-        (:mod:`histmig.sources.grouped`). Raises :class:`ColumnError` for a column the table lacks."""
+        (:mod:`histmig.sources.grouped`). Raises :class:`ColumnError` as
+        :func:`~histmig.sources.grouped.check_columns` does."""
         grouping = self._grouping
-        for column in (*(() if grouping.whole else grouping.keys), *filter(None, [grouping.order])):
-            if column not in schema.names:
-                raise ColumnError(f"{self.name}: no column {column!r} (columns: {', '.join(schema.names)})")
+        keys = self._constraints("PRIMARY KEY")
+        ties = keys[0] if keys else ()
+        check_columns(self.name, schema, grouping, ties)
         self._read_as = migrator = ColumnMigrator(schema, self._column, self.name, self._job, self._id_column)
         part = Part(self.name, self._column, migrator.kind, migrator.output_type if migrator.kind == "nested" else None)
-        keys = self._constraints("PRIMARY KEY")
         self.size = None  # a progress bar counts the records' bytes, which the file's size does not tell
-        self._index = Index(grouping, [part], digests=self._destination.in_place, ties=keys[0] if keys else ())
+        self._index = Index(grouping, [part], digests=self._destination.in_place, ties=ties)
         self._grouped_stack.callback(self._index.close)
         self._migrated = Migrated()
         self._grouped_stack.callback(self._migrated.close)
@@ -331,12 +331,12 @@ class DuckdbTable(Input):
         """The table's conversations (:class:`~histmig.sources.grouped.Index`): its rows read
         once in scan order, named ``row N`` as an ungrouped run names them, a conversation's rows
         in ``--order``, then primary key order (scan order without one); in place each is
-        identified by its ``rowid`` and its messages' MD5 kept, which the write compares."""
+        identified by its ``rowid`` and :meth:`_row_digest` kept, which the write compares."""
         index = self._index
         columns = list(dict.fromkeys([*index.columns, self._column, *filter(None, [self._id_column])]))
         selected = [f"rowid AS {quote(self._rowid)}", *map(quote, columns)]
         if self._destination.in_place:
-            selected.append(f"md5(CAST({quote(self._column)} AS VARCHAR)) AS {quote(self._digest)}")
+            selected.append(f"{self._row_digest()} AS {quote(self._digest)}")
         with self._con.cursor() as cursor:
             reader = self._reader(cursor, f"SELECT {', '.join(selected)} FROM {quote(self._table)}")
             row = 0
@@ -387,15 +387,25 @@ class DuckdbTable(Input):
                 self._write_rows(BatchResult(Report.in_memory(), batch=migrator.with_cells(batch, cells), cells=cells))
                 row += batch.num_rows
 
+    def _row_digest(self) -> str:
+        """SQL of what a write in place checks a row still holds: an MD5 of its messages and of
+        each conversation, order and primary key column (:attr:`Index.columns`), each column's
+        own MD5 (``NULL`` for a null) so that no two rows' values run together, so that a row the
+        application moved to another conversation or place is not overwritten."""
+        columns = dict.fromkeys([self._column, *self._index.columns])
+        each = ", ".join(f"md5(CAST({quote(column)} AS VARCHAR))" for column in columns)
+        return f"md5(CAST(list_value({each}) AS VARCHAR))"
+
     def _unchanged(self, numbers: list[int]) -> set[int]:
         """The conversations of ``numbers`` whose rows hold what they held when read: the same
-        rows (by ``rowid``: none added, none deleted), each with the same messages (their MD5),
+        rows (by ``rowid``: none added, none deleted), each with the same messages, conversation key,
+        order and primary key (:meth:`_row_digest`),
         compared as SQLite's and PostgreSQL's are (:func:`~histmig.sources.table._digest`); read
         in the write transaction, so no other connection commits a change to them unnoticed (it
         would conflict with the UPDATE, which then fails the run, nothing written)."""
         index, fresh = self._index, set()
         keys = list(index.key_columns)
-        read = [*map(quote, keys), "rowid", f"md5(CAST({quote(self._column)} AS VARCHAR))"]
+        read = [*map(quote, keys), "rowid", self._row_digest()]
         g = len(keys)
         for start in range(0, len(numbers), _VERIFY_BATCH):
             batch = numbers[start : start + _VERIFY_BATCH]

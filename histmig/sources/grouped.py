@@ -177,6 +177,54 @@ def _null_free(type_: pa.DataType) -> pa.DataType:
     return type_.value_type if pa.types.is_dictionary(type_) else type_
 
 
+_SORTABLE = "a string, a number, a boolean, a date, a time, a timestamp, a duration or binary"
+"""The types a conversation or order column may have, in words: those Arrow sorts and compares."""
+
+
+def _sortable(type_: pa.DataType) -> bool:
+    """Whether Arrow sorts and compares values of ``type_`` (a dictionary's: its values'), which
+    telling conversations apart and ordering their rows takes (:meth:`Index._sorted`); a column
+    of all nulls (``null``) is one too. Not a nested type, an interval, a half float or a view."""
+    type_ = _null_free(type_)
+    return not pa.types.is_float16(type_) and any(
+        test(type_)
+        for test in (
+            pa.types.is_integer,
+            pa.types.is_floating,
+            pa.types.is_decimal,
+            pa.types.is_boolean,
+            pa.types.is_string,
+            pa.types.is_large_string,
+            pa.types.is_binary,
+            pa.types.is_large_binary,
+            pa.types.is_fixed_size_binary,
+            pa.types.is_date,
+            pa.types.is_time,
+            pa.types.is_timestamp,
+            pa.types.is_duration,
+            pa.types.is_null,
+        )
+    )
+
+
+def check_columns(source: str, schema: pa.Schema, grouping: Grouping, ties: Sequence[str] = ()) -> None:
+    """Check the ``schema`` of ``source`` (a file's, a table's) before its rows are grouped by
+    ``grouping`` (``ties``: :class:`Index`'s). Raises :class:`ColumnError` naming ``source`` for a
+    conversation, order or tie column it lacks or of a type that cannot be sorted and compared
+    (:func:`_sortable`), with what a key or an order may be."""
+    keys = () if grouping.whole else grouping.keys
+    sorted_by = [("--conversation", "a key", name) for name in keys]
+    sorted_by += [("--order", "an order", grouping.order)] if grouping.order is not None else []
+    sorted_by += [("primary key", "a key", name) for name in ties]
+    names = schema.names
+    for what, must, name in sorted_by:
+        if name not in names:
+            raise ColumnError(f"{source}: no column {name!r} (columns: {', '.join(names)})")
+        type_ = schema.field(name).type
+        if not _sortable(type_):
+            raise ColumnError(f"{source}: {what} column {name!r} is {type_}: {must} must be {_SORTABLE}")
+
+
 class Index:
     """The rows of a columnar input as :func:`Index.add` is given them in storage order (see the
     module docstring, pass 1), and the :class:`Conversations` they make (:meth:`tasks`, pass
@@ -243,11 +291,8 @@ class Index:
         by ``places``, by default the same) and spill their messages; ``errors``, by 0-based
         row of the batch, what each record is told whatever the engine says (``check``'s
         refused nulls of a nested column: :meth:`~histmig.sources.arrow.ColumnMigrator.refusals`).
-        Raises :class:`ColumnError` for a conversation or order column the batch lacks."""
-        names = batch.schema.names
-        for name in self.columns:
-            if name not in names:
-                raise ColumnError(f"{self.parts[part].source}: no column {name!r} (columns: {', '.join(names)})")
+        Raises :class:`ColumnError` as :func:`check_columns` does."""
+        check_columns(self.parts[part].source, batch.schema, self.grouping, self.ties)
         cells = engine_cells(batch.column(self.parts[part].column), self.parts[part].kind)
         places = rows if places is None else places
         for keys, name in zip(self._keys, self.key_columns):
@@ -290,6 +335,8 @@ class Index:
         try:
             for n, chunks in enumerate(self._keys):
                 key = pa.chunked_array(chunks).combine_chunks()
+                if pa.types.is_null(key.type):  # every row null: each a conversation of its own; compared as numbers
+                    key = key.cast(pa.int64())
                 columns[f"k{n}"] = key.cast(_null_free(key.type)) if pa.types.is_dictionary(key.type) else key
             named = [("order", self._order)] if self.grouping.order is not None else []
             for name, chunks in [*named, *((f"t{n}", ties) for n, ties in enumerate(self._ties))]:
@@ -302,12 +349,7 @@ class Index:
         columns["part"] = indices(self._parts)
         columns["place"] = indices(self._places)
         table = pa.table(columns)
-        try:
-            order = pc.sort_indices(table, sort_keys=[(name, "ascending", "at_end") for name in table.column_names])
-        except pa.ArrowNotImplementedError as exc:
-            raise ColumnError(
-                f"{self.parts[0].source}: cannot sort by the conversation or order columns ({exc})"
-            ) from exc
+        order = pc.sort_indices(table, sort_keys=[(name, "ascending", "at_end") for name in table.column_names])
         keys = [table.column(f"k{n}").take(order) for n in range(len(self._keys))]
         starts = [0] if count else []
         if keys and count > 1:  # a conversation starts where a key differs from the row before's, or either is null

@@ -30,7 +30,7 @@ from histmig.sources import fs
 from histmig.sources.arrow import Cells, ColumnMigrator, find_id_column, find_messages_column, write_jsonl_rows
 from histmig.sources.atomic import atomic_output, replaced, unwritable
 from histmig.sources.base import Destination, Format, Input, Job, Task, TaskResult, Written, lazy
-from histmig.sources.grouped import Conversations, ConversationsResult, Index, Migrated, Part
+from histmig.sources.grouped import Conversations, ConversationsResult, Index, Migrated, Part, check_columns
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -345,6 +345,7 @@ class GroupedParquet(Input):
         for path, _ in files:
             parquet = open_parquet(path)
             schema = parquet.schema_arrow
+            check_columns(path, schema, self._grouping)  # before any row is read
             column = find_messages_column(
                 schema,
                 options.messages_column,

@@ -191,9 +191,9 @@ def _conversation(change: RowUpdate) -> int | None:
 
 def _digest(rows: Sequence[Sequence[Any]]) -> str:
     """What a conversation's rows hold, in 64 hex digits whatever their order: a SHA-256 of
-    each row's key values and stored messages (bytes; a driver may give a ``memoryview``),
-    sorted. Two reads of the same rows give the same digest; a row added, deleted or
-    rewritten in between, another."""
+    each row's key values, stored messages (bytes; a driver may give a ``memoryview``) and
+    checked columns (:meth:`TableInput._checked`), sorted. Two reads of the same rows give the
+    same digest; a row added, deleted or rewritten in between, another."""
     held = sorted(
         repr(tuple(bytes(value) if isinstance(value, (bytearray, memoryview)) else value for value in row)).encode()
         for row in rows
@@ -513,7 +513,8 @@ class TableInput(Input):
         groups = [] if grouping.whole else list(grouping.keys)
         order = [f"{self.quote(grouping.order)} IS NULL", self.quote(grouping.order)] if grouping.order else []
         ordered = [*map(self.quote, groups), *order, *map(self.quote, key)]
-        columns = ", ".join([*selected, *map(self.quote, groups)])
+        self._width = len(selected)
+        columns = ", ".join([*selected, *self._checked()])
         statement = f"SELECT {columns} FROM {self._relation()} ORDER BY {', '.join(ordered)}"
         id_at = self._id_at(extra)
         g = len(groups)
@@ -542,9 +543,9 @@ class TableInput(Input):
             refused = grouping.refusal(seen[-1].name, bytes_, len(held), "rows")
             seen[-1] = seen[-1]._replace(end=len(rows), refused=refused)
 
-        for row in self._ordered(statement):
-            values = tuple(row[len(row) - g :]) if g else ()
-            row = row[: len(row) - g] if g else row
+        n = self._width
+        for row in self._ordered(statement):  # the columns selected, then the checked ones (kept for read_as)
+            values = tuple(row[n : n + g])
             if None in row[:k]:
                 raise ColumnError(
                     f"{self.name}: a row has a null key ({row_name(key, row[:k])}); "
@@ -593,6 +594,14 @@ class TableInput(Input):
             return "", (), f"the whole table {self.table}", None
         return wheres[0], values, row_name(groups, values), None
 
+    def _checked(self) -> list[str]:
+        """The SQL read for a row besides its key and messages that a write in place checks it
+        still holds (:meth:`read_as`): its conversation key columns and ``--order`` column, so
+        that a row the application moved to another conversation or place is not overwritten."""
+        grouping = self.grouping
+        groups = [] if grouping is None or grouping.whole else list(grouping.keys)
+        return [*map(self.quote, groups), *([self.quote(grouping.order)] if grouping and grouping.order else [])]
+
     def _ordered(self, statement: str) -> Iterator[tuple[Any, ...]]:
         """The rows of ``statement`` as they come (one query, not pages): a format streams
         them from a cursor."""
@@ -600,9 +609,10 @@ class TableInput(Input):
 
     def unchanged_since(self, seen: Seen) -> bool:
         """Whether the rows of conversation ``seen`` still hold what they held when read: the
-        same rows (none added, none deleted), each with the same messages; the rows are
-        locked until the transaction ends where the database can (:meth:`_locking`)."""
-        read = ", ".join([*map(self.quote, self.key), self.stored[0]])
+        same rows (none added, none deleted), each with the same messages, conversation key and
+        order (:meth:`_checked`); the rows are locked until the transaction ends where the
+        database can (:meth:`_locking`)."""
+        read = ", ".join([*map(self.quote, self.key), self.stored[0], *self._checked()])
         rows = self._query(f"SELECT {read} FROM {self._relation()}{seen.where}{self._locking()}", list(seen.params))
         return _digest(rows) == seen.digest
 
@@ -724,8 +734,8 @@ class TableInput(Input):
         concerns, not of every conversation read."""
         if seen.digest:
             return seen
-        k = len(self.key)
-        return seen._replace(digest=_digest([row[: k + 1] for row in page.rows[seen.start : seen.end]]))
+        k, n = len(self.key), self._width
+        return seen._replace(digest=_digest([(*row[: k + 1], *row[n:]) for row in page.rows[seen.start : seen.end]]))
 
     def _unchanged(self, seen: list[Seen]) -> set[int]:
         """The numbers of the conversations of ``seen`` whose rows still hold what was read:
@@ -735,7 +745,7 @@ class TableInput(Input):
         fresh = {one.number for one in seen if not one.keyed and self.unchanged_since(one)}
         keyed = [one for one in seen if one.keyed]
         groups = [self.quote(c) for c in self.grouping.keys] if self.grouping is not None else []
-        read = ", ".join([*groups, *map(self.quote, self.key), self.stored[0]])
+        read = ", ".join([*groups, *map(self.quote, self.key), self.stored[0], *self._checked()])
         g = len(groups)
         for start in range(0, len(keyed), _VERIFY_BATCH):
             batch = keyed[start : start + _VERIFY_BATCH]

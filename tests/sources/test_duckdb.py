@@ -422,8 +422,17 @@ def rows_of(path: Path) -> list[tuple[Any, ...]]:
 GROUPED = Options(table="runs", conversation=("session_id",), order="seq", unsafe_fixes=True)
 
 
+@pytest.mark.parametrize(
+    ("write", "kept"),
+    [
+        pytest.param(
+            "messages = CAST(messages AS VARCHAR) || ' '", "ends_with(CAST(messages AS VARCHAR), ' ')", id="messages"
+        ),
+        pytest.param("seq = seq + 1000", "seq = 1001", id="order"),  # it stays last
+    ],
+)
 def test_a_conversation_an_application_changes_mid_run_is_skipped_whole_and_a_rerun_completes_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write: str, kept: str
 ) -> None:
     _, stored = stored_apart("per run")
     db = sessions_db(tmp_path / "runs.duckdb", stored)
@@ -433,7 +442,7 @@ def test_a_conversation_an_application_changes_mid_run_is_skipped_whole_and_a_re
 
     def app_writes_first(table: DuckdbTable) -> None:
         with duckdb.connect(str(db)) as con:  # the application, in this process, rewrites a row histmig read
-            con.execute("UPDATE runs SET messages = CAST(messages AS VARCHAR) || ' ' WHERE id = ?", [first])
+            con.execute(f"UPDATE runs SET {write} WHERE id = ?", [first])
         real(table)
 
     monkeypatch.setattr(DuckdbTable, "_replay", app_writes_first)
@@ -443,7 +452,9 @@ def test_a_conversation_an_application_changes_mid_run_is_skipped_whole_and_a_re
     assert skipped and {named[location] for location in skipped} == {victim}
     assert result.report.counts["skipped"] == len(skipped) and result.exit_code == 1
     held = [m for _, session, _, m in rows_of(db) if session == victim]
-    assert "retry-prompt" in "".join(held) and held[1].endswith(" ")  # the application's write kept
+    assert "retry-prompt" in "".join(held)
+    with duckdb.connect(str(db), read_only=True) as con:  # the application's write kept
+        assert con.execute(f"SELECT count(*) FROM runs WHERE id = ? AND {kept}", [first]).fetchall() == [(1,)]
     monkeypatch.undo()
     again = api.convert(str(db), None, GROUPED, in_place=True)
     assert again.report.counts["changed"] == len(skipped) and again.exit_code == 0
@@ -500,13 +511,40 @@ def test_a_conversation_column_the_table_lacks_is_an_error_naming_it(tmp_path: P
     assert f"{db}:runs: no column 'sesion_id' (columns: id, session_id, seq, messages)" in done.stderr
 
 
-@pytest.mark.parametrize("conversation", ["*", "session_id"])
+@pytest.mark.parametrize(
+    ("key", "order", "said"),
+    [
+        ("STRUCT(a INTEGER)", "INTEGER", "--conversation column 'session_id' is struct<a: int32>: a key"),
+        ("MAP(VARCHAR, INTEGER)", "INTEGER", "--conversation column 'session_id' is map<string, int32>: a key"),
+        ("VARCHAR", "INTERVAL", "--order column 'seq' is month_day_nano_interval: an order"),
+    ],
+)
+def test_a_conversation_or_order_column_arrow_cannot_sort_is_an_error_naming_its_type(
+    tmp_path: Path, key: str, order: str, said: str
+) -> None:
+    db = sessions_db(tmp_path / "runs.duckdb", [{"conversation_id": "s", "seq": 0, "messages": []}])
+    with duckdb.connect(str(db)) as con:
+        con.execute(f"ALTER TABLE runs ALTER session_id SET DATA TYPE {key} USING NULL")
+        con.execute(f"ALTER TABLE runs ALTER seq SET DATA TYPE {order} USING NULL")
+    done = invoke("convert", str(db), "--table", "runs", "--conversation", "session_id", "--order", "seq", "--in-place")
+    must = "must be a string, a number, a boolean, a date, a time, a timestamp, a duration or binary"
+    assert (done.exit_code, done.stderr) == (2, f"histmig: cannot read {db}:runs: {said} {must}\n")
+
+
+@pytest.mark.parametrize(
+    ("conversation", "write"),
+    [
+        ("*", "messages = CAST(messages AS VARCHAR) || ' '"),
+        ("session_id", "messages = CAST(messages AS VARCHAR) || ' '"),
+        ("session_id", "session_id = 'moved'"),
+    ],
+)
 def test_a_row_an_application_changes_skips_the_whole_table_or_the_row_of_its_own(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, conversation: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, conversation: str, write: str
 ) -> None:
     """``--conversation '*'``: the whole table is one conversation, so a row the application
     writes meanwhile skips it all; a row whose conversation key is null is found again by its
-    ``rowid``, and only it is skipped."""
+    ``rowid``, and only it is skipped, its messages changed or a conversation key given it."""
     runs = run_pieces(orjson.loads((CORPUS / "v2.59.0" / "m_deferred_tool_model_retry.json").read_bytes()))
     alone = orjson.loads((CORPUS / "v2.59.0" / "h_empty_response.json").read_bytes())
     db = sessions_db(
@@ -521,7 +559,7 @@ def test_a_row_an_application_changes_skips_the_whole_table_or_the_row_of_its_ow
 
     def app_writes_first(table: DuckdbTable) -> None:
         with duckdb.connect(str(db)) as con:
-            con.execute("UPDATE runs SET messages = CAST(messages AS VARCHAR) || ' ' WHERE id = 1")
+            con.execute(f"UPDATE runs SET {write} WHERE id = 1")
         real(table)
 
     monkeypatch.setattr(DuckdbTable, "_replay", app_writes_first)
@@ -531,3 +569,5 @@ def test_a_row_an_application_changes_skips_the_whole_table_or_the_row_of_its_ow
     assert skipped == (["row 1", "row 2"] if conversation == "*" else ["row 1"])
     held = {key: value for key, _, _, value in rows_of(db)}
     assert ("retry-prompt" in held[2]) == (conversation == "*")  # the other conversation written, or not
+    monkeypatch.undo()
+    assert api.convert(str(db), None, options, in_place=True).report.counts["changed"] == len(skipped)

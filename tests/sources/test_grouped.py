@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import re
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
 
 import pyarrow as pa
 import pytest
@@ -14,7 +16,7 @@ import pytest
 from histmig.errors import ColumnError
 from histmig.records import Grouping
 from histmig.report import Report
-from histmig.sources.grouped import ConversationsResult, Index, Migrated, Part
+from histmig.sources.grouped import ConversationsResult, Index, Migrated, Part, check_columns
 
 
 def _batch(keys: list, order: list, cells: list, **more: list) -> pa.RecordBatch:
@@ -78,6 +80,54 @@ def test_a_conversation_column_a_batch_lacks_is_an_error_naming_it() -> None:
     with pytest.raises(ColumnError, match=re.escape("chats.parquet: no column 'session' (columns: s, n, m)")):
         index.add(0, _batch(["x"], [0], [b"1"]), range(1))
     index.close()
+
+
+SORTED = [  # each type's two values, the second sorting first
+    pa.array([2, 1], pa.int8()),
+    pa.array([2.5, 1.5], pa.float64()),
+    pa.array([Decimal("2.1"), Decimal("1.1")], pa.decimal128(4, 2)),
+    pa.array([True, False]),
+    pa.array(["b", "a"], pa.large_string()),
+    pa.array([b"b", b"a"], pa.binary(1)),
+    pa.array([b"b", b"a"], pa.large_binary()),
+    pa.array([date(2024, 1, 2), date(2024, 1, 1)]),
+    pa.array([time(2), time(1)]),
+    pa.array([datetime(2024, 1, 2), datetime(2024, 1, 1)], pa.timestamp("us", "UTC")),
+    pa.array([timedelta(2), timedelta(1)]),
+    pa.array([2, 1], pa.int16()).dictionary_encode(),
+]
+REFUSED = [
+    pa.array([{"a": 2}, {"a": 1}]),
+    pa.array([[2], [1]]),
+    pa.array([[("a", 2)], [("a", 1)]], pa.map_(pa.string(), pa.int64())),
+    pa.array([(0, 2, 0), (0, 1, 0)], pa.month_day_nano_interval()),
+    pa.array(["b", "a"], pa.string_view()),
+    pa.array([2, 1], pa.int64()).cast(pa.float16()),
+]
+
+
+@pytest.mark.parametrize("values", SORTED + REFUSED, ids=lambda values: str(values.type))
+def test_a_key_or_order_column_is_taken_of_each_type_arrow_sorts_and_compares_and_refused_of_another(
+    values: pa.Array,
+) -> None:
+    """What :func:`check_columns` takes is what the index sorts: each taken type as a key and as an
+    order puts the rows in its order; each other type is refused by name before a row is read."""
+    for grouping in (Grouping(("k",)), Grouping(("s",), "k")):
+        batch = pa.record_batch({"k": values, "s": ["x", "x"], "m": [b"1", b"2"]})
+        if any(values is refused for refused in REFUSED):
+            with pytest.raises(
+                ColumnError,
+                match=re.escape(
+                    f"t: {'--order' if grouping.order else '--conversation'} column 'k' is {values.type}: "
+                ),
+            ):
+                check_columns("t", batch.schema, grouping)
+            continue
+        check_columns("t", batch.schema, grouping)
+        index = Index(grouping, [Part("t", "m", "binary")])
+        index.add(0, batch, range(2))
+        assert [row for _, _, records in _conversations(index) for _, row, _ in records] == [1, 0]
+        index.close()
 
 
 def test_a_conversation_past_the_limit_is_refused_unread() -> None:

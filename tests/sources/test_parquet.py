@@ -10,6 +10,7 @@ import os
 import threading
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pyarrow as pa
@@ -715,6 +716,47 @@ def test_a_conversation_column_that_is_not_there_is_a_usage_error(tmp_path: Path
     done = invoke("audit", str(source), "--conversation", "sesion_id")
     assert done.exit_code == 2
     assert f"{source}: no column 'sesion_id' (columns: session_id, seq, messages, note)" in done.stderr
+
+
+MUST = "must be a string, a number, a boolean, a date, a time, a timestamp, a duration or binary"
+
+
+@pytest.mark.parametrize(
+    ("sid", "seq", "said"),
+    [
+        pytest.param(
+            [{"a": 1}] * 2, [0, 1], f"--conversation column 'sid' is struct<a: int64>: a key {MUST}", id="struct"
+        ),
+        pytest.param(
+            [[1]] * 2, [0, 1], f"--conversation column 'sid' is list<element: int64>: a key {MUST}", id="list"
+        ),
+        pytest.param(
+            ["s1"] * 2, [[0], [1]], f"--order column 'seq' is list<element: int64>: an order {MUST}", id="order"
+        ),
+    ],
+)
+def test_a_conversation_or_order_column_arrow_cannot_sort_is_a_usage_error_naming_its_type(
+    tmp_path: Path, sid: Any, seq: Any, said: str
+) -> None:
+    history = orjson.loads(DEFERRED.read_bytes())
+    source = tmp_path / "k.parquet"
+    pq.write_table(pa.table({"sid": sid, "seq": seq, "messages": [orjson.dumps(history[:2]).decode()] * 2}), source)
+    for command in ("audit", "convert"):
+        args = [command, str(source), *([str(tmp_path / "o.parquet")] if command == "convert" else [])]
+        done = invoke(*args, "--conversation", "sid", "--order", "seq")
+        assert (done.exit_code, done.stderr) == (2, f"histmig: cannot read {source}: {said}\n")
+    assert not (tmp_path / "o.parquet").exists()
+
+
+def test_a_key_column_of_nulls_only_makes_each_row_a_conversation_of_its_own(tmp_path: Path) -> None:
+    source = tmp_path / "k.parquet"
+    history = orjson.loads(DEFERRED.read_bytes())
+    cells = [orjson.dumps(history[:2]).decode(), orjson.dumps(history[2:]).decode()]
+    pq.write_table(pa.table({"sid": pa.nulls(2), "seq": [0, 1], "messages": cells}), source)
+    result = api.audit(str(source), Options(conversation=("sid",), order="seq"))
+    said = ["no conversation key (sid null): a conversation of its own"]
+    assert [(row["location"], row["warnings"]) for row in result.report.warnings] == [("row 0", said), ("row 1", said)]
+    assert ("row 1", "HM101") in {(row["location"], row["rule"]) for row in result.report.changes}  # the retry alone
 
 
 def test_a_nested_column_grouped_gives_the_whole_histories_conversion_piece_by_piece(tmp_path: Path, nested) -> None:

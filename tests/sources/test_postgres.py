@@ -33,7 +33,7 @@ from histmig.report import SKIPPED
 from histmig.sources import format_of, postgres, table
 from histmig.sources.base import lazy
 from histmig.sources.postgres import PostgresTable
-from tests.conftest import ROOT, assert_reassembled, not_applicable, stored_apart
+from tests.conftest import CORPUS, ROOT, assert_reassembled, not_applicable, stored_apart
 from tests.sources.conftest import corpus_records, jsonl_path_output, without_place
 
 TABLE = "conversations"
@@ -717,30 +717,37 @@ def test_a_table_of_one_message_a_row_converts_as_the_whole_histories_do(postgre
     assert api.check(postgres_db, CONVERSATIONS).report.counts["changed"] == 0
 
 
+@pytest.mark.parametrize(
+    ("write", "row"),
+    [
+        pytest.param('message = message || \'{"metadata": {"seen": true}}\'', "victim", id="messages"),
+        pytest.param("seq = -1", "victim", id="order"),  # it stays first
+        pytest.param("conversation_id = 'moved'", "alone", id="key-of-a-row-read-without-one"),
+    ],
+)
 def test_a_conversation_an_application_changes_mid_run_is_skipped_whole_and_a_rerun_completes_it(
-    postgres_db: str, monkeypatch: pytest.MonkeyPatch
+    postgres_db: str, monkeypatch: pytest.MonkeyPatch, write: str, row: str
 ) -> None:
-    histories, records = stored_apart("per message")
-    messages_table(postgres_db, records)
+    _, records = stored_apart("per message")
+    alone = orjson.loads((CORPUS / "v2.59.0" / "a_tool_model_retry.json").read_bytes())
+    messages_table(postgres_db, [*records, {"conversation_id": None, "seq": 0, "messages": [alone]}])  # a whole history
     victim = "v2.59.0/m_deferred_tool_model_retry"
+    where = ("conversation_id = %s AND seq = 0", [victim]) if row == "victim" else ("conversation_id IS NULL", [])
     real = PostgresTable._page_transaction
 
     def app_writes_first(self: PostgresTable, page: Any, result: Any) -> None:
-        with psycopg.connect(postgres_db, autocommit=True) as con:  # a row histmig read and left, rewritten
-            con.execute(
-                'UPDATE chat_messages SET message = message || \'{"metadata": {"seen": true}}\' '
-                "WHERE conversation_id = %s AND seq = 0",
-                [victim],
-            )
+        with psycopg.connect(postgres_db, autocommit=True) as con:  # a row histmig read, rewritten
+            con.execute(f"UPDATE chat_messages SET {write} WHERE {where[0]}", where[1])
         real(self, page, result)
 
     monkeypatch.setattr(PostgresTable, "_page_transaction", app_writes_first)
     result = api.convert(postgres_db, None, CONVERSATIONS, in_place=True)
     skipped = {row["location"] for row in result.report.errors if row["status"] == "skipped"}
     names = {f"id={key}": name for key, name, _, _ in messages_of(postgres_db)}
-    assert skipped and {names[location] for location in skipped} == {victim}
+    expected = victim if row == "victim" else "moved"
+    assert skipped and {names[location] for location in skipped} == {expected}
     assert result.report.counts["skipped"] == len(skipped) and result.exit_code == 1
-    assert any("retry-prompt" in text for _, name, _, text in messages_of(postgres_db) if name == victim)
+    assert any("retry-prompt" in text for _, name, _, text in messages_of(postgres_db) if name == expected)
     monkeypatch.undo()
     again = api.convert(postgres_db, None, CONVERSATIONS, in_place=True)
     assert again.report.counts["changed"] == len(skipped) and again.exit_code == 0

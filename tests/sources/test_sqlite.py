@@ -507,29 +507,39 @@ def test_the_chat_app_table_is_one_conversation_and_a_deferred_tool_keeps_its_re
     )
 
 
+@pytest.mark.parametrize(
+    ("write", "row"),
+    [
+        pytest.param("message_list = CAST(message_list || ' ' AS BLOB)", "victim", id="messages"),
+        pytest.param("seq = -1", "victim", id="order"),  # it stays first
+        pytest.param("session_id = 'moved'", "alone", id="key-of-a-row-read-without-one"),
+    ],
+)
 def test_a_conversation_an_application_changes_mid_run_is_skipped_whole_and_a_rerun_completes_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write: str, row: str
 ) -> None:
-    histories, stored = stored_apart("per run")
-    db = sessions_db(tmp_path / "chat.sqlite", stored)
+    _, stored = stored_apart("per run")
+    alone = orjson.loads((CORPUS / "v2.59.0" / "a_tool_model_retry.json").read_bytes())
+    db = sessions_db(tmp_path / "chat.sqlite", [*stored, {"conversation_id": None, "seq": 0, "messages": alone}])
     options = Options(table="messages", messages_column="message_list", conversation=("session_id",), order="seq")
     victim = "v2.59.0/m_deferred_tool_model_retry"
     first = query(db, "SELECT id FROM messages WHERE session_id = ? AND seq = 0", (victim,))[0][0]
+    written = first if row == "victim" else query(db, "SELECT id FROM messages WHERE session_id IS NULL")[0][0]
     real = SqliteTable._finish
 
     def app_writes_first(table: SqliteTable, ok: bool) -> None:
-        with closing(sqlite3.connect(db)) as con, con:  # the application rewrites a row histmig read, not migrated
-            con.execute("UPDATE messages SET message_list = CAST(message_list || ' ' AS BLOB) WHERE id = ?", (first,))
+        with closing(sqlite3.connect(db)) as con, con:  # the application rewrites a row histmig read
+            con.execute(f"UPDATE messages SET {write} WHERE id = ?", (written,))
         real(table, ok)
 
     monkeypatch.setattr(SqliteTable, "_finish", app_writes_first)
     result = api.convert(str(db), None, options, in_place=True)
     skipped = [row["location"] for row in result.report.errors if row["status"] == "skipped"]
     rows = dict(query(db, "SELECT id, session_id FROM messages"))
-    assert skipped and {rows[int(location[3:])] for location in skipped} == {victim}
+    assert skipped and {rows[int(location[3:])] for location in skipped} == {victim if row == "victim" else "moved"}
     assert result.report.counts["skipped"] == len(skipped) and result.exit_code == 1
     assert b"retry-prompt" in b"".join(
-        v for (v,) in query(db, "SELECT message_list FROM messages WHERE session_id = ?", (victim,))
+        v for (v,) in query(db, "SELECT message_list FROM messages WHERE session_id = ?", (rows[written],))
     )
     monkeypatch.undo()
     again = api.convert(str(db), None, options, in_place=True)

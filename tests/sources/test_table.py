@@ -172,7 +172,8 @@ def test_a_conversations_digest_is_taken_of_its_rows_as_read_only_when_a_write_a
         digests = [opened.read_as(page, one).digest for one in seen]
         with closing(sqlite3.connect(db)) as con:
             held = [con.execute("SELECT a, b, messages FROM t WHERE a = ?", (a,)).fetchall() for a in range(3)]
-        assert digests == [table._digest([(a, b, m.encode()) for a, b, m in rows]) for rows in held]
+        # each row's key (a, b), its messages, then its conversation key (a) and order (b), which a write checks too
+        assert digests == [table._digest([(a, b, m.encode(), a, b) for a, b, m in rows]) for rows in held]
         assert len(set(digests)) == 3
         taken = seen[1]._replace(digest="taken before")
         assert opened.read_as(page, taken) is taken
