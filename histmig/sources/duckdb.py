@@ -267,20 +267,24 @@ class DuckdbTable(Input):
         if self._grouping is not None:
             yield from self._conversations()
             return
-        if self._destination.in_place:
-            selected = [f"rowid AS {quote(self._rowid)}", quote(self._column)]
-            selected += [quote(self._id_column)] if self._id_column not in (None, self._column) else []
-            query = f"SELECT {', '.join(selected)} FROM {quote(self._table)}"
-        else:
-            query = f"SELECT * FROM {quote(self._table)}"
         with self._con.cursor() as cursor:
-            reader = self._reader(cursor, query)
+            reader = self._reader(cursor, self._scan())
             migrator = ColumnMigrator(reader.schema, self._column, self.name, self._job, self._id_column)
             self.migrator = migrator
             row = 0
             for batch in reader:
                 yield Batch(batch, row, migrator)
                 row += batch.num_rows
+
+    def _scan(self) -> str:
+        """The query of a pass over the table in scan order: in place, each row's ``rowid``, its
+        messages and its id (what the UPDATE needs), else every column (what a file or a new
+        table gets)."""
+        if not self._destination.in_place:
+            return f"SELECT * FROM {quote(self._table)}"
+        selected = [f"rowid AS {quote(self._rowid)}", quote(self._column)]
+        selected += [quote(self._id_column)] if self._id_column not in (None, self._column) else []
+        return f"SELECT {', '.join(selected)} FROM {quote(self._table)}"
 
     def _reader(self, cursor: Any, query: str) -> Any:
         """The Arrow batches of ``query`` (``BATCH_ROWS`` rows each) on ``cursor``. Raises
@@ -365,18 +369,8 @@ class DuckdbTable(Input):
                 rows = [self._index.row(i) for i in self._index.rows[number]]
                 dropped = set(self._migrated.drop(0, [place for place, *_ in rows]))
                 self._skipped += [Skipped(self.name, f"row {n}", id_) for place, n, id_, _ in rows if place in dropped]
-            selected = [f"rowid AS {quote(self._rowid)}", quote(self._column)]
-            selected += [quote(self._id_column)] if self._id_column not in (None, self._column) else []
-            query = f"SELECT {', '.join(selected)} FROM {quote(self._table)}"
-        else:
-            query = f"SELECT * FROM {quote(self._table)}"
         with self._con.cursor() as cursor:
-            relation = cursor.sql(query)
-            reader = (
-                relation.to_arrow_reader(BATCH_ROWS)
-                if hasattr(relation, "to_arrow_reader")
-                else relation.fetch_record_batch(BATCH_ROWS)
-            )
+            reader = self._reader(cursor, self._scan())
             self.migrator = migrator = ColumnMigrator(
                 reader.schema, self._column, self.name, self._job, self._id_column
             )
