@@ -354,7 +354,7 @@ def joined_history(records: Sequence[Record], field: str | None) -> bytes | None
         items = _items(record.raw, field)
         if items is None:
             return None
-        pieces += map(bytes, items)
+        pieces += items
     return b"[" + b",".join(pieces) + b"]"
 
 

@@ -587,6 +587,21 @@ def test_an_error_is_named_in_the_record_that_holds_it() -> None:
     assert outcomes[1].errors[1:] == ["no release 0.0.13-2.68 wrote this shape: no rule can migrate it"]
 
 
+def test_a_conversations_history_is_joined_from_each_records_own_bytes() -> None:
+    """The history the screen sees of a conversation is its records' messages, each as its
+    record holds its bytes, in one array: a bare history's items, an envelope's messages
+    (found, or the field named) and a record that is one message."""
+    records = [
+        b' [{"kind": "request", "parts": []} , 1]',
+        b'{"id": "c", "messages": [ {"a": [1, 2]} ]}',
+        b' {"kind": "response", "parts": []} ',
+    ]
+    joined = engine.joined_history([Record(r, "x", f"line {n}") for n, r in enumerate(records, 1)], None)
+    assert joined == b'[{"kind": "request", "parts": []},1,{"a": [1, 2]},{"kind": "response", "parts": []}]'
+    named = engine.joined_history([Record(records[1], "x", "line 1")] * 2, "messages")
+    assert named == b'[{"a": [1, 2]},{"a": [1, 2]}]'
+
+
 def test_records_that_only_put_together_are_json_are_rejected_not_passed() -> None:
     """Each record's bytes are checked on their own before the screen sees them joined: two
     halves of one message, neither JSON, are rejected (and kept), not passed as unchanged."""

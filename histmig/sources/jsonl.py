@@ -559,11 +559,16 @@ def _cycles_not_collected() -> Iterator[None]:
     """Python's cyclic garbage collector paused (as it was after): the index of a grouped
     file makes a few small objects a line and no cycle, and each of the collections their
     number sets off would walk every one made before (about a sixth of the index's time on
-    100,000 lines)."""
+    100,000 lines). Once the index is made, every object then tracked is set aside
+    (:func:`gc.freeze`) before the collector runs again: the collections that the tasks'
+    results set off in this process would otherwise walk the whole index, each time (about
+    a tenth of a per-message file's run); the caller gives them back (:func:`gc.unfreeze`)
+    when its tasks are handed out."""
     was = gc.isenabled()
     gc.disable()
     try:
         yield
+        gc.freeze()
     finally:
         if was:
             gc.enable()
@@ -667,10 +672,23 @@ class GroupedLines(LinesInput):
                     else:
                         sort = unordered
                     members.append((sort, number, start, length))
-        if file is None:
-            return
-        self._keyless = bool(notes) and all(isinstance(key, int) for key in groups)
-        self._unordered = bool(order) and not ordered
+        try:
+            if file is not None:
+                self._keyless = bool(notes) and all(isinstance(key, int) for key in groups)
+                self._unordered = bool(order) and not ordered
+                yield from self._tasks(file, groups, names, notes)
+        finally:
+            gc.unfreeze()
+
+    def _tasks(
+        self,
+        file: tuple[str, int, int],
+        groups: dict[Any, list[tuple[tuple[int, Any], int, int, int]]],
+        names: dict[Any, str],
+        notes: dict[Any, str],
+    ) -> Iterator[Conversations]:
+        """The tasks of :meth:`tasks` from its index: each conversation's lines in order,
+        batched to about :data:`CHUNK_BYTES` of records a task."""
         batch: list[tuple[Any, tuple[Line, ...], int]] = []
         size = 0
         for key, members in groups.items():

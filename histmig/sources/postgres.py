@@ -243,6 +243,10 @@ class PostgresTable(TableInput):
         except psycopg.Error as exc:
             raise UnreadableInput(f"{self.name}: {str(exc).strip()}") from exc
 
+    def _nulls_last(self, column: str) -> list[str]:
+        # the order as an index on (conversation, order) holds it: read from the index, not sorted again
+        return [f"{column} NULLS LAST"]
+
     def _locking(self) -> str:
         return " FOR UPDATE"
 

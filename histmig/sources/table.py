@@ -511,7 +511,7 @@ class TableInput(Input):
         selected, extra = self._selected()
         key, k = self.key, len(self.key)
         groups = [] if grouping.whole else list(grouping.keys)
-        order = [f"{self.quote(grouping.order)} IS NULL", self.quote(grouping.order)] if grouping.order else []
+        order = self._nulls_last(self.quote(grouping.order)) if grouping.order else []
         ordered = [*map(self.quote, groups), *order, *map(self.quote, key)]
         self._width = len(selected)
         columns = ", ".join([*selected, *self._checked()])
@@ -615,6 +615,11 @@ class TableInput(Input):
         read = ", ".join([*map(self.quote, self.key), self.stored[0], *self._checked()])
         rows = self._query(f"SELECT {read} FROM {self._relation()}{seen.where}{self._locking()}", list(seen.params))
         return _digest(rows) == seen.digest
+
+    def _nulls_last(self, column: str) -> list[str]:
+        """The ``ORDER BY`` terms of ``column`` ascending, a null after every value (a row
+        without an order value ends its conversation), in SQL every database here reads."""
+        return [f"{column} IS NULL", column]
 
     def _locking(self) -> str:
         """The clause that locks the rows a statement reads until the transaction ends

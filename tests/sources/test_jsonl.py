@@ -24,9 +24,10 @@ from histmig.engine import Plan, process
 from histmig.errors import InputEnded, UsageError
 from histmig.options import Options
 from histmig.parallel import WINDOW, Slots, Workers
-from histmig.records import FieldReader, Record
+from histmig.records import FieldReader, Grouping, Record
 from histmig.report import Report
 from histmig.sources import jsonl
+from histmig.sources.base import Destination
 from histmig.sources.jsonl import Chunk, Placed
 from tests.conftest import CORPUS, without_run
 
@@ -653,3 +654,27 @@ def test_the_index_pauses_the_cycle_collector_and_leaves_it_as_it_was(enabled: b
         assert gc.isenabled() == enabled
     finally:
         (gc.enable if was else gc.disable)()
+
+
+def test_the_index_is_set_aside_from_the_collector_while_its_tasks_go(tmp_path: Path) -> None:
+    """Once a grouped file is indexed, the collections that its tasks' results set off do
+    not walk the index: every object then tracked is frozen (at least an entry a line) until
+    the last task is handed out, and given back then, as after an index that fails."""
+    path = tmp_path / "chats.jsonl"
+    path.write_bytes(
+        b"".join(orjson.dumps({"s": f"c{i % 7}", "n": i, "messages": [_PROMPT]}) + b"\n" for i in range(500))
+    )
+    before = gc.get_freeze_count()
+    grouped = jsonl.GroupedLines(str(path), Destination(), path.stat().st_size, Grouping(("s",), "n"))
+    with grouped:
+        tasks = grouped.tasks()
+        first = next(tasks)
+        assert gc.get_freeze_count() >= before + 500
+        rest = list(tasks)
+    assert gc.get_freeze_count() == before
+    assert sorted(name for task in (first, *rest) for name in task.names) == sorted(f"s='c{i}'" for i in range(7))
+    assert [line[2] for task in (first, *rest) for lines in task.groups for line in lines][:3] == [1, 8, 15]
+    path.write_bytes(b"")
+    with jsonl.GroupedLines(str(path), Destination(), 0, Grouping(("s",), "n")) as empty:
+        assert list(empty.tasks()) == []
+    assert gc.get_freeze_count() == before

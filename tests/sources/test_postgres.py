@@ -791,3 +791,45 @@ def test_the_index_the_verdict_suggests_runs_as_printed_and_ends_the_note(postgr
     with psycopg.connect(postgres_db, autocommit=True) as con:
         con.execute(statement)
     assert api.audit(postgres_db, CONVERSATIONS).notes == []
+
+
+def test_with_the_index_rows_are_read_in_its_order_not_sorted_again_and_a_null_order_comes_last(
+    postgres_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under ``--conversation`` with ``--order``, the query an index on (conversation,
+    order) serves is planned to read it in that order (only ties sorted by the key), and a
+    row without an order value still ends its conversation."""
+    _, records = stored_apart("per message")
+    messages_table(postgres_db, records)
+    with psycopg.connect(postgres_db, autocommit=True) as con:
+        con.execute('CREATE INDEX ON chat_messages ("conversation_id", "seq")')
+        first, name = con.execute(  # the first message of a conversation of three or more loses its seq
+            "UPDATE chat_messages SET seq = NULL WHERE id = (SELECT min(id) FROM chat_messages WHERE seq = 0 AND "
+            "conversation_id IN (SELECT conversation_id FROM chat_messages GROUP BY 1 HAVING count(*) > 2)) "
+            "RETURNING id, conversation_id"
+        ).fetchone()
+        con.execute("ANALYZE chat_messages")
+    statements: list[str] = []
+    real = PostgresTable._ordered
+
+    def ordered(self: PostgresTable, statement: str) -> Any:
+        statements.append(statement)
+        return real(self, statement)
+
+    monkeypatch.setattr(PostgresTable, "_ordered", ordered)
+    result = api.audit(postgres_db, replace(CONVERSATIONS, jobs=1))
+    assert result.notes == [] and len(statements) == 1
+    with psycopg.connect(postgres_db) as con:
+        con.execute("SET enable_seqscan = off")  # a table this small: the plan an archive gets
+        plan = [row[0] for row in con.execute(f"EXPLAIN DECLARE c CURSOR WITH HOLD FOR {statements[0]}")]
+        rows = con.execute(statements[0]).fetchall()
+    assert any("Index Scan using chat_messages_conversation_id_seq_idx" in line for line in plan)
+    assert "Presorted Key: conversation_id, seq" in "\n".join(plan)
+    of = {
+        key: (conversation, seq)
+        for key, conversation, seq in query(postgres_db, "SELECT id, conversation_id, seq FROM chat_messages")
+    }
+    keys = [row[0] for row in rows if of[row[0]][0] == name]  # a row read starts with its key
+    assert keys[-1] == first and len(keys) > 2
+    seqs = {key: seq for key, (_, seq) in of.items()}
+    assert [seqs[key] for key in keys[:-1]] == sorted(seqs[key] for key in keys[:-1])
