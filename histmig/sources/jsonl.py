@@ -555,20 +555,22 @@ def _indexed(chunk: Chunk, read: FieldReader) -> Iterable[tuple[tuple[Any, ...],
 
 
 @contextmanager
-def _cycles_not_collected() -> Iterator[None]:
+def _cycles_not_collected(freeze: bool) -> Iterator[None]:
     """Python's cyclic garbage collector paused (as it was after): the index of a grouped
     file makes a few small objects a line and no cycle, and each of the collections their
     number sets off would walk every one made before (about a sixth of the index's time on
     100,000 lines). Once the index is made, every object then tracked is set aside
     (:func:`gc.freeze`) before the collector runs again: the collections that the tasks'
     results set off in this process would otherwise walk the whole index, each time (about
-    a tenth of a per-message file's run); the caller gives them back (:func:`gc.unfreeze`)
-    when its tasks are handed out."""
+    a tenth of a per-message file's run), when ``freeze`` (not when the program running
+    histmig froze objects of its own, which an unfreeze would give back); the caller gives
+    them back (:func:`gc.unfreeze`) when its tasks are handed out."""
     was = gc.isenabled()
     gc.disable()
     try:
         yield
-        gc.freeze()
+        if freeze:
+            gc.freeze()
     finally:
         if was:
             gc.enable()
@@ -647,7 +649,8 @@ class GroupedLines(LinesInput):
         file = None
         unordered = (0, 0)
         ordered = False
-        with _cycles_not_collected():  # no yield within: the collector runs again before the first task goes
+        freeze = gc.get_freeze_count() == 0
+        with _cycles_not_collected(freeze):  # no yield within: the collector runs again before the first task goes
             for chunk in _read_blocks(self._stream, self.name):
                 file = chunk.file
                 for found, start, length, number, raw in _indexed(chunk, read):
@@ -678,7 +681,8 @@ class GroupedLines(LinesInput):
                 self._unordered = bool(order) and not ordered
                 yield from self._tasks(file, groups, names, notes)
         finally:
-            gc.unfreeze()
+            if freeze:
+                gc.unfreeze()
 
     def _tasks(
         self,

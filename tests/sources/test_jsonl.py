@@ -648,7 +648,7 @@ def test_the_index_pauses_the_cycle_collector_and_leaves_it_as_it_was(enabled: b
     was = gc.isenabled()
     (gc.enable if enabled else gc.disable)()
     try:
-        with pytest.raises(InputEnded), jsonl._cycles_not_collected():
+        with pytest.raises(InputEnded), jsonl._cycles_not_collected(freeze=True):
             assert not gc.isenabled()
             raise InputEnded("a read failed within")
         assert gc.isenabled() == enabled
@@ -678,3 +678,18 @@ def test_the_index_is_set_aside_from_the_collector_while_its_tasks_go(tmp_path: 
     with jsonl.GroupedLines(str(path), Destination(), 0, Grouping(("s",), "n")) as empty:
         assert list(empty.tasks()) == []
     assert gc.get_freeze_count() == before
+
+
+def test_objects_the_program_froze_itself_stay_frozen(tmp_path: Path) -> None:
+    """A program running histmig that froze objects of its own (``gc.freeze()``, as a server
+    does before it forks) finds them frozen after a grouped file: histmig then freezes nothing."""
+    path = tmp_path / "chats.jsonl"
+    path.write_bytes(b"".join(orjson.dumps({"s": "c", "n": i, "messages": [_PROMPT]}) + b"\n" for i in range(50)))
+    gc.freeze()
+    try:
+        held = gc.get_freeze_count()
+        with jsonl.GroupedLines(str(path), Destination(), path.stat().st_size, Grouping(("s",), "n")) as grouped:
+            assert len(list(grouped.tasks())) == 1
+        assert gc.get_freeze_count() == held
+    finally:
+        gc.unfreeze()
