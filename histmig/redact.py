@@ -23,7 +23,8 @@ _SECRET_KEYS = r"(?:\w*password|oauth_client_secret|scram_client_key|scram_serve
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _URL = re.compile(_SCHEME.pattern + r"\S*")
-_QUERY_SECRET = re.compile(rf"([?&]{_SECRET_KEYS}=)([^&#]*)", re.IGNORECASE)
+_QUERY_PARAM = re.compile(r"([?&][^=&#]*=)([^&#]*)")
+_SECRET_KEY = re.compile(_SECRET_KEYS, re.IGNORECASE)
 _CONNINFO_SECRET = re.compile(
     rf"((?<![?&\w]){_SECRET_KEYS}\s*=\s*)('(?:[^'\\]|\\.)*'?|.*?(?=\s+\w+\s*=|\s*$))", re.IGNORECASE | re.DOTALL
 )
@@ -44,8 +45,10 @@ def secrets(text: str) -> list[str]:
     docstring): a URL's percent-decoded, a quoted value without its quotes and escapes.
     Empty for a plain path."""
     if scheme := _SCHEME.match(text):
-        found = [unquote(m[2]) for m in _QUERY_SECRET.finditer(text)]
-        userinfo, at, _ = _QUERY_SECRET.sub(lambda m: m[1], text)[scheme.end() :].rpartition("@")
+        found = [unquote(m[2]) for m in _QUERY_PARAM.finditer(text) if _secret_param(m)]
+        userinfo, at, _ = _QUERY_PARAM.sub(lambda m: m[1] if _secret_param(m) else m[0], text)[
+            scheme.end() :
+        ].rpartition("@")
         _, colon, password = userinfo.partition(":")
         return [unquote(password), *found] if at and colon else found
     return [_unquoted(m[2]) for m in _CONNINFO_SECRET.finditer(text)]
@@ -71,15 +74,23 @@ def _conninfo_secret(match: re.Match[str]) -> str:
     return match[0] if match[2].startswith(MASK) else match[1] + MASK
 
 
+def _secret_param(match: re.Match[str]) -> bool:
+    """Whether a query parameter of :data:`_QUERY_PARAM` is a secret: its key, percent-decoded
+    as libpq decodes it (``pass%77ord`` is ``password``), one of :data:`_SECRET_KEYS`."""
+    return _SECRET_KEY.fullmatch(unquote(match[1][1:-1])) is not None
+
+
 def _query_secret(match: re.Match[str]) -> str:
-    """A URL's secret query parameter hidden; one already hidden kept with what follows it
-    (in a message, the ``:`` before the text about it)."""
-    return match[0] if match[2] in (MASK, MASK + ":") else match[1] + MASK
+    """A URL's query parameter, its value hidden when it is a secret; one already hidden kept
+    with what follows it (in a message, the ``:`` before the text about it)."""
+    if not _secret_param(match) or match[2] in (MASK, MASK + ":"):
+        return match[0]
+    return match[1] + MASK
 
 
 def _url(url: str) -> str:
     """The URL ``url`` with its password and secret query parameters hidden."""
-    url = _QUERY_SECRET.sub(_query_secret, url)
+    url = _QUERY_PARAM.sub(_query_secret, url)
     start = _SCHEME.match(url).end()  # type: ignore[union-attr]
     at = url.rfind("@", start)
     if at < 0:

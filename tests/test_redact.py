@@ -55,6 +55,11 @@ def test_a_message_loses_the_secrets_and_the_quoted_pieces_of_its_location() -> 
         "postgresql://h/d?password=***: a PostgreSQL input needs --table"
     )
     assert redact.message("postgresql://h/d?password=***pw: no") == "postgresql://h/d?password=*** no"
+    for key in ("pass%77ord", "%70assword", "PASSWORD", "sslpass%77ord"):  # libpq decodes a key as it does a value
+        url = f"postgresql:///db?host=/tmp&{key}=S3cretPW"
+        assert redact.location(url) == f"postgresql:///db?host=/tmp&{key}=***"
+        assert redact.secrets(url) == ["S3cretPW"]
+        assert "S3cretPW" not in redact.message(f"{url}: libpq would not read the password as written")
 
 
 def test_a_connection_string_is_postgres_never_a_path_nor_a_glob(tmp_path, monkeypatch) -> None:
