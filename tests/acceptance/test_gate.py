@@ -85,7 +85,7 @@ def _damage(history: list[Any], kind: str, at: int, pick: int) -> None:
         if kind == "missing":
             target.pop(name, None)
         else:
-            target[name] = WRONG_VALUES[pick % len(WRONG_VALUES)]
+            target[name] = copy.deepcopy(WRONG_VALUES[pick % len(WRONG_VALUES)])  # never the shared [] or {} itself
 
 
 LEGACY_PART = {"part_kind": "retry-prompt", "content": "x", "tool_name": None}

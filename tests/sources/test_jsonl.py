@@ -690,6 +690,7 @@ def test_objects_the_program_froze_itself_stay_frozen(tmp_path: Path) -> None:
         held = gc.get_freeze_count()
         with jsonl.GroupedLines(str(path), Destination(), path.stat().st_size, Grouping(("s",), "n")) as grouped:
             assert len(list(grouped.tasks())) == 1
-        assert gc.get_freeze_count() == held
+        # neither unfrozen (0) nor frozen more (the index's objects); a frozen object freed meanwhile counts one less
+        assert held // 2 < gc.get_freeze_count() <= held
     finally:
         gc.unfreeze()
