@@ -153,9 +153,10 @@ class Budgets:
 
     @classmethod
     def parse(cls, spec: str) -> Budgets:
-        """The budgets of ``tools=N,output=M,tool:NAME=K`` (any of them, comma-separated; a
-        later one replaces an earlier one). Raises ``ValueError`` naming the item that is not
-        ``KEY=N`` with a known key and a count of 0 or more."""
+        """The budgets of ``tools=N,output=M,tool:NAME=K`` (any of them, comma-separated, each
+        key once). Raises ``ValueError`` naming the item that is not ``KEY=N`` with a known key
+        and a count of 0 or more, or the key given twice (``tools=1,tools=2`` is a slip the
+        run cannot tell which of to take)."""
         values: dict[str, int] = {}
         by_tool: dict[str, int] = {}
         for item in (item.strip() for item in spec.split(",")):
@@ -167,10 +168,10 @@ class Budgets:
                 or not (key in ("tools", "output") or (key.startswith("tool:") and key[5:]))
             ):
                 raise ValueError(f"--max-retries: {item!r} is not tools=N, output=N or tool:NAME=N")
-            if key.startswith("tool:"):
-                by_tool[key[5:]] = int(count)
-            else:
-                values[key] = int(count)
+            kept, name = (by_tool, key[5:]) if key.startswith("tool:") else (values, key)
+            if name in kept:
+                raise ValueError(f"--max-retries: {key} is given twice")
+            kept[name] = int(count)
         return cls(values.get("tools"), values.get("output"), tuple(sorted(by_tool.items())))
 
     def __bool__(self) -> bool:

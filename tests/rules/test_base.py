@@ -100,12 +100,12 @@ def test_a_fix_may_say_what_it_leaves_as_it_is_and_check_keeps_it() -> None:
 
 def test_budgets_parse_from_the_command_line_form() -> None:
     assert Budgets.parse("tools=3,output=1,tool:search=5,tool:fetch=0") == Budgets(3, 1, (("fetch", 0), ("search", 5)))
-    assert (
-        Budgets.parse("tools=1,tools=2") == Budgets(2)
-        and Budgets.parse("output=0").output == 0
-        and bool(Budgets.parse("output=0"))
-    )
+    assert Budgets.parse("output=0").output == 0 and bool(Budgets.parse("output=0"))
+    assert Budgets.parse("tool:tools=1,tools=2") == Budgets(2, by_tool=(("tools", 1),))
     assert Budgets(3, by_tool=(("a", 1),)).of_tool("a", 3) == 1 and Budgets(3).of_tool("b", 3) == 3
+    for twice, key in (("tools=1,tools=2", "tools"), ("output=1, output=1", "output"), ("tool:a=1,tool:a=2", "tool:a")):
+        with pytest.raises(ValueError, match=f"--max-retries: {key} is given twice"):
+            Budgets.parse(twice)
     for bad in ("", "tools", "tools=-1", "tools=1.5", "tool:=2", "retries=1", "tools=1,,output=2"):
         with pytest.raises(ValueError, match="--max-retries: .* is not tools=N, output=N or tool:NAME=N"):
             Budgets.parse(bad)
