@@ -38,6 +38,7 @@ from histmig.report import Report
 from histmig.sources.arrow import ColumnKind, engine_cells, held_by, indices
 from histmig.sources.base import Job, Task, TaskResult, lazy
 from histmig.sources.jsonl import _descriptor
+from histmig.sources.spill import worker_readable
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -246,9 +247,7 @@ class Index:
         self.parts = tuple(parts)
         self.ties = tuple(ties)
         self._ties: list[list[Any]] = [[] for _ in self.ties]
-        self._spill = tempfile.NamedTemporaryFile(prefix="histmig-", suffix=".cells")  # noqa: SIM115 (closed by close)
-        found = os.fstat(self._spill.fileno())
-        self.spill = (self._spill.name, found.st_dev, found.st_ino)
+        self._spill, self.spill = worker_readable(".cells")  # closed by close
         self._keys: list[list[Any]] = [[] for _ in self.key_columns]
         self._order: list[Any] = []
         self._places = array("q")
