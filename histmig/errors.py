@@ -42,6 +42,28 @@ class UnwritableOutput(OSError):
     """An output cannot be created where it was asked for (exit code 2)."""
 
 
+def partly_written(error: OSError, written: list[str], left: list[str]) -> OSError:
+    """``error``, met while a run wrote its outputs one after another, told which were written
+    before it (each whole, and kept) and which were not: an error of the same class, its message
+    ending ``; written before it: a.parquet; not written: c.parquet`` (each list up to three
+    names and how many more). ``error`` itself when none was written before it."""
+    if not written:
+        return error
+
+    def names(paths: list[str]) -> str:
+        more = f" and {len(paths) - 3} more" if len(paths) > 3 else ""
+        return ", ".join(paths[:3]) + more
+
+    said = f"written before it: {names(written)}" + (f"; not written: {names(left)}" if left else "")
+    told = (
+        type(error)(f"{error}; {said}")
+        if error.errno is None
+        else type(error)(error.errno, f"{error.strerror}; {said}", error.filename)
+    )
+    told.__cause__ = error
+    return told
+
+
 class InputEnded(OSError):
     """An input could not be read to its end (a truncated ``.gz``, an I/O error): raised by
     :meth:`histmig.sources.base.Input.tasks` after every task read before; the run reports it

@@ -60,3 +60,19 @@ def test_a_migration_error_keeps_each_problem_line() -> None:
         ["messages[0]: bad", "messages[1]: worse"],
     )
     assert pickle.loads(pickle.dumps(UsageError("x"))).args == ("x",)
+
+
+def test_partly_written_names_the_outputs_written_before_an_error_and_those_not() -> None:
+    error = UnwritableOutput("out/b.parquet: is a directory")
+    assert errors.partly_written(error, [], ["out/c.parquet"]) is error
+    told = errors.partly_written(error, ["out/a.parquet"], ["out/c.parquet"])
+    assert type(told) is UnwritableOutput and told.__cause__ is error
+    assert str(told) == "out/b.parquet: is a directory; written before it: out/a.parquet; not written: out/c.parquet"
+    full = errors.partly_written(OSError(28, "No space left on device", "out/e"), list("abcde"), [])
+    assert (type(full), full.errno, full.filename) == (OSError, 28, "out/e")
+    assert full.strerror == "No space left on device; written before it: a, b, c and 2 more"
+    gone = errors.partly_written(FileNotFoundError(2, "No such file or directory", "x"), ["w"], ["y"])
+    assert (
+        type(gone) is FileNotFoundError
+        and gone.strerror == "No such file or directory; written before it: w; not written: y"
+    )

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from functools import partial
 
-from histmig.errors import InputChanged, InputEnded, UnwritableOutput
+from histmig.errors import InputChanged, InputEnded, UnwritableOutput, partly_written
 from histmig.options import Options
 from histmig.parallel import Progress, Workers
 from histmig.report import Report
@@ -75,8 +75,9 @@ def run_local(
     advance: Callable[[int], None] = progress.advance if progress is not None else lambda n: None
     wrote: list[Written] = []
     warnings: list[str] = []
+    written = _written_names(planning, inputs)
     with Workers(partial(_work, job), jobs, slot_bytes=max(i.slot_bytes for i in inputs)) as workers:
-        for current in inputs:
+        for done, current in enumerate(inputs):
             kept = None
             try:
                 with current:
@@ -92,6 +93,8 @@ def run_local(
             except InputChanged as exc:  # the input is kept, its migrated copy beside it; on to the next
                 warnings.append(str(exc))
                 kept = exc.kept
+            except OSError as exc:  # the run ends here: say what the inputs before it wrote
+                raise partly_written(exc, written[:done], written[done + 1 :]) from exc
             wrote.append(replace(current.written(), kept=kept))
             for row in wrote[-1].skipped:
                 report.add_skipped(row.source, row.location, row.id)
@@ -111,6 +114,15 @@ def run_local(
         target=options.target and str(options.release),
         warnings=warnings,
     )
+
+
+def _written_names(planning: Planning, inputs: list[Input]) -> list[str]:
+    """What each of ``inputs`` writes, as an error names it: its output (a file the run
+    writes each input to), else the input itself (written in place)."""
+    outputs = [item.destination.output for item in planning.inputs]
+    if len(outputs) == len(inputs) and None not in outputs and "-" not in outputs:
+        return outputs  # type: ignore[return-value]  # no None among them
+    return [current.name for current in inputs]
 
 
 def _results(

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from histmig import redact
-from histmig.errors import UsageError
+from histmig.errors import UnwritableOutput, UsageError
 from histmig.options import Command, Options, flags, given
 from histmig.run.outputs import output_format, output_paths
 from histmig.run.paths import check_apart, file_key
@@ -344,6 +344,8 @@ def _destinations(
     for (path, fmt), output in zip(found, outputs):
         if output not in (None, "-") and path != "-" and file_key(output) == file_key(path):
             raise UsageError(f"{output} is the input; use --in-place to replace it")
+        if directory is not None and output is not None and os.path.isdir(output):  # before any output is written
+            raise UnwritableOutput(f"{output}: is a directory")
         if destination.in_place and fs.is_object(path):
             raise UsageError(
                 f"{path}: --in-place is refused on object storage (a replaced object is gone unless the bucket keeps "

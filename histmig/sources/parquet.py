@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
-from histmig.errors import ColumnError
+from histmig.errors import ColumnError, partly_written
 from histmig.report import Report
 from histmig.sources import fs
 from histmig.sources.arrow import Cells, ColumnMigrator, find_id_column, find_messages_column, write_jsonl_rows
@@ -368,8 +368,12 @@ class GroupedParquet(Input):
     def __exit__(self, kind: type[BaseException] | None, *rest: Any) -> None:
         try:
             if kind is None:
+                outputs = [destination.output or path for path, destination in self._files]
                 for part in range(len(self._files)):
-                    self._write_out(part)
+                    try:
+                        self._write_out(part)
+                    except OSError as exc:  # the files before it are written: say so
+                        raise partly_written(exc, outputs[:part], outputs[part + 1 :]) from exc
         except BaseException as failed:
             self._stack.__exit__(type(failed), failed, failed.__traceback__)
             raise

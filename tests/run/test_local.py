@@ -102,3 +102,56 @@ def test_an_output_file_s_missing_directories_are_created(tmp_path: Path) -> Non
     (tmp_path / "file").touch()
     with pytest.raises(UnwritableOutput, match="is a file, not a directory"):
         plan("convert", str(ALL), Destination(str(tmp_path / "file" / "x" / "out.jsonl")), Options())
+
+
+def _failing_on(monkeypatch: pytest.MonkeyPatch, module: object, name: str, failing: str) -> None:
+    """``module.name`` (a context manager writing one output) raising a full disk for the
+    output ``failing``."""
+    real = getattr(module, name)
+
+    def opened(path: str, *args: object, **kwargs: object) -> object:
+        if str(path).endswith(failing):
+            raise OSError(28, "No space left on device", str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(module, name, opened)
+
+
+def test_a_run_ended_by_an_output_says_which_outputs_it_wrote_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import histmig.sources.jsonl as jsonl
+
+    lines = ALL.read_bytes().splitlines(keepends=True)
+    inputs = [tmp_path / f"{name}.jsonl" for name in "abc"]
+    for i, path in enumerate(inputs):
+        path.write_bytes(b"".join(lines[i * 3 : i * 3 + 3]))
+    out = tmp_path / "out"
+    _failing_on(monkeypatch, jsonl, "atomic_output", "b.jsonl")
+    planning = plan("convert", [str(p) for p in inputs], Destination(str(out)), Options(jobs=1))
+    with pytest.raises(OSError) as raised:
+        run_local(planning, Options(jobs=1), Options().plan(), None, strict=False)
+    assert raised.value.strerror == (
+        f"No space left on device; written before it: {out / 'a.jsonl'}; not written: {out / 'c.jsonl'}"
+    )
+    assert sorted(p.name for p in out.iterdir()) == ["a.jsonl"]
+
+
+def test_a_grouped_directory_ended_by_an_output_says_which_files_it_wrote_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import histmig.sources.parquet as parquet
+
+    lake = tmp_path / "lake"
+    files = [path.relative_to(lake) for path in make_lake(lake)]
+    out = tmp_path / "out"
+    _failing_on(monkeypatch, parquet, "parquet_sink", str(files[1]))
+    options = Options(jobs=1, conversation=("id",))
+    with pytest.raises(OSError) as raised:
+        run_local(
+            plan("convert", [str(lake)], Destination(str(out)), options), options, options.plan(), None, strict=False
+        )
+    assert raised.value.strerror.startswith(
+        f"No space left on device; written before it: {out / files[0]}; not written: "
+    )
+    assert [path.relative_to(out) for path in out.rglob("*.parquet")] == [files[0]]

@@ -160,3 +160,14 @@ def test_in_place_is_refused_for_what_is_not_a_regular_file(tmp_path: Path) -> N
     for path in (str(fifo), "/dev/null"):
         with pytest.raises(UsageError, match="--in-place replaces a regular file, and this is none; name an OUTPUT"):
             plan("convert", path, Destination(in_place=True), Options(format="jsonl"))
+
+
+def test_an_output_of_a_directory_run_that_is_a_directory_is_refused_before_any_is_written(tmp_path: Path) -> None:
+    lines = (CORPUS / "all.jsonl").read_bytes().splitlines(keepends=True)
+    for name in "ab":
+        (tmp_path / "in").mkdir(exist_ok=True)
+        (tmp_path / "in" / f"{name}.jsonl").write_bytes(lines[0])
+    (tmp_path / "out" / "b.jsonl").mkdir(parents=True)
+    with pytest.raises(UnwritableOutput, match=r"out/b\.jsonl: is a directory$"):
+        plan("convert", [str(tmp_path / "in")], Destination(str(tmp_path / "out")), Options())
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["b.jsonl"]
