@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from histmig.errors import InputChanged, UnreadableInput, UnwritableOutput
+from histmig.report.escape import terminal
 from histmig.sources import fs
 
 
@@ -514,13 +515,25 @@ def locked(target: Path) -> Iterator[None]:
     for a run that holds it: concurrent runs adding to one rejects file add theirs one after
     the other. The lock file is removed while still held, so a run that waited on it takes
     it again by name (a lock on a removed file locks nothing); one a killed run left is just
-    taken (the kernel dropped its lock). Raises :class:`UnwritableOutput` naming ``target``."""
+    taken (the kernel dropped its lock). A run that has to wait says so on stderr, once, so
+    that it is not taken for hung. Raises :class:`UnwritableOutput` naming ``target``."""
     lock = lock_file(target)
+    told = False
     while True:
         with unwritable(target):
             fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if not told:
+                    told = True
+                    print(
+                        terminal(f"histmig: waiting for another run adding to {target} (it holds {lock})"),
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                fcntl.flock(fd, fcntl.LOCK_EX)
             held = os.fstat(fd)
             now = os.stat(lock)
             if (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):

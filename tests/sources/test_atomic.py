@@ -222,7 +222,7 @@ with atomic_output(sys.argv[1], keep=True) as out:
 
 def _adding(target: Path, text: str) -> subprocess.Popen[bytes]:
     """Another process adding ``text`` to ``target`` (atomic_output with keep)."""
-    return subprocess.Popen([sys.executable, "-c", ADD, str(target), text], cwd=ROOT)
+    return subprocess.Popen([sys.executable, "-c", ADD, str(target), text], cwd=ROOT, stderr=subprocess.PIPE)
 
 
 def test_processes_adding_to_one_file_wait_for_the_lock_and_lose_nothing(tmp_path: Path) -> None:
@@ -236,6 +236,10 @@ def test_processes_adding_to_one_file_wait_for_the_lock_and_lose_nothing(tmp_pat
         second = _adding(target, "second\n")
         waiting_on(lock, [first, second])
     assert first.wait(60) == 0 and second.wait(60) == 0
+    for waited in (first, second):  # each said once why it did not go on
+        assert waited.stderr.read().decode() == (  # type: ignore[union-attr]  # piped
+            f"histmig: waiting for another run adding to {target} (it holds {lock})\n"
+        )
     lines = target.read_bytes().splitlines()
     assert lines[:2] == [b"earlier", b"held"] and sorted(lines[2:]) == [b"first", b"second"]
     assert [p.name for p in tmp_path.iterdir()] == ["rejects.jsonl"]
