@@ -186,6 +186,20 @@ class DuckdbTable(Input):
         ).fetchone()
         return None if row is None else row[0]
 
+    def _columns(self) -> list[tuple[str, str, bool, str | None]]:
+        """Each column of the table in its order: its name, SQL type (``UUID``,
+        ``DECIMAL(18,3)``), whether it is nullable and its default's SQL."""
+        return self._con.execute(
+            "SELECT column_name, data_type, is_nullable, column_default FROM duckdb_columns() WHERE table_name = ? AND "
+            "database_name = current_database() ORDER BY column_index",
+            [self._table],
+        ).fetchall()
+
+    @property
+    def _types(self) -> dict[str, str]:
+        """Each column's SQL type, by name (:meth:`_columns`)."""
+        return {name: data_type for name, data_type, *_ in self._columns()}
+
     def _constraints(self, kind: str) -> list[list[str]]:
         """The columns of each ``kind`` constraint (``PRIMARY KEY``, ``UNIQUE``) of the table."""
         return [
@@ -401,22 +415,25 @@ class DuckdbTable(Input):
         keys = list(index.key_columns)
         read = [*map(quote, keys), "rowid", self._row_digest()]
         g = len(keys)
+        # each key as the column's own type (a UUID is no VARCHAR to DuckDB), read back through Arrow, as the index
+        # read it (a UUID as its text)
+        types = self._types
+        typed = "(" + ", ".join(f"CAST(? AS {types[key]})" for key in keys) + ")"
         for start in range(0, len(numbers), _VERIFY_BATCH):
             batch = numbers[start : start + _VERIFY_BATCH]
             alone = [n for n in batch if index.conversations[n][0] is None]
             keyed = [n for n in batch if index.conversations[n][0] is not None]
             held: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
             if keyed and g:
-                marks = ", ".join("(" + ", ".join("?" * g) + ")" for _ in keyed)
+                marks = ", ".join(typed for _ in keyed)
                 params = [value for n in keyed for value in index.conversations[n][0]]  # type: ignore[union-attr]
                 where = f" WHERE ({', '.join(map(quote, keys))}) IN (VALUES {marks})"
             else:
                 params, where = [], ""
             if keyed:
-                for row in self._con.execute(
-                    f"SELECT {', '.join(read)} FROM {quote(self._table)}{where}", params
-                ).fetchall():
-                    held.setdefault(tuple(row[:g]), []).append(tuple(row[g:]))
+                now = self._con.sql(f"SELECT {', '.join(read)} FROM {quote(self._table)}{where}", params=params)
+                for row in zip(*(column.to_pylist() for column in now.to_arrow_table().columns)):
+                    held.setdefault(row[:g], []).append(row[g:])
             for n in keyed:
                 read_then = [(place, digest) for place, _, _, digest in map(index.row, index.rows[n])]
                 if _digest(held.get(index.conversations[n][0], [])) == _digest(read_then):  # type: ignore[arg-type]
@@ -509,11 +526,7 @@ class DuckdbTable(Input):
             else None
         )
         columns = []
-        for name, data_type, nullable, default in self._con.execute(
-            "SELECT column_name, data_type, is_nullable, column_default FROM duckdb_columns() WHERE table_name = ? AND "
-            "database_name = current_database() ORDER BY column_index",
-            [self._table],
-        ).fetchall():
+        for name, data_type, nullable, default in self._columns():
             column = f"{quote(name)} {widened if widened and name == self._column else data_type}"
             column += "" if nullable else " NOT NULL"
             column += f" DEFAULT ({default})" if default is not None else ""

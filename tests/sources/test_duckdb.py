@@ -4,7 +4,9 @@ in-place run leaves the table as it was."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import replace
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -571,3 +573,31 @@ def test_a_row_an_application_changes_skips_the_whole_table_or_the_row_of_its_ow
     assert ("retry-prompt" in held[2]) == (conversation == "*")  # the other conversation written, or not
     monkeypatch.undo()
     assert api.convert(str(db), None, options, in_place=True).report.counts["changed"] == len(skipped)
+
+
+@pytest.mark.parametrize(
+    ("type_", "key"),
+    [
+        pytest.param("UUID", lambda n: str(uuid.UUID(int=n << 64 | n)), id="uuid"),
+        pytest.param("DECIMAL(18,3)", lambda n: f"{n}.125", id="decimal"),
+        pytest.param("DATE", lambda n: str(date(2000, 1, 1) + timedelta(days=n)), id="date"),
+    ],
+)
+def test_in_place_finishes_whatever_the_conversation_key_s_type(tmp_path: Path, type_: str, key: Any) -> None:
+    """The re-read of a write in place compares each key as the column's type (a UUID is no VARCHAR)."""
+    _, stored = stored_apart("per message")
+    numbers = {session: n for n, session in enumerate(dict.fromkeys(r["conversation_id"] for r in stored))}
+    db = tmp_path / "runs.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute(f"CREATE TABLE runs (id INTEGER PRIMARY KEY, session_id {type_}, seq INTEGER, messages JSON)")
+        con.executemany(
+            f"INSERT INTO runs VALUES (?, CAST(? AS {type_}), ?, ?)",
+            [
+                (n, key(numbers[r["conversation_id"]]), r["seq"], orjson.dumps(r["messages"]).decode())
+                for n, r in enumerate(stored)
+            ],
+        )
+        assert con.execute("SELECT count(DISTINCT session_id) FROM runs").fetchall() == [(len(numbers),)]
+    first = api.convert(str(db), None, GROUPED, in_place=True)
+    assert first.report.counts["skipped"] == 0 and first.report.counts["changed"] > 0 and first.exit_code == 0
+    assert api.check(str(db), GROUPED).report.counts["changed"] == 0
