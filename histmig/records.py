@@ -445,6 +445,40 @@ MESSAGE_KINDS = ("request", "response")
 """The ``kind`` of a ``ModelRequest`` and of a ``ModelResponse``."""
 
 
+def conversation_envelope(messages: Any) -> msgspec.json.Decoder:
+    """A decoder of a record of a conversation as it is read when its history is put together
+    with the others' from their bytes (:func:`histmig.engine.joined_history`), in one pass: its
+    ``kind`` and ``parts`` (raw: whether it is one message, :func:`one_message`) and its
+    candidate messages fields (:data:`MESSAGE_FIELD_CANDIDATES`, attributes ``f0``, ``f1``...),
+    the first (``messages``) decoded as the type ``messages``, every other an array of raw
+    items or null (a candidate holding anything else does not decode); a missing field is
+    ``None``."""
+    return msgspec.json.Decoder(
+        msgspec.defstruct(
+            "_Envelope",
+            [
+                ("kind", Any, None),
+                ("parts", msgspec.Raw, msgspec.Raw(b"null")),
+                ("f0", messages, None),
+                *((f"f{i}", list[msgspec.Raw] | None, None) for i in range(1, len(MESSAGE_FIELD_CANDIDATES))),
+            ],
+            rename={f"f{i}": name for i, name in enumerate(MESSAGE_FIELD_CANDIDATES)},
+            gc=False,
+        )
+    )
+
+
+def one_message(envelope: Any) -> bool:
+    """Whether a record :func:`conversation_envelope` decoded is one message: a ``kind`` of
+    :data:`MESSAGE_KINDS` and a ``parts`` array (as :func:`locate_in_conversation` reads it;
+    then its candidate fields do not count)."""
+    return envelope.kind in MESSAGE_KINDS and bytes(envelope.parts)[:1] == b"["
+
+
+RAW_ENVELOPE = conversation_envelope(list[msgspec.Raw] | None)
+""":func:`conversation_envelope` with every candidate's items as their bytes."""
+
+
 def check_messages(messages: list[Any], prefix: str = "messages") -> None:
     """Raise :class:`NotAHistory` unless each item of ``messages`` is a message: an object
     holding ``kind`` and a ``parts`` list (every release's ``ModelRequest``/``ModelResponse``,
