@@ -30,15 +30,15 @@ MESSAGE_FIELD_CANDIDATES = ("messages", "all_messages", "history", "message_hist
 """Envelope fields tried, in order, when ``--messages-field`` is not given."""
 
 
-@dataclass(frozen=True)
-class Record:
+class Record(NamedTuple):
     """One record read from a source.
 
     ``raw`` is the record's JSON text as stored (UTF-8 bytes, no line terminator);
     ``source`` the file name (``-`` for stdin); ``location`` a human position such as
     ``line 12`` or ``row 5``; ``record_id`` the record's id: a Parquet or DuckDB id
     column's, given with the record, else the envelope's (:func:`envelope_id`), filled in
-    once the pipeline has parsed the record.
+    once the pipeline has parsed the record (:meth:`_replace`). (A named tuple: a grouped
+    input makes one for every record it reads, before the screen.)
     """
 
     raw: bytes
