@@ -460,8 +460,9 @@ class Stream:
     def screen(self, conversation: Conversation) -> Verdict:
         """What the screen says of ``conversation`` (:data:`~histmig.screen.Verdict`): of a
         record alone, :meth:`screened`; of several, what it says of their histories put
-        together (:func:`joined_history`). With ``()`` its records need only be counted, none
-        built nor parsed."""
+        together (:func:`joined_history`), read in one decode a record where the screen can
+        (:meth:`~histmig.screen.Screen.pieces`). With ``()`` its records need only be counted,
+        none built nor parsed."""
         records = conversation.records
         if len(records) == 1:
             return self.screened(records[0].raw)
