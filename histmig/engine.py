@@ -46,8 +46,8 @@ from histmig.errors import Malformed, NotAHistory
 from histmig.problems import CONVERSATION, InvalidJson, Problem, Warned
 from histmig.records import (
     ID_FIELDS,
-    MESSAGE_FIELD_CANDIDATES,
     MESSAGE_KINDS,
+    RAW_ENVELOPE,
     Conversation,
     Located,
     Outcome,
@@ -60,6 +60,7 @@ from histmig.records import (
     locate_in_conversation,
     locate_messages,
     messages_digest,
+    one_message,
 )
 from histmig.rules import Walk, known_part_kinds, registry, select
 from histmig.rules.base import ABSENT_PART, Budgets, CauseMode, Change, Context, Finding, Rule
@@ -321,22 +322,6 @@ def _is_message(raw: bytes) -> bool:
     return found.kind in MESSAGE_KINDS and bytes(found.parts)[:1] == b"["
 
 
-_ENVELOPE = msgspec.json.Decoder(
-    msgspec.defstruct(
-        "_Envelope",
-        [
-            ("kind", Any, None),
-            ("parts", msgspec.Raw, msgspec.Raw(b"null")),
-            *((f"f{i}", list[msgspec.Raw] | None, None) for i in range(len(MESSAGE_FIELD_CANDIDATES))),
-        ],
-        rename={f"f{i}": name for i, name in enumerate(MESSAGE_FIELD_CANDIDATES)},
-        gc=False,
-    )
-)
-"""Reads in one pass whether an object is one message (its ``kind`` and ``parts``) and, else,
-the items of its candidate messages fields (:data:`~histmig.records.MESSAGE_FIELD_CANDIDATES`),
-each as its bytes; a candidate holding anything but an array or null does not decode."""
-
 _ITEMS = msgspec.json.Decoder(list[msgspec.Raw])
 _FIELDS = msgspec.json.Decoder(dict[str, msgspec.Raw])
 
@@ -392,20 +377,27 @@ def _with_id(record: Record, envelope: bool) -> Record:
     return record
 
 
+def _joinable(field: str | None) -> bool:
+    """Whether a conversation's histories at the envelope's messages ``field`` are put together
+    from their bytes (:func:`joined_history`): auto-detected, or a key of the envelope (not a
+    path into it)."""
+    return field is None or not ("." in field or "\\" in field)
+
+
 def _items(raw: bytes, field: str | None) -> list[Any] | None:
     """The messages of one record as their bytes (:func:`joined_history`), or ``None``."""
     try:
         if raw.lstrip()[:1] != b"{":
             return _ITEMS.decode(raw)
         if field is not None:
-            if "." in field or "\\" in field:
+            if not _joinable(field):
                 return None
             value = _FIELDS.decode(raw).get(field)
             return None if value is None else _ITEMS.decode(value)
-        found: Any = _ENVELOPE.decode(raw)
+        found: Any = RAW_ENVELOPE.decode(raw)
     except msgspec.DecodeError:
         return None
-    if found.kind in MESSAGE_KINDS and bytes(found.parts)[:1] == b"[":
+    if one_message(found):
         return [raw.strip()]
     for name in found.__struct_fields__[2:]:
         items = getattr(found, name)
@@ -468,14 +460,20 @@ class Stream:
     def screen(self, conversation: Conversation) -> Verdict:
         """What the screen says of ``conversation`` (:data:`~histmig.screen.Verdict`): of a
         record alone, :meth:`screened`; of several, what it says of their histories put
-        together (:func:`joined_history`). With ``()`` its records need only be counted, none
-        built nor parsed."""
+        together (:func:`joined_history`), read in one decode a record where the screen can
+        (:meth:`~histmig.screen.Screen.pieces`). With ``()`` its records need only be counted,
+        none built nor parsed."""
         records = conversation.records
         if len(records) == 1:
             return self.screened(records[0].raw)
         if self._history_screen is None:
             return None
-        joined = joined_history(records, self.plan.messages_field)
+        field = self.plan.messages_field
+        if _joinable(field):  # the records' histories screened in one decode each, as joined_history reads them
+            verdict = self._screen.pieces([record.raw for record in records])  # type: ignore[union-attr]  # not validate_all
+            if verdict is not False:
+                return verdict
+        joined = joined_history(records, field)
         return None if joined is None else self._history_screen(joined)
 
     def conversation(self, conversation: Conversation, verdict: Verdict | Literal["ask"] = "ask") -> list[Outcome]:

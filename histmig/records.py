@@ -30,15 +30,15 @@ MESSAGE_FIELD_CANDIDATES = ("messages", "all_messages", "history", "message_hist
 """Envelope fields tried, in order, when ``--messages-field`` is not given."""
 
 
-@dataclass(frozen=True)
-class Record:
+class Record(NamedTuple):
     """One record read from a source.
 
     ``raw`` is the record's JSON text as stored (UTF-8 bytes, no line terminator);
     ``source`` the file name (``-`` for stdin); ``location`` a human position such as
     ``line 12`` or ``row 5``; ``record_id`` the record's id: a Parquet or DuckDB id
     column's, given with the record, else the envelope's (:func:`envelope_id`), filled in
-    once the pipeline has parsed the record.
+    once the pipeline has parsed the record (:meth:`_replace`). (A named tuple: a grouped
+    input makes one for every record it reads, before the screen.)
     """
 
     raw: bytes
@@ -443,6 +443,40 @@ def locate_in_conversation(obj: Any, field: str | None = None) -> Located:
 
 MESSAGE_KINDS = ("request", "response")
 """The ``kind`` of a ``ModelRequest`` and of a ``ModelResponse``."""
+
+
+def conversation_envelope(messages: Any) -> msgspec.json.Decoder:
+    """A decoder of a record of a conversation as it is read when its history is put together
+    with the others' from their bytes (:func:`histmig.engine.joined_history`), in one pass: its
+    ``kind`` and ``parts`` (raw: whether it is one message, :func:`one_message`) and its
+    candidate messages fields (:data:`MESSAGE_FIELD_CANDIDATES`, attributes ``f0``, ``f1``...),
+    the first (``messages``) decoded as the type ``messages``, every other an array of raw
+    items or null (a candidate holding anything else does not decode); a missing field is
+    ``None``."""
+    return msgspec.json.Decoder(
+        msgspec.defstruct(
+            "_Envelope",
+            [
+                ("kind", Any, None),
+                ("parts", msgspec.Raw, msgspec.Raw(b"null")),
+                ("f0", messages, None),
+                *((f"f{i}", list[msgspec.Raw] | None, None) for i in range(1, len(MESSAGE_FIELD_CANDIDATES))),
+            ],
+            rename={f"f{i}": name for i, name in enumerate(MESSAGE_FIELD_CANDIDATES)},
+            gc=False,
+        )
+    )
+
+
+def one_message(envelope: Any) -> bool:
+    """Whether a record :func:`conversation_envelope` decoded is one message: a ``kind`` of
+    :data:`MESSAGE_KINDS` and a ``parts`` array (as :func:`locate_in_conversation` reads it;
+    then its candidate fields do not count)."""
+    return envelope.kind in MESSAGE_KINDS and bytes(envelope.parts)[:1] == b"["
+
+
+RAW_ENVELOPE = conversation_envelope(list[msgspec.Raw] | None)
+""":func:`conversation_envelope` with every candidate's items as their bytes."""
 
 
 def check_messages(messages: list[Any], prefix: str = "messages") -> None:

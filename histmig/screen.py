@@ -28,14 +28,14 @@ record carries unchanged (``check`` parses every record and names it).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 from operator import attrgetter
 from typing import Any, Literal, Union
 
 import msgspec
 
-from histmig.records import field_path
+from histmig.records import RAW_ENVELOPE, conversation_envelope, field_path, one_message
 from histmig.rules import looks
 from histmig.rules.base import FieldLook, Finding, HistoryLook, Look, PartKind, Rule, severity_of
 from histmig.schema import PLAIN_CURRENT, Fields, msgspec_type
@@ -225,6 +225,7 @@ class Screen:
         self._held = attrgetter(".".join(["value"] * len(path)))
         self._record = _decoder(Union[skeleton, str], path)
         self._array = _decoder(skeleton, ())
+        self._envelope = conversation_envelope(Union[skeleton, str, None]) if field is None else None
         self._families = _Families.asker(rules, fixing)
 
     def __call__(self, raw: bytes) -> Verdict:
@@ -247,6 +248,56 @@ class Screen:
         return (
             () if families is None or not read else families(messages, read)
         )  # no part a look reads: nothing for it (HistoryLook)
+
+    def pieces(self, raws: Iterable[bytes]) -> Verdict | Literal[False]:
+        """What the screen says of the history the records ``raws`` (their JSON texts, in the
+        order of their conversation) hold put together, as it says it of their
+        :func:`~histmig.engine.joined_history` (the history looks asked once, of the whole,
+        their findings' places the joined history's), with one decode a record and no bytes
+        joined: each record a bare array, or an object holding its messages at the screen's
+        field (a key, not a path: the joined history reads no other; without one, ``messages``,
+        its other candidate fields arrays or null). ``False`` says nothing (put the history
+        together, :func:`~histmig.engine.joined_history`): a record whose history may be
+        elsewhere (one message, another candidate field, no ``[`` or ``{`` first), that is
+        not UTF-8 or nested too deep for a record's decode. JSON text in a string is read by
+        none: ``None``, as a record that does not decode. Never raises."""
+        read = self._read
+        read.clear()
+        history: list[Any] = []
+        envelope = self._envelope
+        for raw in raws:
+            first = raw[:1]
+            try:
+                if first == b"[":
+                    messages = self._array.decode(raw)
+                elif first != b"{":
+                    return False
+                elif envelope is None:
+                    messages = self._held(self._record.decode(raw))
+                else:
+                    found = envelope.decode(raw)
+                    messages = found.f0
+                    if messages is None or one_message(found):
+                        return False
+                if messages.__class__ is str:
+                    return None
+                if not raw.isascii():
+                    raw.decode()
+            except msgspec.DecodeError:  # a record that is one message is read whole: its messages field does not count
+                return False if envelope is not None and _one_message(raw) else None
+            except (UnicodeDecodeError, RecursionError):  # the joined history holds a part of the record alone
+                return False
+            history += messages
+        families = self._families
+        return () if families is None or not read else families(history, read)
+
+
+def _one_message(raw: bytes) -> bool:
+    """Whether ``raw`` is a record that is one message (:func:`~histmig.records.one_message`)."""
+    try:
+        return one_message(RAW_ENVELOPE.decode(raw))
+    except (msgspec.DecodeError, RecursionError):
+        return False
 
 
 @lru_cache(maxsize=16)

@@ -793,3 +793,25 @@ def test_a_source_that_writes_only_changes_is_handed_no_outcome_of_a_quiet_conve
     assert reports[0] == reports[1]
     assert reports[0]["summary"]["records_in"] == 6 and reports[0]["summary"]["changed"] == 1
     assert reports[0]["summary"]["findings_by_rule"] == {"HM407": 1}
+
+
+def test_a_conversations_history_is_put_together_only_where_the_screen_cannot_read_its_pieces(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The screen reads each record of a conversation once (:meth:`~histmig.screen.Screen.pieces`);
+    a record that is one message, or a history in another field, is joined as before, and the
+    verdict is the same either way; a history at a nested field is joined (and so not passed)."""
+    joined: list[int] = []
+    real = engine.joined_history
+    monkeypatch.setattr(
+        engine, "joined_history", lambda records, field: joined.append(len(records)) or real(records, field)
+    )
+    stream = Plan(grouped=True).processor()
+    apart = _conversation({"id": "e1", "messages": [PROMPT]}, {"id": "e2", "messages": [ANSWER, _OPEN_CALL]})
+    verdict = stream.screen(apart)
+    assert [(f.code, f.message, f.part) for f in verdict or ()] == [("HM407", 2, 0)] and joined == []
+    assert stream.screen(_conversation({"messages": [PROMPT]}, ANSWER)) == () and joined == [2]
+    assert stream.screen(_conversation({"messages": [PROMPT]}, {"history": [_RETRY]})) is None and joined == [2, 2]
+    nested = Plan(grouped=True, messages_field="chat.log").processor()
+    assert nested.screen(_conversation({"chat": {"log": [PROMPT]}}, {"chat": {"log": [ANSWER]}})) is None
+    assert joined == [2, 2, 2]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
 from histmig.errors import BadFieldPath, NotAHistory
@@ -135,6 +137,18 @@ def test_a_record_is_named_by_file_place_and_id() -> None:
     assert envelope_id({"record_id": "r"}) == "r" and envelope_id(HISTORY) is None
     assert Record(b"[]", "in.jsonl", "line 3", "c-1").name == "in.jsonl:line 3 [c-1]"
     assert Record(b"[]", "in.jsonl", "line 3").name == "in.jsonl:line 3"
+
+
+def test_a_record_is_a_value_named_once_its_id_is_known() -> None:
+    """A record is told its id by a copy (the source's is kept), travels to a worker and back
+    as itself, and compares and hashes by its fields."""
+    record = Record(b"[]", "in.jsonl", "line 3")
+    named = record._replace(record_id="c-1")
+    assert (record.record_id, named.name) == (None, "in.jsonl:line 3 [c-1]")
+    assert pickle.loads(pickle.dumps(named)) == named == Record(b"[]", "in.jsonl", "line 3", "c-1") != record
+    assert len({named, Record(b"[]", "in.jsonl", "line 3", "c-1")}) == 1
+    with pytest.raises(AttributeError):
+        record.raw = b"{}"  # type: ignore[misc]
 
 
 def test_check_messages_names_the_first_item_that_is_not_a_message_under_its_prefix() -> None:

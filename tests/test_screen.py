@@ -10,8 +10,9 @@ import msgspec
 import orjson
 import pytest
 
-from histmig.engine import findings
+from histmig.engine import Plan, findings, joined_history
 from histmig.options import Options
+from histmig.records import Record
 from histmig.rules import pending, select
 from histmig.rules.base import Docs, Finding, HistoryLook, Rule, ValueField
 from histmig.schema import is_current
@@ -327,3 +328,89 @@ def test_two_history_look_families_are_both_asked_and_a_history_without_their_pa
         )
     )
     assert quiet(orjson.dumps(frontier[:1])) == () and asked == []
+
+
+def _joined_verdict(raws: list[bytes], field: str | None = None) -> Any:
+    """What the screen says of a conversation today without :meth:`Screen.pieces`: of the
+    history its records put together (:func:`~histmig.engine.joined_history`)."""
+    joined = joined_history([Record(raw, "x", f"line {n}") for n, raw in enumerate(raws, 1)], field)
+    return None if joined is None else Plan(grouped=True).history_screen(joined)  # type: ignore[misc]
+
+
+def _pieces(raws: list[bytes], field: str | None = None) -> Any:
+    return Plan(grouped=True, messages_field=field).screen.pieces(raws)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("path", HISTORIES, ids=history_id)
+def test_on_the_corpus_the_pieces_of_a_history_screen_as_the_history_put_together(path: Any) -> None:
+    """Stored a message a record, a run (two halves) a record, bare or in an envelope: the
+    verdict of the pieces is the joined history's, its findings' places the history's own."""
+    messages = load(path)
+    half = len(messages) // 2
+    layouts = [
+        [orjson.dumps({"id": "c", "seq": i, "messages": [message]}) for i, message in enumerate(messages)],
+        [orjson.dumps(messages[:half]), orjson.dumps({"id": "c", "messages": messages[half:]})],
+    ]
+    for raws in layouts:
+        assert _pieces(raws) == _joined_verdict(raws)
+        assert _pieces(raws, "messages") == _joined_verdict(raws, "messages")
+
+
+_MESSAGE = {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "hi"}]}
+_RETRY = {"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": "bad"}]}
+
+
+@pytest.mark.parametrize(
+    ("record", "pieces"),
+    [
+        ({"id": "c", "messages": [_MESSAGE]}, ()),
+        ([_MESSAGE], ()),
+        ({"id": "c", "messages": [_RETRY]}, None),
+        ({"id": "c", "messages": orjson.dumps([_MESSAGE]).decode()}, None),  # JSON text: read by neither
+        ({"messages": [_MESSAGE], "history": "text"}, None),  # another candidate that is no array
+        ({"messages": [_RETRY], "history": "text"}, None),
+        ({"messages": [_MESSAGE], "history": 3}, None),
+        (_MESSAGE, False),  # one message: read whole
+        ({**_RETRY, "messages": [_MESSAGE]}, False),  # one message, its messages field does not count
+        ({**_MESSAGE, "messages": [_RETRY]}, False),
+        ({**_MESSAGE, "messages": [{"kind": "request"}]}, False),
+        ({"id": "c", "history": [_MESSAGE]}, False),  # another candidate
+        ({"id": "c", "messages": None, "history": [_RETRY]}, False),
+        ({"id": "c"}, False),
+    ],
+)
+def test_the_pieces_of_a_history_say_nothing_where_it_is_put_together_otherwise(record: Any, pieces: Any) -> None:
+    """Records whose history is not where the screen reads it say ``False`` (the history is
+    then put together); JSON text, or a record that does not decode, is what the joined
+    history says of it: ``None``."""
+    raws = [orjson.dumps({"id": "c", "messages": [_MESSAGE]}), orjson.dumps(record)]
+    assert _pieces(raws) == pieces
+    if pieces is not False:
+        assert _joined_verdict(raws) == pieces
+
+
+@pytest.mark.parametrize(
+    ("raw", "pieces"),
+    [
+        (b' [{"kind":"request","parts":[]}]', False),  # not [ or { first
+        (b"", False),
+        (b"5", False),
+        (b'{"id":"\xff","messages":[{"kind":"request","parts":[]}]}', False),  # not UTF-8, outside the history
+        (b'{"id":"c","messages":[{"kind":"request","parts":[],"x":' + b"[" * 1100 + b"]" * 1100 + b"}]}", False),
+        (b'{"messages":[{"kind":"request","parts":[]}]', None),  # truncated
+    ],
+    ids=["space-first", "empty", "number", "not-utf8", "too-deep", "truncated"],
+)
+def test_the_pieces_of_a_history_read_each_records_own_bytes(raw: bytes, pieces: Any) -> None:
+    raws = [b'{"messages":[{"kind":"request","parts":[]}]}', raw]
+    assert _pieces(raws) == pieces
+    if pieces is not False:
+        assert _joined_verdict(raws) == pieces
+
+
+def test_the_pieces_of_a_history_at_a_named_field_read_that_key_alone() -> None:
+    raws = [orjson.dumps({"log": [_MESSAGE]}), orjson.dumps({**_MESSAGE, "log": [_MESSAGE]})]
+    assert _pieces(raws, "log") == () == _joined_verdict(raws, "log")  # a message with the field: the field
+    for missing in ({"messages": [_MESSAGE]}, {"log": None}, {"log": "[]"}):
+        assert _pieces([raws[0], orjson.dumps(missing)], "log") is None
+        assert _joined_verdict([raws[0], orjson.dumps(missing)], "log") is None

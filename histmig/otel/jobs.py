@@ -14,7 +14,7 @@ history (:func:`histmig.engine.process_conversation`) and each is exported on it
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -183,7 +183,7 @@ class _Converter:
             obj = orjson.loads(record.raw)
         except orjson.JSONDecodeError as exc:
             return Outcome(record, "rejected", None, errors=[InvalidJson.of(record.raw, str(exc))])
-        record = replace(record, record_id=envelope_id(obj))
+        record = record._replace(record_id=envelope_id(obj))
         try:
             converted = self.job.convert(obj)
         except ExportRejected as exc:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cache
 from itertools import accumulate
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
@@ -599,7 +599,7 @@ class ColumnMigrator:
             if (
                 ids is not None and ids[i] is None and outcome.record.record_id is not None
             ):  # a null id names no record, not the envelope's
-                outcome.record = replace(outcome.record, record_id=None)
+                outcome.record = outcome.record._replace(record_id=None)
             if outcome.status == "changed":
                 outcome = self._store(values, i, outcome)
                 if outcome.status == "changed":

@@ -513,10 +513,13 @@ class Conversations(Task):
         result = GroupResult(Report.in_memory())
 
         def conversations() -> Iterator[tuple[Conversation, tuple[Line, ...]]]:
+            source, pread = self.source, os.pread
             for lines, name, note, refused in zip(self.groups, self.names, self.notes, self.refused):
                 records = tuple(
-                    Record(b"" if refused else os.pread(fd, length, start), self.source, f"line {number}")
-                    for start, length, number in lines
+                    [
+                        Record(b"" if refused else pread(fd, length, start), source, f"line {number}")
+                        for start, length, number in lines
+                    ]
                 )
                 yield Conversation(records, name, note, refused), lines
 
@@ -527,7 +530,7 @@ class Conversations(Task):
 
         processor = job.processor()
         run_conversations(conversations(), processor, result.report, accept, quiet_too=False)  # type: ignore[arg-type]
-        last = max((number for lines in self.groups for *_, number in lines), default=None)
+        last = max(map(operator.itemgetter(2), itertools.chain.from_iterable(self.groups)), default=None)
         result.last = None if last is None else f"line {last}"
         return result
 

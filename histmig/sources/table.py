@@ -128,7 +128,7 @@ class Page(Task):
             if (
                 ids is not None and ids[i] is None and outcome.record.record_id is not None
             ):  # a null id names no record, not the envelope's
-                outcome.record = replace(outcome.record, record_id=None)
+                outcome.record = outcome.record._replace(record_id=None)
             if outcome.status == "changed":
                 result.outputs[i] = outcome.output  # type: ignore[assignment]  # changed: it has output bytes
             elif outcome.status == "rejected":
