@@ -317,7 +317,7 @@ def _is_message(raw: bytes) -> bool:
     store of one message a row), not a history nor an envelope."""
     try:
         found: Any = _KIND.decode(raw)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return False
     return found.kind in MESSAGE_KINDS and bytes(found.parts)[:1] == b"["
 
@@ -395,7 +395,7 @@ def _items(raw: bytes, field: str | None) -> list[Any] | None:
             value = _FIELDS.decode(raw).get(field)
             return None if value is None else _ITEMS.decode(value)
         found: Any = RAW_ENVELOPE.decode(raw)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # a record nested too deep joins nothing: it goes the full way
         return None
     if one_message(found):
         return [raw.strip()]

@@ -3,6 +3,7 @@ while records keep changing, and the one record loop every source runs."""
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Any
 
 import msgspec
@@ -542,6 +543,19 @@ def test_a_record_that_cannot_be_read_rejects_its_whole_conversation() -> None:
     assert outcomes[1].errors[0].startswith("invalid JSON")
     said = "rejected with its conversation (session_id='s1'): chats.jsonl:line 2 cannot be read"
     assert outcomes[0].errors == outcomes[2].errors == [said]
+
+
+@pytest.mark.parametrize("envelope", [False, True], ids=["bare", "envelope"])
+def test_a_record_nested_too_deep_rejects_its_conversation_through_the_screen_too(envelope: bool) -> None:
+    deep = b"[" * 5000 + b"]" * 5000
+    if envelope:
+        deep = b'{"messages":' + deep + b"}"
+    stream = Plan(grouped=True).processor()
+    outcomes = stream.conversation(_conversation([PROMPT], deep))
+    assert [o.status for o in outcomes] == ["rejected"] * 2
+    assert outcomes[1].errors[0] == f"invalid JSON: nested deeper than {sys.getrecursionlimit()} levels"
+    (alone,) = stream.conversation(Conversation((Record(deep, "chats.jsonl", "line 1"),), "line 1"))
+    assert alone.status == "rejected"
 
 
 def test_a_key_read_twice_in_one_record_rejects_its_conversation_and_a_payloads_only_when_rewritten() -> None:
