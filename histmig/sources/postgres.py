@@ -232,14 +232,14 @@ class PostgresTable(TableInput):
             indexes.setdefault(index, []).append(column)
         return [tuple(columns) for columns in indexes.values()]
 
-    def _ordered(self, statement: str) -> Iterator[tuple[Any, ...]]:
+    def _ordered(self, statement: str) -> Iterator[list[tuple[Any, ...]]]:
         """The rows of ``statement`` from one server-side cursor (``WITH HOLD``: it outlives
         the page transactions of an in-place run on the same connection), a batch at a time."""
         try:
             with self._con.cursor("histmig_conversations", binary=True, withhold=True) as cursor:
-                cursor.itersize = _FETCH_ROWS
                 cursor.execute(statement)
-                yield from cursor
+                while rows := cursor.fetchmany(_FETCH_ROWS):
+                    yield rows
         except psycopg.Error as exc:
             raise UnreadableInput(f"{self.name}: {str(exc).strip()}") from exc
 

@@ -250,11 +250,11 @@ class SqliteTable(TableInput):
             for name in names
         ]
 
-    def _ordered(self, statement: str) -> Iterator[tuple[Any, ...]]:
+    def _ordered(self, statement: str) -> Iterator[list[tuple[Any, ...]]]:
         try:
             cursor = self._con.execute(statement)
             while rows := cursor.fetchmany(_BATCH_ROWS):
-                yield from rows
+                yield rows
         except sqlite3.Error as exc:
             raise UnreadableInput(f"{self.name}: {self._problem(exc)}") from exc
 

@@ -191,11 +191,17 @@ def _conversation(change: RowUpdate) -> int | None:
 
 def _digest(rows: Sequence[Sequence[Any]]) -> str:
     """What a conversation's rows hold, in 64 hex digits whatever their order: a SHA-256 of
-    each row's key values, stored messages (bytes; a driver may give a ``memoryview``) and
-    checked columns (:meth:`TableInput._checked`), sorted. Two reads of the same rows give the
-    same digest; a row added, deleted or rewritten in between, another."""
+    each row's key values, stored messages and checked columns
+    (:meth:`TableInput._checked`), sorted, a bytes value (a driver may give a ``memoryview``)
+    by its own SHA-256 (not its ``repr``, which costs a few times more). Two reads of the same
+    rows give the same digest; a row added, deleted or rewritten in between, another."""
     held = sorted(
-        repr(tuple(bytes(value) if isinstance(value, (bytearray, memoryview)) else value for value in row)).encode()
+        repr(
+            tuple(
+                hashlib.sha256(value).digest() if isinstance(value, (bytes, bytearray, memoryview)) else value
+                for value in row
+            )
+        ).encode()
         for row in rows
     )
     return hashlib.sha256(b"\n".join(held)).hexdigest()
@@ -206,6 +212,15 @@ def row_name(key: Sequence[str], values: Sequence[Any]) -> str:
     if len(key) == 1:  # a row at a time: the common key of one column without a join
         return f"{key[0]}={values[0]}"
     return ",".join(f"{name}={value}" for name, value in zip(key, values))
+
+
+def row_names(key: Sequence[str], rows: Sequence[Sequence[Any]]) -> tuple[str, ...]:
+    """The :func:`row_name` of each of ``rows``, each starting with its ``key`` values."""
+    if len(key) == 1:  # as row_name's, without a call a row
+        column = key[0]
+        return tuple([f"{column}={row[0]}" for row in rows])
+    k = len(key)
+    return tuple([row_name(key, row[:k]) for row in rows])
 
 
 class TableInput(Input):
@@ -484,7 +499,7 @@ class TableInput(Input):
             yield Page(
                 self.name,
                 cells,
-                tuple(row_name(key, row[:k]) for row in fresh),
+                row_names(key, fresh),
                 None if id_at is None else tuple(None if row[id_at] is None else str(row[id_at]) for row in fresh),
                 tuple(fresh),
                 size,
@@ -513,7 +528,7 @@ class TableInput(Input):
         groups = [] if grouping.whole else list(grouping.keys)
         order = self._nulls_last(self.quote(grouping.order)) if grouping.order else []
         ordered = [*map(self.quote, groups), *order, *map(self.quote, key)]
-        self._width = len(selected)
+        n = self._width = len(selected)
         columns = ", ".join([*selected, *self._checked()])
         statement = f"SELECT {columns} FROM {self._relation()} ORDER BY {', '.join(ordered)}"
         id_at = self._id_at(extra)
@@ -521,55 +536,56 @@ class TableInput(Input):
         rows: list[tuple[Any, ...]] = []
         cells: list[bytes | None] = []
         seen: list[Seen] = []
-        size = 0
-        number = 0
+        size = held = start = number = 0  # held: the bytes of the conversation open, from rows[start]
         current: Any = None
+        opened: tuple[str, tuple[Any, ...], str, str | None, bool] | None = None  # its where, params, name, note, keyed
         wheres = self._wheres(groups)
 
         def page() -> Page:
             return Page(
                 self.name,
                 tuple(cells),
-                tuple(row_name(key, row[:k]) for row in rows),
-                None if id_at is None else tuple(None if row[id_at] is None else str(row[id_at]) for row in rows),
+                row_names(key, rows),
+                None if id_at is None else tuple([None if row[id_at] is None else str(row[id_at]) for row in rows]),
                 tuple(rows),
                 size,
                 tuple(seen),
             )
 
-        def close() -> None:
-            held = cells[seen[-1].start :]
-            bytes_ = sum(len(cell or b"") for cell in held)
-            refused = grouping.refusal(seen[-1].name, bytes_, len(held), "rows")
-            seen[-1] = seen[-1]._replace(end=len(rows), refused=refused)
+        def close() -> Seen:
+            where, params, name, note, keyed = opened  # type: ignore[misc]  # a conversation is open
+            refused = grouping.refusal(name, held, len(rows) - start, "rows")
+            return Seen(start, len(rows), number - 1, name, note, refused, where, params, "", keyed)
 
-        n = self._width
-        for row in self._ordered(statement):  # the columns selected, then the checked ones (kept for read_as)
-            values = tuple(row[n : n + g])
-            if None in row[:k]:
-                raise ColumnError(
-                    f"{self.name}: a row has a null key ({row_name(key, row[:k])}); "
-                    "name a unique non-null column with --key-column"
-                )
-            alone = None in values
-            if not seen or alone or values != current:
-                if seen:
-                    close()
-                    if size >= PAGE_BYTES:
-                        yield page()
-                        rows, cells, seen, size = [], [], [], 0
-                current = values
-                where, params, name, note = self._conversation_of(groups, values, row[:k], alone, wheres)
-                keyed = bool(groups) and not alone
-                seen.append(Seen(len(rows), len(rows), number, name, note, None, where, params, "", keyed))
-                number += 1
-            rows.append(row)
-            cell = self._cell(row[k])
-            cells.append(cell)
-            if cell is not None:
-                size += len(cell)
-        if seen:
-            close()
+        for batch in self._ordered(statement):  # the columns selected, then the checked ones (kept for read_as)
+            for row in batch:
+                if None in row[:k]:
+                    raise ColumnError(
+                        f"{self.name}: a row has a null key ({row_name(key, row[:k])}); "
+                        "name a unique non-null column with --key-column"
+                    )
+                values = row[n : n + g]
+                if values != current or opened is None or None in values:
+                    if opened is not None:
+                        seen.append(close())
+                        if size >= PAGE_BYTES:
+                            yield page()
+                            rows, cells, seen, size = [], [], [], 0
+                    alone = None in values
+                    current, start, held = values, len(rows), 0
+                    where, params, name, note = self._conversation_of(groups, values, row[:k], alone, wheres)
+                    opened = where, params, name, note, bool(groups) and not alone
+                    number += 1
+                rows.append(row)
+                cell = row[k]
+                if cell is not None:
+                    if type(cell) is not bytes:
+                        cell = self._cell(cell)
+                    size += len(cell)
+                    held += len(cell)
+                cells.append(cell)
+        if opened is not None:
+            seen.append(close())
             yield page()
 
     def _wheres(self, groups: list[str]) -> tuple[str, str]:
@@ -602,10 +618,10 @@ class TableInput(Input):
         groups = [] if grouping is None or grouping.whole else list(grouping.keys)
         return [*map(self.quote, groups), *([self.quote(grouping.order)] if grouping and grouping.order else [])]
 
-    def _ordered(self, statement: str) -> Iterator[tuple[Any, ...]]:
-        """The rows of ``statement`` as they come (one query, not pages): a format streams
-        them from a cursor."""
-        yield from self._query(statement)
+    def _ordered(self, statement: str) -> Iterator[list[tuple[Any, ...]]]:
+        """The rows of ``statement`` as they come (one query, not pages), in batches: a format
+        streams them from a cursor."""
+        yield self._query(statement)
 
     def unchanged_since(self, seen: Seen) -> bool:
         """Whether the rows of conversation ``seen`` still hold what they held when read: the

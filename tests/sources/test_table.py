@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import pickle
 import sqlite3
+from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -18,7 +20,7 @@ from histmig.options import Options
 from histmig.sources import formats, table
 from histmig.sources.base import Destination
 from histmig.sources.sqlite import SqliteTable
-from histmig.sources.table import Page, row_name
+from histmig.sources.table import Page, row_name, row_names
 from tests.sources.conftest import corpus_records
 
 
@@ -42,6 +44,72 @@ def texts() -> list[bytes]:
 
 def test_a_row_is_named_by_its_key() -> None:
     assert (row_name(("id",), (42,)), row_name(("tenant", "id"), (7, "x"))) == ("id=42", "tenant=7,id=x")
+    rows = [(42, b"[]", "s"), ("x", None, None)]  # a row read starts with its key values
+    assert row_names(("id",), rows) == ("id=42", "id=x")
+    assert row_names(("tenant", "id"), rows) == ("tenant=42,id=b'[]'", "tenant=x,id=None")
+
+
+def grouped_pages(db: Path, options: Options) -> list[Page]:
+    with SqliteTable(str(db), Destination(), options, options.plan()) as opened:
+        return list(opened.tasks())
+
+
+@pytest.mark.parametrize("batch", [1, 2, 5, 1000])
+def test_conversations_are_cut_into_the_same_pages_whatever_batches_the_cursor_gives(
+    tmp_path: Path, texts: list[bytes], batch: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under ``--conversation``, a page ends only after a whole conversation once it holds
+    :data:`~histmig.sources.table.PAGE_BYTES`; each conversation is numbered in the run, sized
+    (its refusal past the limit) and named, a row without a conversation key alone, and a
+    conversation spanning two batches of the cursor stays one."""
+    db = tmp_path / "c.sqlite"
+    conversations = [0, 0, 0, None, None, 1, 2, 2, 2, 2, 3, None, 4, 4]
+    with sqlite3.connect(db) as con:
+        con.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, c INTEGER, s INTEGER, messages TEXT)")
+        con.executemany(
+            "INSERT INTO t VALUES (?, ?, ?, ?)",
+            [(k, c, k, texts[k].decode()) for k, c in enumerate(conversations)],
+        )
+    sizes = [len(text) for text in texts[: len(conversations)]]
+    limit = sum(sizes[6:10])  # conversation 2 holds as much, within it; conversation 4 more
+    assert sizes[12] + sizes[13] > limit
+    options = Options(table="t", conversation=("c",), order="s", max_conversation_bytes=limit)
+    real = SqliteTable._ordered
+
+    def batched(self: SqliteTable, statement: str) -> Iterator[list[tuple[Any, ...]]]:
+        rows = [row for rows in real(self, statement) for row in rows]
+        for start in range(0, len(rows), batch):
+            yield rows[start : start + batch]
+
+    monkeypatch.setattr(SqliteTable, "_ordered", batched)
+    # in (conversation, order, key) order, nulls first in SQLite: rows 3, 4, 11, then 0-2, 5, 6-9, 10, 12-13
+    read = [3, 4, 11, 0, 1, 2, 5, 6, 7, 8, 9, 10, 12, 13]
+    monkeypatch.setattr(table, "PAGE_BYTES", sum(sizes[k] for k in read[:6]))  # reached after conversation 0
+    assert sum(sizes[k] for k in read[6:11]) < table.PAGE_BYTES <= sum(sizes[k] for k in read[6:12])
+    found = grouped_pages(db, options)
+    assert [name for page in found for name in page.names] == [f"k={k}" for k in read]
+    assert [cell for page in found for cell in page.cells] == [texts[k] for k in read]
+    seen = [
+        (s.start, s.end, s.number, s.name, s.note, s.refused is not None) for page in found for s in page.conversations
+    ]
+    alone = "no conversation key (c null): a conversation of its own"
+    assert seen == [
+        (0, 1, 0, "k=3", alone, False),
+        (1, 2, 1, "k=4", alone, False),
+        (2, 3, 2, "k=11", alone, False),
+        (3, 6, 3, "c=0", None, False),
+        (0, 1, 4, "c=1", None, False),
+        (1, 5, 5, "c=2", None, False),
+        (5, 6, 6, "c=3", None, False),
+        (0, 2, 7, "c=4", None, True),
+    ]
+    assert [len(page.names) for page in found] == [6, 6, 2]
+    assert [page.size for page in found] == [sum(sizes[k] for k in part) for part in (read[:6], read[6:12], read[12:])]
+    refused = found[-1].conversations[0].refused  # type: ignore[index]
+    assert refused == (
+        f"conversation c=4 holds {sizes[12] + sizes[13]} bytes in 2 rows, past --max-conversation-bytes {limit}: "
+        "rejected whole, nothing written for it"
+    )
 
 
 def test_pages_hold_every_row_once_in_key_order_whatever_their_size(
@@ -78,6 +146,14 @@ def test_a_null_key_stops_the_run(tmp_path: Path, texts: list[bytes]) -> None:
         con.executemany("INSERT INTO t VALUES (?, ?)", [("x", texts[0].decode()), (None, texts[1].decode())])
     with pytest.raises(ColumnError, match="a row has a null key"):
         pages(db, key_column="k")
+    options = Options(table="t", key_column="k", conversation=("c",), order="s")
+    for rows in ([("x", "c", 0), (None, "c", 1)], [("x", "c", 0), (None, None, 0)]):  # in a conversation, or alone
+        grouped = tmp_path / f"g{len(rows[1][1] or '')}.sqlite"
+        with sqlite3.connect(grouped) as con:
+            con.execute("CREATE TABLE t (k TEXT, c TEXT, s INTEGER, messages TEXT)")
+            con.executemany("INSERT INTO t VALUES (?, ?, ?, ?)", [(*row, texts[0].decode()) for row in rows])
+        with pytest.raises(ColumnError, match=r"a row has a null key \(k=None\)"):
+            grouped_pages(grouped, options)
 
 
 def test_a_row_deleted_between_two_pages_is_not_missed(
@@ -175,5 +251,19 @@ def test_a_conversations_digest_is_taken_of_its_rows_as_read_only_when_a_write_a
         # each row's key (a, b), its messages, then its conversation key (a) and order (b), which a write checks too
         assert digests == [table._digest([(a, b, m.encode(), a, b) for a, b, m in rows]) for rows in held]
         assert len(set(digests)) == 3
+    rows = [(1, b'[{"a": 1}]', "c", 0), (2, b"[]", "c", 1)]
+    as_views = [(k, memoryview(m), c, n) for k, m, c, n in rows[::-1]]  # a driver's memoryview, another order
+    assert (
+        table._digest(as_views)
+        == table._digest(rows)
+        == table._digest([(k, bytearray(m), c, n) for k, m, c, n in rows])
+    )
+    for other in (
+        [rows[0]],
+        [*rows, (3, b"[]", "c", 2)],
+        [(1, b'[{"a": 2}]', "c", 0), rows[1]],
+        [rows[0], (2, "[]", "c", 1)],
+    ):
+        assert table._digest(other) != table._digest(rows)  # a row deleted, added, rewritten, of another type
         taken = seen[1]._replace(digest="taken before")
         assert opened.read_as(page, taken) is taken
