@@ -19,6 +19,7 @@ A worker puts a chunk's migrated records in the chunk's slot of shared memory
 
 from __future__ import annotations
 
+import bisect
 import gc
 import gzip
 import io
@@ -28,7 +29,8 @@ import os
 import stat
 import tempfile
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO, NamedTuple
@@ -562,7 +564,8 @@ def _cycles_not_collected(freeze: bool) -> Iterator[None]:
     """Python's cyclic garbage collector paused (as it was after): the index of a grouped
     file makes a few small objects a line and no cycle, and each of the collections their
     number sets off would walk every one made before (about a sixth of the index's time on
-    100,000 lines). Once the index is made, every object then tracked is set aside
+    100,000 lines, when the index held a tuple a line; :class:`GroupIndex` holds a key a
+    conversation). Once the index is made, every object then tracked is set aside
     (:func:`gc.freeze`) before the collector runs again: the collections that the tasks'
     results set off in this process would otherwise walk the whole index, each time (about
     a tenth of a per-message file's run), when ``freeze`` (not when the program running
@@ -591,15 +594,143 @@ def _sort_key(value: Any) -> tuple[int, Any]:
     return (2, dumps(value))
 
 
+class GroupIndex:
+    """The index of a JSONL file whose records make conversations (:class:`GroupedLines`), a
+    few tens of bytes a line: each record's conversation, order value, place and line number
+    in flat arrays, taken a chunk at a time (:meth:`add`), then sorted and given back a
+    conversation at a time (:meth:`conversations`). A conversation's key is held once: its
+    texts as they are (one text, or a tuple of them for a composite key), any other values
+    as a 1-tuple of their JSON text (so they equal no text), a record without one (a value
+    missing or null) its line number, a conversation of its own. A record's conversation is
+    its key's first record's place among the records, so the conversations sort in their
+    order of first appearance. The order values are an ``array('q')`` while every one is an
+    int within 64 bits; past that, each is its :func:`_sort_key` until :meth:`conversations`
+    ranks them (ints, floats, texts, other JSON, none, as :func:`_sort_key` orders them)."""
+
+    def __init__(self, grouping: Grouping) -> None:
+        self._grouping = grouping
+        self._keys = len(grouping.paths)
+        self._firsts: dict[Any, int] = {}
+        self._names: dict[Any, str] = {}
+        self.notes: dict[Any, str] = {}
+        """The note of each conversation that has one, by key: a record without a key."""
+        self._conversation: list[int] = []  # the firsts' own ints: a pointer a line, and sorted by without a copy
+        self._order: array[int] | list[tuple[int, Any]] | None = array("q") if grouping.order is not None else None
+        self._starts, self._lengths, self._numbers = array("q"), array("q"), array("q")
+        self._keyed = False
+        self.ordered = False
+        """Whether a record holds the order value."""
+        self._missing = f"no conversation key ({', '.join(grouping.keys)} missing or null): a conversation of its own"
+
+    @property
+    def keyless(self) -> bool:
+        """Whether no record holds the conversation key (each one was a conversation of its own)."""
+        return bool(self.notes) and not self._keyed
+
+    def add(
+        self,
+        found: Sequence[tuple[Any, ...]],
+        starts: Sequence[int],
+        lengths: Sequence[int],
+        numbers: Sequence[int],
+        raws: Sequence[bytes],
+    ) -> None:
+        """One chunk's records, in line order, as columns: what the :class:`FieldReader` of
+        the grouping's keys and then its order field found in each (``found``), its place in
+        the file (``starts``, ``lengths``, bytes), its line number and its bytes (``raws``:
+        only the first byte of a record without a key is read, to tell a JSON object, whose
+        conversation is noted, from a record that is no JSON)."""
+        if not found:
+            return
+        keys = self._keys
+        columns = list(zip(*found))
+        if all(set(map(type, column)) == {str} for column in columns[:keys]):  # texts as they are: no loop a line
+            held: Iterable[Any] = columns[0] if keys == 1 else zip(*columns[:keys]) if keys else itertools.repeat(())
+            self._keyed = True
+        else:
+            held = list(map(self._key, found, numbers, raws))
+        base = len(self._conversation)
+        self._conversation.extend(map(self._firsts.setdefault, held, range(base, base + len(found))))
+        self._starts.extend(starts)
+        self._lengths.extend(lengths)
+        self._numbers.extend(numbers)
+        if self._order is None:
+            return
+        values = columns[keys]
+        if isinstance(self._order, array) and set(map(type, values)) == {int}:
+            try:
+                self._order.extend(array("q", values))
+                self.ordered = True
+                return
+            except OverflowError:  # an int past 64 bits: sorted as Python compares it
+                pass
+        if isinstance(self._order, array):
+            self._order = [(0, value) for value in self._order]
+        self._order.extend((0, value) if type(value) is int else _sort_key(value) for value in values)
+        self.ordered = self.ordered or any(value is not None for value in values)
+
+    def _key(self, found: tuple[Any, ...], number: int, raw: bytes) -> Any:
+        """The key of a record whose key values are not all texts (:class:`GroupIndex`),
+        noting its conversation's name (and a record without a key)."""
+        values = found[: self._keys]
+        if None in values:  # a conversation of its own; a record that is no JSON is rejected as such
+            if raw[:1] == b"{":
+                self.notes[number] = self._missing
+            return number
+        self._keyed = True
+        if all(type(value) is str for value in values):
+            return values[0] if self._keys == 1 else values
+        key = (dumps(values).decode(),)  # a text (orjson's bytes would keep a 4 KB buffer each)
+        if key not in self._names:
+            self._names[key] = self._grouping.named(values)
+        return key
+
+    def conversations(self) -> Iterator[tuple[str, str | None, tuple[Line, ...], int]]:
+        """Each conversation, in the order of first appearance, as its name, note, lines (in
+        its order: by order value, then line) and their bytes. The index is sorted on the
+        first call (two stable sorts of the records' places: by order value, then by
+        conversation) and given back as the conversations are taken."""
+        ranked = self._order
+        if isinstance(ranked, list):
+            rank = {value: i for i, value in enumerate(sorted(set(ranked)))}  # equal values (1, 1.0) tie
+            ranked = array("q", map(rank.__getitem__, ranked))
+        self._order = None
+        places: Iterable[int] = range(len(self._conversation))
+        if ranked is not None:
+            places = sorted(places, key=ranked.__getitem__)
+        del ranked
+        order = sorted(places, key=self._conversation.__getitem__)
+        del places
+        conversations = list(map(self._conversation.__getitem__, order))  # ascending: the sorted records' own
+        self._conversation = []
+        columns = [self._starts, self._lengths, self._numbers]
+        self._starts = self._lengths = self._numbers = array("q")
+        for i, column in enumerate(columns):  # one at a time, each unsorted one freed before the next is made
+            columns[i] = array("q", map(column.__getitem__, order))
+        del order, column
+        starts, lengths, numbers = columns
+        begin = 0
+        one = self._keys == 1
+        for key, first in self._firsts.items():
+            end = bisect.bisect_right(conversations, first, begin)
+            lines = tuple(zip(starts[begin:end], lengths[begin:end], numbers[begin:end]))
+            name = self._names.get(key)
+            if name is None:
+                name = f"line {key}" if type(key) is int else self._grouping.named((key,) if one else key)
+            yield name, self.notes.get(key), lines, sum(lengths[begin:end])
+            begin = end
+
+
 class GroupedLines(LinesInput):
     """A JSONL input whose records make conversations (``--conversation``, ``--order``;
     :class:`~histmig.records.Grouping`). The records of one conversation may lie anywhere
     in the file, so the file is read three times: once to index it (each line's conversation
-    key and order value decoded, its place kept: a few hundred bytes of memory a line, about
-    30 MB for 100,000 lines), then each conversation's lines read by position (``pread``) and
-    migrated as one (:class:`Conversations`), the migrated records spilled to a temporary file,
-    and once more to write the output in the input's line order, each migrated record taken
-    from the spill at its place. stdin and a ``.gz`` are first copied, as read, to a temporary
+    key and order value decoded, its place kept: :class:`GroupIndex`, about 40 bytes a line and
+    a key a conversation, some 55 MB for 490,000 lines of 100,000 conversations), then each
+    conversation's lines read by position (``pread``) and migrated as one
+    (:class:`Conversations`), the migrated records spilled to a temporary file, and once more
+    to write the output in the input's line order, each migrated record taken from the spill
+    at its place. stdin and a ``.gz`` are first copied, as read, to a temporary
     file. Memory holds the index and the conversations in flight, not the archive."""
 
     window = 2
@@ -642,77 +773,39 @@ class GroupedLines(LinesInput):
 
     def tasks(self) -> Iterator[Conversations]:  # type: ignore[override]  # its own tasks, which its write takes
         grouping = self._grouping
-        keys = len(grouping.paths)
         order = (field_path(grouping.order),) if grouping.order is not None else ()
         read = FieldReader(grouping.paths + order)
-        groups: dict[Any, list[tuple[tuple[int, Any], int, int, int]]] = {}
-        names: dict[Any, str] = {}
-        notes: dict[Any, str] = {}
-        missing = f"no conversation key ({', '.join(grouping.keys)} missing or null): a conversation of its own"
+        index = GroupIndex(grouping)
         file = None
-        unordered = (0, 0)
-        ordered = False
         freeze = gc.get_freeze_count() == 0
         with _cycles_not_collected(freeze):  # no yield within: the collector runs again before the first task goes
             for chunk in _read_blocks(self._stream, self.name):
                 file = chunk.file
-                for found, start, length, number, raw in _indexed(chunk, read):
-                    values = found[:keys]
-                    key: Any = (
-                        values
-                        if (type(values[0]) is str if keys == 1 else all(type(value) is str for value in values))
-                        else dumps(values).decode()
-                    )  # texts as they are, other values as JSON text (orjson's bytes would keep a 4 KB buffer each)
-                    if None in values:  # a conversation of its own; a record that is no JSON is rejected as such
-                        key = number
-                        if raw[:1] == b"{":
-                            notes[key] = missing
-                    members = groups.get(key)
-                    if members is None:
-                        members = groups[key] = []
-                        names[key] = f"line {number}" if isinstance(key, int) else grouping.named(values)
-                    if order:
-                        value = found[keys]
-                        sort = (0, value) if type(value) is int else _sort_key(value)
-                        ordered = ordered or value is not None
-                    else:
-                        sort = unordered
-                    members.append((sort, number, start, length))
+                columns = tuple(zip(*_indexed(chunk, read)))
+                if columns:
+                    index.add(*columns)
         try:
             if file is not None:
-                self._keyless = bool(notes) and all(isinstance(key, int) for key in groups)
-                self._unordered = bool(order) and not ordered
-                yield from self._tasks(file, groups, names, notes)
+                self._keyless = index.keyless
+                self._unordered = bool(order) and not index.ordered
+                yield from self._tasks(file, index)
         finally:
             if freeze:
                 gc.unfreeze()
 
-    def _tasks(
-        self,
-        file: tuple[str, int, int],
-        groups: dict[Any, list[tuple[tuple[int, Any], int, int, int]]],
-        names: dict[Any, str],
-        notes: dict[Any, str],
-    ) -> Iterator[Conversations]:
+    def _tasks(self, file: tuple[str, int, int], index: GroupIndex) -> Iterator[Conversations]:
         """The tasks of :meth:`tasks` from its index: each conversation's lines in order,
         batched to about :data:`CHUNK_BYTES` of records a task."""
-        batch: list[tuple[Any, tuple[Line, ...], int]] = []
+        batch: list[tuple[str, str | None, tuple[Line, ...], int]] = []
         size = 0
-        for key, members in groups.items():
-            if len(members) > 1:
-                members.sort()  # by order value, then line: a line's number is its own, so no two tie
-                lines = tuple((start, length, number) for _, number, start, length in members)
-                bytes_ = sum(line[1] for line in lines)
-            else:
-                _, number, start, bytes_ = members[0]
-                lines = ((start, bytes_, number),)
-            batch.append((key, lines, bytes_))
-            size += bytes_
+        for conversation in index.conversations():
+            batch.append(conversation)
+            size += conversation[3]
             if size >= CHUNK_BYTES:
-                yield self._task(file, batch, names, notes, size)
+                yield self._task(file, batch, size)
                 batch, size = [], 0
         if batch:
-            yield self._task(file, batch, names, notes, size)
+            yield self._task(file, batch, size)
 
     def written(self) -> Written:
         """:meth:`LinesInput.written`, and a note when no record holds the conversation key
@@ -733,21 +826,16 @@ class GroupedLines(LinesInput):
         return done
 
     def _task(
-        self,
-        file: tuple[str, int, int],
-        batch: list[tuple[Any, tuple[Line, ...], int]],
-        names: dict[Any, str],
-        notes: dict[Any, str],
-        size: int,
+        self, file: tuple[str, int, int], batch: list[tuple[str, str | None, tuple[Line, ...], int]], size: int
     ) -> Conversations:
-        """The task of the conversations of ``batch`` (each one's key, lines and bytes)."""
+        """The task of the conversations of ``batch`` (each one's name, note, lines and bytes)."""
         return Conversations(
             file,
             self.name,
-            tuple(lines for _, lines, _ in batch),
-            tuple(names[key] for key, _, _ in batch),
-            tuple(notes.get(key) for key, _, _ in batch),
-            tuple(self._grouping.refusal(names[key], held, len(lines)) for key, lines, held in batch),
+            tuple(lines for _, _, lines, _ in batch),
+            tuple(name for name, _, _, _ in batch),
+            tuple(note for _, note, _, _ in batch),
+            tuple(self._grouping.refusal(name, held, len(lines)) for name, _, lines, held in batch),
             size,
         )
 
