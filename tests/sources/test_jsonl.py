@@ -24,7 +24,7 @@ from histmig.engine import Plan, process
 from histmig.errors import InputEnded, UsageError
 from histmig.options import Options
 from histmig.parallel import WINDOW, Slots, Workers
-from histmig.records import FieldReader, Grouping, Record
+from histmig.records import FieldReader, Grouping, Record, field_path
 from histmig.report import Report
 from histmig.sources import jsonl
 from histmig.sources.base import Destination
@@ -658,8 +658,8 @@ def test_the_index_pauses_the_cycle_collector_and_leaves_it_as_it_was(enabled: b
 
 def test_the_index_is_set_aside_from_the_collector_while_its_tasks_go(tmp_path: Path) -> None:
     """Once a grouped file is indexed, the collections that its tasks' results set off do
-    not walk the index: every object then tracked is frozen (at least an entry a line) until
-    the last task is handed out, and given back then, as after an index that fails."""
+    not walk the index: every object then tracked is frozen (the index's keys among them)
+    until the last task is handed out, and given back then, as after an index that fails."""
     path = tmp_path / "chats.jsonl"
     path.write_bytes(
         b"".join(orjson.dumps({"s": f"c{i % 7}", "n": i, "messages": [_PROMPT]}) + b"\n" for i in range(500))
@@ -694,3 +694,110 @@ def test_objects_the_program_froze_itself_stay_frozen(tmp_path: Path) -> None:
         assert held // 2 < gc.get_freeze_count() <= held
     finally:
         gc.unfreeze()
+
+
+def _index_of(grouping: Grouping, *chunks: list[bytes]) -> tuple[jsonl.GroupIndex, list[tuple[str, str | None, list]]]:
+    """``chunks`` of a file's lines (numbered from 1, the line ``n`` at byte ``1000 * n``)
+    indexed, and each conversation as the index gives it back: its name, note and lines'
+    numbers (each line checked to be its own place)."""
+    index = jsonl.GroupIndex(grouping)
+    read = FieldReader(grouping.paths + ((field_path(grouping.order),) if grouping.order is not None else ()))
+    number, lengths = 1, {}
+    for chunk in chunks:
+        rows = []
+        for raw in chunk:
+            rows.append((read(raw), 1000 * number, len(raw), number, raw))
+            lengths[number] = len(raw)
+            number += 1
+        index.add(*zip(*rows))
+    conversations = []
+    for name, note, lines, held in index.conversations():
+        assert all(line == (1000 * line[2], lengths[line[2]], line[2]) for line in lines)
+        assert held == sum(line[1] for line in lines)
+        conversations.append((name, note, [line[2] for line in lines]))
+    return index, conversations
+
+
+@pytest.mark.parametrize("ints_first", [True, False])
+def test_the_index_sorts_every_kind_of_order_value_as_sort_key_does_ties_by_line(ints_first: bool) -> None:
+    """Numbers (ints, floats, ints past 64 bits, 1 and 1.0 equal), then texts, then other
+    JSON by its text, then none; a tie by line; ints in an array until a chunk holds other
+    values (or one past 64 bits), then every value ranked."""
+    values = [b"3", b"1", b"1.0", b"1.5", b'"b"', str(2**70).encode(), b'{"x":1}', None, b'"a"', b"[0]", b"true"]
+    values.append(str(-(2**70)).encode())
+    lines = [b'{"s":"c"' + (b"" if value is None else b',"n":' + value) + b"}" for value in values]
+    chunks = [lines[:2], lines[2:]] if ints_first else [lines[5:6] + lines[:1], lines[6:]]
+    index, conversations = _index_of(Grouping(("s",), "n"), *chunks)
+    if ints_first:
+        assert conversations == [("s='c'", None, [12, 2, 3, 4, 1, 6, 9, 5, 10, 11, 7, 8])]
+    else:  # a first chunk of ints, 2**70 and 3, past 64 bits
+        assert conversations == [("s='c'", None, [8, 2, 1, 5, 6, 7, 3, 4])]
+    assert index.ordered and not index.keyless
+
+
+def test_the_index_of_int_order_values_is_an_array_and_ties_go_by_line() -> None:
+    lines = [b'{"s":"a","n":%d}' % n for n in (2, 0, 2, 1, 0)]
+    lines[2] = b'{"s":"b","n":-5}'
+    index, conversations = _index_of(Grouping(("s",), "n"), lines[:3], lines[3:])
+    assert conversations == [("s='a'", None, [2, 5, 4, 1]), ("s='b'", None, [3])]
+    assert index.ordered
+
+
+def test_the_index_without_an_order_keeps_line_order_and_notes_an_order_no_record_holds() -> None:
+    lines = [b'{"s":"a","n":1}', b'{"s":"b"}', b'{"s":"a","n":0}']
+    assert _index_of(Grouping(("s",)), lines)[1] == [("s='a'", None, [1, 3]), ("s='b'", None, [2])]
+    index, conversations = _index_of(Grouping(("s",), "m"), lines)
+    assert conversations == [("s='a'", None, [1, 3]), ("s='b'", None, [2])] and not index.ordered
+
+
+def test_the_index_keys_texts_other_values_and_records_without_a_key_apart() -> None:
+    """A text key is its own (``"[1]"`` is not the number 1's JSON text); a record without a
+    key (missing, null, no object, no JSON) is a conversation of its own, named by its line,
+    noted when it is a JSON object; conversations go in their order of first appearance, a
+    conversation's lines far apart (other chunks) included."""
+    missing = "no conversation key (s missing or null): a conversation of its own"
+    chunks = (
+        [b'{"s":"x","n":1}', b'{"n":0}', b'{"s":1,"n":0}', b"[1, 2]"],
+        [b'{"s":"[1]","n":0}', b'{"s":[1],"n":0}', b"nope", b'{"s":null}'],
+        [b'{"s":1.0,"n":-1}', b'{"s":"x","n":0}', b'{"s":1,"n":1}'],
+    )
+    index, conversations = _index_of(Grouping(("s",), "n"), *chunks)
+    assert conversations == [
+        ("s='x'", None, [10, 1]),
+        ("line 2", missing, [2]),
+        ("s=1", None, [3, 11]),
+        ("line 4", None, [4]),
+        ("s='[1]'", None, [5]),
+        ("s=[1]", None, [6]),
+        ("line 7", None, [7]),
+        ("line 8", missing, [8]),
+        ("s=1.0", None, [9]),
+    ]
+    assert not index.keyless
+
+
+def test_the_index_of_a_composite_key_and_of_a_key_no_record_holds() -> None:
+    lines = [b'{"a":"x","b":"y","n":1}', b'{"a":"x","b":1}', b'{"a":"x"}', b'{"a":"x","b":"y","n":0}']
+    index, conversations = _index_of(Grouping(("a", "b"), "n"), lines[:2], lines[2:])
+    missing = "no conversation key (a, b missing or null): a conversation of its own"
+    assert conversations == [("a='x',b='y'", None, [4, 1]), ("a='x',b=1", None, [2]), ("line 3", missing, [3])]
+    assert not index.keyless
+    index, conversations = _index_of(Grouping(("c",), "n"), lines)
+    assert [name for name, _, _ in conversations] == ["line 1", "line 2", "line 3", "line 4"] and index.keyless
+    whole = _index_of(Grouping(("*",)), lines[:1], lines[1:])[1]
+    assert whole == [("the whole input", None, [1, 2, 3, 4])]
+
+
+def test_a_task_refuses_a_conversation_past_the_limit_by_its_bytes_and_records(tmp_path: Path) -> None:
+    path = tmp_path / "chats.jsonl"
+    lines = [b'{"s":"a","n":1,"pad":"xxxxxxxx"}', b'{"s":"b","n":0}', b'{"s":"a","n":0}']
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    held = len(lines[0]) + len(lines[2])
+    for limit, refused in ((held, None), (held - 1, f"conversation s='a' holds {held} bytes in 2 records, past")):
+        with jsonl.GroupedLines(str(path), Destination(), 0, Grouping(("s",), "n", limit)) as grouped:
+            (task,) = grouped.tasks()
+        assert task.names == ("s='a'", "s='b'") and task.notes == (None, None)
+        start = len(lines[0]) + len(lines[1]) + 2
+        assert task.groups == (((start, len(lines[2]), 3), (0, len(lines[0]), 1)), ((len(lines[0]) + 1, 15, 2),))
+        assert task.refused[1] is None and (task.refused[0] or "").startswith(refused or "\0") == (refused is not None)
+        assert task.size == held + len(lines[1])
