@@ -309,12 +309,20 @@ def _is_regular_file(stream: BinaryIO) -> bool:
 def _read_blocks(stream: BinaryIO, source: str) -> Iterator[Chunk]:
     found = os.fstat(stream.fileno())
     file = (os.path.abspath(stream.name), found.st_dev, found.st_ino)
-    first, offset = 1, stream.tell()
+    first = 1
+    for offset, data in _whole_lines(stream):
+        yield Chunk(data, first, source, file, offset)
+        first += count_lines(data)
+
+
+def _whole_lines(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
+    """The bytes of a regular file from where it stands, :data:`CHUNK_BYTES` at a time
+    completed to the end of the last line, each block with its offset in the file."""
+    offset = stream.tell()
     while data := stream.read(CHUNK_BYTES):
         if not data.endswith(b"\n"):
             data += stream.readline()
-        yield Chunk(data, first, source, file, offset)
-        first += count_lines(data)
+        yield offset, data
         offset += len(data)
 
 
@@ -860,12 +868,12 @@ class GroupedLines(LinesInput):
         edit = next(edits, None)
         rejects = self._rejects if self._rejects is not None or self._keep_rejected else _discarded
         self._stream.seek(0)
-        for chunk in _read_blocks(self._stream, self.name):
-            end = chunk.offset + len(chunk.data)
+        for offset, data in _whole_lines(self._stream):  # its lines not counted: no line is named
+            end = offset + len(data)
             mine: list[Edit] = []
             while edit is not None and edit[0] < end:
                 start, length, place = edit
                 new = None if place is None else os.pread(spill, place[1], place[0])
-                mine.append((start - chunk.offset, start - chunk.offset + length, new))
+                mine.append((start - offset, start - offset + length, new))
                 edit = next(edits, None)
-            write_chunk(chunk.data, mine, self._out, rejects)  # type: ignore[arg-type]
+            write_chunk(data, mine, self._out, rejects)  # type: ignore[arg-type]
