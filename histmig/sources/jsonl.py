@@ -43,6 +43,7 @@ from histmig.records import Conversation, FieldReader, Grouping, Outcome, Record
 from histmig.report import Report
 from histmig.sources.atomic import Stamp, atomic_output, input_stream
 from histmig.sources.base import Destination, Format, Input, Job, Task, TaskResult, Written
+from histmig.sources.spill import worker_readable
 
 CHUNK_BYTES = 1 << 20
 """Input bytes per chunk (whole lines; one long line makes a chunk of its own)."""
@@ -755,14 +756,15 @@ class GroupedLines(LinesInput):
         super().__enter__()
         try:
             if not _is_regular_file(self._stream):
-                spool = self._stack.enter_context(tempfile.NamedTemporaryFile(prefix="histmig-", suffix=".jsonl"))
+                spool, where = worker_readable(".jsonl")  # no name: a killed run leaves no copy of stdin behind
+                self._stack.callback(spool.close)
                 try:
                     while block := self._stream.read(CHUNK_BYTES):
                         spool.write(block)
                 except READ_ERRORS as exc:
                     raise InputEnded(f"input ends early or cannot be read further: {exc}") from exc
                 spool.flush()
-                self._stream = open(spool.name, "rb")
+                self._stream = open(where[0], "rb")
                 self._stack.callback(self._stream.close)
             self._spill = self._stack.enter_context(tempfile.TemporaryFile(prefix="histmig-"))
         except BaseException as failed:  # told the failure: the output opened above is discarded, never committed

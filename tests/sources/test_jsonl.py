@@ -471,7 +471,7 @@ def test_a_gz_input_that_cannot_be_copied_aside_keeps_the_input_and_the_output_t
     def full(*args: object, **kwargs: object) -> None:
         raise failure
 
-    monkeypatch.setattr(jsonl.tempfile, "NamedTemporaryFile", full)
+    monkeypatch.setattr(jsonl, "worker_readable", full)
     for destination in ({"in_place": True}, {"output": str(output)}):
         with pytest.raises(type(failure)):
             if "output" in destination:
