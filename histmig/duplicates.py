@@ -72,34 +72,56 @@ class Duplicate(NamedTuple):
 _Role = Literal["envelope", "history", "message", "part", "payload"]
 
 
-def _found(value: Any, path: str, role: _Role, rest: tuple[str, ...]) -> Iterator[tuple[str, str, bool]]:
+def _found(
+    value: Any, path: str, role: _Role, rest: tuple[str, ...], fields: tuple[tuple[str, ...], ...] = ()
+) -> Iterator[tuple[str, str, bool]]:
     """Each object under ``value`` (at ``path``, of ``role``; ``rest``: for an envelope, the
-    keys still to follow to the history) naming a key twice, in document order, an object
-    before what it holds: its path, the key, and whether histmig reads it."""
+    keys still to follow to the history; ``fields``: the paths still to follow to the other
+    values histmig reads there, whose objects are read as an envelope's) naming a key twice, in
+    document order, an object before what it holds: its path, the key, and whether histmig
+    reads it."""
     if isinstance(value, dict):
         if isinstance(value, _Duplicated):
             yield path, value.key, role != "payload"
         for key, item in value.items():
+            inner_fields = tuple(field[1:] for field in fields if field[0] == key and field[1:])
             if role == "envelope" and rest and key == rest[0]:
                 inner: _Role = "envelope" if rest[1:] else "history"
+            elif role == "envelope" and inner_fields:
+                inner = "envelope"
             else:
                 inner = "part" if role == "message" and key == "parts" else "payload"
-            yield from _found(item, f"{path}.{key}" if path else key, inner, rest[1:] if inner == "envelope" else ())
+            yield from _found(
+                item,
+                f"{path}.{key}" if path else key,
+                inner,
+                rest[1:] if inner == "envelope" and rest and key == rest[0] else (),
+                inner_fields if inner == "envelope" else (),
+            )
     elif isinstance(value, list):
         inner = "message" if role == "history" else "part" if role == "part" else "payload"
         for index, item in enumerate(value):
             yield from _found(item, f"{path or 'messages'}[{index}]", inner, ())
 
 
-def duplicated_key(raw: bytes, parsed: Any, field: tuple[str, ...] = (), *, single: bool = False) -> Duplicate | None:
+def duplicated_key(
+    raw: bytes,
+    parsed: Any,
+    field: tuple[str, ...] = (),
+    *,
+    single: bool = False,
+    fields: tuple[tuple[str, ...], ...] = (),
+) -> Duplicate | None:
     """The first duplicated key of ``raw``, the JSON text of a record (UTF-8), whose parse
     (as msgspec gives it) is ``parsed`` and whose history is at ``field`` (the keys from the
     record down, :attr:`~histmig.records.Located.path`; ``()``: ``raw`` is the history;
     ``single``: ``raw`` is the one message of a history, :attr:`~histmig.records.Located.single`): the
     first histmig reads, else the first in a payload (:class:`Duplicate`); ``None`` when no
-    object of ``raw`` names a key twice. Costs one encode of ``parsed`` and a comparison of
-    bytes when it finds none, two counts of colons more when ``raw`` is not that encoding (see
-    the module docstring)."""
+    object of ``raw`` names a key twice. ``fields``: the paths of the record's other values
+    histmig reads (``--conversation``, ``--order``: ``("chat", "id")``), whose objects count as
+    the envelope's (``{"chat": {"id": 1, "id": 2}}`` names a key histmig reads twice). Costs
+    one encode of ``parsed`` and a comparison of bytes when it finds none, two counts of colons
+    more when ``raw`` is not that encoding (see the module docstring)."""
     encoded = dumps(parsed)
     if encoded == raw:
         return None
@@ -109,7 +131,7 @@ def duplicated_key(raw: bytes, parsed: Any, field: tuple[str, ...] = (), *, sing
     found = list(
         _found(reparsed, "messages[0]", "message", ())
         if single
-        else _found(reparsed, "", "envelope" if field else "history", field)
+        else _found(reparsed, "", "envelope" if field else "history", field, fields)
     )
     if not found:
         return None

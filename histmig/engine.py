@@ -94,7 +94,9 @@ class Plan:
     layout), whether the records were ``grouped`` into conversations (``--conversation``:
     a conversation is whole, its last calls are closed as any history's), and whether a
     record with something to say gets its messages' digest (``digests``: ``check --baseline``,
-    :func:`~histmig.records.messages_digest`).
+    :func:`~histmig.records.messages_digest`), and the paths of a record's other fields histmig
+    reads (``read_fields``: ``--conversation`` and ``--order``, whose duplicated keys are read
+    ones: :func:`histmig.duplicates.duplicated_key`).
     Built by :meth:`histmig.options.Options.plan`.
 
     For an older ``target``, a record is valid when that release loads it (the legacy schema
@@ -114,6 +116,7 @@ class Plan:
     withheld: frozenset[str] = frozenset()
     grouped: bool = False
     digests: bool = False
+    read_fields: tuple[tuple[str, ...], ...] = ()
 
     @cached_property
     def context(self) -> Context:
@@ -651,7 +654,7 @@ def _full_way(record: Record, plan: Plan, defer: bool, known: tuple[Duplicate | 
     prefix = name or "messages"
     # the last value of a key read twice may need nothing where another needs a rule (or is refused):
     # looked for before "unchanged" too
-    (duplicated,) = known or (_duplicated(record.raw, obj, located, prefix),)
+    (duplicated,) = known or (_duplicated(record.raw, obj, located, prefix, plan.read_fields),)
     if not rules and not plan.validates_unchanged and (duplicated is None or not duplicated.read):
         return Outcome(record, "unchanged", record.raw)
     record = _named(record, obj)
@@ -700,11 +703,13 @@ def _full_way(record: Record, plan: Plan, defer: bool, known: tuple[Duplicate | 
     return Outcome(record, "changed", output, changes, warnings=warnings, findings=findings)
 
 
-def _duplicated(raw: bytes, obj: Any, located: Located, prefix: str) -> Duplicate | None:
-    """The first duplicated key of the record (:func:`histmig.duplicates.duplicated_key`), or, for a
-    history held as JSON text, of that text, its path under ``prefix`` (a key histmig reads in the
-    text counts before a payload's of the record)."""
-    found = duplicated_key(raw, obj, located.path, single=located.single)
+def _duplicated(
+    raw: bytes, obj: Any, located: Located, prefix: str, fields: tuple[tuple[str, ...], ...] = ()
+) -> Duplicate | None:
+    """The first duplicated key of the record (:func:`histmig.duplicates.duplicated_key`; ``fields``:
+    :attr:`Plan.read_fields`), or, for a history held as JSON text, of that text, its path under
+    ``prefix`` (a key histmig reads in the text counts before a payload's of the record)."""
+    found = duplicated_key(raw, obj, located.path, single=located.single, fields=fields)
     if located.text and (found is None or not found.read):
         text = obj
         for key in located.path:
@@ -904,7 +909,7 @@ def process_conversation(conversation: Conversation, plan: Plan = Plan()) -> lis
             check_messages(located.messages, located.name or "messages")
         except NotAHistory as exc:
             return _rejected_with(conversation, at, Outcome(_named(record, obj), "rejected", None, errors=[str(exc)]))
-        duplicated = _duplicated(record.raw, obj, located, located.name or "messages")
+        duplicated = _duplicated(record.raw, obj, located, located.name or "messages", plan.read_fields)
         if duplicated is not None and duplicated.read:
             bad = Outcome(_named(record, obj), "rejected", None, errors=[duplicated.problem])
             return _rejected_with(conversation, at, bad)

@@ -718,6 +718,7 @@ class Options:
             budgets=self.budgets,
             grouped=self.grouping is not None,
             digests=digests,
+            read_fields=self.grouping.fields if self.grouping is not None else (),
         )
 
     @property

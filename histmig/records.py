@@ -127,6 +127,12 @@ class Grouping:
         """The keys as paths into a JSON record (:func:`field_path`)."""
         return () if self.whole else tuple(field_path(key) for key in self.keys)
 
+    @property
+    def fields(self) -> tuple[tuple[str, ...], ...]:
+        """The paths into a JSON record of the keys and the order (:func:`field_path`): what
+        grouping reads of it."""
+        return self.paths + ((field_path(self.order),) if self.order is not None else ())
+
     def refusal(self, name: str, held: int, count: int, what: str = "records") -> str | None:
         """Why the conversation ``name``, whose ``count`` records (``what``: ``rows``) hold
         ``held`` bytes, is rejected whole unread (:attr:`Conversation.refused`): past

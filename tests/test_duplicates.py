@@ -108,3 +108,25 @@ def test_a_key_histmig_reads_is_told_from_a_payloads(raw: bytes, field: tuple[st
     found = duplicated_key(raw, _DECODER.decode(raw), field)
     assert found is not None and found.read is read
     assert str(found.problem).startswith(said)
+
+
+def test_the_objects_on_the_paths_of_fields_histmig_reads_name_keys_it_reads() -> None:
+    raw = b'{"chat": {"id": "a", "id": "b"}, "o": {"p": {"n": 1, "n": 2}}, "messages": []}'
+    parsed = msgspec.json.decode(raw)
+    said = "duplicated key {!r}: readers differ on which of its values counts"
+    found = duplicated_key(raw, parsed, ("messages",))
+    assert found is not None and (found.problem.path, found.problem.message, found.read) == (
+        "chat",
+        said.format("id"),
+        False,
+    )
+    found = duplicated_key(raw, parsed, ("messages",), fields=(("chat", "id"),))
+    assert found is not None and (found.problem.path, found.read) == ("chat", True)
+    found = duplicated_key(raw, parsed, ("messages",), fields=(("o", "p", "n"), ("x",)))  # the first read one
+    assert found is not None and (found.problem.path, found.problem.message, found.read) == (
+        "o.p",
+        said.format("n"),
+        True,
+    )
+    found = duplicated_key(raw, parsed, ("messages",), fields=(("o", "n"),))  # o.p is no field's
+    assert found is not None and (found.problem.path, found.read) == ("chat", False)

@@ -591,6 +591,23 @@ def test_a_key_read_twice_in_one_record_rejects_its_conversation_and_a_payloads_
     ]
 
 
+def test_a_key_of_the_conversation_or_order_field_read_twice_rejects_its_conversation() -> None:
+    """A nested ``--order``/``--conversation`` field names keys histmig reads: a value given
+    twice there orders the conversation by whichever value a reader keeps."""
+    twice = b'{"chat": {"id": "s1"}, "o": {"n": 1, "n": 0}, "messages": [' + orjson.dumps(ANSWER) + b"]}"
+    first = {"chat": {"id": "s1"}, "o": {"n": 0}, "messages": [PROMPT]}
+    plan = Plan(grouped=True, read_fields=(("chat", "id"), ("o", "n")))
+    outcomes = engine.process_conversation(_conversation(first, twice), plan)
+    assert [o.status for o in outcomes] == ["rejected", "rejected"]
+    assert [(e.path, e.message) for e in outcomes[1].errors] == [  # type: ignore[attr-defined]
+        ("o", "duplicated key 'n': readers differ on which of its values counts")
+    ]
+    alone = engine.process_conversation(
+        _conversation(first, twice), Plan(grouped=True)
+    )  # a payload of an unchanged one
+    assert [o.status for o in alone] == ["unchanged", "unchanged"]
+
+
 def test_an_error_is_named_in_the_record_that_holds_it() -> None:
     bad = {"kind": "response", "parts": [{"part_kind": "text", "content": 5}]}
     outcomes = engine.process_conversation(

@@ -39,7 +39,7 @@ import msgspec
 
 from histmig.engine import run_conversations, run_records
 from histmig.errors import InputEnded
-from histmig.records import Conversation, FieldReader, Grouping, Outcome, Record, dumps, field_path
+from histmig.records import Conversation, FieldReader, Grouping, Outcome, Record, dumps
 from histmig.report import Report
 from histmig.sources.atomic import Stamp, atomic_output, input_stream
 from histmig.sources.base import Destination, Format, Input, Job, Task, TaskResult, Written
@@ -783,8 +783,7 @@ class GroupedLines(LinesInput):
 
     def tasks(self) -> Iterator[Conversations]:  # type: ignore[override]  # its own tasks, which its write takes
         grouping = self._grouping
-        order = (field_path(grouping.order),) if grouping.order is not None else ()
-        read = FieldReader(grouping.paths + order)
+        read = FieldReader(grouping.fields)
         index = GroupIndex(grouping)
         file = None
         freeze = gc.get_freeze_count() == 0
@@ -797,7 +796,7 @@ class GroupedLines(LinesInput):
         try:
             if file is not None:
                 self._keyless = index.keyless
-                self._unordered = bool(order) and not index.ordered
+                self._unordered = grouping.order is not None and not index.ordered
                 yield from self._tasks(file, index)
         finally:
             if freeze:

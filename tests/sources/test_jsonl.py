@@ -801,3 +801,24 @@ def test_a_task_refuses_a_conversation_past_the_limit_by_its_bytes_and_records(t
         assert task.groups == (((start, len(lines[2]), 3), (0, len(lines[0]), 1)), ((len(lines[0]) + 1, 15, 2),))
         assert task.refused[1] is None and (task.refused[0] or "").startswith(refused or "\0") == (refused is not None)
         assert task.size == held + len(lines[1])
+
+
+def test_a_conversation_or_order_value_given_twice_rejects_its_conversation_when_it_is_migrated(
+    tmp_path: Path,
+) -> None:
+    """The record naming its conversation (``chat.id``) or order (``n``) twice is itself left as
+    it is, but which value counts decides where it goes: its conversation is rejected whole."""
+    path = tmp_path / "chats.jsonl"
+    retry = _lines_of({"chat": {"id": "b"}, "n": 1, "messages": [_RETRY, _ANSWER]})
+    calls = orjson.dumps([_PROMPT, _CALL])
+    for twice, said in (
+        (b'{"chat": {"id": "c", "id": "b"}, "n": 0, "messages": ' + calls + b"}\n", "chat: duplicated key 'id'"),
+        (b'{"chat": {"id": "b"}, "n": 2, "n": 0, "messages": ' + calls + b"}\n", "duplicated key 'n'"),
+    ):
+        path.write_bytes(twice + retry)
+        result = api.audit(str(path), GROUPED)
+        assert [(row["location"], row["status"]) for row in result.report.errors] == [
+            ("line 1", "rejected"),
+            ("line 2", "rejected"),
+        ]
+        assert result.report.errors[0]["errors"] == [f"{said}: readers differ on which of its values counts"]
