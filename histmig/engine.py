@@ -329,6 +329,17 @@ _ITEMS = msgspec.json.Decoder(list[msgspec.Raw])
 _FIELDS = msgspec.json.Decoder(dict[str, msgspec.Raw])
 
 
+def _holds_one_message(raw: bytes, field: str | None) -> bool:
+    """Whether ``raw`` is a record of a conversation that holds one message in a field
+    (``{"conversation_id": "c", "message": {...}}``, :func:`~histmig.records.locate_in_conversation`),
+    which the full way, reading a record as a whole history, rejects: asked only of a record
+    it rejected."""
+    try:
+        return locate_in_conversation(_DECODER.decode(raw), field).single
+    except (msgspec.DecodeError, RecursionError, NotAHistory):
+        return False
+
+
 def joined_history(records: Sequence[Record], field: str | None) -> bytes | None:
     """The bytes of the history the ``records`` of a conversation hold put together: each
     one's array (a bare history, an envelope's messages field as auto-detection finds it,
@@ -494,7 +505,9 @@ class Stream:
             if verdict is not None:
                 return [self.passed(records[0], verdict)]
             if not _is_message(records[0].raw):
-                return [self.full(records[0])]
+                outcome = self.full(records[0])
+                if outcome.status != "rejected" or not _holds_one_message(records[0].raw, self.plan.messages_field):
+                    return [outcome]
         elif verdict is not None:
             return _screened_conversation(records, verdict, self.plan.messages_field)
         return process_conversation(conversation, self.plan)

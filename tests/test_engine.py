@@ -591,6 +591,22 @@ def test_a_key_read_twice_in_one_record_rejects_its_conversation_and_a_payloads_
     ]
 
 
+@pytest.mark.parametrize("field", [None, "message"])
+def test_a_conversation_of_one_record_holding_one_message_in_a_field_is_migrated_not_rejected(
+    field: str | None,
+) -> None:
+    stream = Plan(grouped=True, messages_field=field).processor()
+    retry = {"kind": "request", "parts": [{"part_kind": "retry-prompt", "content": "again", "tool_name": None}]}
+    for message, status in ((ANSWER, "unchanged"), (retry, "changed")):
+        record = Record(orjson.dumps({"conversation_id": "c", "seq": 0, "message": message}), "chats.jsonl", "line 1")
+        (outcome,) = stream.conversation(Conversation((record,), "conversation_id='c'"))
+        assert (outcome.status, outcome.errors) == (status, [])
+    assert orjson.loads(outcome.output)["message"]["parts"][0]["part_kind"] == "retry-feedback"  # type: ignore[arg-type]
+    bad = Record(b'{"conversation_id": "c", "note": {"kind": "x"}}', "chats.jsonl", "line 2")
+    (outcome,) = stream.conversation(Conversation((bad,), "conversation_id='c'"))
+    assert outcome.status == "rejected" and outcome.errors
+
+
 def test_a_key_of_the_conversation_or_order_field_read_twice_rejects_its_conversation() -> None:
     """A nested ``--order``/``--conversation`` field names keys histmig reads: a value given
     twice there orders the conversation by whichever value a reader keeps."""
