@@ -629,6 +629,8 @@ class GroupIndex:
         self._keyed = False
         self.ordered = False
         """Whether a record holds the order value."""
+        self.without_order = 0
+        """The records without an order value (missing or null): each goes last in its conversation."""
         self._missing = f"no conversation key ({', '.join(grouping.keys)} missing or null): a conversation of its own"
 
     @property
@@ -676,7 +678,9 @@ class GroupIndex:
         if isinstance(self._order, array):
             self._order = [(0, value) for value in self._order]
         self._order.extend((0, value) if type(value) is int else _sort_key(value) for value in values)
-        self.ordered = self.ordered or any(value is not None for value in values)
+        missing = values.count(None)
+        self.without_order += missing
+        self.ordered = self.ordered or missing < len(values)
 
     def _key(self, found: tuple[Any, ...], number: int, raw: bytes) -> Any:
         """The key of a record whose key values are not all texts (:class:`GroupIndex`),
@@ -751,6 +755,7 @@ class GroupedLines(LinesInput):
         self._edits: list[tuple[int, int, tuple[int, int] | None]] = []
         self._keyless = False
         self._unordered = False
+        self._without_order = 0
 
     def __enter__(self) -> GroupedLines:
         super().__enter__()
@@ -797,6 +802,7 @@ class GroupedLines(LinesInput):
             if file is not None:
                 self._keyless = index.keyless
                 self._unordered = grouping.order is not None and not index.ordered
+                self._without_order = index.without_order if index.ordered else 0
                 yield from self._tasks(file, index)
         finally:
             if freeze:
@@ -819,7 +825,8 @@ class GroupedLines(LinesInput):
     def written(self) -> Written:
         """:meth:`LinesInput.written`, and a note when no record holds the conversation key
         (a misspelt ``--conversation`` makes every record a conversation of its own) or the
-        order field (a misspelt ``--order`` leaves each conversation in line order)."""
+        order field (a misspelt ``--order`` leaves each conversation in line order), or when
+        some records hold no order value (each went last in its conversation)."""
         done = super().written()
         if self._keyless:
             keys = ", ".join(self._grouping.keys)
@@ -831,6 +838,11 @@ class GroupedLines(LinesInput):
             done.notes.append(
                 f"{self.name}: no record holds the order field ({self._grouping.order}), so each conversation's "
                 "records were taken in line order: is --order spelt as the records' field?"
+            )
+        if self._without_order:
+            done.notes.append(
+                f"{self.name}: {self._without_order} record(s) hold no order value ({self._grouping.order} missing or "
+                "null): each was taken after the records of its conversation that hold one"
             )
         return done
 

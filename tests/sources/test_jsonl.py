@@ -538,6 +538,24 @@ def test_an_order_field_no_record_holds_is_noted_as_maybe_misspelt(tmp_path: Pat
     assert api.audit(str(path), Options(conversation=("sid",), order="seq")).notes == []
 
 
+def test_records_without_an_order_value_go_last_and_are_counted_in_a_note(tmp_path: Path) -> None:
+    path = tmp_path / "runs.jsonl"
+    path.write_bytes(
+        _lines_of(
+            {"sid": "s", "messages": [_ANSWER]},
+            {"sid": "s", "seq": 1, "messages": [_CALL, _RETRY]},
+            {"sid": "s", "seq": None, "messages": [_ANSWER]},
+            {"sid": "s", "seq": 0, "messages": [_PROMPT]},
+        )
+    )
+    result = api.convert(str(path), str(tmp_path / "out.jsonl"), Options(conversation=("sid",), order="seq"))
+    assert result.notes == [
+        f"{path}: 2 record(s) hold no order value (seq missing or null): each was taken after the records of its "
+        "conversation that hold one"
+    ]
+    assert [(row["location"], row["rule"]) for row in result.report.changes] == [("line 2", "HM101")]
+
+
 def test_a_record_a_message_may_hold_it_in_a_field_of_its_own(tmp_path: Path) -> None:
     """``{"sid": .., "seq": .., "message": {...}}``: each line's message is found in its field
     (or the field ``--messages-field`` names) and written back there, as the same messages in a
