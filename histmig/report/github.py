@@ -10,7 +10,8 @@ rule, a skipped row); under ``convert`` a change is a ``notice``.
 A JSONL record names its ``line``; a Parquet row, a ``.json`` document and a database row
 name no line, the message says the row (a database row: its table and key, and no ``file``,
 the database being no file of the repository). Values are escaped as workflow commands
-require: ``%``, CR and LF in the message, and ``:`` and ``,`` too in a property. Entries of
+require: ``%``, CR and LF in the message, and ``:`` and ``,`` too in a property; any other
+control character (an escape sequence in a file name) is shown as its code. Entries of
 the run's baseline (``check --baseline``) are left out: only what is new is annotated.
 """
 
@@ -21,6 +22,7 @@ from collections import Counter
 from typing import Any, TextIO
 
 from histmig.report import UNKNOWN_PART, Rendering, Report, warning_rule
+from histmig.report.escape import terminal
 from histmig.report.rows import ChangeRow, FindingRow
 from histmig.rules.base import ABSENT_PART
 
@@ -28,7 +30,10 @@ _LINE = re.compile(r"line (\d+)\Z")
 
 
 def _message(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """``text`` as a workflow command's message: ``%``, CR and LF escaped as GitHub reads them,
+    and every other control or invisible character shown as its code (:func:`terminal`): a log
+    is read on a terminal too, and an escape sequence in a file name or an id would act there."""
+    return terminal(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def _property(text: str) -> str:

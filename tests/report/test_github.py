@@ -29,6 +29,11 @@ def test_a_value_is_escaped_as_workflow_commands_require() -> None:
     assert command("error", "a,b:c%.jsonl", "line 3", "i\n1", "histmig HM4:06", "50% of\r\nit") == (
         "::error file=a%2Cb%3Ac%25.jsonl,line=3,title=histmig HM4%3A06::line 3 [i%0A1]: 50%25 of%0D%0Ait\n"
     )
+    forged = command("notice", "e\x1b]0;pwned\x07\x1b[2J.jsonl", "line 1", "\u202eid", "histmig HM101", "x\x1by")
+    assert "\x1b" not in forged and "\x07" not in forged and "\u202e" not in forged
+    assert forged == (
+        "::notice file=e\\x1b]0;pwned\\x07\\x1b[2J.jsonl,line=1,title=histmig HM101::line 1 [\\u202eid]: x\\x1by\n"
+    )
 
 
 def test_a_database_row_is_named_by_its_table_and_key_and_no_file() -> None:
