@@ -38,7 +38,7 @@ from typing import Any, BinaryIO, NamedTuple
 import msgspec
 
 from histmig.engine import run_conversations, run_records
-from histmig.errors import InputEnded
+from histmig.errors import InputEnded, UnreadableInput
 from histmig.records import Conversation, FieldReader, Grouping, Outcome, Record, dumps
 from histmig.report import Report
 from histmig.sources.atomic import Stamp, atomic_output, input_stream
@@ -756,11 +756,15 @@ class GroupedLines(LinesInput):
         self._keyless = False
         self._unordered = False
         self._without_order = 0
+        self._read_as: Stamp | None = None
 
     def __enter__(self) -> GroupedLines:
+        read_as = None if self._in_place else Stamp.of(self.name)  # before it is opened (in place: the output's)
         super().__enter__()
         try:
-            if not _is_regular_file(self._stream):
+            if _is_regular_file(self._stream):
+                self._read_as = read_as
+            else:
                 spool, where = worker_readable(".jsonl")  # no name: a killed run leaves no copy of stdin behind
                 self._stack.callback(spool.close)
                 try:
@@ -873,7 +877,11 @@ class GroupedLines(LinesInput):
 
     def _write_out(self) -> None:
         """Write the output in the input's line order: every record as it is, but those
-        migrated (from the spill) and rejected (moved to the rejects, or kept)."""
+        migrated (from the spill) and rejected (moved to the rejects, or kept). Raises
+        :class:`~histmig.errors.UnreadableInput` when the input file is no longer what the
+        index read (appended to, rewritten, replaced): its lines would no longer be those
+        migrated, so nothing is written (in place, the output's own check keeps the input)."""
+        self._check_unchanged()
         self._spill.flush()
         spill = self._spill.fileno()
         self._edits.sort()
@@ -890,3 +898,11 @@ class GroupedLines(LinesInput):
                 mine.append((start - offset, start - offset + length, new))
                 edit = next(edits, None)
             write_chunk(data, mine, self._out, rejects)  # type: ignore[arg-type]
+        self._check_unchanged()  # nor while it was copied
+
+    def _check_unchanged(self) -> None:
+        """Raise :class:`~histmig.errors.UnreadableInput` when the input file (not in place) is
+        no longer what was read (:class:`~histmig.sources.atomic.Stamp`)."""
+        changed = self._read_as.change(Stamp.of(self.name)) if self._read_as is not None else None
+        if changed is not None:
+            raise UnreadableInput(f"{self.name}: changed while it was read ({changed}): nothing written; run again")

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -21,7 +22,7 @@ from typer.testing import CliRunner
 from histmig import api
 from histmig.cli import app
 from histmig.engine import Plan, process
-from histmig.errors import InputEnded, UsageError
+from histmig.errors import InputEnded, UnreadableInput, UsageError
 from histmig.options import Options
 from histmig.parallel import WINDOW, Slots, Workers
 from histmig.records import FieldReader, Grouping, Record, field_path
@@ -840,3 +841,29 @@ def test_a_conversation_or_order_value_given_twice_rejects_its_conversation_when
             ("line 2", "rejected"),
         ]
         assert result.report.errors[0]["errors"] == [f"{said}: readers differ on which of its values counts"]
+
+
+@pytest.mark.parametrize("change", ["append", "rewrite"])
+def test_a_grouped_file_changed_while_it_is_read_writes_no_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    """Its lines are read three times: a line added or rewritten after the index would be
+    copied unmigrated and uncounted, so the run ends, nothing written, the OUTPUT there before kept."""
+    path, output = tmp_path / "chats.jsonl", tmp_path / "out.jsonl"
+    path.write_bytes(_lines_of({"chat": {"id": "b"}, "n": 0, "messages": [_PROMPT, _CALL, _RETRY, _ANSWER]}))
+    output.write_bytes(b"there before\n")
+    real = jsonl.GroupedLines.write
+
+    def application_writes(self: jsonl.GroupedLines, *args: Any) -> None:
+        real(self, *args)
+        if change == "append":
+            with open(path, "ab") as added:
+                added.write(_lines_of({"chat": {"id": "c"}, "n": 0, "messages": [_RETRY]}))
+        else:
+            os.utime(path, ns=(0, 0))
+
+    monkeypatch.setattr(jsonl.GroupedLines, "write", application_writes)
+    said = "its size went from" if change == "append" else "it was modified"
+    with pytest.raises(UnreadableInput, match=f"{path}: changed while it was read \\({said}.*\\): nothing written"):
+        api.convert(str(path), str(output), GROUPED)
+    assert output.read_bytes() == b"there before\n"
