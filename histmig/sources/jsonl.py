@@ -603,6 +603,22 @@ def _sort_key(value: Any) -> tuple[int, Any]:
     return (2, dumps(value))
 
 
+_UNREADABLE = (
+    "cannot be read, so its conversation cannot be told: a conversation of its own (the conversation it may "
+    "belong to is judged without it)"
+)
+"""The note of a grouped record whose key cannot be read: it is no JSON histmig reads."""
+
+
+def _readable(raw: bytes) -> bool:
+    """Whether ``raw`` is JSON msgspec reads (a grouped record without a key: missing, or unreadable)."""
+    try:
+        _DECODER.decode(raw)
+    except (msgspec.DecodeError, RecursionError):
+        return False
+    return True
+
+
 class GroupIndex:
     """The index of a JSONL file whose records make conversations (:class:`GroupedLines`), a
     few tens of bytes a line: each record's conversation, order value, place and line number
@@ -688,7 +704,7 @@ class GroupIndex:
         values = found[: self._keys]
         if None in values:  # a conversation of its own; a record that is no JSON is rejected as such
             if raw[:1] == b"{":
-                self.notes[number] = self._missing
+                self.notes[number] = self._missing if _readable(raw) else _UNREADABLE
             return number
         self._keyed = True
         if all(type(value) is str for value in values):

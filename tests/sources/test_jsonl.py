@@ -867,3 +867,21 @@ def test_a_grouped_file_changed_while_it_is_read_writes_no_output(
     with pytest.raises(UnreadableInput, match=f"{path}: changed while it was read \\({said}.*\\): nothing written"):
         api.convert(str(path), str(output), GROUPED)
     assert output.read_bytes() == b"there before\n"
+
+
+def test_a_grouped_line_that_cannot_be_read_is_told_its_conversation_cannot_be_told(tmp_path: Path) -> None:
+    path = tmp_path / "chats.jsonl"
+    whole = _lines_of({"chat": {"id": "b"}, "n": 0, "messages": [_PROMPT, _ANSWER]})
+    path.write_bytes(whole + b'{"chat": {"id": "b"}, "n": 1, "messages": [{"kind": "resp\n' + b'{"chat": {}, "n": 2}\n')
+    result = api.audit(str(path), GROUPED)
+    assert [(row["location"], row["warnings"]) for row in result.report.warnings] == [
+        (
+            "line 2",
+            [
+                "cannot be read, so its conversation cannot be told: a conversation of its own (the conversation it "
+                "may belong to is judged without it)"
+            ],
+        ),
+        ("line 3", ["no conversation key (chat.id missing or null): a conversation of its own"]),
+    ]
+    assert [row["location"] for row in result.report.errors] == ["line 2", "line 3"]
