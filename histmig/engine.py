@@ -957,9 +957,15 @@ def _conversation_way(conversation: Conversation, held: list[_Held], plan: Plan)
     if not rules and not plan.validates_unchanged:
         return [Outcome(item.record, "unchanged", item.record.raw) for item in held]
     original: Layout = [(r, i) for r, item in enumerate(held) for i in range(len(item.located.messages))]
-    owner = {id(message): r for r, item in enumerate(held) for message in item.located.messages}
+    # each message and part held with its record's number: held, none is freed while the rules run, so no object
+    # they make takes the id of one they replaced (HM501 replaces a part; its next one took the freed part's id,
+    # and so its record, and the conversation was told a part had moved between records)
+    owner = {id(message): (r, message) for r, item in enumerate(held) for message in item.located.messages}
     part_owner = {
-        id(part): r for r, item in enumerate(held) for message in item.located.messages for part in message["parts"]
+        id(part): (r, part)
+        for r, item in enumerate(held)
+        for message in item.located.messages
+        for part in message["parts"]
     }
     before = [dumps(item.located.messages) for item in held]
     try:
@@ -1015,11 +1021,12 @@ def _conversation_way(conversation: Conversation, held: list[_Held], plan: Plan)
 
 
 def _split(
-    history: list[Any], owner: dict[int, int], part_owner: dict[int, int], records: int
+    history: list[Any], owner: dict[int, tuple[int, Any]], part_owner: dict[int, tuple[int, Any]], records: int
 ) -> tuple[list[list[Any]], Layout, list[int], set[int]]:
     """The migrated ``history`` given back to its ``records``: each record's messages (a
-    message keeps its record, told by identity, ``owner``; a new one goes to the record of the
-    message before it, the first record's at the start), where each message now is, the
+    message keeps its record, told by identity, ``owner``, which holds each message with its
+    record's number; a new one goes to the record of the message before it, the first
+    record's at the start), where each message now is, the
     places of the new messages, and the records holding a part that came from another record
     (``part_owner``)."""
     split: list[list[Any]] = [[] for _ in range(records)]
@@ -1028,13 +1035,13 @@ def _split(
     moved: set[int] = set()
     current = 0
     for at, message in enumerate(history):
-        r = owner.get(id(message))
-        if r is None:
+        found = owner.get(id(message))
+        if found is None:
             added.append(at)
         else:
-            current = r
+            current = found[0]
         for part in message["parts"]:
-            came = part_owner.get(id(part), current)
+            came = part_owner.get(id(part), (current,))[0]
             if came != current:
                 moved |= {came, current}
         final.append((current, len(split[current])))

@@ -3,6 +3,7 @@ while records keep changing, and the one record loop every source runs."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from typing import Annotated, Any
 
@@ -605,6 +606,31 @@ def test_a_conversation_of_one_record_holding_one_message_in_a_field_is_migrated
     bad = Record(b'{"conversation_id": "c", "note": {"kind": "x"}}', "chats.jsonl", "line 2")
     (outcome,) = stream.conversation(Conversation((bad,), "conversation_id='c'"))
     assert outcome.status == "rejected" and outcome.errors
+
+
+def test_a_conversation_rolled_back_a_message_a_record_is_its_whole_history_rolled_back_each_error_in_its_record() -> (
+    None
+):
+    """HM501 replaces two parts in two records: no part moves (an object a rule makes is never
+    taken for one it replaced), and the rolled-back records are the whole history's; an older
+    target's load errors go to the record holding the message."""
+    from histmig.options import Options
+
+    messages = orjson.loads((CORPUS / "v2.68.0" / "d_tool_two_retries.json").read_bytes())
+    split = _conversation(*([message] for message in messages))
+    outcomes = engine.process_conversation(split, dataclasses.replace(_target("2.59.0"), grouped=True))
+    whole = process(Record(orjson.dumps(messages), "whole", "line 1"), _target("2.59.0"))
+    assert [o.warnings for o in outcomes] == [[]] * len(messages)
+    assert [m for o in outcomes for m in orjson.loads(o.output)] == orjson.loads(whole.output)  # type: ignore[arg-type]
+    kept = dataclasses.replace(Options(target="2.59.0", ignore=("HM501",)).plan(), grouped=True)
+    errors = [o.errors for o in engine.process_conversation(split, kept)]
+    retried = [
+        at for at, message in enumerate(messages) if any(p.get("outcome") == "retried" for p in message["parts"])
+    ]
+    assert retried and [at for at, own in enumerate(errors) if own] == retried
+    assert all(
+        line.startswith("messages[0].parts[0].outcome: 2.59.0 cannot load") for at in retried for line in errors[at]
+    )
 
 
 def test_a_key_of_the_conversation_or_order_field_read_twice_rejects_its_conversation() -> None:

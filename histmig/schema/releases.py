@@ -37,6 +37,8 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
+from histmig.problems import Problem
+
 
 class Release(NamedTuple):
     """A pydantic-ai release, ``major.minor.patch``; ``str()`` gives ``2.59.0``."""
@@ -395,13 +397,17 @@ def readers(messages: Iterable[Any]) -> Spans:
     return spans
 
 
-def load_errors(messages: Iterable[Any], target: Release) -> list[str]:
-    """Why ``target`` would refuse ``messages`` for what this catalogue tells: one ``path:
-    message`` line per feature it cannot load (``messages[3].parts[1].part_kind: 2.0.0 cannot
-    load a 'retry-feedback' part (loaded from 2.60.0)``)."""
+def load_errors(messages: Iterable[Any], target: Release) -> list[Problem]:
+    """Why ``target`` would refuse ``messages`` for what this catalogue tells: one
+    :class:`~histmig.problems.Problem` per feature it cannot load, at its path
+    (``messages[3].parts[1].part_kind: 2.0.0 cannot load a 'retry-feedback' part (loaded from
+    2.60.0)``)."""
     return [
-        f"{feature.path}: {target} cannot load {feature.what} (loaded "
-        f"{'by ' if not feature.spans else ''}{describe(feature.spans)})"
+        Problem(
+            feature.path,
+            f"{target} cannot load {feature.what} (loaded "
+            f"{'by ' if not feature.spans else ''}{describe(feature.spans)})",
+        )
         for feature in features(messages)
         if not includes(feature.spans, target)
     ]
