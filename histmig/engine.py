@@ -46,7 +46,6 @@ from histmig.errors import Malformed, NotAHistory
 from histmig.problems import CONVERSATION, InvalidJson, Problem, Warned
 from histmig.records import (
     ID_FIELDS,
-    MESSAGE_KINDS,
     RAW_ENVELOPE,
     Conversation,
     Located,
@@ -57,6 +56,7 @@ from histmig.records import (
     conversation_names,
     dumps,
     envelope_id,
+    is_one_message,
     locate_in_conversation,
     locate_messages,
     messages_digest,
@@ -309,22 +309,6 @@ def told_conversations(raw: bytes, findings: Iterable[Finding], field: str | Non
         return ()
 
 
-_KIND = msgspec.json.Decoder(
-    msgspec.defstruct("_Kind", [("kind", Any, None), ("parts", msgspec.Raw, msgspec.Raw(b"null"))], gc=False)
-)
-"""Reads a record's ``kind`` and ``parts`` alone: whether it is one message."""
-
-
-def _is_message(raw: bytes) -> bool:
-    """Whether ``raw`` is one message, a ``ModelRequest`` or ``ModelResponse`` object (a
-    store of one message a row), not a history nor an envelope."""
-    try:
-        found: Any = _KIND.decode(raw)
-    except (msgspec.DecodeError, RecursionError):
-        return False
-    return found.kind in MESSAGE_KINDS and bytes(found.parts)[:1] == b"["
-
-
 _ITEMS = msgspec.json.Decoder(list[msgspec.Raw])
 _FIELDS = msgspec.json.Decoder(dict[str, msgspec.Raw])
 
@@ -504,7 +488,7 @@ class Stream:
         if len(records) == 1:
             if verdict is not None:
                 return [self.passed(records[0], verdict)]
-            if not _is_message(records[0].raw):
+            if not is_one_message(records[0].raw):
                 outcome = self.full(records[0])
                 if outcome.status != "rejected" or not _holds_one_message(records[0].raw, self.plan.messages_field):
                     return [outcome]

@@ -484,6 +484,22 @@ def one_message(envelope: Any) -> bool:
 RAW_ENVELOPE = conversation_envelope(list[msgspec.Raw] | None)
 """:func:`conversation_envelope` with every candidate's items as their bytes."""
 
+_KIND = msgspec.json.Decoder(
+    msgspec.defstruct("_Kind", [("kind", Any, None), ("parts", msgspec.Raw, msgspec.Raw(b"null"))], gc=False)
+)
+"""Reads a record's ``kind`` and ``parts`` alone: whether it is one message."""
+
+
+def is_one_message(raw: bytes) -> bool:
+    """Whether the record ``raw`` (JSON text) is one message, a ``ModelRequest`` or
+    ``ModelResponse`` object (a store of one message a row; :func:`one_message`), not a
+    history nor an envelope: its ``kind`` and ``parts`` decoded alone. ``False`` for a record
+    that does not decode."""
+    try:
+        return one_message(_KIND.decode(raw))
+    except (msgspec.DecodeError, RecursionError):
+        return False
+
 
 def check_messages(messages: list[Any], prefix: str = "messages") -> None:
     """Raise :class:`NotAHistory` unless each item of ``messages`` is a message: an object

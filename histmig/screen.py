@@ -35,7 +35,7 @@ from typing import Any, Literal, Union
 
 import msgspec
 
-from histmig.records import RAW_ENVELOPE, conversation_envelope, field_path, one_message
+from histmig.records import conversation_envelope, field_path, is_one_message, one_message
 from histmig.rules import looks
 from histmig.rules.base import FieldLook, Finding, HistoryLook, Look, PartKind, Rule, severity_of
 from histmig.schema import PLAIN_CURRENT, Fields, msgspec_type
@@ -284,20 +284,12 @@ class Screen:
                 if not raw.isascii():
                     raw.decode()
             except msgspec.DecodeError:  # a record that is one message is read whole: its messages field does not count
-                return False if envelope is not None and _one_message(raw) else None
+                return False if envelope is not None and is_one_message(raw) else None
             except (UnicodeDecodeError, RecursionError):  # the joined history holds a part of the record alone
                 return False
             history += messages
         families = self._families
         return () if families is None or not read else families(history, read)
-
-
-def _one_message(raw: bytes) -> bool:
-    """Whether ``raw`` is a record that is one message (:func:`~histmig.records.one_message`)."""
-    try:
-        return one_message(RAW_ENVELOPE.decode(raw))
-    except (msgspec.DecodeError, RecursionError):
-        return False
 
 
 @lru_cache(maxsize=16)
