@@ -98,9 +98,16 @@ def check_apart(inputs: Sequence[Planned], *, rejects: str | None = None, report
     """Raise :class:`~histmig.errors.SamePath` (exit code 2) naming both paths when a path
     the run writes (:func:`_writes`; ``rejects`` and ``report`` as given) is a file it reads
     (an input, among them a database it writes in place or adds a ``--to-table`` to) or
-    another path it writes."""
+    another path it writes, or, in place, when one file is two of its inputs (a link, ``./``, a
+    hard link: it would be migrated, and written over, twice)."""
     writes = _writes(inputs, rejects, report)
     reads = _reads(inputs)
+    rewritten = reads if any(destination.in_place for _, destination in inputs) else []
+    for at, read in enumerate(rewritten):
+        key = file_key(read.path)
+        for other in rewritten[:at]:
+            if file_key(other.path) == key:
+                raise SamePath(read.what, read.path, other.what, other.path)
     for at, written in enumerate(writes):
         key = file_key(written.path)
         # two outputs sent to one character device (``/dev/null``) destroy nothing: it keeps no bytes

@@ -54,6 +54,8 @@ def check_writable(path: str) -> None:
     if fs.is_object(path):  # an object's store says whether it can be written when it is written
         fs.check_scheme(path, writing=True)
         return
+    if "://" in path:  # a database URL names no file: said without its folder, which would be the URL cut up
+        raise UnwritableOutput(f"{path}: a URL of a store histmig does not write files to; name a file")
     if is_stream(path):
         if not os.access(path, os.W_OK):
             raise UnwritableOutput(f"{path}: permission denied")

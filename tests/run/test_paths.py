@@ -214,3 +214,23 @@ def test_an_export_never_writes_its_rejects_over_its_input(archive: Path) -> Non
         "histmig: --rejects out.jsonl is OUTPUT out.jsonl; name another file\n"
     )
     assert archive.read_bytes() == LEGACY + b"\n{not json\n" and not Path("out.jsonl").exists()
+
+
+def test_one_file_given_as_two_inputs_in_place_is_refused(archive: Path) -> None:
+    """Through a link, ``./`` or a hard link, it would be migrated, and written over, twice."""
+    before = archive.read_bytes()
+    os.symlink("in.jsonl", "link.jsonl")
+    os.link("in.jsonl", "hard.jsonl")
+    for other in ("link.jsonl", "./in.jsonl", "hard.jsonl"):
+        said = refused("convert", "--in-place", "in.jsonl", other, "--rejects", "r.jsonl")
+        assert said == f"histmig: the input {other} is the input in.jsonl (the same file); name another file\n"
+    assert archive.read_bytes() == before and not os.path.exists("r.jsonl")
+
+
+def test_a_database_url_as_rejects_or_report_is_refused_without_its_password(archive: Path) -> None:
+    for flag in ("--rejects", "--report"):
+        said = refused("convert", "in.jsonl", "out.jsonl", flag, "postgresql://u:s%65cret@127.0.0.1:1/db")
+        assert said == (
+            "histmig: cannot write postgresql://u@127.0.0.1:1/db: a URL of a store histmig does not write files to; "
+            "name a file\n"
+        )
