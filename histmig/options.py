@@ -651,10 +651,16 @@ class Options:
     def grouping(self) -> Grouping | None:
         """How records make conversations (``conversation``, ``order``,
         ``max_conversation_bytes``), ``None`` without ``conversation``: each record is one.
-        Raises :class:`~histmig.errors.UsageError` for a key that is no field path, ``*``
+        Raises :class:`~histmig.errors.UsageError` for a key that is empty or no field path, ``*``
         beside another key, ``order`` or a limit without ``conversation``, or a limit below 1."""
-        given = self.conversation
-        keys = codes((given,) if isinstance(given, str) else given)
+        given = (self.conversation,) if isinstance(self.conversation, str) else self.conversation
+        for value in given:
+            if not all(name.strip() for name in value.split(",")):
+                raise UsageError(
+                    f"--conversation {value!r}: names an empty key (a column or field path, comma-separated for "
+                    f"several, or {WHOLE_INPUT!r})"
+                )
+        keys = codes(given)
         if not keys:
             if self.order is not None or self.max_conversation_bytes != MAX_CONVERSATION_BYTES:
                 raise UsageError("--order and --max-conversation-bytes need --conversation")

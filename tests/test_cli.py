@@ -776,7 +776,7 @@ def test_quiet_leaves_out_report_and_verdict_and_still_prints_the_notes(tmp_path
     quiet = invoke("audit", str(db), "--table", "messages", "-q")
     assert quiet.exit_code == 0
     assert quiet.stderr.splitlines() == [
-        f"histmig: note: {db}:messages: the primary key (id) is null on some rows; rows are read in rowid order "
+        f"histmig: note: {db}:messages: the primary key (id) is null on every row; rows are read in rowid order "
         "and named by it"
     ]
     assert "histmig audit: 0 of 2 records" in invoke("audit", str(db), "--table", "messages").stderr

@@ -239,6 +239,9 @@ def test_an_option_is_given_when_it_is_not_its_default() -> None:
             "--conversation '*' (the whole input is one conversation) takes no other key",
         ),
         ({"conversation": ("a..b",)}, "--conversation/--order 'a..b': names an empty key"),
+        ({"conversation": ("",)}, "--conversation '': names an empty key"),
+        ({"conversation": ("a,,b",)}, "--conversation 'a,,b': names an empty key"),
+        ({"conversation": ("a", " ")}, "--conversation ' ': names an empty key"),
         ({"conversation": ("s",), "max_conversation_bytes": 0}, "--max-conversation-bytes must be 1 or more, not 0"),
     ],
 )

@@ -367,8 +367,10 @@ class TableInput(Input):
         self.note: str | None = None
         hidden = self._hidden_columns()
         if options.key_column is None and hidden and key != hidden and not self._unique(key):
+            nulls, rows = self._nulls(key)
             self.note = (
-                f"{self.name}: the primary key ({', '.join(key)}) is null on some rows; "
+                f"{self.name}: the primary key ({', '.join(key)}) is null on "
+                f"{'every row' if nulls == rows else f'{nulls} of {rows} rows'}; "
                 f"rows are read in {hidden[0]} order and named by it"
             )
             key = hidden
@@ -428,6 +430,14 @@ class TableInput(Input):
         PRIMARY KEY``, never set, is null on every row); it keeps the non-null ones unique."""
         nulls = " OR ".join(f"{self.quote(c)} IS NULL" for c in key)
         return not self._query(f"SELECT 1 FROM {self._relation()} WHERE {nulls} LIMIT 1")
+
+    def _nulls(self, key: tuple[str, ...]) -> tuple[int, int]:
+        """How many rows have ``key`` null, of how many: a whole scan, so asked only once
+        :meth:`_unique` found one, to say in the note which of the two a table is (the
+        chat-app example's key is null on every row)."""
+        nulls = " OR ".join(f"{self.quote(c)} IS NULL" for c in key)
+        [(found, rows)] = self._query(f"SELECT count(*) FILTER (WHERE {nulls}), count(*) FROM {self._relation()}")
+        return found, rows
 
     def _hidden_columns(self) -> tuple[str, ...]:
         """Key columns a table has besides those it lists (SQLite's ``rowid``)."""

@@ -212,5 +212,5 @@ def test_the_chat_app_database_keeps_the_answer_of_row_2_and_invents_nothing_in_
         ("rowid=2", "HM401", "fragment"),
     ]
     assert result.verdict.endswith(OPTION + ")") and result.notes == [
-        f"{db}:messages: the primary key (id) is null on some rows; rows are read in rowid order and named by it"
+        f"{db}:messages: the primary key (id) is null on every row; rows are read in rowid order and named by it"
     ]
