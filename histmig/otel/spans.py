@@ -108,6 +108,23 @@ def _span(raw: dict[str, Any], line: int, where: str) -> Span:
         raise SpanError(f"line {line}: span {span_id}: {exc}") from exc
 
 
+def _what_it_holds(obj: object) -> str:
+    """What a line that is no export request holds, when it is something histmig knows, as
+    the end of its error: a stored history (read by ``convert``), or the OpenTelemetry GenAI
+    messages ``histmig otel`` writes (``role`` for ``kind``), which hold no history to recover."""
+    field = next((k for k in MESSAGE_FIELD_CANDIDATES if k in obj), None) if isinstance(obj, dict) else None
+    found = obj if isinstance(obj, list) else obj[field] if isinstance(obj, dict) and field is not None else None
+    if found is None:
+        return ""
+    first = found[0] if isinstance(found, list) and found else None
+    if isinstance(first, dict) and "role" in first and "kind" not in first:
+        return (
+            "; it holds OpenTelemetry GenAI messages (as histmig otel writes them), which are no history to recover: "
+            "from-otel reads the spans a traced run exported"
+        )
+    return "; it holds a stored history: histmig convert, audit and check read it as it is"
+
+
 def parse_export(raw: bytes, line: int) -> list[Span]:
     """The spans of one export request line, in the order written. Raises :class:`SpanError`
     naming ``line`` for invalid JSON, a line that is not ``{"resourceSpans": [...]}``, or a
@@ -117,9 +134,7 @@ def parse_export(raw: bytes, line: int) -> list[Span]:
     except orjson.JSONDecodeError as exc:
         raise SpanError(f"line {line}: invalid JSON: {exc}") from exc
     if not isinstance(obj, dict) or not isinstance(obj.get("resourceSpans"), list):
-        stored = isinstance(obj, list) or (isinstance(obj, dict) and any(k in obj for k in MESSAGE_FIELD_CANDIDATES))
-        hint = "; it holds a stored history: histmig convert, audit and check read it as it is" if stored else ""
-        raise SpanError(f"line {line}: not an OTLP export request (no resourceSpans list){hint}")
+        raise SpanError(f"line {line}: not an OTLP export request (no resourceSpans list){_what_it_holds(obj)}")
     spans: list[Span] = []
     for r_index, resource in enumerate(obj["resourceSpans"]):
         scopes = resource.get("scopeSpans", []) if isinstance(resource, dict) else None

@@ -79,6 +79,22 @@ def test_a_stored_history_given_as_spans_is_named_as_one(line: bytes) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "line",
+    [b'{"id": 1, "messages": [{"role": "user", "parts": []}]}', b'[{"role": "assistant", "parts": []}]'],
+)
+def test_what_histmig_otel_writes_given_as_spans_is_named_as_no_history(line: bytes) -> None:
+    """``otel`` and ``from-otel`` are no round trip: ``otel`` writes a history's GenAI messages
+    (a ``role`` each), not the spans a traced run exports."""
+    with pytest.raises(SpanError) as raised:
+        parse_export(line, 3)
+    assert str(raised.value) == (
+        "line 3: not an OTLP export request (no resourceSpans list); it holds OpenTelemetry GenAI messages "
+        "(as histmig otel writes them), which are no history to recover: from-otel reads the spans a traced run "
+        "exported"
+    )
+
+
 def test_a_line_whose_resource_spans_are_not_read_is_an_error() -> None:
     with pytest.raises(SpanError, match=r"resourceSpans\[0\]: no scopeSpans list"):
         parse_export(b'{"resourceSpans": [{"scopeSpans": 3}]}', 1)
