@@ -315,6 +315,15 @@ def _check_limited(found: list[tuple[str, Format]], values: dict[str, Any]) -> N
         )
 
 
+def _rewrite(fmt: Format) -> str:
+    """How an input of ``fmt`` named as its own output is rewritten: ``--in-place`` where it
+    applies (a Parquet file is written whole, to another name: docs/storage/parquet-duckdb.md)."""
+    takers = next(flag.formats for flag in flags() if flag.name == "in_place")
+    if takers is None or fmt.name in takers:
+        return "use --in-place to replace it"
+    return f"a {fmt.description} input is not rewritten in place: write another OUTPUT and replace the input with it"
+
+
 def _alternatives(words: list[str]) -> str:
     """``a``, ``a or b``, ``a, b or c``."""
     return " or ".join(words) if len(words) < 3 else f"{', '.join(words[:-1])} or {words[-1]}"
@@ -343,7 +352,7 @@ def _destinations(
     planned = []
     for (path, fmt), output in zip(found, outputs):
         if output not in (None, "-") and path != "-" and file_key(output) == file_key(path):
-            raise UsageError(f"{output} is the input; use --in-place to replace it")
+            raise UsageError(f"{output} is the input; {_rewrite(fmt)}")
         if directory is not None and output is not None and os.path.isdir(output):  # before any output is written
             raise UnwritableOutput(f"{output}: is a directory")
         if destination.in_place and fs.is_object(path):

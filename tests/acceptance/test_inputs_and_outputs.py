@@ -187,6 +187,26 @@ def test_every_error_is_one_line_with_the_path_and_the_cause_and_exit_2(
     assert (result.exit_code, result.stderr) == (2, said + "\n")
 
 
+def test_a_parquet_input_named_as_its_output_is_told_to_write_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--in-place`` does not apply to Parquet, so the error of the other formats (use it)
+    would send the user to a second error."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    monkeypatch.chdir(tmp_path)
+    pq.write_table(pa.table({"id": ["a"], "messages": [orjson.loads(LINES[0])["messages"]]}), "in.parquet")
+    before = (tmp_path / "in.parquet").read_bytes()
+    result = invoke("convert", "in.parquet", "in.parquet", "-q")
+    assert (result.exit_code, result.stderr) == (
+        2,
+        "histmig: in.parquet is the input; a Parquet input is not rewritten in place: write another OUTPUT and "
+        "replace the input with it\n",
+    )
+    assert (tmp_path / "in.parquet").read_bytes() == before
+
+
 def test_in_place_in_a_directory_the_user_cannot_write_is_one_line_exit_2(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
