@@ -428,16 +428,20 @@ class TableInput(Input):
         """Whether ``key`` is non-null on every row: SQLite lets a primary key that is not an
         ``INTEGER PRIMARY KEY`` be null, on any number of rows (the chat-app example's ``id INT
         PRIMARY KEY``, never set, is null on every row); it keeps the non-null ones unique."""
-        nulls = " OR ".join(f"{self.quote(c)} IS NULL" for c in key)
-        return not self._query(f"SELECT 1 FROM {self._relation()} WHERE {nulls} LIMIT 1")
+        return not self._query(f"SELECT 1 FROM {self._relation()} WHERE {self._null(key)} LIMIT 1")
 
     def _nulls(self, key: tuple[str, ...]) -> tuple[int, int]:
         """How many rows have ``key`` null, of how many: a whole scan, so asked only once
         :meth:`_unique` found one, to say in the note which of the two a table is (the
         chat-app example's key is null on every row)."""
-        nulls = " OR ".join(f"{self.quote(c)} IS NULL" for c in key)
-        [(found, rows)] = self._query(f"SELECT count(*) FILTER (WHERE {nulls}), count(*) FROM {self._relation()}")
+        [(found, rows)] = self._query(
+            f"SELECT count(*) FILTER (WHERE {self._null(key)}), count(*) FROM {self._relation()}"
+        )
         return found, rows
+
+    def _null(self, key: tuple[str, ...]) -> str:
+        """The SQL condition that a row's ``key`` is null (any of its columns)."""
+        return " OR ".join(f"{self.quote(c)} IS NULL" for c in key)
 
     def _hidden_columns(self) -> tuple[str, ...]:
         """Key columns a table has besides those it lists (SQLite's ``rowid``)."""
