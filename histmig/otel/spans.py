@@ -112,11 +112,14 @@ def _what_it_holds(obj: object) -> str:
     """What a line that is no export request holds, when it is something histmig knows, as
     the end of its error: a stored history (read by ``convert``), or the OpenTelemetry GenAI
     messages ``histmig otel`` writes (``role`` for ``kind``), which hold no history to recover."""
-    field = next((k for k in MESSAGE_FIELD_CANDIDATES if k in obj), None) if isinstance(obj, dict) else None
-    found = obj if isinstance(obj, list) else obj[field] if isinstance(obj, dict) and field is not None else None
-    if found is None:
+    if isinstance(obj, dict):
+        field = next((k for k in MESSAGE_FIELD_CANDIDATES if k in obj), None)
+        if field is None:
+            return ""
+        obj = obj[field]
+    elif not isinstance(obj, list):
         return ""
-    first = found[0] if isinstance(found, list) and found else None
+    first = obj[0] if isinstance(obj, list) and obj else None
     if isinstance(first, dict) and "role" in first and "kind" not in first:
         return (
             "; it holds OpenTelemetry GenAI messages (as histmig otel writes them), which are no history to recover: "
