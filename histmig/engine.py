@@ -64,7 +64,7 @@ from histmig.records import (
 )
 from histmig.rules import Walk, known_part_kinds, registry, select
 from histmig.rules.base import ABSENT_PART, Budgets, CauseMode, Change, Context, Finding, Rule
-from histmig.rules.pairing import CODES
+from histmig.rules.pairing import CODES, call_names
 from histmig.schema import REQUEST_PART_KINDS, RESPONSE_PART_KINDS, releases
 from histmig.schema.releases import NEWEST, Release
 from histmig.screen import Screen, Settled, Verdict, screen_for, settled_for
@@ -96,7 +96,9 @@ class Plan:
     record with something to say gets its messages' digest (``digests``: ``check --baseline``,
     :func:`~histmig.records.messages_digest`), and the paths of a record's other fields histmig
     reads (``read_fields``: ``--conversation`` and ``--order``, whose duplicated keys are read
-    ones: :func:`histmig.duplicates.duplicated_key`).
+    ones: :func:`histmig.duplicates.duplicated_key`), and the calls of a last response that
+    another record of the input answers (``answered``, :func:`~histmig.rules.pairing.call_names`
+    texts, from a first pass: :meth:`for_record`).
     Built by :meth:`histmig.options.Options.plan`.
 
     For an older ``target``, a record is valid when that release loads it (the legacy schema
@@ -117,6 +119,7 @@ class Plan:
     grouped: bool = False
     digests: bool = False
     read_fields: tuple[tuple[str, ...], ...] = ()
+    answered: frozenset[str] = frozenset()
 
     @cached_property
     def context(self) -> Context:
@@ -172,13 +175,16 @@ class Plan:
     def for_record(self, obj: Any, messages: list[Any]) -> Plan:
         """The plan for one record (``obj``, holding ``messages``): this one, but that the
         calls of the last response of a record naming a conversation
-        (:func:`~histmig.records.conversation_names`) stay open whatever the fixes: another
-        record of the conversation (the next run's, starting with their results) may answer
-        them, which a record alone cannot tell (HM407's unsafe fix closes them on a history
-        given alone, :func:`migrate`)."""
-        if self.grouped or FRONTIER not in self.fixing or not conversation_names(obj, messages):
+        (:func:`~histmig.records.conversation_names`), or holding a call another record
+        answers (:attr:`answered`), stay open whatever the fixes: another record of the
+        conversation (the next run's, starting with their results) may answer them, which a
+        record alone cannot tell (HM407's unsafe fix closes them on a history given alone,
+        :func:`migrate`)."""
+        if self.grouped or FRONTIER not in self.fixing:
             return self
-        return self._frontier_kept
+        if conversation_names(obj, messages) or (self.answered and not self.answered.isdisjoint(call_names(messages))):
+            return self._frontier_kept
+        return self
 
     @property
     def screen(self) -> Screen | None:
@@ -296,17 +302,20 @@ def screened_outcome(record: Record, findings: tuple[Finding, ...], field: str |
 
 
 def told_conversations(raw: bytes, findings: Iterable[Finding], field: str | None) -> tuple[str, ...]:
-    """The conversations record ``raw`` names (:func:`~histmig.records.conversation_names`),
-    when one of its ``findings`` says it may be a piece of a conversation: a fragment's, or
-    the calls of its last response (:data:`FRONTIER`); else none (the record is not parsed
-    again: a record holds such findings rarely)."""
+    """The conversations record ``raw`` names (:func:`~histmig.records.conversation_names`)
+    and the calls that may tie it to another of its records
+    (:func:`~histmig.rules.pairing.call_names`), when one of its ``findings`` says it may be a
+    piece of a conversation: a fragment's, or the calls of its last response
+    (:data:`FRONTIER`); else none (the record is not parsed again: a record holds such
+    findings rarely)."""
     if not any(finding.certainty == "fragment" or finding.code == FRONTIER for finding in findings):
         return ()
     try:
         obj = _DECODER.decode(raw)
-        return conversation_names(obj, locate_messages(obj, field).messages)
+        messages = locate_messages(obj, field).messages
     except (msgspec.DecodeError, RecursionError, NotAHistory):
         return ()
+    return conversation_names(obj, messages) + call_names(messages)
 
 
 _ITEMS = msgspec.json.Decoder(list[msgspec.Raw])

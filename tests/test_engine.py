@@ -443,15 +443,17 @@ the tool's result (2-3, which ends waiting for another): every message names its
 
 def test_a_record_naming_a_conversation_keeps_its_last_calls_open_whatever_the_fixes() -> None:
     """Another record of the conversation (the next run's) may answer them: a record alone
-    cannot tell, so HM407's unsafe fix leaves them open and the outcome names the conversation;
-    a record naming none, and a history given alone, are closed as before."""
+    cannot tell, so HM407's unsafe fix leaves them open and the outcome names the conversation
+    and the calls left open; a record naming none, and a history given alone, are closed as
+    before."""
     unsafe = Plan(unsafe_fixes=True)
     first_run = orjson.dumps(DEFERRED[:2])
     kept = process_full(Record(first_run, "t", "row 1"), unsafe)
-    assert (kept.status, kept.output, kept.conversations) == (
+    calls = tuple(f"tool_call_id={p['tool_call_id']}" for p in DEFERRED[1]["parts"] if p["part_kind"] == "tool-call")
+    assert calls and (kept.status, kept.output, kept.conversations) == (
         "unchanged",
         first_run,
-        (f"conversation_id={DEFERRED[0]['conversation_id']}",),
+        (f"conversation_id={DEFERRED[0]['conversation_id']}", *calls),
     )
     assert [(f.code, f.message, f.certainty, f.severity) for f in kept.findings] == [("HM407", 1, "exact", "warning")]
     anonymous = [{key: value for key, value in m.items() if key != "conversation_id"} for m in DEFERRED[:2]]
@@ -460,7 +462,7 @@ def test_a_record_naming_a_conversation_keeps_its_last_calls_open_whatever_the_f
     alone = orjson.loads(first_run)
     assert [c.rule for c in engine.migrate(alone, unsafe)] == ["HM407"] and len(alone) == 3
     named = process_full(Record(orjson.dumps({"session_id": "s-1", "messages": anonymous}), "t", "line 1"), unsafe)
-    assert named.status == "unchanged" and named.conversations == ("session_id=s-1",)
+    assert named.status == "unchanged" and named.conversations == ("session_id=s-1", *calls)
 
 
 def test_a_fragment_is_left_as_it_is_whatever_the_fixes_and_names_its_conversation() -> None:
@@ -472,7 +474,10 @@ def test_a_fragment_is_left_as_it_is_whatever_the_fixes_and_names_its_conversati
             ("HM401", "fragment", "warning"),
             ("HM407", "fragment", "warning"),
         ]
-        assert outcome.conversations == (f"conversation_id={DEFERRED[2]['conversation_id']}",)
+        answered = [
+            f"tool_call_id={p['tool_call_id']}" for p in DEFERRED[2]["parts"] if p["part_kind"] == "tool-return"
+        ]
+        assert answered and outcome.conversations == (f"conversation_id={DEFERRED[2]['conversation_id']}", *answered)
 
 
 # ------------------------------------------------------------ a conversation of several records (issue 25)

@@ -37,7 +37,7 @@ from typing import Any, Literal
 from histmig.problems import Warned, parts_of
 from histmig.records import Outcome
 from histmig.report.rows import ChangeRow, FindingRow, ReaderRow, Spill
-from histmig.rules.pairing import CODES
+from histmig.rules.pairing import CALL_NAME, CODES
 from histmig.schema.releases import release
 
 COUNTS = ("records_in", "changed", "unchanged", "rejected", "skipped", "invalid", "warnings", "findings", "read_errors")
@@ -233,15 +233,23 @@ class Report:
         """The records (``(source, location)``) whose last response's calls are without results
         and that name a conversation (:attr:`~histmig.records.Outcome.conversations`) another
         record names too, a fragment (:func:`histmig.rules.pairing.fragment`: the next run's
-        record, starting with their results) or another such record: pieces of a conversation
-        stored over several records, whose calls the rest of it may answer. Told once every
-        record is in (any order of records, any number of workers, the same)."""
+        record, starting with their results) or another such record, or one of those calls a
+        fragment answers (:func:`~histmig.rules.pairing.call_names`; two records leaving one
+        call id open are not told apart from two histories reusing an id): pieces of a
+        conversation stored over several records, whose calls the rest of it may answer. Told
+        once every record is in (any order of records, any number of workers, the same)."""
         return {
             place
             for name, places in self._open_ends.items()
-            if name in self._pieces or len(places) > 1
+            if name in self._pieces or (len(places) > 1 and not name.startswith(CALL_NAME))
             for place in places
         }
+
+    def answered(self) -> frozenset[str]:
+        """The calls (:func:`~histmig.rules.pairing.call_names`) a record leaves open and a
+        fragment answers: what :attr:`histmig.engine.Plan.answered` is given from a first
+        pass."""
+        return frozenset(name for name in self._open_ends if name.startswith(CALL_NAME) and name in self._pieces)
 
     @property
     def fragments(self) -> int:

@@ -29,7 +29,8 @@ def close_frontier(messages: Messages, ctx: Context) -> list[Change]:
     ``repair_messages`` does with ``repair_last_response`` (the default of
     ``pydantic_ai.messages.repair_messages``): the run is abandoned, not resumed. Not on a
     fragment (:func:`~histmig.rules.pairing.whole_only`), nor on a record that names a
-    conversation (:meth:`histmig.engine.Plan.for_record`: its next run's record may answer them)."""
+    conversation or whose calls another record answers (:meth:`histmig.engine.Plan.for_record`:
+    its next run's record may answer them)."""
     calls = analyse(messages).frontier
     return [
         Change("HM407", m, p, ABSENT_PART, "tool-return", "frontier", "exact") for m, p in close_calls(messages, calls)
@@ -50,7 +51,8 @@ RULE = Rule(
             "or waits for a deferred tool's result. check reports it as a warning. The unsafe fix closes it with the "
             "interrupted return 2.68 synthesizes with repair_last_response, abandoning the run; not in a record that "
             "names a conversation (conversation_id, session_id, ...), whose next run may be in another record, "
-            "nor in a piece of a conversation."
+            "nor in one whose calls another record of the input answers (by tool_call_id), nor in a piece of a "
+            "conversation."
         ),
         why=(
             "A provider refuses the history as it is, and Agent.run refuses to add a new prompt after it; but a "

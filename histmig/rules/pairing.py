@@ -88,6 +88,30 @@ def fragment(messages: Messages) -> bool:
     return kind == "request" and type(parts) is list and any(type(p) is dict and is_result(first, p) for p in parts)
 
 
+CALL_NAME = "tool_call_id="
+"""What starts the :func:`call_names` of a record."""
+
+
+def call_names(messages: Messages) -> tuple[str, ...]:
+    """The calls that may tie a record holding ``messages`` to another record of its
+    conversation, as ``tool_call_id=<id>`` texts, distinct and sorted: of a :func:`fragment`,
+    each result its first message answers (the calls are in an earlier record); of any other
+    history, each call of its last response without a result (the frontier, which the next
+    run's record may answer). Parts without a text ``tool_call_id`` name none: an id derived
+    from one record's places is not the other record's. A frontier call named by a fragment's
+    result is answered there, which no record alone can tell
+    (:meth:`histmig.report.Report.fragments`, :attr:`histmig.engine.Plan.answered`)."""
+    if fragment(messages):
+        first = messages[0]
+        parts = first.get("parts") if first.get("kind") == "request" else None
+        ids = [
+            p.get("tool_call_id") for p in parts or () if type(p) is dict and is_result(first, p)
+        ]  # a first response answers nothing
+    else:
+        ids = [messages[m]["parts"][p].get("tool_call_id") for m, p in analyse(messages).frontier]
+    return tuple(sorted({f"{CALL_NAME}{call_id}" for call_id in ids if type(call_id) is str}))
+
+
 def whole_only(find: Find) -> Callable[[Fix], Fix]:
     """A pairing rule's fix, made to act only on a history that is not a :func:`fragment`: on a
     fragment it changes nothing and returns ``find``'s findings (certainty ``fragment``). What

@@ -5,7 +5,9 @@ when asked (the command line's), run it on its engine (:mod:`histmig.run.local`,
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
+from histmig.engine import FRONTIER, Plan
 from histmig.options import Command, Options
 from histmig.parallel import Progress
 from histmig.run.local import run_local
@@ -53,6 +55,8 @@ def run(
     if planning.engine == "spark":
         result = run_spark(planning, options, progress)
     else:
+        if isinstance(job, Plan) and _looks_ahead(command, planning, job):
+            job = replace(job, answered=_answered(input, options, job, progress))
         result = run_local(planning, options, job, progress, strict=strict)
     result.warnings[:0] = warnings
     result.cleaned += cleaned
@@ -67,6 +71,25 @@ def run(
     if planning.engine == "spark":
         given["spark_master"] = spark_master
     return recorded(result, options, job, started, given)
+
+
+def _looks_ahead(command: Command, planning: Planning, job: Plan) -> bool:
+    """Whether the run reads its inputs twice, first to find the calls a record leaves open
+    that a later record answers (:func:`_answered`): ``convert`` whose HM407 fix closes the
+    calls of a last response (``--unsafe-fixes``) without ``--conversation``, of inputs that
+    can be read again (not standard input)."""
+    return command == "convert" and not job.grouped and FRONTIER in job.fixing and "-" not in planning.paths
+
+
+def _answered(input: str | Sequence[str], options: Options, job: Plan, progress: Progress | None) -> frozenset[str]:
+    """The calls (:func:`~histmig.rules.pairing.call_names`) that a record of ``input`` leaves
+    open in its last response and another record answers, found by an ``audit`` of it
+    without the unsafe fixes (:meth:`~histmig.report.Report.answered`). A conversation stored
+    over several records that names itself nowhere (a release before 2.60 wrote no
+    ``conversation_id``) is told by its call ids alone, and the record that answers may come
+    after the one HM407 would close: so every record is read before one is written."""
+    ahead = plan("audit", input, Destination(), options)
+    return run_local(ahead, options, replace(job, unsafe_fixes=False), progress, strict=False).report.answered()
 
 
 def written_paths(planning: Planning, report: str | None) -> list[str]:

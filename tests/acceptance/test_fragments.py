@@ -1,13 +1,14 @@
 """A conversation stored over several records, converted without ``--conversation`` (issue: a
 conversation stored as many records, items 3, 4 and 6): every corpus and captured history split
-at every run boundary (a request holding a user prompt, or of a new ``run_id``) and into one
-message a record, stored as JSONL lines (an envelope naming the conversation, ``session_id``),
+at every run boundary (a request holding a user prompt, or of a new ``run_id``), into one
+message a record, and mid-run after its first tool call, stored as JSONL lines (an envelope naming the conversation, ``session_id``),
 as rows of the chat-app example's table (the bare messages of a run, a BLOB, ``id`` never
 set), and as Parquet and DuckDB rows (a ``session_id`` column beside the bare messages).
 ``convert --unsafe-fixes`` removes no part and adds none on a record it takes for a fragment,
 takes for one every record that starts with a response or with a result and holds a
-tool part, and every record whose last response's calls a later record answers when the record
-names its conversation; the report counts them and the verdict names the option. And the
+tool part, and every record whose last response's calls a later record answers (told by the
+conversation the record names, or by the calls' ids when it names none, as a bare row of a
+release before 2.60 does); the report counts them and the verdict names the option. And the
 chat-app database of real runs with a deferred tool keeps the person's answer in row 2 and
 gets nothing invented in row 1.
 """
@@ -52,6 +53,15 @@ def by_message(history: list[Any]) -> list[list[Any]]:
     return [[message] for message in history]
 
 
+def after_a_call(history: list[Any]) -> list[list[Any]]:
+    """``history`` cut after its first response that holds a tool call, mid-run: the first
+    piece is a whole-looking history whose last calls the second answers."""
+    for at, message in enumerate(history[:-1]):
+        if message["kind"] == "response" and any(part["part_kind"] == "tool-call" for part in message["parts"]):
+            return [history[: at + 1], history[at + 1 :]]
+    return [history]
+
+
 def _tool_parts(piece: list[Any]) -> bool:
     return any(
         part.get("part_kind") == "tool-call" or is_result(message, part)
@@ -66,10 +76,6 @@ def _continued(pieces: list[list[Any]], at: int) -> bool:
     open_ids = {piece[m]["parts"][p]["tool_call_id"] for m, p in analyse(piece).frontier}
     later = [part.get("tool_call_id") for other in pieces[at + 1 :] for m in other for part in m["parts"]]
     return bool(open_ids & set(later))
-
-
-def _names_conversation(piece: list[Any]) -> bool:
-    return any(isinstance(message.get("conversation_id"), str) for message in piece)
 
 
 def _parts(piece: list[Any]) -> list[int]:
@@ -94,12 +100,16 @@ class Stored:
                 self.continued.append(_continued(pieces, at))
 
 
-@pytest.fixture(scope="module", params=[by_run, by_message], ids=["a-run-a-record", "a-message-a-record"])
+@pytest.fixture(
+    scope="module",
+    params=[by_run, by_message, after_a_call],
+    ids=["a-run-a-record", "a-message-a-record", "cut-after-a-call"],
+)
 def stored(request: pytest.FixtureRequest) -> Stored:
     return Stored(request.param)
 
 
-def _jsonl(stored: Stored, tmp_path: Path) -> tuple[api.Result, list[list[Any]], list[str], list[bool]]:
+def _jsonl(stored: Stored, tmp_path: Path) -> tuple[api.Result, list[list[Any]], list[str]]:
     source, out = tmp_path / "runs.jsonl", tmp_path / "out.jsonl"
     source.write_bytes(
         b"".join(
@@ -115,10 +125,10 @@ def _jsonl(stored: Stored, tmp_path: Path) -> tuple[api.Result, list[list[Any]],
         piece if where in rejected else orjson.loads(next(written))["messages"]
         for where, piece in zip(locations, stored.pieces)
     ]
-    return result, outputs, locations, [True] * len(outputs)
+    return result, outputs, locations
 
 
-def _sqlite(stored: Stored, tmp_path: Path) -> tuple[api.Result, list[list[Any]], list[str], list[bool]]:
+def _sqlite(stored: Stored, tmp_path: Path) -> tuple[api.Result, list[list[Any]], list[str]]:
     db = tmp_path / "chat.sqlite"
     with sqlite3.connect(db) as con:
         con.execute("CREATE TABLE messages (id INT PRIMARY KEY, message_list TEXT)")  # the chat-app example's
@@ -126,13 +136,12 @@ def _sqlite(stored: Stored, tmp_path: Path) -> tuple[api.Result, list[list[Any]]
     result = api.convert(str(db), None, Options(table="messages", unsafe_fixes=True, jobs=1), in_place=True)
     with sqlite3.connect(db) as con:
         rows = con.execute("SELECT rowid, message_list FROM messages ORDER BY rowid").fetchall()
-    named = [_names_conversation(piece) for piece in stored.pieces]  # a bare row names one by its messages alone
-    return result, [orjson.loads(stored) for _, stored in rows], [f"rowid={rowid}" for rowid, _ in rows], named
+    return result, [orjson.loads(stored) for _, stored in rows], [f"rowid={rowid}" for rowid, _ in rows]
 
 
-def _parquet(stored: Stored, tmp_path: Path) -> tuple[api.Result, list[list[Any]], list[str], list[bool]]:
+def _parquet(stored: Stored, tmp_path: Path) -> tuple[api.Result, list[list[Any]], list[str]]:
     """A ``session_id`` column beside each run's bare messages (JSON text), which the engine does
-    not see: a row names its conversation by its messages alone."""
+    not see: a row names its conversation by its messages alone, or by its calls' ids."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -141,10 +150,10 @@ def _parquet(stored: Stored, tmp_path: Path) -> tuple[api.Result, list[list[Any]
     pq.write_table(table, source, row_group_size=50)
     result = api.convert(str(source), str(out), Options(unsafe_fixes=True, jobs=1))
     outputs = [orjson.loads(value) for value in pq.read_table(out).column("messages").to_pylist()]
-    return result, outputs, [f"row {n}" for n in range(len(outputs))], list(map(_names_conversation, stored.pieces))
+    return result, outputs, [f"row {n}" for n in range(len(outputs))]
 
 
-def _duckdb(stored: Stored, tmp_path: Path) -> tuple[api.Result, list[list[Any]], list[str], list[bool]]:
+def _duckdb(stored: Stored, tmp_path: Path) -> tuple[api.Result, list[list[Any]], list[str]]:
     import duckdb
 
     db = tmp_path / "runs.duckdb"
@@ -159,7 +168,7 @@ def _duckdb(stored: Stored, tmp_path: Path) -> tuple[api.Result, list[list[Any]]
         outputs = [
             orjson.loads(value) for (value,) in con.execute("SELECT messages FROM runs ORDER BY rowid").fetchall()
         ]
-    return result, outputs, [f"row {n}" for n in range(len(outputs))], list(map(_names_conversation, stored.pieces))
+    return result, outputs, [f"row {n}" for n in range(len(outputs))]
 
 
 @pytest.mark.parametrize(
@@ -168,7 +177,7 @@ def _duckdb(stored: Stored, tmp_path: Path) -> tuple[api.Result, list[list[Any]]
 def test_without_the_option_no_part_is_removed_or_added_on_a_fragment(
     stored: Stored, store: Callable[..., Any], tmp_path: Path
 ) -> None:
-    result, outputs, locations, named = store(stored, tmp_path)
+    result, outputs, locations = store(stored, tmp_path)
     assert len(outputs) == len(stored.pieces)
     findings: dict[str, list[dict[str, Any]]] = {}
     for row in result.report.findings:
@@ -180,12 +189,14 @@ def test_without_the_option_no_part_is_removed_or_added_on_a_fragment(
     for n, (piece, output, where) in enumerate(zip(stored.pieces, outputs, locations)):
         if where in flagged:
             assert _parts(output) == _parts(piece), where  # none added or removed
-            assert not {rule for rule in changed.get(where, ()) if rule.startswith("HM4") or rule == "HM201"}, where
+            # a first piece's derived ids are the whole conversation's: its opening and places are the same
+            derives = fragment(piece)
+            assert not {
+                rule for rule in changed.get(where, ()) if rule.startswith("HM4") or (derives and rule == "HM201")
+            }, where
             assert all(row["severity"] == "warning" for row in findings[where] if row["certainty"] == "fragment")
-        if stored.must_flag[n] or (stored.continued[n] and named[n]):
+        if stored.must_flag[n] or stored.continued[n]:  # by its name, or by the call id a later piece answers
             assert where in flagged, (where, stored.sessions[n])
-        elif stored.continued[n]:  # a row of a release that names no conversation: only the option can tell
-            assert where not in flagged and not stored.sessions[n].startswith(("v2.60", "v2.68", "captured/v2.6"))
     assert flagged and result.report.fragments == len(flagged) == result.report.summary()["fragments"]
     assert OPTION in result.verdict
 

@@ -200,6 +200,27 @@ def test_a_record_another_record_continues_is_a_fragment_whatever_the_order_and_
     assert told == [(5, 5, {**expected, "row 4": "fragment", "row 6": "fragment"})] * 9
 
 
+def test_a_record_whose_open_call_a_fragment_answers_is_a_fragment_but_two_open_calls_of_one_id_are_not() -> None:
+    """Bare rows naming no conversation (a release before 2.60): a row whose last call a
+    fragment's first result answers (by its ``tool_call_id``) is a piece; two rows leaving a
+    call of one id open are two histories reusing an id, each a legitimate HM407."""
+    report = Report()
+    for outcome in (
+        _piece("row 1", "exact", ("tool_call_id=a",)),
+        _piece("row 2", "fragment", ("tool_call_id=a",)),
+        _piece("row 3", "exact", ("tool_call_id=b",)),
+        _piece("row 4", "exact", ("tool_call_id=b",)),
+    ):
+        report.add(outcome)
+    assert {row["location"]: row["certainty"] for row in report.findings} == {
+        "row 1": "fragment",
+        "row 2": "fragment",
+        "row 3": "exact",
+        "row 4": "exact",
+    }
+    assert report.fragments == 2 and report.answered() == frozenset({"tool_call_id=a"})
+
+
 def test_the_summary_has_the_json_reports_shape(tmp_path: Path) -> None:
     report = api.audit(str(CORPUS / "all.jsonl")).report
     summary = report.summary()

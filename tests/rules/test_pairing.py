@@ -15,6 +15,7 @@ from histmig.rules.base import Finding
 from histmig.rules.pairing import (
     CODES,
     analyse,
+    call_names,
     close_calls,
     drop_parts,
     found,
@@ -173,6 +174,39 @@ def test_dropping_keeps_an_emptied_last_request_and_reports_a_gone_one_whole() -
 def test_a_fragment_starts_with_a_response_or_answers_calls_it_does_not_hold(messages: list[Any], piece: bool) -> None:
     assert fragment(messages) is piece
     assert (analyse(messages).certainty == "fragment") is piece
+
+
+@pytest.mark.parametrize(
+    ("messages", "names"),
+    [
+        (
+            [request({"part_kind": "user-prompt", "content": "hi"}), response(call("t", "a"), call("t", "b"))],
+            ["a", "b"],
+        ),
+        ([request({"part_kind": "user-prompt", "content": "hi"}), response(call("t", None))], []),
+        (
+            [request(result("tool-return", "t", "a"), result("retry-prompt", "t", "b")), response(call("t", "c"))],
+            ["a", "b"],
+        ),
+        ([request(result("tool-return", "t", None))], []),
+        ([response(call("t", "a"))], []),
+        (
+            [
+                request({"part_kind": "user-prompt", "content": "hi"}),
+                response(call("t", "a")),
+                request(result("tool-return", "t", "a")),
+            ],
+            [],
+        ),
+    ],
+    ids=["frontier", "null-frontier", "fragment-answers", "null-result", "starts-with-a-response", "answered"],
+)
+def test_a_record_is_tied_to_another_by_its_open_calls_or_a_fragments_first_results(
+    messages: list[Any], names: list[str]
+) -> None:
+    """A whole-looking history by the calls of its last response without a result; a fragment
+    by the results its first request holds (not by its own last calls: it is a piece already)."""
+    assert call_names(messages) == tuple(f"tool_call_id={name}" for name in names)
 
 
 def test_the_screen_passes_a_fragment_with_its_findings_whatever_the_fixes() -> None:

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import orjson
 import pytest
 
 from histmig.errors import SamePath
@@ -88,3 +89,30 @@ def test_clean_never_removes_a_file_the_run_reads_or_writes_named_as_a_temporary
     result = run("convert", str(source), given, Options(jobs=1, format="jsonl"), Options().plan(), clean=True)
     assert (result.warnings, result.cleaned) == ([], [])
     assert source.read_bytes() == ALL.read_bytes() and rejects.read_bytes() == b"{an earlier reject\n"
+
+
+def test_convert_with_unsafe_fixes_leaves_open_the_last_calls_a_later_record_answers(tmp_path: Path) -> None:
+    """Bare lines naming no conversation: the first run stops at a call, the next line holds its
+    result. A first pass finds the call answered there, so HM407 leaves it open; a history
+    whose call nothing answers is closed, as a history given alone is."""
+    prompt = {"part_kind": "user-prompt", "content": "go", "timestamp": "2025-05-01T10:00:00Z"}
+    call = {"part_kind": "tool-call", "tool_name": "t", "args": {}, "tool_call_id": "call_a"}
+    lone = {**call, "tool_call_id": "call_z"}
+    done = {"part_kind": "tool-return", "tool_name": "t", "content": "ok", "tool_call_id": "call_a"}
+    lines = [
+        [{"kind": "request", "parts": [prompt]}, {"kind": "response", "parts": [call]}],
+        [{"kind": "request", "parts": [done]}, {"kind": "response", "parts": [{"part_kind": "text", "content": "k"}]}],
+        [{"kind": "request", "parts": [prompt]}, {"kind": "response", "parts": [lone]}],
+    ]
+    source, out = tmp_path / "runs.jsonl", tmp_path / "out.jsonl"
+    source.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    options = Options(unsafe_fixes=True, jobs=1)
+    result = run("convert", str(source), Destination(output=str(out), rejects=None), options, options.plan())
+    written = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    assert written[:2] == lines[:2] and len(written[2]) == 3  # the lone call closed by a new request
+    assert [(row["location"], row["rule"]) for row in result.report.changes] == [("line 3", "HM407")]
+    assert {(row["location"], row["rule"], row["certainty"]) for row in result.report.findings} == {
+        ("line 1", "HM407", "fragment"),
+        ("line 2", "HM401", "fragment"),
+    }
+    assert result.report.fragments == 2

@@ -596,8 +596,8 @@ def test_conversation_takes_one_input_whose_records_it_groups(tmp_path: Path) ->
 def test_the_whole_file_is_one_conversation_with_a_star(tmp_path: Path) -> None:
     path = tmp_path / "runs.jsonl"
     path.write_bytes(_lines_of([_PROMPT, _CALL], [_RETRY, _ANSWER]))
-    apart = api.convert(str(path), str(tmp_path / "apart.jsonl"), Options())  # each line alone: the second a fragment
-    assert apart.report.fragments == 1
+    apart = api.convert(str(path), str(tmp_path / "apart.jsonl"), Options())  # each line alone: pieces
+    assert apart.report.fragments == 2  # the second starts with a result, of the call the first leaves open
     result = api.convert(str(path), str(tmp_path / "out.jsonl"), Options(conversation=("*",)))
     out = [orjson.loads(line) for line in (tmp_path / "out.jsonl").read_bytes().splitlines()]
     whole = process(Record(orjson.dumps([_PROMPT, _CALL, _RETRY, _ANSWER]), "x", "line 1"), Plan())
@@ -885,3 +885,4 @@ def test_a_grouped_line_that_cannot_be_read_is_told_its_conversation_cannot_be_t
         ("line 3", ["no conversation key (chat.id missing or null): a conversation of its own"]),
     ]
     assert [row["location"] for row in result.report.errors] == ["line 2", "line 3"]
+
