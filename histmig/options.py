@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Literal, NamedTuple
 
 from histmig.engine import Plan
 from histmig.errors import BadFieldPath, UnknownRule, UsageError
-from histmig.records import MAX_CONVERSATION_BYTES, WHOLE_INPUT, Grouping, field_path
+from histmig.records import MAX_CONVERSATION_BYTES, WHOLE_INPUT, Grouping, field_path, struct_key
 from histmig.report import DETAIL_ROWS
 from histmig.rules import opt_ins, select
 from histmig.rules.base import Budgets, CauseMode, Rule
@@ -634,9 +634,14 @@ class Options:
             raise UsageError(f"jobs must be 1 or more, not {self.jobs}")
         if self.messages_field is not None:
             try:
-                field_path(self.messages_field)
+                keys = field_path(self.messages_field)
             except BadFieldPath as exc:
                 raise UsageError(str(exc)) from exc
+            if not all(map(struct_key, keys)):  # the screen decodes a record into structs named by the path's keys
+                raise UsageError(
+                    f"--messages-field {self.messages_field!r}: a key holding a backslash, a double quote or a control "
+                    "character cannot name the messages field"
+                )
         self.release  # noqa: B018 (a target that is no release is a usage error at once)
         if not self.attempts and (self.counting != "current" or self.max_retries is not None):
             raise UsageError("--counting and --max-retries need --attempts")

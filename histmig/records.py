@@ -96,6 +96,13 @@ def field_path(spec: str) -> tuple[str, ...]:
     return tuple(keys)
 
 
+def struct_key(key: str) -> bool:
+    """Whether JSON key ``key`` can name a field of a msgspec struct (a renamed field): not
+    when it holds a ``\\``, a ``"`` or a control character (U+0000 to U+001F), which msgspec
+    refuses."""
+    return not any(char in '\\"' or char < " " for char in key)
+
+
 WHOLE_INPUT = "*"
 """``--conversation`` of an input whose every record belongs to one conversation (the
 pydantic-ai chat-app example's table)."""
@@ -168,7 +175,8 @@ class FieldReader:
     r"""Reads the values at ``paths`` (:func:`field_path`\ s) of a JSON record's bytes
     without building the rest of it: msgspec decodes the objects along the paths into small
     structs and skips every other field. A record where that does not fit (not an object, a
-    step that is no object) is decoded whole and walked (:func:`path_value`). ``None`` for a
+    step that is no object), or every record when a key cannot name a struct field
+    (:func:`struct_key`), is decoded whole and walked (:func:`path_value`). ``None`` for a
     value that is missing or null, and every value ``None`` for a record that is not JSON."""
 
     def __init__(self, paths: tuple[tuple[str, ...], ...]) -> None:
@@ -181,7 +189,7 @@ class FieldReader:
                 found = node.setdefault(key, {})
                 fits = fits and found is not None
                 node = found if isinstance(found, dict) else {}
-            fits = fits and not node.get(path[-1])
+            fits = fits and not node.get(path[-1]) and all(map(struct_key, path))
             node.setdefault(path[-1], None)
         self._fast = msgspec.json.Decoder(_struct_of(tree, "_Fields")) if fits else None
         self._steps = [tuple(_attribute(tree, path[: i + 1]) for i in range(len(path))) for path in paths]

@@ -53,6 +53,8 @@ def test_the_rules_and_the_plan_follow_the_options() -> None:
         ({"causes": "guessed"}, "unknown cause mode 'guessed'"),
         ({"jobs": 0}, "jobs must be 1 or more, not 0"),
         ({"messages_field": "payload..messages"}, "names an empty key"),
+        ({"messages_field": 'chat."messages"'}, "a key holding a backslash, a double quote or a control character"),
+        ({"messages_field": "chat\\\\log"}, "a key holding a backslash"),
     ],
 )
 def test_bad_values_are_usage_errors(options: dict, message: str) -> None:

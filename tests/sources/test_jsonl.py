@@ -886,3 +886,21 @@ def test_a_grouped_line_that_cannot_be_read_is_told_its_conversation_cannot_be_t
     ]
     assert [row["location"] for row in result.report.errors] == ["line 2", "line 3"]
 
+
+@pytest.mark.parametrize("key", ['s"id', "s\\id", "s\x01id"], ids=["quote", "backslash", "control"])
+def test_a_conversation_and_order_key_msgspec_cannot_name_a_struct_field_by_groups_as_any(
+    key: str, tmp_path: Path
+) -> None:
+    """A key holding a ``"``, a ``\\`` or a control character is read from the record decoded
+    whole (no struct can be named by it): the records group and order as under any key."""
+    path = tmp_path / "runs.jsonl"
+    path.write_bytes(
+        _lines_of(
+            {key: "s", key + "n": 1, "messages": [_RETRY, _ANSWER]},
+            {key: "s", key + "n": 0, "messages": [_PROMPT, _CALL]},
+        )
+    )
+    spec = key.replace("\\", "\\\\")
+    result = api.audit(str(path), Options(conversation=(spec,), order=spec + "n"))
+    assert (result.notes, result.report.findings, result.report.fragments) == ([], [], 0)
+    assert api.audit(str(path)).report.fragments == 2  # apart, pieces: line 1 answers the call line 2 leaves open
