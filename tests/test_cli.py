@@ -448,9 +448,11 @@ def test_otel_commands_offer_only_json_and_jsonl_inputs(tmp_path: Path) -> None:
         (tmp_path / "chats.parquet").touch()
         result = runner.invoke(app, [command, str(tmp_path / "chats.parquet"), str(tmp_path / "out.jsonl")])
         assert result.exit_code == 2
+        assert f"histmig: {tmp_path}/chats.parquet: the otel commands read JSON or JSONL, not parquet" in result.stderr
+        result = runner.invoke(app, [command, "postgresql://u:secret@localhost/db", str(tmp_path / "out.jsonl")])
+        assert result.exit_code == 2
         assert (
-            f"histmig: {tmp_path}/chats.parquet: the otel commands read JSON or JSONL, not Parquet or DuckDB"
-            in result.stderr
+            "histmig: postgresql://u@localhost/db: the otel commands read JSON or JSONL, not postgres" in result.stderr
         )
 
 

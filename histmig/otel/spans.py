@@ -110,22 +110,24 @@ def _span(raw: dict[str, Any], line: int, where: str) -> Span:
 
 def _what_it_holds(obj: object) -> str:
     """What a line that is no export request holds, when it is something histmig knows, as
-    the end of its error: a stored history (read by ``convert``), or the OpenTelemetry GenAI
-    messages ``histmig otel`` writes (``role`` for ``kind``), which hold no history to recover."""
+    the end of its error: a stored history (empty, or its first message a request or a
+    response, read by ``convert``), or the OpenTelemetry GenAI messages ``histmig otel`` writes (``role`` for
+    ``kind``), which hold no history to recover; ``""`` for anything else (``[1, 2]``,
+    ``{"messages": null}``)."""
     if isinstance(obj, dict):
         field = next((k for k in MESSAGE_FIELD_CANDIDATES if k in obj), None)
-        if field is None:
-            return ""
-        obj = obj[field]
-    elif not isinstance(obj, list):
+        obj = obj[field] if field is not None else None
+    if not isinstance(obj, list):
         return ""
-    first = obj[0] if isinstance(obj, list) and obj else None
-    if isinstance(first, dict) and "role" in first and "kind" not in first:
+    first = obj[0] if obj else {}
+    if not obj or (isinstance(first, dict) and first.get("kind") in ("request", "response")):  # an empty one too
+        return "; it holds a stored history: histmig convert, audit and check read it as it is"
+    if isinstance(first, dict) and "role" in first:
         return (
             "; it holds OpenTelemetry GenAI messages (as histmig otel writes them), which are no history to recover: "
             "from-otel reads the spans a traced run exported"
         )
-    return "; it holds a stored history: histmig convert, audit and check read it as it is"
+    return ""
 
 
 def parse_export(raw: bytes, line: int) -> list[Span]:

@@ -266,7 +266,7 @@ def check_options(
         raise UsageError("--to-table writes one table: give one database input")
     for path, fmt in found:
         if command.startswith("otel") and fmt.columnar:
-            raise UsageError(f"{redact.location(path)}: the otel commands read JSON or JSONL, not Parquet or DuckDB")
+            raise UsageError(f"{redact.location(path)}: the otel commands read JSON or JSONL, not {fmt.name}")
     if options.grouping is not None and command == "otel-upgrade":
         raise UsageError("--conversation: otel-upgrade moves each message on its own; a conversation changes nothing")
     kinds = {fmt.name: fmt for _, fmt in found}

@@ -69,7 +69,7 @@ def test_a_line_that_is_not_an_export_request_is_an_error() -> None:
         parse_export(b'{"resourceLogs": []}', 2)
 
 
-@pytest.mark.parametrize("line", [b'[{"kind": "request", "parts": []}]', b'{"id": 1, "messages": []}'])
+@pytest.mark.parametrize("line", [b'[{"kind": "request", "parts": []}]', b'{"id": 1, "messages": []}', b"[]"])
 def test_a_stored_history_given_as_spans_is_named_as_one(line: bytes) -> None:
     with pytest.raises(SpanError) as raised:
         parse_export(line, 4)
@@ -77,6 +77,13 @@ def test_a_stored_history_given_as_spans_is_named_as_one(line: bytes) -> None:
         "line 4: not an OTLP export request (no resourceSpans list); it holds a stored history: histmig convert, "
         "audit and check read it as it is"
     )
+
+
+@pytest.mark.parametrize("line", [b"[1, 2]", b"[null]", b'{"messages": null}', b'[{"parts": []}]', b'"text"'])
+def test_a_line_holding_nothing_histmig_knows_is_named_as_no_export_request_alone(line: bytes) -> None:
+    with pytest.raises(SpanError) as raised:
+        parse_export(line, 5)
+    assert str(raised.value) == "line 5: not an OTLP export request (no resourceSpans list)"
 
 
 @pytest.mark.parametrize(
