@@ -68,6 +68,7 @@ class SqliteTable(TableInput):
     """A SQLite table opened for a run (see the module docstring)."""
 
     PARAM = "?"
+    DISTINCT = "IS NOT"  # IS DISTINCT FROM is SQLite 3.39's
 
     @staticmethod
     def display(location: str) -> str:

@@ -166,8 +166,9 @@ class Seen(NamedTuple):
     ``--max-conversation-bytes``), the SQL condition (``where``, with ``params``) that finds
     its rows, and the :func:`_digest` of its rows as read, which a write compares with what
     they hold then (``""`` until a write needs it, :meth:`TableInput.read_as`); ``keyed``:
-    found by its conversation key (``params`` its values), so that the conversations of a
-    page are found again by one statement."""
+    found by its conversation key (``params``: the key of its first row, whose conversation
+    key the database compares), so that the conversations of a page are found again by one
+    statement."""
 
     start: int
     end: int
@@ -239,6 +240,8 @@ class TableInput(Input):
     window = 2
     PARAM = "?"
     """The driver's parameter placeholder."""
+    DISTINCT = "IS DISTINCT FROM"
+    """The SQL operator saying two values differ, a null equal to a null."""
     FORMAT: Format
 
     def __init__(self, location: str, destination: Destination, options: Any, job: Job) -> None:
@@ -534,24 +537,28 @@ class TableInput(Input):
         """The pages of a table whose rows make conversations (``--conversation``): every row
         read by one query in (conversation, order, key) order, streamed
         (:meth:`_ordered`), cut into pages of whole conversations of about
-        :data:`PAGE_BYTES`. A row whose conversation key is null is a conversation of its own,
-        and says so. A conversation past ``--max-conversation-bytes`` is refused whole."""
+        :data:`PAGE_BYTES`. Where a conversation starts the database says, by its own equality
+        (a collation, ``char(n)``, NaN), as it sorted them. A row whose conversation key is null
+        is a conversation of its own, and says so. A conversation past
+        ``--max-conversation-bytes`` is refused whole."""
         grouping = self.grouping
         selected, extra = self._selected()
         key, k = self.key, len(self.key)
         groups = [] if grouping.whole else list(grouping.keys)
         order = self._nulls_last(self.quote(grouping.order)) if grouping.order else []
-        ordered = [*map(self.quote, groups), *order, *map(self.quote, key)]
+        ordered = ", ".join([*map(self.quote, groups), *order, *map(self.quote, key)])
         n = self._width = len(selected)
-        columns = ", ".join([*selected, *self._checked()])
-        statement = f"SELECT {columns} FROM {self._relation()} ORDER BY {', '.join(ordered)}"
+        checked = self._checked()
+        # where a conversation starts, told by the database's own equality (a collation, char(n), NaN), not Python's
+        starts = " OR ".join(f"lag({c}) OVER (ORDER BY {ordered}) {self.DISTINCT} {c}" for c in map(self.quote, groups))
+        columns = ", ".join([*selected, *checked, *([f"({starts})"] if groups else [])])
+        statement = f"SELECT {columns} FROM {self._relation()} ORDER BY {ordered}"
         id_at = self._id_at(extra)
         g = len(groups)
         rows: list[tuple[Any, ...]] = []
         cells: list[bytes | None] = []
         seen: list[Seen] = []
         size = held = start = number = 0  # held: the bytes of the conversation open, from rows[start]
-        current: Any = None
         opened: tuple[str, tuple[Any, ...], str, str | None, bool] | None = None  # its where, params, name, note, keyed
         wheres = self._wheres(groups)
 
@@ -579,14 +586,14 @@ class TableInput(Input):
                         "name a unique non-null column with --key-column"
                     )
                 values = row[n : n + g]
-                if values != current or opened is None or None in values:
+                if opened is None or None in values or (g and row[-1]):
                     if opened is not None:
                         seen.append(close())
                         if size >= PAGE_BYTES:
                             yield page()
                             rows, cells, seen, size = [], [], [], 0
                     alone = None in values
-                    current, start, held = values, len(rows), 0
+                    start, held = len(rows), 0
                     where, params, name, note = self._conversation_of(groups, values, row[:k], alone, wheres)
                     opened = where, params, name, note, bool(groups) and not alone
                     number += 1
@@ -604,11 +611,12 @@ class TableInput(Input):
 
     def _wheres(self, groups: list[str]) -> tuple[str, str]:
         """The SQL conditions of :meth:`_conversation_of`, built once a run: a conversation's
-        rows by their ``groups`` values, and a row by its key."""
-        return tuple(  # type: ignore[return-value]  # two conditions
-            " WHERE " + " AND ".join(f"{self.quote(c)} = {self.PARAM}" for c in columns)
-            for columns in (groups, self.key)
-        )
+        rows by the ``groups`` values of its first row, found by that row's key (the database
+        compares the values it holds: no value read is sent back, whatever its type), and a
+        row by its key."""
+        by_key = " AND ".join(f"{self.quote(c)} = {self.PARAM}" for c in self.key)
+        values = ", ".join(map(self.quote, groups))
+        return f" WHERE ({values}) = (SELECT {values} FROM {self._relation()} WHERE {by_key})", f" WHERE {by_key}"
 
     def _conversation_of(
         self, groups: list[str], values: tuple[Any, ...], key: tuple[Any, ...], alone: bool, wheres: tuple[str, str]
@@ -622,7 +630,7 @@ class TableInput(Input):
             return wheres[1], key, row_name(self.key, key), said
         if not groups:
             return "", (), f"the whole table {self.table}", None
-        return wheres[0], values, row_name(groups, values), None
+        return wheres[0], key, row_name(groups, values), None
 
     def _checked(self) -> list[str]:
         """The SQL read for a row besides its key and messages that a write in place checks it
@@ -754,7 +762,7 @@ class TableInput(Input):
         application left it, for a rerun to complete."""
         by_number = {seen.number: seen for seen in page.conversations or ()}
         grouped = [(number, list(group)) for number, group in itertools.groupby(changes, key=_conversation)]
-        fresh = self._unchanged([self.read_as(page, by_number[number]) for number, _ in grouped])  # type: ignore[index]
+        fresh = self._unchanged(page, [self.read_as(page, by_number[number]) for number, _ in grouped])  # type: ignore[index]
         ready: list[RowUpdate] = []
         for number, rows in grouped:
             if number in fresh:
@@ -770,30 +778,41 @@ class TableInput(Input):
         if seen.digest:
             return seen
         k, n = len(self.key), self._width
-        return seen._replace(digest=_digest([(*row[: k + 1], *row[n:]) for row in page.rows[seen.start : seen.end]]))
+        rows = page.rows[seen.start : seen.end]
+        checks = n + len(self._checked())
+        return seen._replace(digest=_digest([(*row[: k + 1], *row[n:checks]) for row in rows]))
 
-    def _unchanged(self, seen: list[Seen]) -> set[int]:
-        """The numbers of the conversations of ``seen`` whose rows still hold what was read:
-        those found by their conversation key by one statement a batch (a table without an
-        index on it is scanned once a batch, not once a conversation), the others one by one
-        (:meth:`unchanged_since`); the rows are locked as there."""
+    def _unchanged(self, page: Page, seen: list[Seen]) -> set[int]:
+        """The numbers of the conversations of ``seen`` (of ``page``) whose rows still hold
+        what was read: those found by their conversation key by one statement a batch (a table
+        without an index on it is scanned once a batch, not once a conversation), each row
+        given to the conversation that read it by its key; the others, and a batch holding a
+        row none read (added meanwhile), one by one (:meth:`unchanged_since`). The rows are
+        locked as there."""
         fresh = {one.number for one in seen if not one.keyed and self.unchanged_since(one)}
         keyed = [one for one in seen if one.keyed]
-        groups = [self.quote(c) for c in self.grouping.keys] if self.grouping is not None else []
-        read = ", ".join([*groups, *map(self.quote, self.key), self.stored[0], *self._checked()])
-        g = len(groups)
+        groups = ", ".join(self.quote(c) for c in self.grouping.keys) if self.grouping is not None else ""
+        keys = ", ".join(map(self.quote, self.key))
+        read = ", ".join([keys, self.stored[0], *self._checked()])
+        k = len(self.key)
         for start in range(0, len(keyed), _VERIFY_BATCH):
             batch = keyed[start : start + _VERIFY_BATCH]
-            marks = ", ".join("(" + ", ".join([self.PARAM] * g) + ")" for _ in batch)
-            found = f"WHERE ({', '.join(groups)}) IN (VALUES {marks})"
+            marks = ", ".join("(" + ", ".join([self.PARAM] * k) + ")" for _ in batch)
+            firsts = f"SELECT {groups} FROM {self._relation()} WHERE ({keys}) IN (VALUES {marks})"
             rows = self._query(
-                f"SELECT {read} FROM {self._relation()} {found}{self._locking()}",
+                f"SELECT {read} FROM {self._relation()} WHERE ({groups}) IN ({firsts}){self._locking()}",
                 [value for one in batch for value in one.params],
             )
-            held: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+            owner = {tuple(row[:k]): one.number for one in batch for row in page.rows[one.start : one.end]}
+            held: dict[int, list[tuple[Any, ...]]] = {}
             for row in rows:
-                held.setdefault(tuple(row[:g]), []).append(tuple(row[g:]))
-            fresh |= {one.number for one in batch if _digest(held.get(tuple(one.params), [])) == one.digest}
+                number = owner.get(tuple(row[:k]))
+                if number is None:  # a row added meanwhile: which conversation it joined, the database tells
+                    fresh |= {one.number for one in batch if self.unchanged_since(one)}
+                    break
+                held.setdefault(number, []).append(tuple(row))
+            else:
+                fresh |= {one.number for one in batch if _digest(held.get(one.number, [])) == one.digest}
         return fresh
 
     def update_statement(self, table: str) -> str:

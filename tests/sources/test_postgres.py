@@ -833,3 +833,67 @@ def test_with_the_index_rows_are_read_in_its_order_not_sorted_again_and_a_null_o
     assert keys[-1] == first and len(keys) > 2
     seqs = {key: seq for key, (_, seq) in of.items()}
     assert [seqs[key] for key in keys[:-1]] == sorted(seqs[key] for key in keys[:-1])
+
+
+_PROMPT = {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "weather?"}]}
+_CALL = {
+    "kind": "response",
+    "parts": [{"part_kind": "tool-call", "tool_name": "w", "args": "{}", "tool_call_id": "c1"}],
+}
+_RETRY = {
+    "kind": "request",
+    "parts": [{"part_kind": "retry-prompt", "tool_name": "w", "content": "bad args", "tool_call_id": "c1"}],
+}
+
+
+@pytest.mark.parametrize(
+    ("column", "setup", "keys"),
+    [
+        pytest.param("char(8)", "", ["'a'", "'b'"], id="char-n"),  # blank-padded: read back as 'a       '
+        pytest.param("mood", "CREATE TYPE mood AS ENUM ('sad', 'ok')", ["'sad'", "'ok'"], id="enum"),
+        pytest.param("jsonb", "", ["'{\"u\": 1}'", "'{\"u\": 2}'"], id="jsonb"),
+        pytest.param("text[]", "", ["'{a,b}'", "'{c}'"], id="array"),
+        pytest.param("double precision", "", ["'NaN'", "1.5"], id="nan"),
+        pytest.param("money", "", ["'1.00'", "'2.00'"], id="money"),
+    ],
+)
+def test_a_conversation_key_of_any_type_groups_by_the_databases_equality_and_is_written(
+    postgres_db: str, column: str, setup: str, keys: list[str]
+) -> None:
+    """Conversations are told apart by PostgreSQL's equality (NaN equal to NaN) and found again
+    by their first row's key, not by a value sent back (an enum, money or jsonb value read is no
+    parameter PostgreSQL compares with the column; a char(n) one pads): each is migrated, none
+    skipped, and a row added to one meanwhile skips that one alone."""
+    with psycopg.connect(postgres_db, autocommit=True) as con:
+        if setup:
+            con.execute(setup)
+        con.execute(f"CREATE TABLE runs (id bigserial PRIMARY KEY, conv {column}, seq integer, messages jsonb)")
+        for key in keys:
+            for seq, piece in enumerate(([_PROMPT, _CALL], [_RETRY])):
+                con.execute(
+                    f"INSERT INTO runs (conv, seq, messages) VALUES ({key}, %s, %s)",
+                    [seq, orjson.dumps(piece).decode()],
+                )
+    options = Options(table="runs", conversation=("conv",), order="seq")
+    result = api.convert(postgres_db, None, options, in_place=True)
+    assert (result.exit_code, result.report.counts["skipped"], result.report.fragments) == (0, 0, 0)
+    assert sorted((row["location"], row["rule"]) for row in result.report.changes) == [
+        ("id=2", "HM101"),
+        ("id=4", "HM101"),
+    ]
+    with psycopg.connect(postgres_db, autocommit=True) as con:
+        con.execute("UPDATE runs SET messages = %s WHERE seq = 1", [orjson.dumps([_RETRY]).decode()])
+    real = PostgresTable._page_transaction
+
+    def app_adds_a_row_first(self: PostgresTable, page: Any, result: Any) -> None:
+        with psycopg.connect(postgres_db, autocommit=True) as con:
+            con.execute(f"INSERT INTO runs (conv, seq, messages) VALUES ({keys[0]}, 2, '[]')")
+        real(self, page, result)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(PostgresTable, "_page_transaction", app_adds_a_row_first)
+        again = api.convert(postgres_db, None, options, in_place=True)
+    assert [(row["location"], row["status"]) for row in again.report.errors] == [("id=2", "skipped")]
+    with psycopg.connect(postgres_db) as con:
+        held = con.execute("SELECT id, messages::text FROM runs WHERE seq = 1 ORDER BY id").fetchall()
+    assert ["retry-prompt" in text for _, text in held] == [True, False]

@@ -622,3 +622,36 @@ def test_a_row_without_a_conversation_key_is_its_own_and_a_conversation_past_the
     assert [(row["location"], row["warnings"]) for row in result.report.warnings] == [
         ("id=2", ["no conversation key (session_id null): a conversation of its own"])
     ]
+
+
+@pytest.mark.parametrize("collation", ["NOCASE", "RTRIM"])
+def test_a_conversation_key_with_a_collation_groups_as_sqlite_compares_it(tmp_path: Path, collation: str) -> None:
+    """``'S1'`` and ``'s1'`` (``'s1 '`` under RTRIM) are one conversation where the column's
+    collation says so: its records are judged together (the retry answers the call of the row
+    before it) and written, not skipped as changed because a re-read by the key found both."""
+    prompt = {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "weather?"}]}
+    call = {
+        "kind": "response",
+        "parts": [{"part_kind": "tool-call", "tool_name": "w", "args": "{}", "tool_call_id": "c1"}],
+    }
+    retry = {
+        "kind": "request",
+        "parts": [{"part_kind": "retry-prompt", "tool_name": "w", "content": "no", "tool_call_id": "c1"}],
+    }
+    other = "s1 " if collation == "RTRIM" else "s1"
+    db = tmp_path / "chat.sqlite"
+    with closing(sqlite3.connect(db)) as con, con:
+        con.execute(
+            f"CREATE TABLE runs (id INTEGER PRIMARY KEY, session TEXT COLLATE {collation}, seq INT, messages TEXT)"
+        )
+        con.executemany(
+            "INSERT INTO runs (session, seq, messages) VALUES (?, ?, ?)",
+            [
+                ("S1" if collation == "NOCASE" else "s1", 0, orjson.dumps([prompt, call])),
+                (other, 1, orjson.dumps([retry])),
+            ],
+        )
+    result = api.convert(str(db), None, Options(table="runs", conversation=("session",), order="seq"), in_place=True)
+    assert (result.exit_code, result.report.counts["skipped"], result.report.fragments) == (0, 0, 0)
+    assert [(row["location"], row["rule"]) for row in result.report.changes] == [("id=2", "HM101")]
+    assert "retry-prompt" not in query(db, "SELECT CAST(messages AS TEXT) FROM runs WHERE id = 2")[0][0]
