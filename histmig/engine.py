@@ -61,6 +61,7 @@ from histmig.records import (
     locate_messages,
     messages_digest,
     one_message,
+    struct_key,
 )
 from histmig.rules import Walk, known_part_kinds, registry, select
 from histmig.rules.base import ABSENT_PART, Budgets, CauseMode, Change, Context, Finding, Rule
@@ -686,6 +687,9 @@ def _full_way(record: Record, plan: Plan, defer: bool, known: tuple[Duplicate | 
     if located.text:  # the history is JSON text in a string field: checked as a bare history, written back as text
         checked, field = dumps(messages), None
         output = dumps(located.put(obj, checked.decode()))
+    elif not all(map(struct_key, located.path)):  # no struct reads the record by this key: checked as a bare history
+        checked, field = dumps(messages), None
+        output = dumps(obj)
     else:
         output = checked = dumps(obj)
         field = name

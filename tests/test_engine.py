@@ -284,13 +284,22 @@ def test_a_history_held_as_json_text_is_migrated_and_written_back_as_text() -> N
 
 @pytest.mark.parametrize(
     ("key", "field"),
-    [("chat-history", None), ("chat-history", "chat-history"), ("chat history", "chat history"), ("a.b", "a\\.b")],
+    [
+        ("chat-history", None),
+        ("chat-history", "chat-history"),
+        ("chat history", "chat history"),
+        ("a.b", "a\\.b"),
+        ('chat "history"', None),  # no struct can be named by it (msgspec): checked as a bare history
+        ("chat\\history", None),
+        ("chat\thistory", None),
+    ],
 )
 def test_a_record_whose_messages_field_is_no_identifier_is_migrated(key: str, field: str | None) -> None:
     raw = orjson.dumps({"id": "k", key: LEGACY_HISTORY})
     outcome = process(Record(raw, "t.jsonl", "line 1"), Plan(messages_field=field))
     assert outcome.status == "changed", outcome.errors
     assert b"retry-prompt" not in outcome.output and list(orjson.loads(outcome.output)) == ["id", key]
+    assert process_full(Record(outcome.output, "t.jsonl", "line 2"), Plan(messages_field=field)).status == "unchanged"
 
 
 def test_a_nested_messages_field_is_migrated_and_named_in_error_paths() -> None:
