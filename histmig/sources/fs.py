@@ -23,6 +23,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
+from histmig import redact
 from histmig.errors import UnreadableInput, UnwritableOutput, UsageError
 
 SCHEMES = {
@@ -74,9 +75,11 @@ def check_scheme(path: str, *, writing: bool = False) -> None:
         return
     if found not in SCHEMES:
         known = ", ".join(f"{name}:// ({what})" for name, what in SCHEMES.items())
-        raise UsageError(f"{path}: URL scheme {found!r} not supported (supported: {known})")
+        raise UsageError(f"{redact.location(path)}: URL scheme {found!r} not supported (supported: {known})")
     if writing and found in READ_ONLY:
-        raise UsageError(f"{path}: {found}:// is read only; write to a local path or an object store (s3://)")
+        raise UsageError(
+            f"{redact.location(path)}: {found}:// is read only; write to a local path or an object store (s3://)"
+        )
 
 
 def filesystem(path: str) -> tuple[Any, str]:

@@ -145,6 +145,10 @@ def test_an_unsupported_scheme_is_named_with_the_supported_ones() -> None:
     )
     assert "gs:// (Google Cloud Storage, untested)" in result.stderr
     assert invoke("convert", str(ALL), "https://example.invalid/out.jsonl").exit_code == 2
+    secret = invoke("from-otel", "postgresql://localhost/db?password=pw", "-")  # a database is no span file
+    assert secret.exit_code == 2 and "histmig: postgresql://localhost/db?password=***: URL scheme 'postgresql'" in (
+        secret.stderr
+    )
 
 
 def test_a_failed_write_leaves_no_object_and_no_upload(bucket: Bucket) -> None:
