@@ -31,6 +31,20 @@ METADATA = {b"origin": b"histmig tests", b"note": b"kept as is"}
 FIELD_METADATA = {"messages": {b"content": b"pydantic-ai history"}, "score": {b"unit": b"points"}}
 
 
+PROMPT = {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "weather?"}]}
+CALL = {
+    "kind": "response",
+    "parts": [{"part_kind": "tool-call", "tool_name": "w", "args": "{}", "tool_call_id": "c1"}],
+}
+RETRY = {
+    "kind": "request",
+    "parts": [{"part_kind": "retry-prompt", "tool_name": "w", "content": "bad args", "tool_call_id": "c1"}],
+}
+ANSWER = {"kind": "response", "parts": [{"part_kind": "text", "content": "Sunny."}]}
+"""A conversation in four messages, to cut into records: a prompt, a call, the legacy retry
+answering it (HM101 migrates it) and the answer."""
+
+
 def corpus_records() -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in (CORPUS / "all.jsonl").read_bytes().splitlines()]
 

@@ -31,6 +31,7 @@ from histmig.sources import jsonl
 from histmig.sources.base import Destination
 from histmig.sources.jsonl import Chunk, Placed
 from tests.conftest import CORPUS, without_run
+from tests.sources.conftest import ANSWER, CALL, PROMPT, RETRY
 
 runner = CliRunner()
 
@@ -414,17 +415,6 @@ def test_in_place_on_a_link_migrates_the_file_it_points_to_and_keeps_the_link(tm
 
 # ------------------------------------------------------------ records grouped into conversations (issue 25)
 
-_PROMPT = {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "weather?"}]}
-_CALL = {
-    "kind": "response",
-    "parts": [{"part_kind": "tool-call", "tool_name": "w", "args": "{}", "tool_call_id": "c1"}],
-}
-_RETRY = {
-    "kind": "request",
-    "parts": [{"part_kind": "retry-prompt", "tool_name": "w", "content": "bad args", "tool_call_id": "c1"}],
-}
-_ANSWER = {"kind": "response", "parts": [{"part_kind": "text", "content": "Sunny."}]}
-
 
 def _lines_of(*records: dict) -> bytes:
     return b"".join(orjson.dumps(record) + b"\n" for record in records)
@@ -435,11 +425,11 @@ GROUPED = Options(conversation=("chat.id",), order="n", jobs=1)
 
 def test_a_conversation_far_apart_in_a_file_is_judged_whole_from_stdin_or_gz(tmp_path: Path) -> None:
     data = _lines_of(
-        {"chat": {"id": "b"}, "n": 1, "messages": [_RETRY, _ANSWER]},
-        {"chat": {"id": "a"}, "n": 0, "messages": [_PROMPT, _ANSWER]},
-        {"chat": {"id": "b"}, "n": 0, "messages": [_PROMPT, _CALL]},
+        {"chat": {"id": "b"}, "n": 1, "messages": [RETRY, ANSWER]},
+        {"chat": {"id": "a"}, "n": 0, "messages": [PROMPT, ANSWER]},
+        {"chat": {"id": "b"}, "n": 0, "messages": [PROMPT, CALL]},
     )
-    expected = process(Record(orjson.dumps([_PROMPT, _CALL, _RETRY, _ANSWER]), "x", "line 1"), Plan())
+    expected = process(Record(orjson.dumps([PROMPT, CALL, RETRY, ANSWER]), "x", "line 1"), Plan())
     for name, stored in (("chats.jsonl", data), ("chats.jsonl.gz", gzip.compress(data))):
         path = tmp_path / name
         path.write_bytes(stored)
@@ -450,7 +440,7 @@ def test_a_conversation_far_apart_in_a_file_is_judged_whole_from_stdin_or_gz(tmp
         ]
         assert [(r["chat"]["id"], r["n"]) for r in out] == [("b", 1), ("a", 0), ("b", 0)]  # the input's line order
         assert out[2]["messages"] + out[0]["messages"] == orjson.loads(expected.output)
-        assert out[1]["messages"] == [_PROMPT, _ANSWER]
+        assert out[1]["messages"] == [PROMPT, ANSWER]
         assert [(row["location"], row["rule"]) for row in result.report.changes] == [("line 1", "HM101")]
     result = runner.invoke(app, ["convert", "-", "-", "--conversation", "chat.id", "--order", "n", "-q"], input=data)
     assert result.exit_code == 0 and result.stdout_bytes.splitlines()[1] == data.splitlines()[1]
@@ -464,7 +454,7 @@ def test_a_gz_input_that_cannot_be_copied_aside_keeps_the_input_and_the_output_t
     """A ``.gz`` input is copied to a temporary file before it is indexed; when that copy
     fails (a full TMPDIR, Ctrl-C), the output opened before it is discarded: in place, the
     archive is kept as it was, and an OUTPUT there before keeps its bytes."""
-    data = gzip.compress(_lines_of({"chat": {"id": "b"}, "n": 0, "messages": [_PROMPT, _CALL, _RETRY, _ANSWER]}))
+    data = gzip.compress(_lines_of({"chat": {"id": "b"}, "n": 0, "messages": [PROMPT, CALL, RETRY, ANSWER]}))
     archive, output = tmp_path / "chats.jsonl.gz", tmp_path / "out.jsonl"
     archive.write_bytes(data)
     output.write_bytes(b"there before\n")
@@ -486,9 +476,9 @@ def test_a_gz_input_that_cannot_be_copied_aside_keeps_the_input_and_the_output_t
 def test_a_conversation_past_the_limit_is_rejected_whole_and_a_record_without_a_key_is_its_own(tmp_path: Path) -> None:
     path = tmp_path / "chats.jsonl"
     data = _lines_of(
-        {"chat": {"id": "b"}, "n": 1, "messages": [_RETRY, _ANSWER]},
-        {"chat": {}, "n": 0, "messages": [_PROMPT, _ANSWER]},
-        {"chat": {"id": "b"}, "n": 0, "messages": [_PROMPT, _CALL]},
+        {"chat": {"id": "b"}, "n": 1, "messages": [RETRY, ANSWER]},
+        {"chat": {}, "n": 0, "messages": [PROMPT, ANSWER]},
+        {"chat": {"id": "b"}, "n": 0, "messages": [PROMPT, CALL]},
     )
     path.write_bytes(data)
     result = api.convert(
@@ -513,7 +503,7 @@ def test_a_conversation_past_the_limit_is_rejected_whole_and_a_record_without_a_
 
 def test_a_conversation_key_no_record_holds_is_noted_as_maybe_misspelt(tmp_path: Path) -> None:
     path = tmp_path / "runs.jsonl"
-    path.write_bytes(_lines_of({"session_id": "s", "messages": [_PROMPT, _CALL]}, [_RETRY, _ANSWER]))
+    path.write_bytes(_lines_of({"session_id": "s", "messages": [PROMPT, CALL]}, [RETRY, ANSWER]))
     result = api.audit(str(path), Options(conversation=("sesion_id",)))
     assert result.notes == [
         f"{path}: no record holds the conversation key (sesion_id), so each was a conversation of its own: "
@@ -522,14 +512,14 @@ def test_a_conversation_key_no_record_holds_is_noted_as_maybe_misspelt(tmp_path:
     assert [(row["location"], row["warnings"]) for row in result.report.warnings] == [
         ("line 1", ["no conversation key (sesion_id missing or null): a conversation of its own"])
     ]
-    path.write_bytes(_lines_of({"session_id": "s", "messages": [_PROMPT, _CALL]}, {"messages": [_RETRY, _ANSWER]}))
+    path.write_bytes(_lines_of({"session_id": "s", "messages": [PROMPT, CALL]}, {"messages": [RETRY, ANSWER]}))
     assert api.audit(str(path), Options(conversation=("session_id",))).notes == []  # one record holds it
 
 
 def test_an_order_field_no_record_holds_is_noted_as_maybe_misspelt(tmp_path: Path) -> None:
     path = tmp_path / "runs.jsonl"
     path.write_bytes(
-        _lines_of({"sid": "s", "seq": 1, "messages": [_RETRY, _ANSWER]}, {"sid": "s", "seq": 0, "messages": [_PROMPT]})
+        _lines_of({"sid": "s", "seq": 1, "messages": [RETRY, ANSWER]}, {"sid": "s", "seq": 0, "messages": [PROMPT]})
     )
     result = api.audit(str(path), Options(conversation=("sid",), order="sq"))
     assert result.notes == [
@@ -543,10 +533,10 @@ def test_records_without_an_order_value_go_last_and_are_counted_in_a_note(tmp_pa
     path = tmp_path / "runs.jsonl"
     path.write_bytes(
         _lines_of(
-            {"sid": "s", "messages": [_ANSWER]},
-            {"sid": "s", "seq": 1, "messages": [_CALL, _RETRY]},
-            {"sid": "s", "seq": None, "messages": [_ANSWER]},
-            {"sid": "s", "seq": 0, "messages": [_PROMPT]},
+            {"sid": "s", "messages": [ANSWER]},
+            {"sid": "s", "seq": 1, "messages": [CALL, RETRY]},
+            {"sid": "s", "seq": None, "messages": [ANSWER]},
+            {"sid": "s", "seq": 0, "messages": [PROMPT]},
         )
     )
     result = api.convert(str(path), str(tmp_path / "out.jsonl"), Options(conversation=("sid",), order="seq"))
@@ -561,7 +551,7 @@ def test_a_record_a_message_may_hold_it_in_a_field_of_its_own(tmp_path: Path) ->
     """``{"sid": .., "seq": .., "message": {...}}``: each line's message is found in its field
     (or the field ``--messages-field`` names) and written back there, as the same messages in a
     one-item ``messages`` list are."""
-    history = [_PROMPT, _CALL, _RETRY, _ANSWER]
+    history = [PROMPT, CALL, RETRY, ANSWER]
     order = [2, 0, 3, 1]
     held, listed = tmp_path / "held.jsonl", tmp_path / "listed.jsonl"
     held.write_bytes(_lines_of(*({"sid": "s", "seq": n, "message": history[n]} for n in order)))
@@ -588,27 +578,27 @@ def test_a_format_that_does_not_group_refuses_conversation(tmp_path: Path) -> No
 
 def test_conversation_takes_one_input_whose_records_it_groups(tmp_path: Path) -> None:
     for name in ("a.jsonl", "b.jsonl"):
-        (tmp_path / name).write_bytes(_lines_of({"chat": {"id": "a"}, "n": 0, "messages": [_PROMPT, _ANSWER]}))
+        (tmp_path / name).write_bytes(_lines_of({"chat": {"id": "a"}, "n": 0, "messages": [PROMPT, ANSWER]}))
     with pytest.raises(UsageError, match="--conversation groups the records of one input"):
         api.audit(str(tmp_path), GROUPED)
 
 
 def test_the_whole_file_is_one_conversation_with_a_star(tmp_path: Path) -> None:
     path = tmp_path / "runs.jsonl"
-    path.write_bytes(_lines_of([_PROMPT, _CALL], [_RETRY, _ANSWER]))
+    path.write_bytes(_lines_of([PROMPT, CALL], [RETRY, ANSWER]))
     apart = api.convert(str(path), str(tmp_path / "apart.jsonl"), Options())  # each line alone: pieces
     assert apart.report.fragments == 2  # the second starts with a result, of the call the first leaves open
     result = api.convert(str(path), str(tmp_path / "out.jsonl"), Options(conversation=("*",)))
     out = [orjson.loads(line) for line in (tmp_path / "out.jsonl").read_bytes().splitlines()]
-    whole = process(Record(orjson.dumps([_PROMPT, _CALL, _RETRY, _ANSWER]), "x", "line 1"), Plan())
-    assert out[0] + out[1] == orjson.loads(whole.output) and out[0] == [_PROMPT, _CALL]
+    whole = process(Record(orjson.dumps([PROMPT, CALL, RETRY, ANSWER]), "x", "line 1"), Plan())
+    assert out[0] + out[1] == orjson.loads(whole.output) and out[0] == [PROMPT, CALL]
     assert [(row["location"], row["rule"]) for row in result.report.changes] == [("line 2", "HM101")]
 
 
 def test_in_place_a_grouped_file_is_rewritten_as_its_output_would_be(tmp_path: Path) -> None:
     data = _lines_of(
-        {"chat": {"id": "b"}, "n": 1, "messages": [_RETRY, _ANSWER]},
-        {"chat": {"id": "b"}, "n": 0, "messages": [_PROMPT, _CALL]},
+        {"chat": {"id": "b"}, "n": 1, "messages": [RETRY, ANSWER]},
+        {"chat": {"id": "b"}, "n": 0, "messages": [PROMPT, CALL]},
     )
     source = tmp_path / "chats.jsonl"
     source.write_bytes(data)
@@ -618,12 +608,12 @@ def test_in_place_a_grouped_file_is_rewritten_as_its_output_would_be(tmp_path: P
 
 
 _INDEXED = [
-    {"chat": {"id": "b"}, "n": 1, "messages": [_RETRY]},
+    {"chat": {"id": "b"}, "n": 1, "messages": [RETRY]},
     {"chat": {"id": "a"}, "n": "x", "messages": []},
     {"chat": {"id": 7}, "n": 2.5},
     {"chat": {}, "n": None},
     {"n": [1]},
-    {"chat": {"id": "b"}, "n": 0, "messages": [_PROMPT, _CALL]},
+    {"chat": {"id": "b"}, "n": 0, "messages": [PROMPT, CALL]},
 ]
 
 
@@ -681,7 +671,7 @@ def test_the_index_is_set_aside_from_the_collector_while_its_tasks_go(tmp_path: 
     until the last task is handed out, and given back then, as after an index that fails."""
     path = tmp_path / "chats.jsonl"
     path.write_bytes(
-        b"".join(orjson.dumps({"s": f"c{i % 7}", "n": i, "messages": [_PROMPT]}) + b"\n" for i in range(500))
+        b"".join(orjson.dumps({"s": f"c{i % 7}", "n": i, "messages": [PROMPT]}) + b"\n" for i in range(500))
     )
     before = gc.get_freeze_count()
     grouped = jsonl.GroupedLines(str(path), Destination(), path.stat().st_size, Grouping(("s",), "n"))
@@ -703,7 +693,7 @@ def test_objects_the_program_froze_itself_stay_frozen(tmp_path: Path) -> None:
     """A program running histmig that froze objects of its own (``gc.freeze()``, as a server
     does before it forks) finds them frozen after a grouped file: histmig then freezes nothing."""
     path = tmp_path / "chats.jsonl"
-    path.write_bytes(b"".join(orjson.dumps({"s": "c", "n": i, "messages": [_PROMPT]}) + b"\n" for i in range(50)))
+    path.write_bytes(b"".join(orjson.dumps({"s": "c", "n": i, "messages": [PROMPT]}) + b"\n" for i in range(50)))
     gc.freeze()
     try:
         held = gc.get_freeze_count()
@@ -828,8 +818,8 @@ def test_a_conversation_or_order_value_given_twice_rejects_its_conversation_when
     """The record naming its conversation (``chat.id``) or order (``n``) twice is itself left as
     it is, but which value counts decides where it goes: its conversation is rejected whole."""
     path = tmp_path / "chats.jsonl"
-    retry = _lines_of({"chat": {"id": "b"}, "n": 1, "messages": [_RETRY, _ANSWER]})
-    calls = orjson.dumps([_PROMPT, _CALL])
+    retry = _lines_of({"chat": {"id": "b"}, "n": 1, "messages": [RETRY, ANSWER]})
+    calls = orjson.dumps([PROMPT, CALL])
     for twice, said in (
         (b'{"chat": {"id": "c", "id": "b"}, "n": 0, "messages": ' + calls + b"}\n", "chat: duplicated key 'id'"),
         (b'{"chat": {"id": "b"}, "n": 2, "n": 0, "messages": ' + calls + b"}\n", "duplicated key 'n'"),
@@ -850,7 +840,7 @@ def test_a_grouped_file_changed_while_it_is_read_writes_no_output(
     """Its lines are read three times: a line added or rewritten after the index would be
     copied unmigrated and uncounted, so the run ends, nothing written, the OUTPUT there before kept."""
     path, output = tmp_path / "chats.jsonl", tmp_path / "out.jsonl"
-    path.write_bytes(_lines_of({"chat": {"id": "b"}, "n": 0, "messages": [_PROMPT, _CALL, _RETRY, _ANSWER]}))
+    path.write_bytes(_lines_of({"chat": {"id": "b"}, "n": 0, "messages": [PROMPT, CALL, RETRY, ANSWER]}))
     output.write_bytes(b"there before\n")
     real = jsonl.GroupedLines.write
 
@@ -858,7 +848,7 @@ def test_a_grouped_file_changed_while_it_is_read_writes_no_output(
         real(self, *args)
         if change == "append":
             with open(path, "ab") as added:
-                added.write(_lines_of({"chat": {"id": "c"}, "n": 0, "messages": [_RETRY]}))
+                added.write(_lines_of({"chat": {"id": "c"}, "n": 0, "messages": [RETRY]}))
         else:
             os.utime(path, ns=(0, 0))
 
@@ -871,7 +861,7 @@ def test_a_grouped_file_changed_while_it_is_read_writes_no_output(
 
 def test_a_grouped_line_that_cannot_be_read_is_told_its_conversation_cannot_be_told(tmp_path: Path) -> None:
     path = tmp_path / "chats.jsonl"
-    whole = _lines_of({"chat": {"id": "b"}, "n": 0, "messages": [_PROMPT, _ANSWER]})
+    whole = _lines_of({"chat": {"id": "b"}, "n": 0, "messages": [PROMPT, ANSWER]})
     path.write_bytes(whole + b'{"chat": {"id": "b"}, "n": 1, "messages": [{"kind": "resp\n' + b'{"chat": {}, "n": 2}\n')
     result = api.audit(str(path), GROUPED)
     assert [(row["location"], row["warnings"]) for row in result.report.warnings] == [
@@ -896,8 +886,8 @@ def test_a_conversation_and_order_key_msgspec_cannot_name_a_struct_field_by_grou
     path = tmp_path / "runs.jsonl"
     path.write_bytes(
         _lines_of(
-            {key: "s", key + "n": 1, "messages": [_RETRY, _ANSWER]},
-            {key: "s", key + "n": 0, "messages": [_PROMPT, _CALL]},
+            {key: "s", key + "n": 1, "messages": [RETRY, ANSWER]},
+            {key: "s", key + "n": 0, "messages": [PROMPT, CALL]},
         )
     )
     spec = key.replace("\\", "\\\\")

@@ -34,7 +34,7 @@ from histmig.sources import format_of, postgres, table
 from histmig.sources.base import lazy
 from histmig.sources.postgres import PostgresTable
 from tests.conftest import CORPUS, ROOT, assert_reassembled, not_applicable, stored_apart
-from tests.sources.conftest import corpus_records, jsonl_path_output, without_place
+from tests.sources.conftest import CALL, PROMPT, RETRY, corpus_records, jsonl_path_output, without_place
 
 TABLE = "conversations"
 OTHER = "id, name, created, tags, nothing, score, amount, ref"
@@ -835,17 +835,6 @@ def test_with_the_index_rows_are_read_in_its_order_not_sorted_again_and_a_null_o
     assert [seqs[key] for key in keys[:-1]] == sorted(seqs[key] for key in keys[:-1])
 
 
-_PROMPT = {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "weather?"}]}
-_CALL = {
-    "kind": "response",
-    "parts": [{"part_kind": "tool-call", "tool_name": "w", "args": "{}", "tool_call_id": "c1"}],
-}
-_RETRY = {
-    "kind": "request",
-    "parts": [{"part_kind": "retry-prompt", "tool_name": "w", "content": "bad args", "tool_call_id": "c1"}],
-}
-
-
 @pytest.mark.parametrize(
     ("column", "setup", "keys"),
     [
@@ -869,7 +858,7 @@ def test_a_conversation_key_of_any_type_groups_by_the_databases_equality_and_is_
             con.execute(setup)
         con.execute(f"CREATE TABLE runs (id bigserial PRIMARY KEY, conv {column}, seq integer, messages jsonb)")
         for key in keys:
-            for seq, piece in enumerate(([_PROMPT, _CALL], [_RETRY])):
+            for seq, piece in enumerate(([PROMPT, CALL], [RETRY])):
                 con.execute(
                     f"INSERT INTO runs (conv, seq, messages) VALUES ({key}, %s, %s)",
                     [seq, orjson.dumps(piece).decode()],
@@ -882,7 +871,7 @@ def test_a_conversation_key_of_any_type_groups_by_the_databases_equality_and_is_
         ("id=4", "HM101"),
     ]
     with psycopg.connect(postgres_db, autocommit=True) as con:
-        con.execute("UPDATE runs SET messages = %s WHERE seq = 1", [orjson.dumps([_RETRY]).decode()])
+        con.execute("UPDATE runs SET messages = %s WHERE seq = 1", [orjson.dumps([RETRY]).decode()])
     real = PostgresTable._page_transaction
 
     def app_adds_a_row_first(self: PostgresTable, page: Any, result: Any) -> None:

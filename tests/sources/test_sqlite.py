@@ -30,7 +30,7 @@ from histmig.report import SKIPPED
 from histmig.sources import format_of, sqlite
 from histmig.sources.sqlite import SqliteTable, affinity
 from tests.conftest import CORPUS, ROOT, assert_reassembled, not_applicable, run_pieces, stored_apart, whole_conversion
-from tests.sources.conftest import corpus_records, jsonl_path_output, without_place
+from tests.sources.conftest import CALL, PROMPT, RETRY, corpus_records, jsonl_path_output, without_place
 
 TABLE = "conversations"
 OTHER = "id, name, created, score, data, n"
@@ -629,15 +629,6 @@ def test_a_conversation_key_with_a_collation_groups_as_sqlite_compares_it(tmp_pa
     """``'S1'`` and ``'s1'`` (``'s1 '`` under RTRIM) are one conversation where the column's
     collation says so: its records are judged together (the retry answers the call of the row
     before it) and written, not skipped as changed because a re-read by the key found both."""
-    prompt = {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "weather?"}]}
-    call = {
-        "kind": "response",
-        "parts": [{"part_kind": "tool-call", "tool_name": "w", "args": "{}", "tool_call_id": "c1"}],
-    }
-    retry = {
-        "kind": "request",
-        "parts": [{"part_kind": "retry-prompt", "tool_name": "w", "content": "no", "tool_call_id": "c1"}],
-    }
     other = "s1 " if collation == "RTRIM" else "s1"
     db = tmp_path / "chat.sqlite"
     with closing(sqlite3.connect(db)) as con, con:
@@ -647,8 +638,8 @@ def test_a_conversation_key_with_a_collation_groups_as_sqlite_compares_it(tmp_pa
         con.executemany(
             "INSERT INTO runs (session, seq, messages) VALUES (?, ?, ?)",
             [
-                ("S1" if collation == "NOCASE" else "s1", 0, orjson.dumps([prompt, call])),
-                (other, 1, orjson.dumps([retry])),
+                ("S1" if collation == "NOCASE" else "s1", 0, orjson.dumps([PROMPT, CALL])),
+                (other, 1, orjson.dumps([RETRY])),
             ],
         )
     result = api.convert(str(db), None, Options(table="runs", conversation=("session",), order="seq"), in_place=True)
