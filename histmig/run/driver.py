@@ -4,6 +4,7 @@ when asked (the command line's), run it on its engine (:mod:`histmig.run.local`,
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -17,6 +18,7 @@ from histmig.run.result import Result, recorded, started_now
 from histmig.run.spark import run_spark
 from histmig.sources.atomic import stale_temps
 from histmig.sources.base import Destination, Job
+from histmig.sources.fs import is_object
 from histmig.tuning import keep_heap_slack, use_jemalloc
 
 
@@ -56,7 +58,7 @@ def run(
         result = run_spark(planning, options, progress)
     else:
         if isinstance(job, Plan) and _looks_ahead(command, planning, job):
-            job = replace(job, answered=_answered(input, options, job, progress))
+            job = replace(job, answered=_answered(input, options, progress))
         result = run_local(planning, options, job, progress, strict=strict)
     result.warnings[:0] = warnings
     result.cleaned += cleaned
@@ -77,19 +79,28 @@ def _looks_ahead(command: Command, planning: Planning, job: Plan) -> bool:
     """Whether the run reads its inputs twice, first to find the calls a record leaves open
     that a later record answers (:func:`_answered`): ``convert`` whose HM407 fix closes the
     calls of a last response (``--unsafe-fixes``) without ``--conversation``, of inputs that
-    can be read again (not standard input)."""
-    return command == "convert" and not job.grouped and FRONTIER in job.fixing and "-" not in planning.paths
+    can each be read again: a regular file, an object, a table (not standard input, a pipe,
+    a FIFO or ``/dev/stdin``, which a second read would find empty)."""
+    return (
+        command == "convert"
+        and not job.grouped
+        and FRONTIER in job.fixing
+        and "-" not in planning.paths
+        and all(item.format.columnar or is_object(item.path) or os.path.isfile(item.path) for item in planning.inputs)
+    )
 
 
-def _answered(input: str | Sequence[str], options: Options, job: Plan, progress: Progress | None) -> frozenset[str]:
+def _answered(input: str | Sequence[str], options: Options, progress: Progress | None) -> frozenset[str]:
     """The calls (:func:`~histmig.rules.pairing.call_names`) that a record of ``input`` leaves
-    open in its last response and another record answers, found by an ``audit`` of it
-    without the unsafe fixes (:meth:`~histmig.report.Report.answered`). A conversation stored
-    over several records that names itself nowhere (a release before 2.60 wrote no
-    ``conversation_id``) is told by its call ids alone, and the record that answers may come
-    after the one HM407 would close: so every record is read before one is written."""
-    ahead = plan("audit", input, Destination(), options)
-    return run_local(ahead, options, replace(job, unsafe_fixes=False), progress, strict=False).report.answered()
+    open in its last response and another record answers, found by an ``audit`` of it with
+    every rule and without the unsafe fixes (:meth:`~histmig.report.Report.answered`). A
+    conversation stored over several records that names itself nowhere (a release before 2.60
+    wrote no ``conversation_id``) is told by its call ids alone, and the record that answers
+    may come after the one HM407 would close: so every record is read before one is written."""
+    ahead = replace(options, select=(), ignore=(), unsafe_fixes=False)  # every rule: a selection may leave out HM401
+    return run_local(
+        plan("audit", input, Destination(), ahead), ahead, ahead.plan(), progress, strict=False
+    ).report.answered()
 
 
 def written_paths(planning: Planning, report: str | None) -> list[str]:

@@ -116,3 +116,36 @@ def test_convert_with_unsafe_fixes_leaves_open_the_last_calls_a_later_record_ans
         ("line 2", "HM401", "fragment"),
     }
     assert result.report.fragments == 2
+
+
+def test_the_look_ahead_reads_every_rule_and_never_reads_a_pipe_twice(tmp_path: Path) -> None:
+    """A selection without HM401 still leaves open the call a later line answers; a pipe, which a
+    second read would find empty, is read once (its calls closed as a history's given alone)."""
+    prompt = {"part_kind": "user-prompt", "content": "go", "timestamp": "2025-05-01T10:00:00Z"}
+    call = {"part_kind": "tool-call", "tool_name": "t", "args": {}, "tool_call_id": "call_a"}
+    done = {"part_kind": "tool-return", "tool_name": "t", "content": "ok", "tool_call_id": "call_a"}
+    data = b"".join(
+        orjson.dumps(line) + b"\n"
+        for line in (
+            [{"kind": "request", "parts": [prompt]}, {"kind": "response", "parts": [call]}],
+            [
+                {"kind": "request", "parts": [done]},
+                {"kind": "response", "parts": [{"part_kind": "text", "content": "k"}]},
+            ],
+        )
+    )
+    source, out = tmp_path / "runs.jsonl", tmp_path / "out.jsonl"
+    source.write_bytes(data)
+    selected = Options(unsafe_fixes=True, jobs=1, select=("HM407",))
+    run("convert", str(source), Destination(output=str(out), rejects=None), selected, selected.plan())
+    assert out.read_bytes() == data
+    read, write = os.pipe()  # what a shell's <(...) gives: /dev/fd/N, a pipe
+    os.write(write, data)
+    os.close(write)
+    options = Options(unsafe_fixes=True, jobs=1, format="jsonl")
+    try:
+        result = run("convert", f"/dev/fd/{read}", Destination(output=str(out), rejects=None), options, options.plan())
+    finally:
+        os.close(read)
+    assert result.report.counts["records_in"] == 2 and len(out.read_bytes().splitlines()) == 2
+    assert [(row["location"], row["rule"]) for row in result.report.changes] == [("line 1", "HM407")]
