@@ -118,7 +118,10 @@ def run_local(
 
 def _written_names(planning: Planning, inputs: list[Input]) -> list[str]:
     """What each of ``inputs`` writes, as an error names it: its output (a file the run
-    writes each input to), else the input itself (written in place)."""
+    writes each input to), else the input itself (written in place); none for a run that
+    writes nothing (``audit``, ``check``)."""
+    if all(item.destination.output is None and not item.destination.in_place for item in planning.inputs):
+        return []
     outputs = [item.destination.output for item in planning.inputs]
     if len(outputs) == len(inputs) and None not in outputs and "-" not in outputs:
         return outputs  # type: ignore[return-value]  # no None among them

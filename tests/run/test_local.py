@@ -155,3 +155,16 @@ def test_a_grouped_directory_ended_by_an_output_says_which_files_it_wrote_before
         f"No space left on device; written before it: {out / files[0]}; not written: "
     )
     assert [path.relative_to(out) for path in out.rglob("*.parquet")] == [files[0]]
+
+
+def test_a_run_that_writes_nothing_ended_by_an_input_names_nothing_as_written(tmp_path: Path) -> None:
+    """An audit's input gone when its turn comes: the error is the input's, with no list of
+    what was written before it (the inputs read are not outputs)."""
+    inputs = [tmp_path / f"{name}.jsonl" for name in "ab"]
+    for path in inputs:
+        path.write_bytes(ALL.read_bytes().splitlines(keepends=True)[0])
+    planning = plan("audit", [str(p) for p in inputs], Destination(), Options(jobs=1))
+    inputs[1].unlink()
+    with pytest.raises(OSError) as raised:
+        run_local(planning, Options(jobs=1), Options().plan(), None, strict=False)
+    assert str(inputs[1]) in str(raised.value) and "written before it" not in str(raised.value)
