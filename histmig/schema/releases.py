@@ -311,8 +311,8 @@ def _args_spans(part: dict[str, Any]) -> tuple[str, Spans] | None:
 
 def _part_features(path: str, message_kind: Any, part: dict[str, Any]) -> Iterator[Feature]:
     kind = part.get("part_kind")
-    kinds = PART_KINDS.get(message_kind, {})
-    if kind not in kinds:
+    kinds = PART_KINDS.get(message_kind, {}) if isinstance(message_kind, str) else {}
+    if not isinstance(kind, str) or kind not in kinds:  # a kind that is an object or a list is no key either
         if isinstance(kind, str):
             yield Feature(f"{path}.part_kind", f"a {kind!r} part", NONE)
         return

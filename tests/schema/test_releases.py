@@ -4,6 +4,8 @@ tells (tests/acceptance/test_releases.py holds it to the real releases)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from histmig.schema import REQUEST_PART_KINDS, RESPONSE_PART_KINDS
@@ -173,3 +175,21 @@ def test_message_and_request_part_features(message: dict, loaded: str) -> None:
 
 def test_entries_that_are_no_messages_are_passed_over() -> None:
     assert readers(["no", {"kind": "request", "parts": "no"}, {"kind": "request", "parts": ["no"]}]) == EVERY
+
+
+@pytest.mark.parametrize(
+    ("part_kind", "kind"), [({}, "request"), ([], "request"), ("user-prompt", {}), ("user-prompt", [1])]
+)
+def test_a_part_kind_or_message_kind_that_is_no_text_is_told_as_any_unknown_one(part_kind: Any, kind: Any) -> None:
+    """An object or a list where a kind is (unhashable) is told as an unknown text kind is: a part
+    of no kind passed over, a message of no kind loaded by no release."""
+    told = readers([{"kind": kind, "parts": [{"part_kind": part_kind, "content": "hi"}]}])
+    unknown = readers(
+        [
+            {
+                "kind": "request" if kind == "request" else "chat",
+                "parts": [{"part_kind": part_kind if isinstance(part_kind, str) else None, "content": "hi"}],
+            }
+        ]
+    )
+    assert told == unknown == (EVERY if kind == "request" else ())
