@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from histmig.engine import FRONTIER, Plan
-from histmig.options import Command, Options
+from histmig.options import MIGRATING, Command, Options
 from histmig.parallel import Progress
 from histmig.run.local import run_local
 from histmig.run.paths import file_key
@@ -77,12 +77,13 @@ def run(
 
 def _looks_ahead(command: Command, planning: Planning, job: Plan) -> bool:
     """Whether the run reads its inputs twice, first to find the calls a record leaves open
-    that a later record answers (:func:`_answered`): ``convert`` whose HM407 fix closes the
-    calls of a last response (``--unsafe-fixes``) without ``--conversation``, of inputs that
-    can each be read again: a regular file, an object, a table (not standard input, a pipe,
-    a FIFO or ``/dev/stdin``, which a second read would find empty)."""
+    that a later record answers (:func:`_answered`): ``convert``, and ``audit`` saying what it
+    does, whose HM407 fix closes the calls of a last response (``--unsafe-fixes``) without
+    ``--conversation``, of inputs that can each be read again: a regular file, an object, a
+    table (not standard input, a pipe, a FIFO or ``/dev/stdin``, which a second read would
+    find empty)."""
     return (
-        command == "convert"
+        command in MIGRATING
         and not job.grouped
         and FRONTIER in job.fixing
         and "-" not in planning.paths

@@ -116,6 +116,8 @@ def test_convert_with_unsafe_fixes_leaves_open_the_last_calls_a_later_record_ans
         ("line 2", "HM401", "fragment"),
     }
     assert result.report.fragments == 2
+    audited = run("audit", str(source), Destination(), options, options.plan())  # a dry run: what convert does
+    assert [(row["location"], row["rule"]) for row in audited.report.changes] == [("line 3", "HM407")]
 
 
 def test_the_look_ahead_reads_every_rule_and_never_reads_a_pipe_twice(tmp_path: Path) -> None:
