@@ -665,8 +665,8 @@ class GroupIndex:
         """One chunk's records, in line order, as columns: what the :class:`FieldReader` of
         the grouping's keys and then its order field found in each (``found``), its place in
         the file (``starts``, ``lengths``, bytes), its line number and its bytes (``raws``:
-        only the first byte of a record without a key is read, to tell a JSON object, whose
-        conversation is noted, from a record that is no JSON)."""
+        only the first byte of a record without a key is read, to tell a JSON object or array,
+        whose conversation is noted, from a record that is no JSON)."""
         if not found:
             return
         keys = self._keys
@@ -703,7 +703,7 @@ class GroupIndex:
         noting its conversation's name (and a record without a key)."""
         values = found[: self._keys]
         if None in values:  # a conversation of its own; a record that is no JSON is rejected as such
-            if raw[:1] == b"{":
+            if raw[:1] in (b"{", b"["):  # an object without the key, or a bare history, which holds none
                 self.notes[number] = self._missing if _readable(raw) else _UNREADABLE
             return number
         self._keyed = True

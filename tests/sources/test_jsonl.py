@@ -510,10 +510,15 @@ def test_a_conversation_key_no_record_holds_is_noted_as_maybe_misspelt(tmp_path:
         "is --conversation spelt as the records' field?"
     ]
     assert [(row["location"], row["warnings"]) for row in result.report.warnings] == [
-        ("line 1", ["no conversation key (sesion_id missing or null): a conversation of its own"])
-    ]
+        (f"line {n}", ["no conversation key (sesion_id missing or null): a conversation of its own"]) for n in (1, 2)
+    ]  # the bare history of line 2 holds no key either
     path.write_bytes(_lines_of({"session_id": "s", "messages": [PROMPT, CALL]}, {"messages": [RETRY, ANSWER]}))
     assert api.audit(str(path), Options(conversation=("session_id",))).notes == []  # one record holds it
+    path.write_bytes(b"".join(orjson.dumps(history) + b"\n" for history in ([PROMPT, CALL], [RETRY, ANSWER])))
+    bare = api.audit(str(path), Options(conversation=("session_id",)))  # bare histories hold no key at all
+    assert [note.split(":")[1] for note in bare.notes] == [
+        " no record holds the conversation key (session_id), so each was a conversation of its own"
+    ]
 
 
 def test_an_order_field_no_record_holds_is_noted_as_maybe_misspelt(tmp_path: Path) -> None:
@@ -762,7 +767,7 @@ def test_the_index_without_an_order_keeps_line_order_and_notes_an_order_no_recor
 def test_the_index_keys_texts_other_values_and_records_without_a_key_apart() -> None:
     """A text key is its own (``"[1]"`` is not the number 1's JSON text); a record without a
     key (missing, null, no object, no JSON) is a conversation of its own, named by its line,
-    noted when it is a JSON object; conversations go in their order of first appearance, a
+    noted when it is a JSON object or array; conversations go in their order of first appearance, a
     conversation's lines far apart (other chunks) included."""
     missing = "no conversation key (s missing or null): a conversation of its own"
     chunks = (
@@ -775,7 +780,7 @@ def test_the_index_keys_texts_other_values_and_records_without_a_key_apart() -> 
         ("s='x'", None, [10, 1]),
         ("line 2", missing, [2]),
         ("s=1", None, [3, 11]),
-        ("line 4", None, [4]),
+        ("line 4", missing, [4]),  # an array, a bare history: it holds no key
         ("s='[1]'", None, [5]),
         ("s=[1]", None, [6]),
         ("line 7", None, [7]),
