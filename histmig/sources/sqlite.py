@@ -112,6 +112,16 @@ class SqliteTable(TableInput):
             )
         )
 
+    def _equal_as_read(self) -> bool:
+        """In a table declared without a ``COLLATE`` clause every column compares as ``BINARY``,
+        as Python compares the values read (SQLite stores a NaN as NULL); a view's columns may
+        carry its tables' collations. The window a flag needs costs SQLite a copy of every row
+        read (about a quarter of a grouped run's time)."""
+        rows = self._query(
+            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE", [self.table]
+        )
+        return len(rows) == 1 and isinstance(rows[0][0], str) and "COLLATE" not in rows[0][0].upper()
+
     def _columns(self) -> list[Column]:
         rows = self._query("SELECT name, type FROM pragma_table_info(?) ORDER BY cid", [self.table])
         if not rows:

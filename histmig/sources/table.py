@@ -538,7 +538,8 @@ class TableInput(Input):
         read by one query in (conversation, order, key) order, streamed
         (:meth:`_ordered`), cut into pages of whole conversations of about
         :data:`PAGE_BYTES`. Where a conversation starts the database says, by its own equality
-        (a collation, ``char(n)``, NaN), as it sorted them. A row whose conversation key is null
+        (a collation, ``char(n)``, NaN), as it sorted them, unless the values read compare as it
+        compares them (:meth:`_equal_as_read`). A row whose conversation key is null
         is a conversation of its own, and says so. A conversation past
         ``--max-conversation-bytes`` is refused whole."""
         grouping = self.grouping
@@ -549,9 +550,9 @@ class TableInput(Input):
         ordered = ", ".join([*map(self.quote, groups), *order, *map(self.quote, key)])
         n = self._width = len(selected)
         checked = self._checked()
-        # where a conversation starts, told by the database's own equality (a collation, char(n), NaN), not Python's
+        flagged = bool(groups) and not self._equal_as_read()  # where a conversation starts, the database says
         starts = " OR ".join(f"lag({c}) OVER (ORDER BY {ordered}) {self.DISTINCT} {c}" for c in map(self.quote, groups))
-        columns = ", ".join([*selected, *checked, *([f"({starts})"] if groups else [])])
+        columns = ", ".join([*selected, *checked, *([f"({starts})"] if flagged else [])])
         statement = f"SELECT {columns} FROM {self._relation()} ORDER BY {ordered}"
         id_at = self._id_at(extra)
         g = len(groups)
@@ -559,6 +560,7 @@ class TableInput(Input):
         cells: list[bytes | None] = []
         seen: list[Seen] = []
         size = held = start = number = 0  # held: the bytes of the conversation open, from rows[start]
+        current: Any = None
         opened: tuple[str, tuple[Any, ...], str, str | None, bool] | None = None  # its where, params, name, note, keyed
         wheres = self._wheres(groups)
 
@@ -586,14 +588,14 @@ class TableInput(Input):
                         "name a unique non-null column with --key-column"
                     )
                 values = row[n : n + g]
-                if opened is None or None in values or (g and row[-1]):
+                if opened is None or None in values or (row[-1] if flagged else values != current):
                     if opened is not None:
                         seen.append(close())
                         if size >= PAGE_BYTES:
                             yield page()
                             rows, cells, seen, size = [], [], [], 0
                     alone = None in values
-                    start, held = len(rows), 0
+                    current, start, held = values, len(rows), 0
                     where, params, name, note = self._conversation_of(groups, values, row[:k], alone, wheres)
                     opened = where, params, name, note, bool(groups) and not alone
                     number += 1
@@ -608,6 +610,13 @@ class TableInput(Input):
         if opened is not None:
             seen.append(close())
             yield page()
+
+    def _equal_as_read(self) -> bool:
+        """Whether the conversation key values read compare in Python as the database compares
+        them, so that the ordered read needs no flag of where a conversation starts (a window
+        over every row read). Not on PostgreSQL (``char(n)``, collations, NaN, types read as
+        others)."""
+        return False
 
     def _wheres(self, groups: list[str]) -> tuple[str, str]:
         """The SQL conditions of :meth:`_conversation_of`, built once a run: a conversation's
