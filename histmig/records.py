@@ -628,9 +628,10 @@ class Outcome:
     per problem (why it was rejected, or, for an unchanged record under ``validate_all``, why
     it is not valid); ``warnings``, parts carried unchanged that no release up to 2.68 wrote
     (an unknown ``part_kind``); ``readers``, which releases load it (``check --reader``);
-    ``conversations``, the conversations it names (:func:`conversation_names`), told only of a
-    record whose findings say it may be a piece of one (a fragment, or a last response's calls
-    without results): the report tells which pieces another record continues; ``digest``, its
+    ``conversations``, the conversations it names (:func:`conversation_names`) and the calls
+    that may tie it to another record (:func:`histmig.rules.pairing.call_names`), told only of
+    a record whose findings say it may be a piece of one (a fragment, or a last response's
+    calls without results): the report tells which pieces another record continues; ``digest``, its
     messages' (:func:`messages_digest`, ``check --baseline``)."""
 
     record: Record
