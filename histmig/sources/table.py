@@ -398,6 +398,11 @@ class TableInput(Input):
         self._indexes = self._index_columns() if grouping is not None else []
         self.columns, self.column, self.kind, self.key = columns, name, kind, key
         self.stored = self._stored(name, kind)
+        shadowed = key == hidden and any(column.lower() in hidden for column in names)  # a column named rowid
+        if grouping is not None and (options.key_column is not None or shadowed):
+            twice = self._twice(key)  # a conversation's rows are not read in key order: not seen as they are read
+            if twice is not None:
+                raise self._not_unique(twice)
 
     def _holding(self, columns: list[Column]) -> str:
         """The one column of ``columns`` that holds histories whatever its name (the chat-app
@@ -432,6 +437,17 @@ class TableInput(Input):
         ``INTEGER PRIMARY KEY`` be null, on any number of rows (the chat-app example's ``id INT
         PRIMARY KEY``, never set, is null on every row); it keeps the non-null ones unique."""
         return not self._query(f"SELECT 1 FROM {self._relation()} WHERE {self._null(key)} LIMIT 1")
+
+    def _twice(self, key: tuple[str, ...]) -> tuple[Any, ...] | None:
+        """A value of ``key`` two rows hold, or ``None``: asked, a scan of the table, of a
+        grouped run's key that no primary key makes unique (``--key-column``, or a hidden
+        ``rowid`` a column of that name hides)."""
+        columns = ", ".join(map(self.quote, key))
+        found = self._query(
+            f"SELECT {columns} FROM {self._relation()} WHERE NOT ({self._null(key)}) "
+            f"GROUP BY {columns} HAVING count(*) > 1 LIMIT 1"
+        )
+        return tuple(found[0]) if found else None
 
     def _nulls(self, key: tuple[str, ...]) -> tuple[int, int]:
         """How many rows have ``key`` null, of how many: a whole scan, so asked only once
@@ -771,7 +787,7 @@ class TableInput(Input):
         application left it, for a rerun to complete."""
         by_number = {seen.number: seen for seen in page.conversations or ()}
         grouped = [(number, list(group)) for number, group in itertools.groupby(changes, key=_conversation)]
-        fresh = self._unchanged(page, [self.read_as(page, by_number[number]) for number, _ in grouped])  # type: ignore[index]
+        fresh = self._unchanged([self.read_as(page, by_number[number]) for number, _ in grouped])  # type: ignore[index]
         ready: list[RowUpdate] = []
         for number, rows in grouped:
             if number in fresh:
@@ -791,38 +807,50 @@ class TableInput(Input):
         checks = n + len(self._checked())
         return seen._replace(digest=_digest([(*row[: k + 1], *row[n:checks]) for row in rows]))
 
-    def _unchanged(self, page: Page, seen: list[Seen]) -> set[int]:
-        """The numbers of the conversations of ``seen`` (of ``page``) whose rows still hold
-        what was read: those found by their conversation key by one statement a batch (a table
-        without an index on it is scanned once a batch, not once a conversation), each row
-        given to the conversation that read it by its key; the others, and a batch holding a
-        row none read (added meanwhile), one by one (:meth:`unchanged_since`). The rows are
-        locked as there."""
+    def _unchanged(self, seen: list[Seen]) -> set[int]:
+        """The numbers of the conversations of ``seen`` whose rows still hold what was read:
+        those found by their conversation key by one statement a batch (a table without an
+        index on it is scanned once a batch, not once a conversation), each row read with the
+        key of its conversation's first row, the database joining them by its own equality (a
+        row moved from one conversation to another counts against both); the others one by one
+        (:meth:`unchanged_since`). The rows are locked as there."""
         fresh = {one.number for one in seen if not one.keyed and self.unchanged_since(one)}
         keyed = [one for one in seen if one.keyed]
-        groups = ", ".join(self.quote(c) for c in self.grouping.keys) if self.grouping is not None else ""
-        keys = ", ".join(map(self.quote, self.key))
-        read = ", ".join([keys, self.stored[0], *self._checked()])
-        k = len(self.key)
+        groups = self.grouping.keys if self.grouping is not None else ()
+        relation, k = self._relation(), len(self.key)
+        firsts = ", ".join(
+            [
+                *(f"{self.quote(c)} AS {self.quote(f'histmig key {i}')}" for i, c in enumerate(self.key)),
+                *(f"{self.quote(c)} AS {self.quote(f'histmig group {i}')}" for i, c in enumerate(groups)),
+            ]
+        )
+        same = " AND ".join(
+            f"{relation}.{self.quote(c)} = f.{self.quote(f'histmig group {i}')}" for i, c in enumerate(groups)
+        )
+        mine = [*map(self.quote, self.key), self.stored[0], *self._checked()]  # as read_as digests a row
+        read = ", ".join([*(f"f.{self.quote(f'histmig key {i}')}" for i in range(k)), *mine])
         for start in range(0, len(keyed), _VERIFY_BATCH):
             batch = keyed[start : start + _VERIFY_BATCH]
-            marks = ", ".join("(" + ", ".join([self.PARAM] * k) + ")" for _ in batch)
-            firsts = f"SELECT {groups} FROM {self._relation()} WHERE ({keys}) IN (VALUES {marks})"
             rows = self._query(
-                f"SELECT {read} FROM {self._relation()} WHERE ({groups}) IN ({firsts}){self._locking()}",
+                f"SELECT {read} FROM {relation} JOIN (SELECT {firsts} FROM {relation} WHERE {self._among(len(batch))}) "
+                f"AS f ON {same}{self._locking()}",
                 [value for one in batch for value in one.params],
             )
-            owner = {tuple(row[:k]): one.number for one in batch for row in page.rows[one.start : one.end]}
-            held: dict[int, list[tuple[Any, ...]]] = {}
+            held: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
             for row in rows:
-                number = owner.get(tuple(row[:k]))
-                if number is None:  # a row added meanwhile: which conversation it joined, the database tells
-                    fresh |= {one.number for one in batch if self.unchanged_since(one)}
-                    break
-                held.setdefault(number, []).append(tuple(row))
-            else:
-                fresh |= {one.number for one in batch if _digest(held.get(one.number, [])) == one.digest}
+                held.setdefault(tuple(row[:k]), []).append(tuple(row[k:]))
+            fresh |= {one.number for one in batch if _digest(held.get(tuple(one.params), [])) == one.digest}
         return fresh
+
+    def _among(self, count: int) -> str:
+        """The SQL condition that a row's key is one of ``count`` keys given as parameters,
+        each compared with the column (a ``char(n)`` key padded as it is; a ``VALUES`` list
+        would be typed apart)."""
+        columns = list(map(self.quote, self.key))
+        if len(columns) == 1:
+            return f"{columns[0]} IN ({', '.join([self.PARAM] * count)})"
+        one = "(" + " AND ".join(f"{c} = {self.PARAM}" for c in columns) + ")"
+        return "(" + " OR ".join([one] * count) + ")"
 
     def update_statement(self, table: str) -> str:
         """The UPDATE of one row of ``table`` (quoted), conditional on its stored messages:

@@ -886,3 +886,44 @@ def test_a_conversation_key_of_any_type_groups_by_the_databases_equality_and_is_
     with psycopg.connect(postgres_db) as con:
         held = con.execute("SELECT id, messages::text FROM runs WHERE seq = 1 ORDER BY id").fetchall()
     assert ["retry-prompt" in text for _, text in held] == [True, False]
+
+
+def test_a_char_n_primary_key_is_found_again_and_a_row_moved_meanwhile_skips_both_its_conversations(
+    postgres_db: str,
+) -> None:
+    """A ``char(5)`` key read back padded finds its rows again (each conversation migrated); a
+    row the application moves from one conversation to another while histmig works skips the
+    conversation it left and the one it joined, and leaves the third written."""
+    with psycopg.connect(postgres_db, autocommit=True) as con:
+        con.execute("CREATE TABLE runs (id char(5) PRIMARY KEY, conv text, seq integer, messages jsonb)")
+        for conv in "abc":
+            for seq, piece in enumerate(([PROMPT, CALL], [RETRY])):
+                con.execute(
+                    "INSERT INTO runs VALUES (%s, %s, %s, %s)",
+                    [f"{conv}{seq}", conv, seq, orjson.dumps(piece).decode()],
+                )
+    options = Options(table="runs", conversation=("conv",), order="seq")
+    result = api.convert(postgres_db, None, options, in_place=True)
+    assert (result.exit_code, sorted(row["location"] for row in result.report.changes)) == (
+        0,
+        ["id=a1   ", "id=b1   ", "id=c1   "],
+    )
+    with psycopg.connect(postgres_db, autocommit=True) as con:
+        con.execute("UPDATE runs SET messages = %s WHERE seq = 1", [orjson.dumps([RETRY]).decode()])
+    real = PostgresTable._page_transaction
+
+    def app_moves_a_row_first(self: PostgresTable, page: Any, result: Any) -> None:
+        with psycopg.connect(postgres_db, autocommit=True) as con:
+            con.execute("UPDATE runs SET conv = 'b', seq = 10 WHERE id = 'a0'")
+        real(self, page, result)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(PostgresTable, "_page_transaction", app_moves_a_row_first)
+        again = api.convert(postgres_db, None, options, in_place=True)
+    assert sorted((row["location"], row["status"]) for row in again.report.errors) == [
+        ("id=a1   ", "skipped"),
+        ("id=b1   ", "skipped"),
+    ]
+    with psycopg.connect(postgres_db) as con:
+        held = dict(con.execute("SELECT conv, messages::text FROM runs WHERE seq = 1").fetchall())
+    assert {conv: "retry-prompt" in text for conv, text in held.items()} == {"a": True, "b": True, "c": False}

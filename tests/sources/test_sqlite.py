@@ -646,3 +646,32 @@ def test_a_conversation_key_with_a_collation_groups_as_sqlite_compares_it(tmp_pa
     assert (result.exit_code, result.report.counts["skipped"], result.report.fragments) == (0, 0, 0)
     assert [(row["location"], row["rule"]) for row in result.report.changes] == [("id=2", "HM101")]
     assert "retry-prompt" not in query(db, "SELECT CAST(messages AS TEXT) FROM runs WHERE id = 2")[0][0]
+
+
+@pytest.mark.parametrize(
+    ("ddl", "options"),
+    [
+        ("CREATE TABLE t (k INT, conv TEXT, seq INT, message TEXT)", {"key_column": "k"}),
+        ("CREATE TABLE t (rowid INT, conv TEXT, seq INT, message TEXT)", {}),  # a column that hides the rowid
+    ],
+    ids=["key-column", "a-column-named-rowid"],
+)
+def test_a_grouped_table_whose_key_is_on_two_rows_is_refused_before_anything_is_written(
+    tmp_path: Path, ddl: str, options: dict[str, Any]
+) -> None:
+    """Under ``--conversation`` the rows are read in conversation order, not key order, so the
+    key's uniqueness is asked first: a write by a key two rows hold would rewrite both."""
+    db = tmp_path / "chat.sqlite"
+    with closing(sqlite3.connect(db)) as con, con:
+        con.execute(ddl)
+        con.executemany(
+            "INSERT INTO t VALUES (1, ?, ?, ?)",
+            [("A", 0, orjson.dumps([PROMPT, CALL]).decode()), ("B", 0, orjson.dumps([RETRY]).decode())],
+        )
+    before = db.read_bytes()
+    grouped = Options(table="t", messages_column="message", conversation=("conv",), order="seq", **options)
+    with pytest.raises(
+        UnreadableInput, match=r"key (k|rowid)=1 is on two rows; name a unique column with --key-column"
+    ):
+        api.convert(str(db), None, grouped, in_place=True)
+    assert db.read_bytes() == before
