@@ -97,10 +97,10 @@ def field_path(spec: str) -> tuple[str, ...]:
 
 
 def struct_key(key: str) -> bool:
-    """Whether JSON key ``key`` can name a field of a msgspec struct (a renamed field): not
-    when it holds a ``\\``, a ``"`` or a control character (U+0000 to U+001F), which msgspec
-    refuses."""
-    return not any(char in '\\"' or char < " " for char in key)
+    """Whether JSON key ``key`` can name a field of a msgspec struct (a renamed field) that a
+    field path reads: not when it holds a ``\\``, a ``"`` or a control character (U+0000 to
+    U+001F), which msgspec refuses, nor the empty key, which no field path spells."""
+    return bool(key) and not any(char in '\\"' or char < " " for char in key)
 
 
 WHOLE_INPUT = "*"

@@ -292,6 +292,7 @@ def test_a_history_held_as_json_text_is_migrated_and_written_back_as_text() -> N
         ('chat "history"', None),  # no struct can be named by it (msgspec): checked as a bare history
         ("chat\\history", None),
         ("chat\thistory", None),
+        ("", None),  # no field path spells it
     ],
 )
 def test_a_record_whose_messages_field_is_no_identifier_is_migrated(key: str, field: str | None) -> None:
