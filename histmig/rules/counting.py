@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from histmig.rules.base import Messages, Part
 from histmig.rules.causes import infer_cause
+from histmig.rules.pairing import is_synthesized
 from histmig.schema.releases import Release, release
 
 
@@ -316,7 +317,9 @@ class History:
     its :attr:`steps` (``(message index, run index, [(part index, part)])`` for every request;
     an empty request that answers a response, an empty response re-sent, holds a ``None``
     part: docs/framework.md §1.1, it was charged to the output budget) and its :attr:`retries`
-    in order (:class:`Retry`)."""
+    in order (:class:`Retry`). An interrupted return synthesized for a dangling call (HM406's,
+    2.68's: docs/framework.md §2.6) is no part of a step: it stands for nothing the run did, so
+    a history counts the same before HM406 closes its calls and after."""
 
     def __init__(self, messages: Messages) -> None:
         self.runs = _runs(messages)
@@ -330,8 +333,10 @@ class History:
         for m_index, message in enumerate(messages):
             if not isinstance(message, dict) or not isinstance(message.get("parts"), list):
                 continue
-            parts: list[tuple[int, Any]] = [
-                (p_index, part) for p_index, part in enumerate(message["parts"]) if isinstance(part, dict)
+            parts: list[tuple[int, Any]] = [  # a return 2.68 synthesizes stands for no step the run took (§2.6)
+                (p_index, part)
+                for p_index, part in enumerate(message["parts"])
+                if isinstance(part, dict) and not is_synthesized(part)
             ]
             if message.get("kind") == "response":
                 calls.update(

@@ -16,7 +16,7 @@ import duckdb
 import orjson
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 
 from histmig.api import convert, migrate
 from histmig.options import Options
@@ -198,8 +198,26 @@ def test_every_explanation_names_a_release_and_a_rule() -> None:
             assert re.search(r"\d+\.\d+\.\d+", text) and "docs/framework.md §" in text
 
 
+_DANGLING_THEN_EMPTY = [  # HM406's return, added after HM104 counted, must not change a second count
+    {"parts": [], "kind": "request"},
+    {
+        "parts": [{"tool_name": "get_weather", "args": None, "tool_call_id": "call_1", "part_kind": "tool-call"}],
+        "timestamp": "2025-05-01T10:00:00Z",
+        "kind": "response",
+    },
+    {"parts": [], "kind": "request"},
+    {"parts": [], "timestamp": "2025-05-01T10:00:00Z", "kind": "response"},
+    {"parts": [], "kind": "request"},
+    {
+        "parts": [{"content": "", "tool_name": None, "tool_call_id": "call_1", "part_kind": "retry-prompt"}],
+        "kind": "request",
+    },
+]
+
+
 @SETTINGS
 @given(HISTORY)
+@example(_DANGLING_THEN_EMPTY)
 def test_attempts_are_total_idempotent_and_only_fill_retry_counts(history: list[dict[str, Any]]) -> None:
     plain = copy.deepcopy(history)
     migrate(plain)
