@@ -827,7 +827,8 @@ class TableInput(Input):
         same = " AND ".join(
             f"{relation}.{self.quote(c)} = f.{self.quote(f'histmig group {i}')}" for i, c in enumerate(groups)
         )
-        mine = [*map(self.quote, self.key), self.stored[0], *self._checked()]  # as read_as digests a row
+        # as read_as digests a row; the key named by its table: SQLite's rowid of a join would be ambiguous
+        mine = [*(f"{relation}.{self.quote(c)}" for c in self.key), self.stored[0], *self._checked()]
         read = ", ".join([*(f"f.{self.quote(f'histmig key {i}')}" for i in range(k)), *mine])
         for start in range(0, len(keyed), _VERIFY_BATCH):
             batch = keyed[start : start + _VERIFY_BATCH]

@@ -675,3 +675,25 @@ def test_a_grouped_table_whose_key_is_on_two_rows_is_refused_before_anything_is_
     ):
         api.convert(str(db), None, grouped, in_place=True)
     assert db.read_bytes() == before
+
+
+def test_the_chat_app_table_with_a_session_column_converts_session_by_session_by_its_rowid(tmp_path: Path) -> None:
+    """The chat-app example's table (``id INT PRIMARY KEY`` never set) with a ``session_id``
+    column its forks add: the rows are keyed by the rowid, each session is one conversation,
+    and each is found again by its first row's rowid when written (not skipped as changed)."""
+    db = tmp_path / "chat.sqlite"
+    with closing(sqlite3.connect(db)) as con, con:
+        con.execute("CREATE TABLE messages (id INT PRIMARY KEY, session_id TEXT, message_list TEXT)")
+        for session in ("s1", "s2"):
+            con.executemany(
+                "INSERT INTO messages (session_id, message_list) VALUES (?, ?)",
+                [(session, orjson.dumps([PROMPT, CALL]).decode()), (session, orjson.dumps([RETRY]).decode())],
+            )
+    result = api.convert(str(db), None, Options(table="messages", conversation=("session_id",)), in_place=True)
+    assert (result.exit_code, result.report.counts["skipped"], result.report.fragments) == (0, 0, 0)
+    assert [(row["location"], row["rule"]) for row in result.report.changes] == [
+        ("rowid=2", "HM101"),
+        ("rowid=4", "HM101"),
+    ]
+    held = query(db, "SELECT CAST(message_list AS TEXT) FROM messages WHERE rowid IN (2, 4)")
+    assert all("retry-prompt" not in text and '"outcome":"retried"' in text for (text,) in held)
