@@ -40,6 +40,7 @@ from histmig.records import (
     Outcome,
     Record,
     check_messages,
+    is_one_message,
     locate_messages,
 )
 from histmig.report import Report
@@ -87,13 +88,19 @@ def column_kind(type_: pa.DataType) -> ColumnKind | None:
 
 
 def find_messages_column(
-    schema: pa.Schema, name: str | None = None, *, where: str = "", first: Callable[[str], Any] | None = None
+    schema: pa.Schema,
+    name: str | None = None,
+    *,
+    where: str = "",
+    first: Callable[[str], Any] | None = None,
+    one: bool = False,
 ) -> str:
     """The messages column of ``schema``: ``name`` when given, else the first of
     :data:`~histmig.records.MESSAGE_FIELD_CANDIDATES` present with a usable type, else the
     only column that holds histories whatever its name (``chat-history``): a ``list<struct>``
     column whose structs have ``kind`` and ``parts``, or a text or binary column whose first
-    non-null cell (``first(column)``, when given) is a history or an envelope holding one.
+    non-null cell (``first(column)``, when given) is a history or an envelope holding one, or
+    with ``one`` (``--conversation``) one message (:func:`holds_history`).
     Raises :class:`ColumnError` (prefixed with ``where``) when there is none, when several
     columns hold histories, or when the type is unusable (``name``'s, or with none found, a
     candidate's: ``column 'messages' is int64``)."""
@@ -111,7 +118,7 @@ def find_messages_column(
         f.name
         for f in schema
         if (column_kind(f.type) == "nested" and {"kind", "parts"} <= {c.name for c in _storage(f.type).value_type})
-        or (column_kind(f.type) in ("text", "binary") and first is not None and holds_history(first(f.name)))
+        or (column_kind(f.type) in ("text", "binary") and first is not None and holds_history(first(f.name), one))
     ]
     if len(found) == 1:
         return found[0]
@@ -133,11 +140,15 @@ def _unusable(schema: pa.Schema, name: str, prefix: str) -> ColumnError:
     )
 
 
-def holds_history(cell: Any) -> bool:
+def holds_history(cell: Any, one: bool = False) -> bool:
     """Whether a text or binary cell is JSON holding a history (bare, or in an envelope): a
-    list of messages (:func:`~histmig.records.check_messages`; a list of numbers is not one)."""
+    list of messages (:func:`~histmig.records.check_messages`; a list of numbers is not one);
+    with ``one``, or one message (:func:`~histmig.records.is_one_message`: a store of one
+    message a row, whose rows ``--conversation`` puts together)."""
     if cell is None:
         return False
+    if one and is_one_message(cell.encode() if isinstance(cell, str) else bytes(cell)):
+        return True
     try:
         check_messages(locate_messages(orjson.loads(cell)).messages)
     except (orjson.JSONDecodeError, NotAHistory):

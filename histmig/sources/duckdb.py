@@ -146,7 +146,11 @@ class DuckdbTable(Input):
                 )
             schema = _arrow_schema(self._con, table)
             self._column = find_messages_column(
-                schema, options.messages_column, where=self.name, first=self._first_cell
+                schema,
+                options.messages_column,
+                where=self.name,
+                first=self._first_cell,
+                one=options.grouping is not None,
             )
             keys = self._constraints("PRIMARY KEY")
             self._id_column = find_id_column(

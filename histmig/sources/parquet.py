@@ -347,10 +347,7 @@ class GroupedParquet(Input):
             schema = parquet.schema_arrow
             check_columns(path, schema, self._grouping)  # before any row is read
             column = find_messages_column(
-                schema,
-                options.messages_column,
-                where=path,
-                first=partial(_first_cell, parquet),
+                schema, options.messages_column, where=path, first=partial(_first_cell, parquet), one=True
             )
             self._opened.append(parquet)
             self._migrators.append(

@@ -358,7 +358,7 @@ class TableInput(Input):
         if name is None:
             name = next(
                 (c for c in MESSAGE_FIELD_CANDIDATES if c in by_name and self._kind(by_name[c]) is not None), None
-            ) or self._holding(columns)
+            ) or self._holding(columns, options.grouping is not None)
         elif name not in by_name:
             raise ColumnError(f"{self.name}: no column {name!r} (columns: {', '.join(names)})")
         kind = self._kind(by_name[name])
@@ -404,10 +404,11 @@ class TableInput(Input):
             if twice is not None:
                 raise self._not_unique(twice)
 
-    def _holding(self, columns: list[Column]) -> str:
+    def _holding(self, columns: list[Column], one: bool) -> str:
         """The one column of ``columns`` that holds histories whatever its name (the chat-app
         example's ``message_list``): a text or bytes column whose first non-null value is a
-        history or an envelope holding one, as a Parquet column is found
+        history or an envelope holding one, or with ``one`` (``--conversation``) one message
+        (a store of one message a row), as a Parquet column is found
         (:func:`~histmig.sources.arrow.find_messages_column`); with none, a column of a
         candidate's name (``messages``) of another type, for the caller to name with its type.
         Raises :class:`ColumnError` when none does and there is no such column, or several do."""
@@ -418,7 +419,7 @@ class TableInput(Input):
                 continue
             stored, quoted = self._stored(column.name, kind)[0], self.quote(column.name)
             first = self._query(f"SELECT {stored} FROM {self._relation()} WHERE {quoted} IS NOT NULL LIMIT 1")
-            if first and holds_history(self._cell(first[0][0])):
+            if first and holds_history(self._cell(first[0][0]), one):
                 found.append(column.name)
         if len(found) == 1:
             return found[0]

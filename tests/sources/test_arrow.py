@@ -24,6 +24,7 @@ from histmig.sources.arrow import (
     bytes_array,
     find_id_column,
     find_messages_column,
+    holds_history,
     indices,
     widened_type,
 )
@@ -102,6 +103,19 @@ def test_the_messages_column_is_named_or_found_else_refused() -> None:
         find_messages_column(schema, "nope")
     with pytest.raises(ColumnError, match="cannot tell the messages column"):
         find_messages_column(pa.schema([("id", pa.int64())]))
+
+
+@pytest.mark.parametrize("cell", ['{"kind": "request", "parts": []}', b'{"parts": [], "kind": "response"}'])
+def test_a_column_of_one_message_a_row_is_found_only_for_rows_put_together(cell: str | bytes) -> None:
+    """A store of one message a row (``--conversation`` puts them together) holds no history
+    in any cell: its column is found by the message it holds, and only then (alone, a row of
+    one message is no history to migrate)."""
+    schema = pa.schema([("conversation_id", pa.string()), ("msg", pa.string())])
+    first = {"conversation_id": "c1", "msg": cell}.__getitem__
+    assert find_messages_column(schema, first=first, one=True) == "msg"
+    with pytest.raises(ColumnError, match="cannot tell the messages column"):
+        find_messages_column(schema, first=first)
+    assert not holds_history('{"kind": "request", "parts": 3}', True)
 
 
 class JsonText(pa.ExtensionType):

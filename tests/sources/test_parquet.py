@@ -26,12 +26,15 @@ from histmig.options import Options
 from histmig.sources.arrow import widened_type
 from tests.conftest import CORPUS, run_pieces, without_run
 from tests.sources.conftest import (
-    legacy_nested_table,
+    CALL,
     FIELD_METADATA,
     METADATA,
+    PROMPT,
+    RETRY,
     ROW_GROUP,
     corpus_records,
     jsonl_path_output,
+    legacy_nested_table,
     nested_records,
     table_of,
     without_place,
@@ -868,3 +871,22 @@ def test_a_mixed_era_nested_column_grouped_is_checked_and_repaired_as_ungrouped(
     assert api.convert(str(source), str(tmp_path / "alone.parquet")).exit_code == 0
     assert api.convert(str(source), str(tmp_path / "together.parquet"), grouped).exit_code == 0
     assert pq.read_table(tmp_path / "together.parquet").equals(pq.read_table(tmp_path / "alone.parquet"))
+
+
+def test_a_file_of_one_message_a_row_finds_its_column_by_the_message_it_holds(tmp_path: Path) -> None:
+    """Under ``--conversation`` a ``message`` column of one message a row is found as a
+    history's would be (no ``--messages-column``)."""
+    source, out = tmp_path / "messages.parquet", tmp_path / "out.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "conversation_id": ["c", "c", "c"],
+                "seq": [0, 1, 2],
+                "message": [orjson.dumps(m).decode() for m in (PROMPT, CALL, RETRY)],
+            }
+        ),
+        source,
+    )
+    result = api.convert(str(source), str(out), Options(conversation=("conversation_id",), order="seq"))
+    assert [(row["location"], row["rule"]) for row in result.report.changes] == [("row 2", "HM101")]
+    assert "retry-prompt" not in pq.read_table(out).column("message").to_pylist()[2]

@@ -700,10 +700,11 @@ CONVERSATIONS = Options(
 
 
 def test_a_table_of_one_message_a_row_converts_as_the_whole_histories_do(postgres_db: str) -> None:
+    """Its ``message`` column found by the message it holds (no ``--messages-column``)."""
     histories, records = stored_apart("per message")
     messages_table(postgres_db, records)
     before = messages_of(postgres_db)
-    options = replace(CONVERSATIONS, unsafe_fixes=True)
+    options = replace(CONVERSATIONS, unsafe_fixes=True, messages_column=None)
     result = api.convert(postgres_db, None, options, in_place=True)
     assert result.report.counts["rejected"] == 0
     changed = {row["location"] for row in result.report.changes}

@@ -697,3 +697,21 @@ def test_the_chat_app_table_with_a_session_column_converts_session_by_session_by
     ]
     held = query(db, "SELECT CAST(message_list AS TEXT) FROM messages WHERE rowid IN (2, 4)")
     assert all("retry-prompt" not in text and '"outcome":"retried"' in text for (text,) in held)
+
+
+def test_a_table_of_one_message_a_row_finds_its_column_by_the_message_it_holds(tmp_path: Path) -> None:
+    """``chat_messages (id, conversation_id, seq, message)``: under ``--conversation`` the
+    ``message`` column is found as a history's would be; alone, a row of one message is no
+    history, and the column is not guessed."""
+    db = tmp_path / "chat.sqlite"
+    with closing(sqlite3.connect(db)) as con, con:
+        con.execute("CREATE TABLE chat_messages (id INTEGER PRIMARY KEY, conversation_id TEXT, seq INT, message TEXT)")
+        con.executemany(
+            "INSERT INTO chat_messages (conversation_id, seq, message) VALUES ('c', ?, ?)",
+            [(seq, orjson.dumps(message).decode()) for seq, message in enumerate((PROMPT, CALL, RETRY))],
+        )
+    grouped = Options(table="chat_messages", conversation=("conversation_id",), order="seq")
+    result = api.convert(str(db), None, grouped, in_place=True)
+    assert [(row["location"], row["rule"]) for row in result.report.changes] == [("id=3", "HM101")]
+    with pytest.raises(UnreadableInput, match="cannot tell the messages column"):
+        api.audit(str(db), Options(table="chat_messages"))
