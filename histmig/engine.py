@@ -684,12 +684,11 @@ def _full_way(record: Record, plan: Plan, defer: bool, known: tuple[Duplicate | 
         if errors and schema.legacy_errors(messages):
             errors.append("no release 0.0.13-2.68 wrote this shape: no rule can migrate it")
         return Outcome(record, "unchanged", record.raw, errors=errors, warnings=warnings, findings=findings)
-    if located.text:  # the history is JSON text in a string field: checked as a bare history, written back as text
+    # a history held as JSON text in a string field (written back as text), or under a key no struct can read
+    # the record by, is checked as a bare history
+    if located.text or not all(map(struct_key, located.path)):
         checked, field = dumps(messages), None
-        output = dumps(located.put(obj, checked.decode()))
-    elif not all(map(struct_key, located.path)):  # no struct reads the record by this key: checked as a bare history
-        checked, field = dumps(messages), None
-        output = dumps(obj)
+        output = dumps(located.put(obj, checked.decode())) if located.text else dumps(obj)
     else:
         output = checked = dumps(obj)
         field = name

@@ -111,18 +111,20 @@ def _span(raw: dict[str, Any], line: int, where: str) -> Span:
 def _what_it_holds(obj: object) -> str:
     """What a line that is no export request holds, when it is something histmig knows, as
     the end of its error: a stored history (empty, or its first message a request or a
-    response, read by ``convert``), or the OpenTelemetry GenAI messages ``histmig otel`` writes (``role`` for
-    ``kind``), which hold no history to recover; ``""`` for anything else (``[1, 2]``,
-    ``{"messages": null}``)."""
+    response, read by ``convert``), or the OpenTelemetry GenAI messages ``histmig otel``
+    writes (``role`` for ``kind``), which hold no history to recover; ``""`` for anything else
+    (``[1, 2]``, ``{"messages": null}``)."""
     if isinstance(obj, dict):
         field = next((k for k in MESSAGE_FIELD_CANDIDATES if k in obj), None)
         obj = obj[field] if field is not None else None
     if not isinstance(obj, list):
         return ""
-    first = obj[0] if obj else {}
-    if not obj or (isinstance(first, dict) and first.get("kind") in ("request", "response")):  # an empty one too
+    first = obj[0] if obj else {"kind": "request"}  # an empty history is a history
+    if not isinstance(first, dict):
+        return ""
+    if first.get("kind") in ("request", "response"):
         return "; it holds a stored history: histmig convert, audit and check read it as it is"
-    if isinstance(first, dict) and "role" in first:
+    if "role" in first:
         return (
             "; it holds OpenTelemetry GenAI messages (as histmig otel writes them), which are no history to recover: "
             "from-otel reads the spans a traced run exported"

@@ -166,9 +166,9 @@ class Seen(NamedTuple):
     ``--max-conversation-bytes``), the SQL condition (``where``, with ``params``) that finds
     its rows, and the :func:`_digest` of its rows as read, which a write compares with what
     they hold then (``""`` until a write needs it, :meth:`TableInput.read_as`); ``keyed``:
-    found by its conversation key (``params``: the key of its first row, whose conversation
-    key the database compares), so that the conversations of a page are found again by one
-    statement."""
+    found by its conversation key instead (``params``: the key of its first row, whose
+    conversation key the database compares; ``where`` none), so that the conversations of a
+    page are found again by one statement."""
 
     start: int
     end: int
@@ -579,7 +579,7 @@ class TableInput(Input):
         size = held = start = number = 0  # held: the bytes of the conversation open, from rows[start]
         current: Any = None
         opened: tuple[str, tuple[Any, ...], str, str | None, bool] | None = None  # its where, params, name, note, keyed
-        wheres = self._wheres(groups)
+        by_key = f" WHERE {self._among(1)}"
 
         def page() -> Page:
             return Page(
@@ -613,7 +613,7 @@ class TableInput(Input):
                             rows, cells, seen, size = [], [], [], 0
                     alone = None in values
                     current, start, held = values, len(rows), 0
-                    where, params, name, note = self._conversation_of(groups, values, row[:k], alone, wheres)
+                    where, params, name, note = self._conversation_of(groups, values, row[:k], alone, by_key)
                     opened = where, params, name, note, bool(groups) and not alone
                     number += 1
                 rows.append(row)
@@ -635,28 +635,20 @@ class TableInput(Input):
         others)."""
         return False
 
-    def _wheres(self, groups: list[str]) -> tuple[str, str]:
-        """The SQL conditions of :meth:`_conversation_of`, built once a run: a conversation's
-        rows by the ``groups`` values of its first row, found by that row's key (the database
-        compares the values it holds: no value read is sent back, whatever its type), and a
-        row by its key."""
-        by_key = " AND ".join(f"{self.quote(c)} = {self.PARAM}" for c in self.key)
-        values = ", ".join(map(self.quote, groups))
-        return f" WHERE ({values}) = (SELECT {values} FROM {self._relation()} WHERE {by_key})", f" WHERE {by_key}"
-
     def _conversation_of(
-        self, groups: list[str], values: tuple[Any, ...], key: tuple[Any, ...], alone: bool, wheres: tuple[str, str]
+        self, groups: list[str], values: tuple[Any, ...], key: tuple[Any, ...], alone: bool, by_key: str
     ) -> tuple[str, tuple[Any, ...], str, str | None]:
         """The SQL condition finding a conversation's rows, its parameters, its name and
-        note: by its key ``values`` in ``groups``, the whole table (``--conversation '*'``),
-        or, for a row whose conversation key is null, by the row's own ``key`` (``wheres``:
-        :meth:`_wheres`)."""
+        note: for a row whose conversation key is null, by the row's own ``key``
+        (``by_key``, built once a run), the whole table (``--conversation '*'``), or none for
+        one found by its key ``values`` in ``groups`` (:meth:`_unchanged` joins its rows to
+        its first row's ``key``, the parameters)."""
         if alone:
             said = f"no conversation key ({', '.join(groups)} null): a conversation of its own"
-            return wheres[1], key, row_name(self.key, key), said
+            return by_key, key, row_name(self.key, key), said
         if not groups:
             return "", (), f"the whole table {self.table}", None
-        return wheres[0], key, row_name(groups, values), None
+        return "", key, row_name(groups, values), None
 
     def _checked(self) -> list[str]:
         """The SQL read for a row besides its key and messages that a write in place checks it
