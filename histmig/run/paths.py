@@ -94,14 +94,22 @@ def _writes(inputs: Sequence[Planned], rejects: str | None, report: str | None) 
     return [*found.values(), *locks]
 
 
-def check_apart(inputs: Sequence[Planned], *, rejects: str | None = None, report: str | None = None) -> None:
+def check_apart(
+    inputs: Sequence[Planned],
+    *,
+    rejects: str | None = None,
+    report: str | None = None,
+    beside: Sequence[tuple[str, str]] = (),
+) -> None:
     """Raise :class:`~histmig.errors.SamePath` (exit code 2) naming both paths when a path
     the run writes (:func:`_writes`; ``rejects`` and ``report`` as given) is a file it reads
-    (an input, among them a database it writes in place or adds a ``--to-table`` to) or
-    another path it writes, or, in place, when one file is two of its inputs (a link, ``./``, a
-    hard link: it would be migrated, and written over, twice)."""
+    (an input, among them a database it writes in place or adds a ``--to-table`` to, or a
+    file ``beside`` one, ``(input, file)``, that holds its data too, there yet or not: SQLite's ``-wal``,
+    :attr:`~histmig.sources.base.Format.companions`) or another path it writes, or, in place,
+    when one file is two of its inputs (a link, ``./``, a hard link: it would be migrated, and
+    written over, twice)."""
     writes = _writes(inputs, rejects, report)
-    reads = _reads(inputs)
+    reads = _reads(inputs) + [Named(f"a file of the input {path},", file) for path, file in beside]
     rewritten = reads if any(destination.in_place for _, destination in inputs) else []
     for at, read in enumerate(rewritten):
         key = file_key(read.path)

@@ -120,7 +120,12 @@ def plan(
         )
     check_options(command, found, destination, options)
     inputs, directory = _destinations(paths, found, destination, "local" if objects else engine)
-    check_apart([(item.path, item.destination) for item in inputs], rejects=destination.rejects, report=report)
+    check_apart(
+        [(item.path, item.destination) for item in inputs],
+        rejects=destination.rejects,
+        report=report,
+        beside=[(item.path, item.path + suffix) for item in inputs for suffix in item.format.companions],
+    )
     return Planning(
         command,
         input,

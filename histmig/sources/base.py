@@ -196,7 +196,8 @@ class Format:
     without its password; ``None``: as it is). ``open_together`` opens the files of a run,
     each with its destination, as one input, for ``--conversation`` (a conversation's records
     may be in any of them: a Parquet directory); a format without it groups within one file.
-    The options a format
+    A database file's ``companions`` are the suffixes of the files beside it that hold its
+    data too (SQLite's ``-wal``, ``-journal``): a run writes none of them. The options a format
     takes are declared with them, on :class:`~histmig.options.Options` (each flag's
     ``formats`` names the formats it applies to); a format's ``open`` reads them from the
     ``options`` it is given."""
@@ -212,6 +213,7 @@ class Format:
     same_table: Callable[[str, str], bool] | None = None
     display: Callable[[str], str] | None = None
     open_together: Callable[[list[tuple[str, Destination]], Any, Job], list[Input]] | None = None
+    companions: tuple[str, ...] = ()
 
     def named(self, path: str) -> bool:
         """Whether ``path``'s name ends in one of the suffixes (any case)."""

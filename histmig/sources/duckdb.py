@@ -615,4 +615,5 @@ FORMAT = Format(
     columnar=True,
     description="DuckDB",
     same_table=same_folded,
+    companions=(".wal",),  # its write-ahead log
 )

@@ -310,5 +310,6 @@ FORMAT = Format(
     columnar=True,
     description="SQLite",
     same_table=same_folded,
+    companions=("-wal", "-shm", "-journal"),  # a write-ahead log's commits, its index, a rollback journal
 )
 SqliteTable.FORMAT = FORMAT

@@ -62,6 +62,21 @@ def test_a_report_is_never_written_over_the_database_a_run_rewrites(tmp_path: Pa
     assert db.read_bytes() == before
 
 
+@pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal"])
+def test_no_file_a_sqlite_database_keeps_beside_it_is_written(tmp_path: Path, suffix: str) -> None:
+    """An application's commits may sit in the write-ahead log beside the database, there or not
+    yet: a report or rejects file named as it is refused, as the database itself is."""
+    db = tmp_path / "db.sqlite"
+    with closing(sqlite3.connect(db)) as con, con:
+        con.execute("CREATE TABLE conv (id INTEGER PRIMARY KEY, messages TEXT)")
+        con.execute("INSERT INTO conv (messages) VALUES (?)", [LEGACY.decode()])
+    for flag in ("--report", "--rejects"):
+        assert refused("convert", str(db), "--table", "conv", "--in-place", flag, f"{db}{suffix}") == (
+            f"histmig: {flag} {db}{suffix} is a file of the input {db}, {db}{suffix}; name another file\n"
+        )
+    assert not Path(f"{db}{suffix}").exists()
+
+
 def test_rejects_are_never_written_over_the_output_or_the_input(archive: Path) -> None:
     assert refused("convert", "in.jsonl", "out.jsonl", "--rejects", "out.jsonl") == (
         "histmig: --rejects out.jsonl is OUTPUT out.jsonl; name another file\n"
