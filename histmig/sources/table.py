@@ -669,8 +669,21 @@ class TableInput(Input):
         order (:meth:`_checked`); the rows are locked until the transaction ends where the
         database can (:meth:`_locking`)."""
         read = ", ".join([*map(self.quote, self.key), self.stored[0], *self._checked()])
-        rows = self._query(f"SELECT {read} FROM {self._relation()}{seen.where}{self._locking()}", list(seen.params))
-        return _digest(rows) == seen.digest
+        return (
+            _digest(self._locked(f"SELECT {read} FROM {self._relation()}{seen.where}", list(seen.params)))
+            == seen.digest
+        )
+
+    def _locked(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """The rows of ``statement``, locked until the transaction ends where the database can
+        (:meth:`_locking`), as they are once the locks are held: a statement that waited for
+        another transaction's locks reads what was there when it began (PostgreSQL's READ
+        COMMITTED), not a row that transaction added, so the rows are read again, locked."""
+        locking = self._locking()
+        if not locking:
+            return self._query(statement, params)
+        self._query(statement + locking, params)
+        return self._query(statement, params)
 
     def _nulls_last(self, column: str) -> list[str]:
         """The ``ORDER BY`` terms of ``column`` ascending, a null after every value (a row
@@ -825,9 +838,9 @@ class TableInput(Input):
         read = ", ".join([*(f"f.{self.quote(f'histmig key {i}')}" for i in range(k)), *mine])
         for start in range(0, len(keyed), _VERIFY_BATCH):
             batch = keyed[start : start + _VERIFY_BATCH]
-            rows = self._query(
+            rows = self._locked(
                 f"SELECT {read} FROM {relation} JOIN (SELECT {firsts} FROM {relation} WHERE {self._among(len(batch))}) "
-                f"AS f ON {same}{self._locking()}",
+                f"AS f ON {same}",
                 [value for one in batch for value in one.params],
             )
             held: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from dataclasses import replace
@@ -928,3 +929,41 @@ def test_a_char_n_primary_key_is_found_again_and_a_row_moved_meanwhile_skips_bot
     with psycopg.connect(postgres_db) as con:
         held = dict(con.execute("SELECT conv, messages::text FROM runs WHERE seq = 1").fetchall())
     assert {conv: "retry-prompt" in text for conv, text in held.items()} == {"a": True, "b": True, "c": False}
+
+
+def test_a_row_added_by_a_transaction_histmig_waited_for_skips_its_conversation(postgres_db: str) -> None:
+    """The application holds a conversation's rows locked, adds one and commits while histmig
+    waits for the locks to write it: READ COMMITTED would let the waiting read see the rows as
+    they were, so the conversation is read again once locked, and skipped."""
+    with psycopg.connect(postgres_db, autocommit=True) as con:
+        con.execute("CREATE TABLE runs (id bigserial PRIMARY KEY, conv text, seq integer, messages jsonb)")
+        for seq, piece in enumerate(([PROMPT, CALL], [RETRY])):
+            con.execute(
+                "INSERT INTO runs (conv, seq, messages) VALUES ('a', %s, %s)", [seq, orjson.dumps(piece).decode()]
+            )
+    locked, done = threading.Event(), threading.Event()
+
+    def application() -> None:
+        with psycopg.connect(postgres_db) as con:  # one transaction
+            con.execute("SELECT id FROM runs WHERE conv = 'a' FOR UPDATE")
+            con.execute("INSERT INTO runs (conv, seq, messages) VALUES ('a', 2, '[]')")
+            locked.set()
+            time.sleep(1)  # histmig is waiting for the locks meanwhile
+        done.set()
+
+    real = PostgresTable._page_transaction
+
+    def app_locks_first(self: PostgresTable, page: Any, result: Any) -> None:
+        writer = threading.Thread(target=application)
+        writer.start()
+        assert locked.wait(30)
+        real(self, page, result)
+        writer.join()
+
+    options = Options(table="runs", conversation=("conv",), order="seq")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(PostgresTable, "_page_transaction", app_locks_first)
+        result = api.convert(postgres_db, None, options, in_place=True)
+    assert done.is_set() and [(row["location"], row["status"]) for row in result.report.errors] == [("id=2", "skipped")]
+    with psycopg.connect(postgres_db) as con:
+        assert "retry-prompt" in con.execute("SELECT messages::text FROM runs WHERE id = 2").fetchone()[0]
