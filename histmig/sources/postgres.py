@@ -45,6 +45,10 @@ one it cuts short without an error, so that ``--to-table`` could name the table 
 _FETCH_ROWS = 512
 """Rows a server-side cursor fetches at a time (``--conversation``)."""
 
+EQUAL_AS_READ = frozenset({"bool", "int2", "int4", "int8", "text", "varchar", "date", "uuid"})
+"""Key types whose values compare in Python, as psycopg reads them, as PostgreSQL compares
+them (text: under a deterministic collation)."""
+
 TEXT_TYPES = frozenset({"json", "jsonb", "text", "varchar"})
 """Column types (base types of a domain) whose text a history may be."""
 
@@ -242,6 +246,25 @@ class PostgresTable(TableInput):
                     yield rows
         except psycopg.Error as exc:
             raise UnreadableInput(f"{self.name}: {str(exc).strip()}") from exc
+
+    def _equal_as_read(self) -> bool:
+        """Whether every conversation key column is of a base type whose values PostgreSQL
+        holds equal exactly when the values read are equal in Python (:data:`EQUAL_AS_READ`),
+        text under a deterministic collation (equal only when their bytes are): then the
+        ordered read needs no window flagging where a conversation starts (about a sixth of
+        the read of 100,000 rows of one message). Not ``char(n)`` (padded), a float or a
+        numeric (NaN, ``1.0`` and ``1.00``), ``citext``, a nondeterministic collation, an
+        enum or a domain."""
+        keys = list(self.grouping.keys) if self.grouping is not None else []
+        rows = self._query(
+            "SELECT t.typname, t.typtype, COALESCE(c.collisdeterministic, true) FROM pg_attribute a "
+            "JOIN pg_type t ON t.oid = a.atttypid LEFT JOIN pg_collation c ON c.oid = a.attcollation "
+            "WHERE a.attrelid = %s AND a.attname = ANY(%s) AND a.attnum > 0 AND NOT a.attisdropped",
+            [self._table_oid, keys],
+        )
+        return len(rows) == len(keys) and all(
+            kind == "b" and name in EQUAL_AS_READ and deterministic for name, kind, deterministic in rows
+        )
 
     def _nulls_last(self, column: str) -> list[str]:
         # the order as an index on (conversation, order) holds it: read from the index, not sorted again

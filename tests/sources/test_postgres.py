@@ -837,6 +837,58 @@ def test_with_the_index_rows_are_read_in_its_order_not_sorted_again_and_a_null_o
     assert [seqs[key] for key in keys[:-1]] == sorted(seqs[key] for key in keys[:-1])
 
 
+NONDETERMINISTIC = "CREATE COLLATION ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false)"
+"""A collation under which ``'A'`` and ``'a'`` are equal (their bytes differ)."""
+
+
+@pytest.mark.parametrize(
+    ("column", "setup", "flagged"),
+    [
+        ("text", "", False),
+        ("varchar(9)", "", False),
+        ("bigint", "", False),
+        ("uuid", "", False),
+        ('text COLLATE "C"', "", False),
+        ("text COLLATE ci", NONDETERMINISTIC, True),
+        ("char(5)", "", True),
+        ("double precision", "", True),
+        ("numeric", "", True),
+        ("mood", "CREATE TYPE mood AS ENUM ('a', 'b')", True),
+        ("word", "CREATE DOMAIN word AS text", True),
+    ],
+)
+def test_the_read_flags_where_a_conversation_starts_unless_python_compares_its_key_as_postgresql(
+    postgres_db: str, monkeypatch: pytest.MonkeyPatch, column: str, setup: str, flagged: bool
+) -> None:
+    """The ordered read asks PostgreSQL where each conversation starts (a window over every
+    row) unless the key column's values read compare in Python as PostgreSQL compares them:
+    integers, uuids, text and varchar under a deterministic collation."""
+    with psycopg.connect(postgres_db, autocommit=True) as con:
+        if setup:
+            con.execute(setup)
+        con.execute(f"CREATE TABLE runs (id bigserial PRIMARY KEY, conv {column}, seq integer, messages jsonb)")
+    statements: list[str] = []
+    real = PostgresTable._ordered
+    monkeypatch.setattr(PostgresTable, "_ordered", lambda self, sql: statements.append(sql) or real(self, sql))
+    api.audit(postgres_db, Options(table="runs", conversation=("conv",), order="seq", jobs=1))
+    assert [" OVER (" in statement for statement in statements] == [flagged]
+
+
+def test_a_key_under_a_nondeterministic_collation_groups_as_postgresql_compares_it(postgres_db: str) -> None:
+    """``'A'`` and ``'a'``, equal under the key column's collation, are one conversation: the
+    retry of the second row answers the call of the first."""
+    with psycopg.connect(postgres_db, autocommit=True) as con:
+        con.execute(NONDETERMINISTIC)
+        con.execute("CREATE TABLE runs (id bigserial PRIMARY KEY, conv text COLLATE ci, seq integer, messages jsonb)")
+        for conv, seq, piece in (("A", 0, [PROMPT, CALL]), ("a", 1, [RETRY])):
+            con.execute(
+                "INSERT INTO runs (conv, seq, messages) VALUES (%s, %s, %s)", [conv, seq, orjson.dumps(piece).decode()]
+            )
+    result = api.audit(postgres_db, Options(table="runs", conversation=("conv",), order="seq"))
+    assert result.report.fragments == 0
+    assert [(row["location"], row["rule"]) for row in result.report.changes] == [("id=2", "HM101")]
+
+
 @pytest.mark.parametrize(
     ("column", "setup", "keys"),
     [
