@@ -334,8 +334,9 @@ def _holds_one_message(raw: bytes, field: str | None) -> bool:
         return False
 
 
-def joined_history(records: Sequence[Record], field: str | None) -> bytes | None:
-    """The bytes of the history the ``records`` of a conversation hold put together: each
+def joined_history(raws: Sequence[bytes], field: str | None) -> bytes | None:
+    """The bytes of the history the records of a conversation hold put together (``raws``,
+    their bytes in order): each
     one's array (a bare history, an envelope's messages field as auto-detection finds it,
     ``field`` when it is a key of the envelope) or message (a record that is one) joined into
     one array, built from their bytes alone (each record's checked JSON on its own, never only
@@ -343,8 +344,8 @@ def joined_history(records: Sequence[Record], field: str | None) -> bytes | None
     text in a string, a nested field, a field found by its content, no JSON): then the records
     are parsed (:func:`process_conversation`)."""
     pieces: list[bytes] = []
-    for record in records:
-        items = _items(record.raw, field)
+    for raw in raws:
+        items = _items(raw, field)
         if items is None:
             return None
         pieces += items
@@ -470,18 +471,18 @@ class Stream:
         record alone, :meth:`screened`; of several, what it says of their histories put
         together (:func:`joined_history`), read in one decode a record where the screen can
         (:meth:`~histmig.screen.Screen.pieces`). With ``()`` its records need only be counted,
-        none built nor parsed."""
-        records = conversation.records
-        if len(records) == 1:
-            return self.screened(records[0].raw)
+        none built nor parsed (:meth:`~histmig.records.Conversation.read`)."""
+        raws = conversation.raws
+        if len(raws) == 1:
+            return self.screened(raws[0])
         if self._history_screen is None:
             return None
         field = self.plan.messages_field
         if _joinable(field):  # the records' histories screened in one decode each, as joined_history reads them
-            verdict = self._screen.pieces([record.raw for record in records])  # type: ignore[union-attr]  # not validate_all
+            verdict = self._screen.pieces(raws)  # type: ignore[union-attr]  # not validate_all
             if verdict is not False:
                 return verdict
-        joined = joined_history(records, field)
+        joined = joined_history(raws, field)
         return None if joined is None else self._history_screen(joined)
 
     def conversation(self, conversation: Conversation, verdict: Verdict | Literal["ask"] = "ask") -> list[Outcome]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import operator
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
@@ -53,18 +53,56 @@ class Record(NamedTuple):
         return f"{self.source}:{self.location}{suffix}"
 
 
-class Conversation(NamedTuple):
+class Conversation:
     """The records of one conversation, in its order (design.md "The unit of work"): what
     ``--conversation`` groups and ``--order`` sorts. ``records`` as read, each with where it
     came from; ``name`` the conversation as error lines name it (``session_id='s1'``, ``the
     table``); ``note``, what every record of it is told (a null key: a conversation of its
     own), or ``None``; ``refused``, why it is rejected whole unread (past
-    ``--max-conversation-bytes``), or ``None``."""
+    ``--max-conversation-bytes``), or ``None``. Made of its records, or of their bytes alone
+    (:meth:`read`), its records then made only when :attr:`records` is first asked for: the
+    screen reads the bytes (:attr:`raws`), and passes most conversations with none made."""
 
-    records: tuple[Record, ...]
-    name: str
-    note: str | None = None
-    refused: str | None = None
+    __slots__ = ("_made", "_raws", "_records", "name", "note", "refused")
+
+    def __init__(
+        self, records: Sequence[Record], name: str, note: str | None = None, refused: str | None = None
+    ) -> None:
+        self.name, self.note, self.refused = name, note, refused
+        self._records: tuple[Record, ...] | None = tuple(records)
+        self._raws: Sequence[bytes] | None = None
+        self._made: tuple[Callable[[bytes, Any], Record], Sequence[Any]] | None = None
+
+    @classmethod
+    def read(
+        cls,
+        raws: Sequence[bytes],
+        record: Callable[[bytes, Any], Record],
+        places: Sequence[Any],
+        name: str,
+        note: str | None = None,
+        refused: str | None = None,
+    ) -> Conversation:
+        """The conversation of the records whose bytes are ``raws``, each at its place of
+        ``places`` in the source, ``record(raw, place)`` making its :class:`Record`."""
+        conversation = cls((), name, note, refused)
+        conversation._records, conversation._raws, conversation._made = None, raws, (record, places)
+        return conversation
+
+    @property
+    def records(self) -> tuple[Record, ...]:
+        """The records, in order (made on the first call for one :meth:`read`)."""
+        if self._records is None:
+            record, places = self._made  # type: ignore[misc]  # read: made from its bytes
+            self._records = tuple(map(record, self._raws, places))  # type: ignore[arg-type]  # read: its bytes
+        return self._records
+
+    @property
+    def raws(self) -> Sequence[bytes]:
+        """Each record's bytes, in order."""
+        if self._raws is None:
+            self._raws = [record.raw for record in self.records]
+        return self._raws
 
 
 def field_path(spec: str) -> tuple[str, ...]:

@@ -684,9 +684,9 @@ def test_a_conversations_history_is_joined_from_each_records_own_bytes() -> None
         b'{"id": "c", "messages": [ {"a": [1, 2]} ]}',
         b' {"kind": "response", "parts": []} ',
     ]
-    joined = engine.joined_history([Record(r, "x", f"line {n}") for n, r in enumerate(records, 1)], None)
+    joined = engine.joined_history(records, None)
     assert joined == b'[{"kind": "request", "parts": []},1,{"a": [1, 2]},{"kind": "response", "parts": []}]'
-    named = engine.joined_history([Record(records[1], "x", "line 1")] * 2, "messages")
+    named = engine.joined_history([records[1]] * 2, "messages")
     assert named == b'[{"a": [1, 2]},{"a": [1, 2]}]'
 
 
@@ -695,7 +695,7 @@ def test_records_that_only_put_together_are_json_are_rejected_not_passed() -> No
     halves of one message, neither JSON, are rejected (and kept), not passed as unchanged."""
     halves = (b'[{"kind": "response", "parts": [], "note": "]', b'["}]')
     assert b"[" + halves[0][1:-1] + b"," + halves[1][1:-1] + b"]" == b'[{"kind": "response", "parts": [], "note": ","}]'
-    assert engine.joined_history([Record(h, "x", "line 1") for h in halves], None) is None
+    assert engine.joined_history(halves, None) is None
     stream = Plan(grouped=True).processor()
     outcomes = stream.conversation(_conversation(*halves))
     assert [o.status for o in outcomes] == ["rejected", "rejected"]
@@ -881,6 +881,38 @@ def test_a_source_that_writes_only_changes_is_handed_no_outcome_of_a_quiet_conve
     assert reports[0] == reports[1]
     assert reports[0]["summary"]["records_in"] == 6 and reports[0]["summary"]["changed"] == 1
     assert reports[0]["summary"]["findings_by_rule"] == {"HM407": 1}
+
+
+def test_a_conversation_read_from_its_bytes_makes_its_records_only_when_the_screen_does_not_pass_it() -> None:
+    """A grouped source hands over each conversation's bytes (:meth:`Conversation.read`): one
+    the screen passes with nothing to say is counted with no record made; the records of the
+    others are made once, each named by its place, and their outcomes are those of the
+    conversation made of its records."""
+    made: list[int] = []
+
+    def record(raw: bytes, place: int) -> Record:
+        made.append(place)
+        return Record(raw, "chats.jsonl", f"line {place}")
+
+    pieces = [[PROMPT, ANSWER], [[PROMPT, _OPEN_CALL], [_RETRY, ANSWER]]]
+    read = []
+    for n, records in enumerate(pieces):
+        places = [10 * n + i for i in range(len(records))]
+        raws = [orjson.dumps(r) for r in records]
+        read.append((Conversation.read(raws, record, places, "session_id='s1'"), places))
+    report = Report.in_memory()
+    outcomes: list[tuple[int, str, str]] = []
+
+    def accept(key: int, outcome: Outcome) -> Outcome:
+        outcomes.append((key, outcome.status, outcome.record.location))
+        return outcome
+
+    engine.run_conversations(read, Plan(grouped=True).processor(), report, accept, quiet_too=False)
+    assert made == [10, 11]
+    assert outcomes == [(10, "unchanged", "line 10"), (11, "changed", "line 11")]
+    built = _conversation(*pieces[1])
+    assert read[1][0].raws == built.raws and [r.raw for r in read[1][0].records] == list(built.raws)
+    assert report.to_json()["summary"]["records_in"] == 4 and made == [10, 11]
 
 
 def test_a_conversations_history_is_put_together_only_where_the_screen_cannot_read_its_pieces(

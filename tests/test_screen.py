@@ -12,7 +12,6 @@ import pytest
 
 from histmig.engine import Plan, findings, joined_history
 from histmig.options import Options
-from histmig.records import Record
 from histmig.rules import pending, select
 from histmig.rules.base import Docs, Finding, HistoryLook, Rule, ValueField
 from histmig.schema import is_current
@@ -333,7 +332,7 @@ def test_two_history_look_families_are_both_asked_and_a_history_without_their_pa
 def _joined_verdict(raws: list[bytes], field: str | None = None) -> Any:
     """What the screen says of a conversation today without :meth:`Screen.pieces`: of the
     history its records put together (:func:`~histmig.engine.joined_history`)."""
-    joined = joined_history([Record(raw, "x", f"line {n}") for n, raw in enumerate(raws, 1)], field)
+    joined = joined_history(raws, field)
     return None if joined is None else Plan(grouped=True).history_screen(joined)  # type: ignore[misc]
 
 

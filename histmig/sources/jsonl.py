@@ -33,6 +33,7 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any, BinaryIO, NamedTuple
 
 import msgspec
@@ -42,7 +43,7 @@ from histmig.errors import InputEnded, UnreadableInput
 from histmig.records import Conversation, FieldReader, Grouping, Outcome, Record, dumps
 from histmig.report import Report
 from histmig.sources.atomic import Stamp, atomic_output, input_stream
-from histmig.sources.base import Destination, Format, Input, Job, Task, TaskResult, Written
+from histmig.sources.base import Destination, Format, Input, Job, Run, Task, TaskResult, Written
 from histmig.sources.spill import worker_readable
 
 CHUNK_BYTES = 1 << 20
@@ -489,8 +490,18 @@ FORMAT = Format(
 
 # ------------------------------------------------------------ records grouped into conversations
 
-Line = tuple[int, int, int]
-"""A record of a file: ``(start, length, number)``, its bytes' place and its 1-based line."""
+
+class Lines(NamedTuple):
+    """Records of a file, as columns: each one's bytes' place (``starts``, ``lengths``) and
+    its 1-based line (``numbers``)."""
+
+    starts: array[int]
+    lengths: array[int]
+    numbers: array[int]
+
+    def cut(self, begin: int, end: int) -> Lines:
+        """The records ``begin`` to ``end`` (not included)."""
+        return Lines(self.starts[begin:end], self.lengths[begin:end], self.numbers[begin:end])
 
 
 @dataclass
@@ -504,14 +515,17 @@ class GroupResult(TaskResult):
 
 @dataclass(frozen=True)
 class Conversations(Task):
-    """Conversations of a regular file as a task: each one's ``lines`` in its order, its
-    ``name`` and ``note`` (:class:`~histmig.records.Conversation`) and, past the limit, why it
-    is ``refused``; a worker reads the lines itself, by position (``file``: path, device,
-    inode, as :class:`Chunk`)."""
+    """Conversations of a regular file as a task: their ``lines``, each conversation's in its
+    order, one after the other, conversation ``n`` ending at ``ends[n]`` among them; each
+    one's ``name`` and ``note`` (:class:`~histmig.records.Conversation`) and, past the limit,
+    why it is ``refused``. A worker reads the lines itself, by position (``file``: path,
+    device, inode, as :class:`Chunk`). Columns of machine integers: a task of 1 MB of records
+    of one message pickles as a few arrays, not a tuple a line."""
 
     file: tuple[str, int, int]
     source: str
-    groups: tuple[tuple[Line, ...], ...]
+    lines: Lines
+    ends: array[int]
     names: tuple[str, ...]
     notes: tuple[str | None, ...]
     refused: tuple[str | None, ...]
@@ -522,36 +536,38 @@ class Conversations(Task):
         (:func:`~histmig.engine.run_conversations`). Never raises for bad input."""
         fd = _descriptor(self.file)
         result = GroupResult(Report.in_memory())
+        starts, lengths, numbers = self.lines
+        source, pread = self.source, os.pread
 
-        def conversations() -> Iterator[tuple[Conversation, tuple[Line, ...]]]:
-            source, pread = self.source, os.pread
-            for lines, name, note, refused in zip(self.groups, self.names, self.notes, self.refused):
-                records = tuple(
-                    [
-                        Record(b"" if refused else pread(fd, length, start), source, f"line {number}")
-                        for start, length, number in lines
-                    ]
-                )
-                yield Conversation(records, name, note, refused), lines
+        def record(raw: bytes, i: int) -> Record:
+            return Record(raw, source, f"line {numbers[i]}")
 
-        def accept(line: Line, outcome: Outcome) -> Outcome:
+        def conversations() -> Iterator[tuple[Conversation, range]]:
+            begin = 0
+            for end, name, note, refused in zip(self.ends, self.names, self.notes, self.refused):
+                places = range(begin, end)
+                raws = [b"" if refused else pread(fd, lengths[i], starts[i]) for i in places]
+                yield Conversation.read(raws, record, places, name, note, refused), places
+                begin = end
+
+        def accept(i: int, outcome: Outcome) -> Outcome:
             if outcome.status != "unchanged":
-                result.edits.append((line[0], line[1], outcome.output))
+                result.edits.append((starts[i], lengths[i], outcome.output))
             return outcome
 
         processor = job.processor()
         run_conversations(conversations(), processor, result.report, accept, quiet_too=False)  # type: ignore[arg-type]
-        last = max(map(operator.itemgetter(2), itertools.chain.from_iterable(self.groups)), default=None)
-        result.last = None if last is None else f"line {last}"
+        result.last = f"line {max(numbers)}" if numbers else None
         return result
 
 
-def _indexed(chunk: Chunk, read: FieldReader) -> Iterable[tuple[tuple[Any, ...], int, int, int, bytes]]:
-    """Each record of ``chunk`` as the index of :meth:`GroupedLines.tasks` takes it: what
-    ``read`` finds in it, its place in the file (start, length), its line number and its
-    bytes. A chunk with no blank line, ``\\r`` nor byte-order mark, whose every line
-    ``read`` decodes alone, is read in one go (:meth:`~histmig.records.FieldReader.lines`,
-    no Python loop a line); any other a line at a time, as :class:`Chunk` reads it."""
+def _indexed(chunk: Chunk, read: FieldReader) -> tuple[Sequence[Any], ...]:
+    """The records of ``chunk`` as the index of :meth:`GroupedLines.tasks` takes them
+    (:meth:`GroupIndex.add`), as columns: what ``read`` finds in each, its place in the file
+    (start, length), its line number and its bytes. A chunk with no blank line, ``\\r`` nor
+    byte-order mark, whose every line ``read`` decodes alone, is read in one go
+    (:meth:`~histmig.records.FieldReader.lines`, no Python loop a line); any other a line at a
+    time, as :class:`Chunk` reads it."""
     data = chunk.data
     if b"\r" not in data and not (chunk.first == 1 and data[:3] == BOM):
         pieces = data.split(b"\n")
@@ -560,12 +576,52 @@ def _indexed(chunk: Chunk, read: FieldReader) -> Iterable[tuple[tuple[Any, ...],
         found = read.lines(pieces)
         if found is not None:
             lengths = list(map(len, pieces))
-            starts = itertools.accumulate(map(operator.add, lengths, itertools.repeat(1)), initial=chunk.offset)
-            return zip(found, starts, lengths, itertools.count(chunk.first), pieces)
-    return (
+            starts = list(itertools.accumulate(map(operator.add, lengths, itertools.repeat(1)), initial=chunk.offset))
+            starts.pop()  # the end of the last line
+            return found, starts, lengths, range(chunk.first, chunk.first + len(pieces)), pieces
+    rows = [
         (read(raw), chunk.offset + start, stop - start, number, raw)
         for raw, (start, stop, number) in _Lines(data, chunk.first)
-    )
+    ]
+    return tuple(zip(*rows)) if rows else ((), (), (), (), ())
+
+
+@lru_cache(maxsize=4)
+def _reader(fields: tuple[tuple[str, ...], ...]) -> FieldReader:
+    """The :class:`FieldReader` of ``fields``, made once a process."""
+    return FieldReader(fields)
+
+
+@dataclass
+class IndexedResult(TaskResult):
+    """What :class:`Indexed` came to: the chunk's records as :meth:`GroupIndex.add` takes
+    them (:func:`_indexed`), a record's bytes only where its key is missing (the index
+    reads them: :meth:`GroupIndex._key`), else empty."""
+
+    columns: tuple[Sequence[Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class Indexed(Task):
+    """A chunk of a grouped file to index on a worker (:meth:`GroupedLines.prepare`): the
+    ``chunk`` (sent without its bytes: the worker reads them) and the grouping's ``fields``
+    (:attr:`~histmig.records.Grouping.fields`; ``keys`` of them name the conversation)."""
+
+    chunk: Chunk
+    fields: tuple[tuple[str, ...], ...]
+    keys: int
+
+    def sent(self) -> Indexed:
+        return replace(self, chunk=self.chunk.sent())
+
+    def run(self, job: Job | None, slot: memoryview | None) -> IndexedResult:
+        """The chunk's records (:func:`_indexed`). Raises ``OSError`` when its file was
+        replaced (:meth:`Chunk.load`)."""
+        chunk = replace(self.chunk, data=self.chunk.load())
+        found, starts, lengths, numbers, raws = _indexed(chunk, _reader(self.fields))
+        keys = self.keys
+        kept = [raw if None in values[:keys] else b"" for values, raw in zip(found, raws)]
+        return IndexedResult(Report.in_memory(), columns=(found, starts, lengths, numbers, kept))
 
 
 @contextmanager
@@ -642,6 +698,8 @@ class GroupIndex:
         self._conversation: list[int] = []  # the firsts' own ints: a pointer a line, and sorted by without a copy
         self._order: array[int] | list[tuple[int, Any]] | None = array("q") if grouping.order is not None else None
         self._starts, self._lengths, self._numbers = array("q"), array("q"), array("q")
+        self.lines = Lines(array("q"), array("q"), array("q"))
+        """The records in conversation order, once :meth:`conversations` sorted them."""
         self._keyed = False
         self.ordered = False
         """Whether a record holds the order value."""
@@ -714,11 +772,12 @@ class GroupIndex:
             self._names[key] = self._grouping.named(values)
         return key
 
-    def conversations(self) -> Iterator[tuple[str, str | None, tuple[Line, ...], int]]:
-        """Each conversation, in the order of first appearance, as its name, note, lines (in
-        its order: by order value, then line) and their bytes. The index is sorted on the
-        first call (two stable sorts of the records' places: by order value, then by
-        conversation) and given back as the conversations are taken."""
+    def conversations(self) -> Iterator[tuple[str, str | None, int, int]]:
+        """Each conversation, in the order of first appearance, as its name, note, where its
+        lines end among :attr:`lines` and their bytes; :attr:`lines`, the records sorted by
+        conversation, each one's in its order (by order value, then line), is set on the first
+        call, which sorts the index (two stable sorts of the records' places: by order value,
+        then by conversation)."""
         ranked = self._order
         if isinstance(ranked, list):
             rank = {value: i for i, value in enumerate(sorted(set(ranked)))}  # equal values (1, 1.0) tie
@@ -735,18 +794,18 @@ class GroupIndex:
         columns = [self._starts, self._lengths, self._numbers]
         self._starts = self._lengths = self._numbers = array("q")
         for i, column in enumerate(columns):  # one at a time, each unsorted one freed before the next is made
-            columns[i] = array("q", map(column.__getitem__, order))
+            columns[i] = array("q", [column[at] for at in order])  # from a list: a third of the time from a map
         del order, column
-        starts, lengths, numbers = columns
+        self.lines = Lines(*columns)
+        held = array("q", itertools.accumulate(self.lines.lengths, initial=0))  # bytes before each record
         begin = 0
         one = self._keys == 1
         for key, first in self._firsts.items():
             end = bisect.bisect_right(conversations, first, begin)
-            lines = tuple(zip(starts[begin:end], lengths[begin:end], numbers[begin:end]))
             name = self._names.get(key)
             if name is None:
                 name = f"line {key}" if type(key) is int else self._grouping.named((key,) if one else key)
-            yield name, self.notes.get(key), lines, sum(lengths[begin:end])
+            yield name, self.notes.get(key), end, held[end] - held[begin]
             begin = end
 
 
@@ -754,8 +813,9 @@ class GroupedLines(LinesInput):
     """A JSONL input whose records make conversations (``--conversation``, ``--order``;
     :class:`~histmig.records.Grouping`). The records of one conversation may lie anywhere
     in the file, so the file is read three times: once to index it (each line's conversation
-    key and order value decoded, its place kept: :class:`GroupIndex`, about 40 bytes a line and
-    a key a conversation, some 55 MB for 490,000 lines of 100,000 conversations), then each
+    key and order value decoded on a worker, a chunk a task, its place kept here:
+    :class:`GroupIndex`, about 40 bytes a line and a key a conversation, some 55 MB for
+    490,000 lines of 100,000 conversations), then each
     conversation's lines read by position (``pread``) and migrated as one
     (:class:`Conversations`), the migrated records spilled to a temporary file, and once more
     to write the output in the input's line order, each migrated record taken from the spill
@@ -773,6 +833,8 @@ class GroupedLines(LinesInput):
         self._unordered = False
         self._without_order = 0
         self._read_as: Stamp | None = None
+        self._index: tuple[GroupIndex, tuple[str, int, int] | None] | None = None  # prepared: the file's identity
+        self._freeze = False  # the index's objects set aside from the collector until its tasks are handed out
 
     def __enter__(self) -> GroupedLines:
         read_as = None if self._in_place else Stamp.of(self.name)  # before it is opened (in place: the output's)
@@ -798,6 +860,9 @@ class GroupedLines(LinesInput):
         return self
 
     def __exit__(self, kind: type[BaseException] | None, *rest: Any) -> None:
+        if self._freeze:  # indexed, its tasks never taken
+            self._freeze = False
+            gc.unfreeze()
         if kind is None and self._out is not None:
             try:
                 self._write_out()
@@ -806,41 +871,54 @@ class GroupedLines(LinesInput):
                 raise
         super().__exit__(kind, *rest)
 
-    def tasks(self) -> Iterator[Conversations]:  # type: ignore[override]  # its own tasks, which its write takes
+    def prepare(self, run: Run) -> None:
+        """Index the file (:class:`GroupIndex`): its chunks cut here, each one's records read
+        on a worker (:class:`Indexed`), taken in order."""
         grouping = self._grouping
-        read = FieldReader(grouping.fields)
         index = GroupIndex(grouping)
-        file = None
         freeze = gc.get_freeze_count() == 0
-        with _cycles_not_collected(freeze):  # no yield within: the collector runs again before the first task goes
+        fields, keys = grouping.fields, len(grouping.paths)
+        file: list[tuple[str, int, int] | None] = [None]  # the file's identity, once a chunk of it is read
+
+        def indexed() -> Iterator[Indexed]:
             for chunk in _read_blocks(self._stream, self.name):
-                file = chunk.file
-                columns = tuple(zip(*_indexed(chunk, read)))
-                if columns:
-                    index.add(*columns)
+                file[0] = chunk.file
+                yield Indexed(chunk, fields, keys)
+
+        with _cycles_not_collected(freeze):  # the collector runs again before the first task goes
+            for result in run(indexed()):
+                index.add(*result.columns)  # type: ignore[attr-defined]  # an Indexed's
+        self._index, self._freeze = (index, file[0]), freeze
+
+    def tasks(self) -> Iterator[Conversations]:  # type: ignore[override]  # its own tasks, which its write takes
+        if self._index is None:  # not prepared on workers: indexed here
+            self.prepare(lambda tasks: (task.run(None, None) for task in tasks))  # type: ignore[arg-type]  # an Indexed needs no job
+        (index, file), self._index = self._index, None  # type: ignore[misc]  # prepared just above
         try:
             if file is not None:
+                grouping = self._grouping
                 self._keyless = index.keyless
                 self._unordered = grouping.order is not None and not index.ordered
                 self._without_order = index.without_order if index.ordered else 0
                 yield from self._tasks(file, index)
         finally:
-            if freeze:
+            if self._freeze:
+                self._freeze = False
                 gc.unfreeze()
 
     def _tasks(self, file: tuple[str, int, int], index: GroupIndex) -> Iterator[Conversations]:
         """The tasks of :meth:`tasks` from its index: each conversation's lines in order,
         batched to about :data:`CHUNK_BYTES` of records a task."""
-        batch: list[tuple[str, str | None, tuple[Line, ...], int]] = []
-        size = 0
+        batch: list[tuple[str, str | None, int, int]] = []
+        size = begin = 0
         for conversation in index.conversations():
             batch.append(conversation)
             size += conversation[3]
             if size >= CHUNK_BYTES:
-                yield self._task(file, batch, size)
-                batch, size = [], 0
+                yield self._task(file, index.lines, begin, batch, size)
+                begin, batch, size = conversation[2], [], 0
         if batch:
-            yield self._task(file, batch, size)
+            yield self._task(file, index.lines, begin, batch, size)
 
     def written(self) -> Written:
         """:meth:`LinesInput.written`, and a note when no record holds the conversation key
@@ -867,16 +945,28 @@ class GroupedLines(LinesInput):
         return done
 
     def _task(
-        self, file: tuple[str, int, int], batch: list[tuple[str, str | None, tuple[Line, ...], int]], size: int
+        self,
+        file: tuple[str, int, int],
+        lines: Lines,
+        begin: int,
+        batch: list[tuple[str, str | None, int, int]],
+        size: int,
     ) -> Conversations:
-        """The task of the conversations of ``batch`` (each one's name, note, lines and bytes)."""
+        """The task of the conversations of ``batch`` (each one's name, note, end among
+        ``lines`` and bytes), whose lines start at ``begin``."""
+        ends = [end for _, _, end, _ in batch]
+        refusal = self._grouping.refusal
         return Conversations(
             file,
             self.name,
-            tuple(lines for _, _, lines, _ in batch),
+            lines.cut(begin, ends[-1]),
+            array("q", [end - begin for end in ends]),
             tuple(name for name, _, _, _ in batch),
             tuple(note for _, note, _, _ in batch),
-            tuple(self._grouping.refusal(name, held, len(lines)) for name, _, lines, held in batch),
+            tuple(
+                refusal(name, held, end - start)
+                for (name, _, end, held), start in zip(batch, itertools.chain([begin], ends))
+            ),
             size,
         )
 

@@ -152,11 +152,12 @@ class Page(Task):
     def _grouped(self, record: Callable[[bytes, int], Record]) -> Iterator[tuple[Conversation, list[int]]]:
         """Each conversation of the page with the positions of its records (a null cell is
         none)."""
+        cells = self.cells
         for seen in self.conversations or ():
-            at = [i for i in range(seen.start, seen.end) if self.cells[i] is not None]
-            records = tuple(record(self.cells[i], i) for i in at)  # type: ignore[arg-type]
-            if records:
-                yield Conversation(records, seen.name, seen.note, seen.refused), at
+            at = [i for i in range(seen.start, seen.end) if cells[i] is not None]
+            if at:
+                raws = [cells[i] for i in at]
+                yield Conversation.read(raws, record, at, seen.name, seen.note, seen.refused), at  # type: ignore[arg-type]
 
 
 class Seen(NamedTuple):
@@ -631,8 +632,8 @@ class TableInput(Input):
     def _equal_as_read(self) -> bool:
         """Whether the conversation key values read compare in Python as the database compares
         them, so that the ordered read needs no flag of where a conversation starts (a window
-        over every row read). Not on PostgreSQL (``char(n)``, collations, NaN, types read as
-        others)."""
+        over every row read): the format tells from the columns' types and collations (by
+        default, never: ``char(n)``, collations, NaN, types read as others)."""
         return False
 
     def _conversation_of(

@@ -8,6 +8,7 @@ import gc
 import gzip
 import io
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -647,10 +648,10 @@ def test_the_index_reads_a_chunk_in_one_go_as_it_reads_it_a_line_at_a_time(
     went = []
     lines = FieldReader.lines
     monkeypatch.setattr(FieldReader, "lines", lambda self, raws: went.append(lines(self, raws)) or went[-1])
-    indexed = list(jsonl._indexed(chunk, read))
+    indexed = list(zip(*jsonl._indexed(chunk, read)))
     assert (bool(went) and went[-1] is not None) == in_one_go
     monkeypatch.setattr(FieldReader, "lines", lambda self, raws: None)
-    assert indexed == list(jsonl._indexed(chunk, read))
+    assert indexed == list(zip(*jsonl._indexed(chunk, read)))
     for found, start, length, number, raw in indexed:
         assert data[start - 1000 : start - 1000 + length] == raw and found == read(raw)
         assert number == first + data[: start - 1000].count(b"\n")
@@ -687,11 +688,52 @@ def test_the_index_is_set_aside_from_the_collector_while_its_tasks_go(tmp_path: 
         rest = list(tasks)
     assert gc.get_freeze_count() == before
     assert sorted(name for task in (first, *rest) for name in task.names) == sorted(f"s='c{i}'" for i in range(7))
-    assert [line[2] for task in (first, *rest) for lines in task.groups for line in lines][:3] == [1, 8, 15]
+    assert [number for task in (first, *rest) for number in task.lines.numbers][:3] == [1, 8, 15]
     path.write_bytes(b"")
     with jsonl.GroupedLines(str(path), Destination(), 0, Grouping(("s",), "n")) as empty:
         assert list(empty.tasks()) == []
     assert gc.get_freeze_count() == before
+
+
+def test_a_grouped_file_is_indexed_a_chunk_a_task_each_read_by_the_worker_that_runs_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """:meth:`GroupedLines.prepare` hands the index's chunks to ``run`` as tasks a worker is
+    sent without their bytes (it reads them itself), and the conversations are those of the
+    file indexed in this process: a record without a key among them (its bytes read by the
+    index), in chunks of a few lines."""
+    monkeypatch.setattr(jsonl, "CHUNK_BYTES", 256)
+    path = tmp_path / "chats.jsonl"
+    records = [{"s": f"c{i % 3}", "n": -i, "messages": [PROMPT]} for i in range(30)]
+    records[7] = {"n": 0, "messages": [PROMPT]}
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    grouping = Grouping(("s",), "n")
+    sent: list[Any] = []
+
+    def run(tasks: Any) -> Any:
+        for task in tasks:
+            sent.append(pickle.loads(pickle.dumps(task.sent())))
+            yield sent[-1].run(None, None)
+
+    def conversations(prepared: bool) -> list[tuple[Any, ...]]:
+        found = []
+        with jsonl.GroupedLines(str(path), Destination(), path.stat().st_size, grouping) as grouped:
+            if prepared:
+                grouped.prepare(run)
+            for task in grouped.tasks():
+                lines = list(zip(*task.lines))
+                for name, note, begin, end in zip(task.names, task.notes, [0, *task.ends], task.ends):
+                    found.append((name, note, lines[begin:end]))
+        return found
+
+    on_workers, here = conversations(True), conversations(False)
+    assert on_workers == here and len(sent) > 3 and all(task.chunk.data == b"" for task in sent)
+    assert [(name, note is None, [line[2] for line in lines][:3]) for name, note, lines in here] == [
+        ("s='c0'", True, [28, 25, 22]),
+        ("s='c1'", True, [29, 26, 23]),
+        ("s='c2'", True, [30, 27, 24]),
+        ("line 8", False, [8]),
+    ]
 
 
 def test_objects_the_program_froze_itself_stay_frozen(tmp_path: Path) -> None:
@@ -725,10 +767,14 @@ def _index_of(grouping: Grouping, *chunks: list[bytes]) -> tuple[jsonl.GroupInde
             number += 1
         index.add(*zip(*rows))
     conversations = []
-    for name, note, lines, held in index.conversations():
+    begin = 0
+    for name, note, end, held in index.conversations():
+        lines = list(zip(*index.lines.cut(begin, end)))
         assert all(line == (1000 * line[2], lengths[line[2]], line[2]) for line in lines)
         assert held == sum(line[1] for line in lines)
         conversations.append((name, note, [line[2] for line in lines]))
+        begin = end
+    assert begin == len(index.lines.numbers)
     return index, conversations
 
 
@@ -812,7 +858,8 @@ def test_a_task_refuses_a_conversation_past_the_limit_by_its_bytes_and_records(t
             (task,) = grouped.tasks()
         assert task.names == ("s='a'", "s='b'") and task.notes == (None, None)
         start = len(lines[0]) + len(lines[1]) + 2
-        assert task.groups == (((start, len(lines[2]), 3), (0, len(lines[0]), 1)), ((len(lines[0]) + 1, 15, 2),))
+        assert list(zip(*task.lines)) == [(start, len(lines[2]), 3), (0, len(lines[0]), 1), (len(lines[0]) + 1, 15, 2)]
+        assert list(task.ends) == [2, 3]
         assert task.refused[1] is None and (task.refused[0] or "").startswith(refused or "\0") == (refused is not None)
         assert task.size == held + len(lines[1])
 
