@@ -669,22 +669,22 @@ class TableInput(Input):
         same rows (none added, none deleted), each with the same messages, conversation key and
         order (:meth:`_checked`); the rows are locked until the transaction ends where the
         database can (:meth:`_locking`)."""
-        read = ", ".join([*map(self.quote, self.key), self.stored[0], *self._checked()])
+        keys = ", ".join(map(self.quote, self.key))
+        read = ", ".join([keys, self.stored[0], *self._checked()])
         return (
-            _digest(self._locked(f"SELECT {read} FROM {self._relation()}{seen.where}", list(seen.params)))
-            == seen.digest
+            _digest(self._locked(read, keys, f" FROM {self._relation()}{seen.where}", list(seen.params))) == seen.digest
         )
 
-    def _locked(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-        """The rows of ``statement``, locked until the transaction ends where the database can
-        (:meth:`_locking`), as they are once the locks are held: a statement that waited for
-        another transaction's locks reads what was there when it began (PostgreSQL's READ
-        COMMITTED), not a row that transaction added, so the rows are read again, locked."""
+    def _locked(self, read: str, keys: str, rest: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """The columns ``read`` of the rows of ``SELECT ... rest`` (``rest`` from its ``FROM``
+        on), locked until the transaction ends where the database can (:meth:`_locking`), as
+        they are once the locks are held: a statement that waited for another transaction's
+        locks reads what was there when it began (PostgreSQL's READ COMMITTED), not a row that
+        transaction added, so the rows are locked first, reading only their ``keys``, then read."""
         locking = self._locking()
-        if not locking:
-            return self._query(statement, params)
-        self._query(statement + locking, params)
-        return self._query(statement, params)
+        if locking:
+            self._query(f"SELECT {keys}{rest}{locking}", params)
+        return self._query(f"SELECT {read}{rest}", params)
 
     def _nulls_last(self, column: str) -> list[str]:
         """The ``ORDER BY`` terms of ``column`` ascending, a null after every value (a row
@@ -835,12 +835,16 @@ class TableInput(Input):
             f"{relation}.{self.quote(c)} = f.{self.quote(f'histmig group {i}')}" for i, c in enumerate(groups)
         )
         # as read_as digests a row; the key named by its table: SQLite's rowid of a join would be ambiguous
-        mine = [*(f"{relation}.{self.quote(c)}" for c in self.key), self.stored[0], *self._checked()]
-        read = ", ".join([*(f"f.{self.quote(f'histmig key {i}')}" for i in range(k)), *mine])
+        keys = ", ".join(f"{relation}.{self.quote(c)}" for c in self.key)
+        read = ", ".join(
+            [*(f"f.{self.quote(f'histmig key {i}')}" for i in range(k)), keys, self.stored[0], *self._checked()]
+        )
         for start in range(0, len(keyed), _VERIFY_BATCH):
             batch = keyed[start : start + _VERIFY_BATCH]
             rows = self._locked(
-                f"SELECT {read} FROM {relation} JOIN (SELECT {firsts} FROM {relation} WHERE {self._among(len(batch))}) "
+                read,
+                keys,
+                f" FROM {relation} JOIN (SELECT {firsts} FROM {relation} WHERE {self._among(len(batch))}) "
                 f"AS f ON {same}",
                 [value for one in batch for value in one.params],
             )
