@@ -134,16 +134,9 @@ def _results(
     """Each task of ``current`` with its result and slot, in order: on the workers, or in
     this process for an input whose tasks cannot go to them."""
     if current.in_process:
-        current.prepare(lambda tasks: (task.run(job, None) for task in tasks))
         for task in current.tasks():
             yield task, task.run(job, None), None
         return
-    current.prepare(
-        lambda tasks: (
-            result
-            for _, result, _ in workers.map(tasks, message=lambda task: task.sent(), depth=lambda task: task.depth)
-        )
-    )
     yield from workers.map(
         current.tasks(), message=lambda task: task.sent(), depth=lambda task: task.depth, window=current.window
     )

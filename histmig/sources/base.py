@@ -156,11 +156,6 @@ class Input(ABC):
     def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
         self.close(ok=kind is None)
 
-    def prepare(self, run: Run) -> None:  # noqa: B027 (most inputs are read once, as their tasks)
-        """Read the input once before :meth:`tasks`, what that takes put through ``run`` (a
-        grouped file's index: its chunks read on the workers, which are idle until the first
-        task). Raises as :meth:`tasks` does."""
-
     @abstractmethod
     def tasks(self) -> Iterator[Task]:
         """The input's tasks, in order. Raises :class:`InputEnded` after yielding every task
@@ -177,11 +172,6 @@ class Input(ABC):
     def written(self) -> Written:
         """What was written, once closed."""
         return Written()
-
-
-Run = Callable[[Iterable[Task]], Iterator[TaskResult]]
-"""``run(tasks)``: the result of each of ``tasks``, in order, run on the workers
-(:meth:`Input.prepare`)."""
 
 
 Opener = Callable[[str, Destination, Any, Job], list[Input]]

@@ -33,7 +33,6 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from typing import Any, BinaryIO, NamedTuple
 
 import msgspec
@@ -43,7 +42,7 @@ from histmig.errors import InputEnded, UnreadableInput
 from histmig.records import Conversation, FieldReader, Grouping, Outcome, Record, dumps
 from histmig.report import Report
 from histmig.sources.atomic import Stamp, atomic_output, input_stream
-from histmig.sources.base import Destination, Format, Input, Job, Run, Task, TaskResult, Written
+from histmig.sources.base import Destination, Format, Input, Job, Task, TaskResult, Written
 from histmig.sources.spill import worker_readable
 
 CHUNK_BYTES = 1 << 20
@@ -586,44 +585,6 @@ def _indexed(chunk: Chunk, read: FieldReader) -> tuple[Sequence[Any], ...]:
     return tuple(zip(*rows)) if rows else ((), (), (), (), ())
 
 
-@lru_cache(maxsize=4)
-def _reader(fields: tuple[tuple[str, ...], ...]) -> FieldReader:
-    """The :class:`FieldReader` of ``fields``, made once a process."""
-    return FieldReader(fields)
-
-
-@dataclass
-class IndexedResult(TaskResult):
-    """What :class:`Indexed` came to: the chunk's records as :meth:`GroupIndex.add` takes
-    them (:func:`_indexed`), a record's bytes only where its key is missing (the index
-    reads them: :meth:`GroupIndex._key`), else empty."""
-
-    columns: tuple[Sequence[Any], ...] = ()
-
-
-@dataclass(frozen=True)
-class Indexed(Task):
-    """A chunk of a grouped file to index on a worker (:meth:`GroupedLines.prepare`): the
-    ``chunk`` (sent without its bytes: the worker reads them) and the grouping's ``fields``
-    (:attr:`~histmig.records.Grouping.fields`; ``keys`` of them name the conversation)."""
-
-    chunk: Chunk
-    fields: tuple[tuple[str, ...], ...]
-    keys: int
-
-    def sent(self) -> Indexed:
-        return replace(self, chunk=self.chunk.sent())
-
-    def run(self, job: Job | None, slot: memoryview | None) -> IndexedResult:
-        """The chunk's records (:func:`_indexed`). Raises ``OSError`` when its file was
-        replaced (:meth:`Chunk.load`)."""
-        chunk = replace(self.chunk, data=self.chunk.load())
-        found, starts, lengths, numbers, raws = _indexed(chunk, _reader(self.fields))
-        keys = self.keys
-        kept = [raw if None in values[:keys] else b"" for values, raw in zip(found, raws)]
-        return IndexedResult(Report.in_memory(), columns=(found, starts, lengths, numbers, kept))
-
-
 @contextmanager
 def _cycles_not_collected(freeze: bool) -> Iterator[None]:
     """Python's cyclic garbage collector paused (as it was after): the index of a grouped
@@ -813,9 +774,8 @@ class GroupedLines(LinesInput):
     """A JSONL input whose records make conversations (``--conversation``, ``--order``;
     :class:`~histmig.records.Grouping`). The records of one conversation may lie anywhere
     in the file, so the file is read three times: once to index it (each line's conversation
-    key and order value decoded on a worker, a chunk a task, its place kept here:
-    :class:`GroupIndex`, about 40 bytes a line and a key a conversation, some 55 MB for
-    490,000 lines of 100,000 conversations), then each
+    key and order value decoded, its place kept: :class:`GroupIndex`, about 40 bytes a line and
+    a key a conversation, some 55 MB for 490,000 lines of 100,000 conversations), then each
     conversation's lines read by position (``pread``) and migrated as one
     (:class:`Conversations`), the migrated records spilled to a temporary file, and once more
     to write the output in the input's line order, each migrated record taken from the spill
@@ -833,8 +793,6 @@ class GroupedLines(LinesInput):
         self._unordered = False
         self._without_order = 0
         self._read_as: Stamp | None = None
-        self._index: tuple[GroupIndex, tuple[str, int, int] | None] | None = None  # prepared: the file's identity
-        self._freeze = False  # the index's objects set aside from the collector until its tasks are handed out
 
     def __enter__(self) -> GroupedLines:
         read_as = None if self._in_place else Stamp.of(self.name)  # before it is opened (in place: the output's)
@@ -860,9 +818,6 @@ class GroupedLines(LinesInput):
         return self
 
     def __exit__(self, kind: type[BaseException] | None, *rest: Any) -> None:
-        if self._freeze:  # indexed, its tasks never taken
-            self._freeze = False
-            gc.unfreeze()
         if kind is None and self._out is not None:
             try:
                 self._write_out()
@@ -871,39 +826,24 @@ class GroupedLines(LinesInput):
                 raise
         super().__exit__(kind, *rest)
 
-    def prepare(self, run: Run) -> None:
-        """Index the file (:class:`GroupIndex`): its chunks cut here, each one's records read
-        on a worker (:class:`Indexed`), taken in order."""
-        grouping = self._grouping
-        index = GroupIndex(grouping)
-        freeze = gc.get_freeze_count() == 0
-        fields, keys = grouping.fields, len(grouping.paths)
-        file: list[tuple[str, int, int] | None] = [None]  # the file's identity, once a chunk of it is read
-
-        def indexed() -> Iterator[Indexed]:
-            for chunk in _read_blocks(self._stream, self.name):
-                file[0] = chunk.file
-                yield Indexed(chunk, fields, keys)
-
-        with _cycles_not_collected(freeze):  # the collector runs again before the first task goes
-            for result in run(indexed()):
-                index.add(*result.columns)  # type: ignore[attr-defined]  # an Indexed's
-        self._index, self._freeze = (index, file[0]), freeze
-
     def tasks(self) -> Iterator[Conversations]:  # type: ignore[override]  # its own tasks, which its write takes
-        if self._index is None:  # not prepared on workers: indexed here
-            self.prepare(lambda tasks: (task.run(None, None) for task in tasks))  # type: ignore[arg-type]  # an Indexed needs no job
-        (index, file), self._index = self._index, None  # type: ignore[misc]  # prepared just above
+        grouping = self._grouping
+        read = FieldReader(grouping.fields)
+        index = GroupIndex(grouping)
+        file = None
+        freeze = gc.get_freeze_count() == 0
+        with _cycles_not_collected(freeze):  # no yield within: the collector runs again before the first task goes
+            for chunk in _read_blocks(self._stream, self.name):
+                file = chunk.file
+                index.add(*_indexed(chunk, read))
         try:
             if file is not None:
-                grouping = self._grouping
                 self._keyless = index.keyless
                 self._unordered = grouping.order is not None and not index.ordered
                 self._without_order = index.without_order if index.ordered else 0
                 yield from self._tasks(file, index)
         finally:
-            if self._freeze:
-                self._freeze = False
+            if freeze:
                 gc.unfreeze()
 
     def _tasks(self, file: tuple[str, int, int], index: GroupIndex) -> Iterator[Conversations]:

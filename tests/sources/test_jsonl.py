@@ -8,7 +8,6 @@ import gc
 import gzip
 import io
 import os
-import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -693,47 +692,6 @@ def test_the_index_is_set_aside_from_the_collector_while_its_tasks_go(tmp_path: 
     with jsonl.GroupedLines(str(path), Destination(), 0, Grouping(("s",), "n")) as empty:
         assert list(empty.tasks()) == []
     assert gc.get_freeze_count() == before
-
-
-def test_a_grouped_file_is_indexed_a_chunk_a_task_each_read_by_the_worker_that_runs_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """:meth:`GroupedLines.prepare` hands the index's chunks to ``run`` as tasks a worker is
-    sent without their bytes (it reads them itself), and the conversations are those of the
-    file indexed in this process: a record without a key among them (its bytes read by the
-    index), in chunks of a few lines."""
-    monkeypatch.setattr(jsonl, "CHUNK_BYTES", 256)
-    path = tmp_path / "chats.jsonl"
-    records = [{"s": f"c{i % 3}", "n": -i, "messages": [PROMPT]} for i in range(30)]
-    records[7] = {"n": 0, "messages": [PROMPT]}
-    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
-    grouping = Grouping(("s",), "n")
-    sent: list[Any] = []
-
-    def run(tasks: Any) -> Any:
-        for task in tasks:
-            sent.append(pickle.loads(pickle.dumps(task.sent())))
-            yield sent[-1].run(None, None)
-
-    def conversations(prepared: bool) -> list[tuple[Any, ...]]:
-        found = []
-        with jsonl.GroupedLines(str(path), Destination(), path.stat().st_size, grouping) as grouped:
-            if prepared:
-                grouped.prepare(run)
-            for task in grouped.tasks():
-                lines = list(zip(*task.lines))
-                for name, note, begin, end in zip(task.names, task.notes, [0, *task.ends], task.ends):
-                    found.append((name, note, lines[begin:end]))
-        return found
-
-    on_workers, here = conversations(True), conversations(False)
-    assert on_workers == here and len(sent) > 3 and all(task.chunk.data == b"" for task in sent)
-    assert [(name, note is None, [line[2] for line in lines][:3]) for name, note, lines in here] == [
-        ("s='c0'", True, [28, 25, 22]),
-        ("s='c1'", True, [29, 26, 23]),
-        ("s='c2'", True, [30, 27, 24]),
-        ("line 8", False, [8]),
-    ]
 
 
 def test_objects_the_program_froze_itself_stay_frozen(tmp_path: Path) -> None:
