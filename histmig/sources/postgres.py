@@ -247,6 +247,18 @@ class PostgresTable(TableInput):
         except psycopg.Error as exc:
             raise UnreadableInput(f"{self.name}: {str(exc).strip()}") from exc
 
+    def _sorts(self, column: str) -> bool:
+        """Whether PostgreSQL plans an order by ``column`` and a comparison of two of its values
+        (not ``json``, ``xml``, ``point``: no ordering or equality operator), asked of the
+        planner alone (``EXPLAIN``, nothing read)."""
+        quoted = self.quote(column)
+        try:
+            self._query(f"EXPLAIN SELECT 1 FROM {self._relation()} ORDER BY {quoted}")
+            self._query(f"EXPLAIN SELECT 1 FROM {self._relation()} WHERE {quoted} IS DISTINCT FROM {quoted}")
+        except UnreadableInput:
+            return False
+        return True
+
     def _equal_as_read(self) -> bool:
         """Whether every conversation key column is of a base type whose values PostgreSQL
         holds equal exactly when the values read are equal in Python (:data:`EQUAL_AS_READ`),

@@ -392,9 +392,17 @@ class TableInput(Input):
             )
         grouping = options.grouping
         if grouping is not None:
-            for column in (*(() if grouping.whole else grouping.keys), *filter(None, [grouping.order])):
+            grouped = [*(("--conversation", c) for c in (() if grouping.whole else grouping.keys))]
+            grouped += [("--order", grouping.order)] if grouping.order is not None else []
+            for what, column in grouped:
                 if column not in by_name and column not in self._hidden_columns():
                     raise ColumnError(f"{self.name}: no column {column!r} (columns: {', '.join(names)})")
+                if column in by_name and not self._sorts(column):
+                    raise ColumnError(
+                        f"{self.name}: {what} column {column!r} is {by_name[column].type}, whose values the database "
+                        f"can neither sort nor compare: name a column of another type, or read the table through a "
+                        f"view that casts it to text"
+                    )
         self.grouping = grouping
         self._indexes = self._index_columns() if grouping is not None else []
         self.columns, self.column, self.kind, self.key = columns, name, kind, key
@@ -467,6 +475,11 @@ class TableInput(Input):
     def _hidden_columns(self) -> tuple[str, ...]:
         """Key columns a table has besides those it lists (SQLite's ``rowid``)."""
         return ()
+
+    def _sorts(self, column: str) -> bool:
+        """Whether the database sorts and compares the values of ``column`` (a conversation or
+        order column): SQLite any value."""
+        return True
 
     @abstractmethod
     def _exists(self, table: str) -> bool:

@@ -874,6 +874,29 @@ def test_the_read_flags_where_a_conversation_starts_unless_python_compares_its_k
     assert [" OVER (" in statement for statement in statements] == [flagged]
 
 
+@pytest.mark.parametrize("column", ["json", "xml", "point"])
+@pytest.mark.parametrize("option", ["--conversation", "--order"])
+def test_a_conversation_or_order_column_postgresql_cannot_sort_is_refused_before_a_row_is_read(
+    postgres_db: str, column: str, option: str
+) -> None:
+    """A ``json``, ``xml`` or ``point`` column has no ordering or equality operator: named by
+    ``--conversation`` or ``--order``, it is refused with its type (not PostgreSQL's own
+    error about an operator, halfway through the read)."""
+    with psycopg.connect(postgres_db, autocommit=True) as con:
+        con.execute(f"CREATE TABLE runs (id bigserial PRIMARY KEY, odd {column}, seq integer, messages jsonb)")
+    grouping = (
+        {"conversation": ("odd",), "order": "seq"}
+        if option == "--conversation"
+        else {"conversation": ("seq",), "order": "odd"}
+    )
+    with pytest.raises(UnreadableInput) as refused:
+        api.audit(postgres_db, Options(table="runs", **grouping))  # type: ignore[arg-type]
+    assert str(refused.value).endswith(
+        f"runs: {option} column 'odd' is {column}, whose values the database can neither sort nor compare: name a "
+        "column of another type, or read the table through a view that casts it to text"
+    )
+
+
 def test_a_key_under_a_nondeterministic_collation_groups_as_postgresql_compares_it(postgres_db: str) -> None:
     """``'A'`` and ``'a'``, equal under the key column's collation, are one conversation: the
     retry of the second row answers the call of the first."""
