@@ -100,7 +100,8 @@ def input_paths(paths: Sequence[str], explicit: str | None = None) -> list[tuple
         elif fs.is_directory(path):
             found += _directory(path, explicit)
         else:
-            matches = sorted(match for match in glob.glob(path) if os.path.isfile(match))
+            matches = sorted(m for m in glob.glob(path) if os.path.exists(m) and not os.path.isdir(m))
+            _regular(matches)
             if not matches:
                 raise UnreadableInput(f"{location(path)}: no file matches")
             found += [(match, format_of(match, explicit)) for match in matches]
@@ -128,6 +129,7 @@ def _directory(path: str, explicit: str | None) -> list[tuple[str, Format]]:
         chosen = [(file, format_of(file, explicit)) for file in files]
     else:
         chosen = [(file, fmt) for file in files if (fmt := named_format(file)) is not None and fmt.in_directories]
+    _regular([file for file, _ in chosen])
     if not chosen:
         kinds = ", ".join(suffix for fmt in formats().values() if fmt.in_directories for suffix in fmt.suffixes)
         raise UnreadableInput(
@@ -135,6 +137,18 @@ def _directory(path: str, explicit: str | None) -> list[tuple[str, Format]]:
             "directories; --format json|jsonl reads every file)"
         )
     return chosen
+
+
+def _regular(files: Sequence[str]) -> None:
+    """Raise :class:`UnreadableInput` for the first of the local ``files`` (a directory's, a
+    glob's) that is not a regular file: a FIFO (whose reader waits for a writer, and whose
+    bytes cannot be read twice), a socket or a device, rather than leave it out unsaid."""
+    special = next((file for file in files if not fs.is_url(file) and not os.path.isfile(file)), None)
+    if special is not None:
+        raise UnreadableInput(
+            f"{special}: not a regular file (a FIFO, a socket or a device): give it as an INPUT of its own to read "
+            "it as a stream"
+        )
 
 
 def _files(path: str, hidden: tuple[str, ...] = (".",)) -> Iterator[str]:

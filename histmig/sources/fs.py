@@ -175,10 +175,11 @@ class Entry(NamedTuple):
 
 
 def entries(path: str) -> list[Entry]:
-    """The entries of the directory or prefix ``path``. Raises
+    """The entries of the directory or prefix ``path`` (a local one's each but a broken
+    symbolic link: a FIFO, a socket or a device too, for the caller to refuse). Raises
     :class:`~histmig.errors.UnreadableInput` naming it when it cannot be listed."""
     if not is_url(path):
-        return [Entry(e.name, e.path, e.is_dir()) for e in os.scandir(path) if e.is_file() or e.is_dir()]
+        return [Entry(e.name, e.path, e.is_dir()) for e in os.scandir(path) if os.path.exists(e.path)]
     fs, inner = filesystem(path)
     prefix = path[: len(path) - len(path.split("://", 1)[1])]
     with store_errors(path, UnreadableInput):

@@ -3,6 +3,7 @@ picked up by every command with no other edit."""
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import textwrap
@@ -79,6 +80,21 @@ def test_a_directory_is_its_input_files_each_in_its_own_format(tmp_path: Path) -
         and not expands(str(tmp_path / "a.json"))
         and not expands("-")
     )
+
+
+def test_a_fifo_a_directory_or_glob_names_as_an_input_is_refused_not_left_out(tmp_path: Path) -> None:
+    """A FIFO named as an input file of a directory or a glob is said, not skipped unsaid (its
+    reader would wait for a writer); one of another name is no input, and a broken link is none."""
+    (tmp_path / "a.jsonl").touch()
+    os.mkfifo(tmp_path / "notes")
+    (tmp_path / "gone.jsonl").symlink_to(tmp_path / "nowhere.jsonl")
+    assert [Path(path).name for path, _ in input_paths([str(tmp_path)])] == ["a.jsonl"]
+    assert [Path(path).name for path, _ in input_paths([str(tmp_path / "*.jsonl")])] == ["a.jsonl"]
+    os.mkfifo(tmp_path / "b.jsonl")
+    said = f"{tmp_path / 'b.jsonl'}: not a regular file (a FIFO, a socket or a device): give it as an INPUT"
+    for given in (str(tmp_path), str(tmp_path / "*.jsonl")):
+        with pytest.raises(UnreadableInput, match=re.escape(said)):
+            input_paths([given])
 
 
 @pytest.mark.parametrize(
