@@ -45,6 +45,7 @@ from histmig.duplicates import Duplicate, duplicated_key
 from histmig.errors import Malformed, NotAHistory
 from histmig.problems import CONVERSATION, InvalidJson, Problem, Warned
 from histmig.records import (
+    CONVERSATION_FIELDS,
     ID_FIELDS,
     RAW_ENVELOPE,
     Conversation,
@@ -186,6 +187,17 @@ class Plan:
         if conversation_names(obj, messages) or (self.answered and not self.answered.isdisjoint(call_names(messages))):
             return self._frontier_kept
         return self
+
+    def for_columns(self, columns: Iterable[str]) -> Plan:
+        """The plan for the rows of a table or a columnar file (not grouped by
+        ``--conversation``) that has ``columns`` besides its messages: with a column naming
+        conversations (:data:`~histmig.records.CONVERSATION_FIELDS`, a chat app's
+        ``session_id``), every row is a record that may name one, whose last response's calls
+        stay open whatever the fixes, as :meth:`for_record` keeps a JSON record's that names one
+        in its envelope: the next run's row may answer them."""
+        if self.grouped or FRONTIER not in self.fixing or CONVERSATION_FIELDS.isdisjoint(columns):
+            return self
+        return self._frontier_kept
 
     @property
     def screen(self) -> Screen | None:

@@ -599,7 +599,7 @@ def envelope_id(obj: Any) -> str | None:
     return None
 
 
-CONVERSATION_FIELDS = ("conversation_id", "session_id", "thread_id", "chat_id")
+CONVERSATION_FIELDS = frozenset({"conversation_id", "session_id", "thread_id", "chat_id"})
 """The envelope fields that name the conversation a record belongs to; a message's own
 ``conversation_id`` (2.68 writes one on every message, the same on every run of a conversation:
 ``Agent.run`` takes it from ``message_history``) names it too."""

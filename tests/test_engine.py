@@ -174,6 +174,17 @@ def test_a_plan_fixes_the_safe_rules_and_the_unsafe_ones_only_when_asked() -> No
     assert Plan(rules, unsafe_fixes=True).fixing == fixable | {"HM988"}
 
 
+def test_a_row_of_a_table_with_a_column_naming_conversations_keeps_its_last_calls_open() -> None:
+    """:meth:`Plan.for_columns`: HM407's unsafe fix is withheld for rows beside a column naming
+    conversations, unless the rows are grouped into them or the fix is not asked for."""
+    unsafe = Plan(unsafe_fixes=True)
+    assert "HM407" not in unsafe.for_columns(["id", "session_id", "message_list"]).fixing
+    assert unsafe.for_columns(["id", "owner", "message_list"]) is unsafe
+    assert Plan().for_columns(["session_id"]) == Plan()
+    grouped = Plan(unsafe_fixes=True, grouped=True)
+    assert grouped.for_columns(["thread_id"]) is grouped
+
+
 def test_an_unfixed_finding_leaves_the_record_unchanged_and_is_reported() -> None:
     unsafe = Rule(
         "HM987",

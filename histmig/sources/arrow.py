@@ -504,6 +504,8 @@ class ColumnMigrator:
     id_column: str | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.job, Plan):
+            self.job = self.job.for_columns(self.schema.names)
         self.index = self.schema.get_field_index(self.column)
         self.input_type = self.schema.field(self.column).type
         kind = column_kind(self.input_type)

@@ -37,9 +37,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple
 
 from histmig import interrupt
-from histmig.engine import run_conversations, run_records
+from histmig.engine import Plan, run_conversations, run_records
 from histmig.errors import ColumnError, UnwritableOutput, UsageError
-from histmig.records import MESSAGE_FIELD_CANDIDATES, Conversation, Outcome, Record
+from histmig.records import CONVERSATION_FIELDS, MESSAGE_FIELD_CANDIDATES, Conversation, Outcome, Record
 from histmig.report import Report
 from histmig.sources.arrow import holds_history, jsonl_line
 from histmig.sources.atomic import atomic_output
@@ -105,6 +105,8 @@ class Page(Task):
     rows: tuple[tuple[Any, ...], ...] = ()
     size: int = 0
     conversations: tuple[Seen, ...] | None = None
+    columns: tuple[str, ...] = ()
+    """The table's columns (:meth:`~histmig.engine.Plan.for_columns`)."""
 
     @property
     def depth(self) -> int:
@@ -120,6 +122,8 @@ class Page(Task):
         positions. Never raises for bad input."""
         result = PageResult(Report.in_memory())
         ids = self.ids
+        if isinstance(job, Plan):
+            job = job.for_columns(self.columns)
 
         def record(raw: bytes, i: int) -> Record:
             return Record(raw, self.source, self.names[i], None if ids is None else ids[i])
@@ -507,6 +511,7 @@ class TableInput(Input):
             return
         selected, extra = self._selected()
         key, k, s = self.key, len(self.key), len(self.stored)
+        names = tuple(column.name for column in self.columns)
         keys = ", ".join(map(self.quote, key))
         marks = ", ".join([self.PARAM] * k)
         head = f"SELECT {', '.join(selected)} FROM {self._relation()}"
@@ -551,6 +556,7 @@ class TableInput(Input):
                 None if id_at is None else tuple(None if row[id_at] is None else str(row[id_at]) for row in fresh),
                 tuple(fresh),
                 size,
+                columns=names,
             )
             if len(rows) < asked:
                 return
@@ -908,13 +914,24 @@ class TableInput(Input):
         )
 
     def _notes(self) -> list[str]:
-        """Under ``--conversation``, when no index of the table starts with the conversation
-        and order columns: that one would let the database read the rows in that order
-        instead of sorting the table first. The statement names its index (SQLite requires a
-        name; PostgreSQL's own default, ``TABLE_COLUMNS_idx``), so it runs as printed on both."""
+        """Without ``--conversation``, when a column names conversations and HM407's unsafe fix
+        was withheld for it (:meth:`~histmig.engine.Plan.for_columns`). Under
+        ``--conversation``, when no index of the table starts with the conversation and order
+        columns: that one would let the database read the rows in that order instead of
+        sorting the table first. The statement names its index (SQLite requires a name;
+        PostgreSQL's own default, ``TABLE_COLUMNS_idx``), so it runs as printed on both."""
         grouping = self.grouping
         if grouping is None:
-            return []
+            names = [column.name for column in self.columns]
+            job = self._job
+            if not isinstance(job, Plan) or job.for_columns(names) is job:
+                return []
+            named = next(name for name in names if name in CONVERSATION_FIELDS)
+            return [
+                f"{self.name}: column {named!r} names the conversation of each row, so the calls of a row's last "
+                f"response were left open (HM407 not applied: the next run's row may answer them); --conversation "
+                f"{named} migrates the rows as the conversations they make"
+            ]
         wanted = (*(() if grouping.whole else grouping.keys), *filter(None, [grouping.order]))
         if not wanted or any(tuple(index[: len(wanted)]) == wanted for index in self._indexes):
             return []

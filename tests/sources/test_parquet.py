@@ -98,6 +98,22 @@ def test_json_string_column_matches_the_jsonl_path(tmp_path: Path, records) -> N
     assert data["changes"][0]["row"] == 0
 
 
+@pytest.mark.parametrize("column", ["thread_id", "note"])
+def test_without_conversation_a_row_beside_a_column_naming_conversations_keeps_its_last_calls_open(
+    tmp_path: Path, column: str
+) -> None:
+    """As a database table's (``test_sqlite.py``): a file with a column naming conversations
+    holds runs, whose last calls ``--unsafe-fixes`` leaves open without ``--conversation``."""
+    path, out = tmp_path / "runs.parquet", tmp_path / "out.parquet"
+    pq.write_table(pa.table({column: ["t"], "messages": [orjson.dumps([PROMPT, CALL]).decode()]}), path)
+    result = api.convert(str(path), str(out), Options(unsafe_fixes=True))
+    kept = column == "thread_id"
+    assert [row["rule"] for row in result.report.changes] == ([] if kept else ["HM407"])
+    assert (
+        pq.read_table(out).column("messages").to_pylist() == pq.read_table(path).column("messages").to_pylist()
+    ) == kept
+
+
 def test_check_and_audit_name_rows_by_id_column(tmp_path: Path, records) -> None:
     source = write_parquet(tmp_path / "chats.parquet", table_of(records, nested=False))
     out = tmp_path / "out.parquet"

@@ -699,6 +699,34 @@ def test_the_chat_app_table_with_a_session_column_converts_session_by_session_by
     assert all("retry-prompt" not in text and '"outcome":"retried"' in text for (text,) in held)
 
 
+@pytest.mark.parametrize("column", ["session_id", "note"])
+def test_without_conversation_a_row_of_a_table_with_a_session_column_keeps_its_last_calls_open(
+    tmp_path: Path, column: str
+) -> None:
+    """A table with a column naming conversations (a chat app's ``session_id``) holds runs:
+    ``--unsafe-fixes`` without ``--conversation`` leaves the calls of a row's last response open
+    (the next run's row may answer them, as a deferred tool's approval does) and says so, as
+    for a JSON record naming its conversation; a table without one is a table of histories,
+    whose last calls HM407 closes."""
+    db = tmp_path / "chat.sqlite"
+    with closing(sqlite3.connect(db)) as con, con:
+        con.execute(f"CREATE TABLE messages (id INTEGER PRIMARY KEY, {column} TEXT, message_list TEXT)")
+        con.execute(
+            f"INSERT INTO messages ({column}, message_list) VALUES ('s', ?)", [orjson.dumps([PROMPT, CALL]).decode()]
+        )
+    before = query(db, "SELECT message_list FROM messages")
+    result = api.convert(str(db), None, Options(table="messages", unsafe_fixes=True), in_place=True)
+    kept = column == "session_id"
+    assert (query(db, "SELECT message_list FROM messages") == before) == kept
+    assert [row["rule"] for row in result.report.changes] == ([] if kept else ["HM407"])
+    said = (
+        f"{db}:messages: column 'session_id' names the conversation of each row, so the calls of a row's last response "
+        "were left open (HM407 not applied: the next run's row may answer them); --conversation session_id migrates "
+        "the rows as the conversations they make"
+    )
+    assert result.notes == ([said] if kept else [])
+
+
 def test_a_table_of_one_message_a_row_finds_its_column_by_the_message_it_holds(tmp_path: Path) -> None:
     """``chat_messages (id, conversation_id, seq, message)``: under ``--conversation`` the
     ``message`` column is found as a history's would be; alone, a row of one message is no
