@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from histmig import interrupt
+from histmig.engine import Plan
 from histmig.errors import ColumnError, UnwritableOutput, UsageError
 from histmig.report import Report
 from histmig.sources.arrow import Cells, ColumnMigrator, find_id_column, find_messages_column, indices, write_jsonl_rows
@@ -170,7 +171,8 @@ class DuckdbTable(Input):
         except BaseException:
             self._stack.close()
             raise
-        self._job = job
+        # a pass in place reads the messages alone: the table's own columns say whether they name conversations
+        self._job = job.for_columns(schema.names) if isinstance(job, Plan) else job
         self._write: Callable[[Any], None] = lambda result: None  # a BatchResult; grouped, a ConversationsResult
         self._write_rows: Callable[[BatchResult], None] = self._write
         self._finish: Callable[[], None] = lambda: None

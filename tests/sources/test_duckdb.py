@@ -24,6 +24,8 @@ from histmig.options import Options
 from histmig.sources.duckdb import DuckdbTable, quote
 from tests.conftest import CORPUS, run_pieces, stored_apart
 from tests.sources.conftest import (
+    CALL,
+    PROMPT,
     corpus_records,
     jsonl_path_output,
     legacy_nested_table,
@@ -100,6 +102,25 @@ def test_to_parquet_matches_the_jsonl_path(tmp_path: Path, records, messages_typ
     assert data["summary"] == jsonl_report["summary"]
     assert without_place(data["changes"]) == without_place(jsonl_report["changes"])
     assert data["changes"][0]["source"] == f"{db}:{TABLE}"
+
+
+@pytest.mark.parametrize("column", ["chat_id", "note"])
+def test_without_conversation_a_row_beside_a_column_naming_conversations_keeps_its_last_calls_open_in_place(
+    tmp_path: Path, column: str
+) -> None:
+    """As a SQLite table's (``test_sqlite.py``), in place too, where only the messages are read:
+    a table with a column naming conversations holds runs, whose last calls ``--unsafe-fixes``
+    leaves open without ``--conversation``."""
+    db = tmp_path / "chats.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute(f"CREATE TABLE runs (id INTEGER, {column} VARCHAR, messages VARCHAR)")
+        con.execute("INSERT INTO runs VALUES (1, 'c', ?)", [orjson.dumps([PROMPT, CALL]).decode()])
+    result = api.convert(str(db), None, Options(table="runs", unsafe_fixes=True), in_place=True)
+    kept = column == "chat_id"
+    assert [row["rule"] for row in result.report.changes] == ([] if kept else ["HM407"])
+    with duckdb.connect(str(db)) as con:
+        (held,) = con.execute("SELECT messages FROM runs").fetchone()
+    assert (orjson.loads(held) == [PROMPT, CALL]) == kept
 
 
 def test_to_jsonl(tmp_path: Path, records) -> None:
