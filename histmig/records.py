@@ -422,6 +422,8 @@ def locate_messages(
             node = node.get(key) if isinstance(node, dict) else None
         value = node.get(path[-1]) if isinstance(node, dict) else None
         found = _held(value, path)
+        if found is None and isinstance(value, dict) and _is_message(value):
+            raise NotAHistory(_ONE_MESSAGE.format(f"holds one message (field {field!r})"))
         if found is None:
             said = _unparsed(value) or (
                 "a string that is not a JSON array" if isinstance(value, str) else "missing or not an array"
@@ -453,11 +455,18 @@ def locate_messages(
             f"field {present!r} is not an array (if the {what} are in another field, name it with --messages-field)"
         )
     if _is_message(obj):
-        raise NotAHistory(
-            "the record is one message, not a history (a store of one message a record: convert, audit, check and otel "
-            "put each conversation together with --conversation KEY --order KEY, docs/layouts.md)"
-        )
+        raise NotAHistory(_ONE_MESSAGE.format("is one message"))
+    ones = [key for key, value in obj.items() if isinstance(value, dict) and _is_message(value)]
+    if len(ones) == 1:
+        raise NotAHistory(_ONE_MESSAGE.format(f"holds one message (field {ones[0]!r})"))
     raise NotAHistory(f"no {what} field found (name it with --messages-field)")
+
+
+_ONE_MESSAGE = (
+    "the record {}, not a history (a store of one message a record: convert, audit, check and otel put each "
+    "conversation together with --conversation KEY --order KEY, docs/layouts.md)"
+)
+"""What a record of one message is told read as a whole history."""
 
 
 def _is_message(obj: dict[str, Any]) -> bool:

@@ -274,6 +274,8 @@ def check_options(
             raise UsageError(f"{redact.location(path)}: the otel commands read JSON or JSONL, not {fmt.name}")
     if options.grouping is not None and command == "otel-upgrade":
         raise UsageError("--conversation: otel-upgrade moves each message on its own; a conversation changes nothing")
+    values = _taken(destination, options)
+    _check_limited(found, values)  # first: an option a format does not take is said for that format
     kinds = {fmt.name: fmt for _, fmt in found}
     together = len(kinds) == 1 and next(iter(kinds.values())).open_together is not None
     if options.grouping is not None and len(found) > 1 and not together:
@@ -281,8 +283,6 @@ def check_options(
             "--conversation groups the records of one input: give one file or table, or Parquet files (a "
             "conversation's records in several JSONL files are not put together)"
         )
-    values = _taken(destination, options)
-    _check_limited(found, values)
     if options.single_transaction and not destination.in_place:
         raise UsageError("--single-transaction goes with --in-place")
     for path, fmt in found:

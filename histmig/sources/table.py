@@ -425,15 +425,18 @@ class TableInput(Input):
         (:func:`~histmig.sources.arrow.find_messages_column`); with none, a column of a
         candidate's name (``messages``) of another type, for the caller to name with its type.
         Raises :class:`ColumnError` when none does and there is no such column, or several do."""
-        found = []
+        found, messages = [], []
         for column in columns:
             kind = self._kind(column)
             if kind is None:
                 continue
             stored, quoted = self._stored(column.name, kind)[0], self.quote(column.name)
             first = self._query(f"SELECT {stored} FROM {self._relation()} WHERE {quoted} IS NOT NULL LIMIT 1")
-            if first and holds_history(self._cell(first[0][0]), one):
+            cell = self._cell(first[0][0]) if first else None
+            if cell is not None and holds_history(cell, one):
                 found.append(column.name)
+            elif cell is not None and holds_history(cell, True):
+                messages.append(column.name)
         if len(found) == 1:
             return found[0]
         if found:
@@ -444,6 +447,11 @@ class TableInput(Input):
         named = next((candidate for candidate in MESSAGE_FIELD_CANDIDATES if candidate in names), None)
         if named is not None:  # a column of a history's name, but of another type: said with its type
             return named
+        if messages:
+            raise ColumnError(
+                f"{self.name}: column {messages[0]!r} holds one message a row, not a history: put each conversation "
+                "together with --conversation KEY --order KEY (docs/layouts.md)"
+            )
         raise ColumnError(f"{self.name}: cannot tell the messages column (name it with --messages-column)")
 
     def _unique(self, key: tuple[str, ...]) -> bool:

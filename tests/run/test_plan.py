@@ -84,8 +84,9 @@ def test_conversation_groups_the_parquet_files_of_a_run_together_but_not_other_f
         with pytest.raises(UsageError, match=several):
             check_options("audit", found, Destination(), grouped)
     check_options("check", [("chats.duckdb", formats()["duckdb"])], Destination(), grouped)
-    with pytest.raises(UsageError, match="--conversation and --order do not apply to a JSON input"):
-        check_options("check", [(str(JSON), formats()["json"])], Destination(), grouped)
+    for found in ([(str(JSON), formats()["json"])], [(str(JSON), formats()["json"])] * 2):  # a folder of .json files
+        with pytest.raises(UsageError, match="--conversation and --order do not apply to a JSON input"):
+            check_options("check", found, Destination(), grouped)
 
 
 def test_the_destination_rules_of_a_database_input_are_the_plans() -> None:

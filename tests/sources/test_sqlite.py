@@ -730,7 +730,7 @@ def test_without_conversation_a_row_of_a_table_with_a_session_column_keeps_its_l
 def test_a_table_of_one_message_a_row_finds_its_column_by_the_message_it_holds(tmp_path: Path) -> None:
     """``chat_messages (id, conversation_id, seq, message)``: under ``--conversation`` the
     ``message`` column is found as a history's would be; alone, a row of one message is no
-    history, and the column is not guessed."""
+    history: the column is not guessed, and the error names what would read it."""
     db = tmp_path / "chat.sqlite"
     with closing(sqlite3.connect(db)) as con, con:
         con.execute("CREATE TABLE chat_messages (id INTEGER PRIMARY KEY, conversation_id TEXT, seq INT, message TEXT)")
@@ -741,5 +741,6 @@ def test_a_table_of_one_message_a_row_finds_its_column_by_the_message_it_holds(t
     grouped = Options(table="chat_messages", conversation=("conversation_id",), order="seq")
     result = api.convert(str(db), None, grouped, in_place=True)
     assert [(row["location"], row["rule"]) for row in result.report.changes] == [("id=3", "HM101")]
-    with pytest.raises(UnreadableInput, match="cannot tell the messages column"):
+    said = "chat_messages: column 'message' holds one message a row, not a history: put each conversation together"
+    with pytest.raises(UnreadableInput, match=said):
         api.audit(str(db), Options(table="chat_messages"))
