@@ -213,6 +213,13 @@ def _digest(rows: Sequence[Sequence[Any]]) -> str:
     return hashlib.sha256(b"\n".join(held)).hexdigest()
 
 
+def _all_locked(rows: Sequence[Sequence[Any]], locked: set[str] | None, k: int) -> bool:
+    """Whether each of ``rows`` (its key its first ``k`` values) is among the rows ``locked``
+    (:meth:`TableInput._locked`: their keys' ``repr``, as a NaN equals itself there; ``None``:
+    the database locks no rows, its transaction holds them all)."""
+    return locked is None or all(repr(tuple(row[:k])) in locked for row in rows)
+
+
 def row_name(key: Sequence[str], values: Sequence[Any]) -> str:
     """A row's location in report lines: its key, ``id=42`` (``tenant=7,id=42``)."""
     if len(key) == 1:  # a row at a time: the common key of one column without a join
@@ -698,20 +705,24 @@ class TableInput(Input):
         database can (:meth:`_locking`)."""
         keys = ", ".join(map(self.quote, self.key))
         read = ", ".join([keys, self.stored[0], *self._checked()])
-        return (
-            _digest(self._locked(read, keys, f" FROM {self._relation()}{seen.where}", list(seen.params))) == seen.digest
-        )
+        rows, locked = self._locked(read, keys, f" FROM {self._relation()}{seen.where}", list(seen.params))
+        return _digest(rows) == seen.digest and _all_locked(rows, locked, len(self.key))
 
-    def _locked(self, read: str, keys: str, rest: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+    def _locked(
+        self, read: str, keys: str, rest: str, params: Sequence[Any]
+    ) -> tuple[list[tuple[Any, ...]], set[str] | None]:
         """The columns ``read`` of the rows of ``SELECT ... rest`` (``rest`` from its ``FROM``
         on), locked until the transaction ends where the database can (:meth:`_locking`), as
         they are once the locks are held: a statement that waited for another transaction's
         locks reads what was there when it began (PostgreSQL's READ COMMITTED), not a row that
-        transaction added, so the rows are locked first, reading only their ``keys``, then read."""
+        transaction added, so the rows are locked first, reading only their ``keys``, then read;
+        and the keys locked (:func:`_all_locked`; ``None`` where the database locks no rows): a
+        row read then that was not locked (moved away and back meanwhile) may still change."""
         locking = self._locking()
+        locked = None
         if locking:
-            self._query(f"SELECT {keys}{rest}{locking}", params)
-        return self._query(f"SELECT {read}{rest}", params)
+            locked = {repr(tuple(row)) for row in self._query(f"SELECT {keys}{rest}{locking}", params)}
+        return self._query(f"SELECT {read}{rest}", params), locked
 
     def _nulls_last(self, column: str) -> list[str]:
         """The ``ORDER BY`` terms of ``column`` ascending, a null after every value (a row
@@ -868,7 +879,7 @@ class TableInput(Input):
         )
         for start in range(0, len(keyed), _VERIFY_BATCH):
             batch = keyed[start : start + _VERIFY_BATCH]
-            rows = self._locked(
+            rows, locked = self._locked(
                 read,
                 keys,
                 f" FROM {relation} JOIN (SELECT {firsts} FROM {relation} WHERE {self._among(len(batch))}) "
@@ -878,7 +889,11 @@ class TableInput(Input):
             held: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
             for row in rows:
                 held.setdefault(tuple(row[:k]), []).append(tuple(row[k:]))
-            fresh |= {one.number for one in batch if _digest(held.get(tuple(one.params), [])) == one.digest}
+            fresh |= {
+                one.number
+                for one in batch
+                if _digest(mine := held.get(tuple(one.params), [])) == one.digest and _all_locked(mine, locked, k)
+            }
         return fresh
 
     def _among(self, count: int) -> str:

@@ -35,7 +35,7 @@ from histmig.sources import format_of, postgres, table
 from histmig.sources.base import lazy
 from histmig.sources.postgres import PostgresTable
 from tests.conftest import CORPUS, ROOT, assert_reassembled, not_applicable, stored_apart
-from tests.sources.conftest import CALL, PROMPT, RETRY, corpus_records, jsonl_path_output, without_place
+from tests.sources.conftest import ANSWER, CALL, PROMPT, RETRY, corpus_records, jsonl_path_output, without_place
 
 TABLE = "conversations"
 OTHER = "id, name, created, tags, nothing, score, amount, ref"
@@ -895,6 +895,74 @@ def test_a_conversation_or_order_column_postgresql_cannot_sort_is_refused_before
         f"runs: {option} column 'odd' is {column}, whose values the database can neither sort nor compare: name a "
         "column of another type, or read the table through a view that casts it to text"
     )
+
+
+def _runs_of_two_conversations(url: str) -> None:
+    """``runs``: conversations ``a`` and ``b``, each a call, its retry (migrated) and an answer."""
+    with psycopg.connect(url, autocommit=True) as con:
+        con.execute("CREATE TABLE runs (id bigserial PRIMARY KEY, conv text, seq integer, messages jsonb)")
+        for conv in ("a", "b"):
+            for seq, piece in enumerate(([PROMPT, CALL], [RETRY], [ANSWER])):
+                con.execute(
+                    "INSERT INTO runs (conv, seq, messages) VALUES (%s, %s, %s)",
+                    [conv, seq, orjson.dumps(piece).decode()],
+                )
+
+
+def test_a_row_moved_away_and_back_while_the_rows_are_locked_skips_its_conversation(
+    postgres_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A row of a conversation the application moves to another conversation just before
+    histmig locks the conversation's rows, and back just after, is not locked, though it reads
+    as it was: the application may still change it before the commit, so the conversation is
+    skipped whole, not written beside it (the other is written)."""
+    _runs_of_two_conversations(postgres_db)
+    real = PostgresTable._query
+    moved: list[str] = []
+
+    def query_(self: PostgresTable, statement: str, params: Any = ()) -> Any:
+        locking = statement.endswith(" FOR UPDATE") and not moved
+        if locking:
+            moved.append(statement)
+            query(postgres_db, "UPDATE runs SET conv = 'elsewhere' WHERE id = 3")
+        try:
+            return real(self, statement, params)
+        finally:
+            if locking:
+                query(postgres_db, "UPDATE runs SET conv = 'a' WHERE id = 3")
+
+    monkeypatch.setattr(PostgresTable, "_query", query_)
+    options = Options(table="runs", conversation=("conv",), order="seq")
+    result = api.convert(postgres_db, None, options, in_place=True)
+    assert moved and [(row["location"], row["status"]) for row in result.report.errors] == [("id=2", "skipped")]
+    held = query(postgres_db, "SELECT id, messages::text FROM runs WHERE seq = 1 ORDER BY id")
+    assert ["retry-prompt" in text for _, text in held] == [True, False]
+
+
+def test_in_place_each_check_sees_what_others_committed_whatever_the_servers_isolation_default(
+    postgres_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``--single-transaction`` on a server whose default is REPEATABLE READ, a row the
+    application adds to a later conversation while histmig writes an earlier one still skips
+    it: the run's transaction is READ COMMITTED, each check a statement of its own."""
+    _runs_of_two_conversations(postgres_db)
+    [(name,)] = query(postgres_db, "SELECT current_database()")
+    query(postgres_db, f"ALTER DATABASE \"{name}\" SET default_transaction_isolation = 'repeatable read'")
+    monkeypatch.setattr(table, "PAGE_BYTES", 1)  # a page a conversation
+    real = PostgresTable._apply_page
+    seen: list[str] = []
+
+    def apply_page(self: PostgresTable, *args: Any) -> None:
+        seen.append(self._query("SHOW transaction_isolation")[0][0])
+        if len(seen) == 1:
+            query(postgres_db, "INSERT INTO runs (conv, seq, messages) VALUES ('b', 3, '[]')")
+        real(self, *args)
+
+    monkeypatch.setattr(PostgresTable, "_apply_page", apply_page)
+    options = Options(table="runs", conversation=("conv",), order="seq", single_transaction=True)
+    result = api.convert(postgres_db, None, options, in_place=True)
+    assert seen == ["read committed", "read committed"]
+    assert [(row["location"], row["status"]) for row in result.report.errors] == [("id=5", "skipped")]
 
 
 def test_a_key_under_a_nondeterministic_collation_groups_as_postgresql_compares_it(postgres_db: str) -> None:
