@@ -10,8 +10,9 @@ read by keyset pages in the order of its primary key or ``--key-column``
 text is PostgreSQL's own (keys sorted by length then bytes, one space after ``:`` and ``,``),
 so "unchanged" there means the same JSON value.
 
-Writes: ``--in-place`` updates the changed rows only, a transaction a page (or one for the
-table with ``--single-transaction``), each UPDATE conditional on the value read; ``--to-table``
+Writes: ``--in-place`` updates the changed rows only, a ``READ COMMITTED`` transaction a page
+(or one for the table with ``--single-transaction``), each UPDATE conditional on the value
+read; ``--to-table``
 creates the new table (``LIKE`` the input, with its defaults, constraints and indexes),
 copies every row and updates the changed ones, in one ``REPEATABLE READ`` transaction; a
 Parquet or JSONL output is read in one ``REPEATABLE READ READ ONLY`` transaction, a snapshot
@@ -310,6 +311,8 @@ class PostgresTable(TableInput):
         if destination.output is not None or destination.to_table is not None:
             con.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
             con.read_only = destination.output is not None
+        elif destination.in_place:  # each statement sees what others committed before it, whatever the server's default
+            con.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
         if destination.in_place and not self._options.single_transaction:
             self._write = self._page_transaction
             return
