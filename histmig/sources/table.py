@@ -431,7 +431,8 @@ class TableInput(Input):
         (a store of one message a row), as a Parquet column is found
         (:func:`~histmig.sources.arrow.find_messages_column`); with none, a column of a
         candidate's name (``messages``) of another type, for the caller to name with its type.
-        Raises :class:`ColumnError` when none does and there is no such column, or several do."""
+        Raises :class:`ColumnError` when none does and there is no such column (naming
+        ``--conversation`` when, without it, a column holds one message a row), or several do."""
         found, messages = [], []
         for column in columns:
             kind = self._kind(column)
