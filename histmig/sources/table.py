@@ -39,7 +39,7 @@ from typing import Any, Literal, NamedTuple
 from histmig import interrupt
 from histmig.engine import Plan, run_conversations, run_records
 from histmig.errors import ColumnError, UnwritableOutput, UsageError
-from histmig.records import CONVERSATION_FIELDS, MESSAGE_FIELD_CANDIDATES, Conversation, Outcome, Record
+from histmig.records import MESSAGE_FIELD_CANDIDATES, Conversation, Outcome, Record, names_conversations
 from histmig.report import Report
 from histmig.sources.arrow import holds_history, jsonl_line
 from histmig.sources.atomic import atomic_output
@@ -189,6 +189,8 @@ class Seen(NamedTuple):
 
 _VERIFY_BATCH = 200
 """Conversations found again by one statement when their changed rows are written."""
+_SAVEPOINT = "histmig_conversations"
+"""The savepoint a batch of conversations' writes is rolled back to (:meth:`TableInput.apply_conversations`)."""
 
 
 def _conversation(change: RowUpdate) -> int | None:
@@ -829,8 +831,10 @@ class TableInput(Input):
     def apply_conversations(self, table: str, page: Page, changes: Sequence[RowUpdate]) -> None:
         """:meth:`apply` under ``--conversation``: a conversation's changed rows are written
         only if its rows still hold what was read (:meth:`unchanged_since`, in the write's
-        transaction); else every changed row of it is skipped, the conversation as the
-        application left it, for a rerun to complete."""
+        transaction), and only all together: when the UPDATE of one of them updates no row (a
+        trigger that leaves it undone), the writes of the batch are rolled back to a savepoint
+        and done again without that conversation. A conversation not written has every changed
+        row skipped, as the application left it, for a rerun to complete."""
         by_number = {seen.number: seen for seen in page.conversations or ()}
         grouped = [(number, list(group)) for number, group in itertools.groupby(changes, key=_conversation)]
         fresh = self._unchanged([self.read_as(page, by_number[number]) for number, _ in grouped])  # type: ignore[index]
@@ -840,7 +844,18 @@ class TableInput(Input):
                 ready += rows
             else:
                 self._skipped += [Skipped(self.name, c.location, c.id) for c in rows]
-        self.apply(table, ready)
+        statement = self.update_statement(table)
+        while ready:
+            self._query(f"SAVEPOINT {_SAVEPOINT}")
+            done = self._update(statement, [(c.new, *c.key, c.stored) for c in ready])
+            undone = {c.conversation for c, updated in zip(ready, done) if not updated}
+            if undone:
+                self._query(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}")
+            self._query(f"RELEASE SAVEPOINT {_SAVEPOINT}")
+            if not undone:
+                return
+            self._skipped += [Skipped(self.name, c.location, c.id) for c in ready if c.conversation in undone]
+            ready = [c for c in ready if c.conversation not in undone]
 
     def read_as(self, page: Page, seen: Seen) -> Seen:
         """``seen`` with the :func:`_digest` of its rows as ``page`` read them (its rows, in
@@ -950,7 +965,7 @@ class TableInput(Input):
             job = self._job
             if not isinstance(job, Plan) or job.for_columns(names) is job:
                 return []
-            named = next(name for name in names if name in CONVERSATION_FIELDS)
+            named = next(filter(names_conversations, names))
             return [
                 f"{self.name}: column {named!r} names the conversation of each row, so the calls of a row's last "
                 f"response were left open (HM407 not applied: the next run's row may answer them); --conversation "

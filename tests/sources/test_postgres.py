@@ -939,6 +939,29 @@ def test_a_row_moved_away_and_back_while_the_rows_are_locked_skips_its_conversat
     assert ["retry-prompt" in text for _, text in held] == [True, False]
 
 
+def test_a_conversation_a_trigger_leaves_a_row_of_unwritten_is_skipped_whole(postgres_db: str) -> None:
+    """A BEFORE UPDATE trigger returning NULL for one row (archived rows kept as they are)
+    skips that row's whole conversation, rolled back to the batch's savepoint, not written
+    beside it; the other conversation is written."""
+    _runs_of_two_conversations(postgres_db)
+    with psycopg.connect(postgres_db, autocommit=True) as con:
+        con.execute("ALTER TABLE runs ADD COLUMN frozen boolean NOT NULL DEFAULT false")
+        con.execute(
+            "INSERT INTO runs (conv, seq, messages, frozen) VALUES ('a', 3, %s, true), ('a', 4, %s, true)",
+            [orjson.dumps([CALL]).decode().replace("c1", "c2"), orjson.dumps([RETRY]).decode().replace("c1", "c2")],
+        )
+        con.execute(
+            "CREATE FUNCTION keep_frozen() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN IF old.frozen THEN RETURN NULL; END IF; RETURN new; END $$"
+        )
+        con.execute("CREATE TRIGGER keep_frozen BEFORE UPDATE ON runs FOR EACH ROW EXECUTE FUNCTION keep_frozen()")
+    options = Options(table="runs", conversation=("conv",), order="seq")
+    result = api.convert(postgres_db, None, options, in_place=True)
+    assert sorted(row["location"] for row in result.report.errors) == ["id=2", "id=8"]
+    held = query(postgres_db, "SELECT conv, messages::text FROM runs WHERE id IN (2, 5, 8) ORDER BY id")
+    assert [(conv, "retry-prompt" in text) for conv, text in held] == [("a", True), ("b", False), ("a", True)]
+
+
 def test_in_place_each_check_sees_what_others_committed_whatever_the_servers_isolation_default(
     postgres_db: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
