@@ -45,7 +45,6 @@ from histmig.duplicates import Duplicate, duplicated_key
 from histmig.errors import Malformed, NotAHistory
 from histmig.problems import CONVERSATION, InvalidJson, Problem, Warned
 from histmig.records import (
-    CONVERSATION_FIELDS,
     ID_FIELDS,
     RAW_ENVELOPE,
     Conversation,
@@ -61,6 +60,7 @@ from histmig.records import (
     locate_in_conversation,
     locate_messages,
     messages_digest,
+    names_conversations,
     one_message,
     struct_key,
 )
@@ -191,11 +191,11 @@ class Plan:
     def for_columns(self, columns: Iterable[str]) -> Plan:
         """The plan for the rows of a table or a columnar file (not grouped by
         ``--conversation``) that has ``columns`` besides its messages: with a column naming
-        conversations (:data:`~histmig.records.CONVERSATION_FIELDS`, a chat app's
+        conversations (:func:`~histmig.records.names_conversations`, a chat app's
         ``session_id``), every row is a record that may name one, whose last response's calls
         stay open whatever the fixes, as :meth:`for_record` keeps a JSON record's that names one
         in its envelope: the next run's row may answer them."""
-        if self.grouped or FRONTIER not in self.fixing or CONVERSATION_FIELDS.isdisjoint(columns):
+        if self.grouped or FRONTIER not in self.fixing or not any(map(names_conversations, columns)):
             return self
         return self._frontier_kept
 

@@ -609,22 +609,32 @@ def envelope_id(obj: Any) -> str | None:
 
 
 CONVERSATION_FIELDS = frozenset({"conversation_id", "session_id", "thread_id", "chat_id"})
-"""The envelope fields that name the conversation a record belongs to; a message's own
-``conversation_id`` (2.68 writes one on every message, the same on every run of a conversation:
-``Agent.run`` takes it from ``message_history``) names it too."""
+"""The envelope fields (or columns) that name the conversation a record belongs to, in any case
+and with or without the underscore (:func:`names_conversations`: ``SESSION_ID``, ``sessionId``);
+a message's own ``conversation_id`` (2.68 writes one on every message, the same on every run of
+a conversation: ``Agent.run`` takes it from ``message_history``) names it too."""
+
+_CONVERSATION_WORDS = frozenset(name.replace("_", "") for name in CONVERSATION_FIELDS)
+
+
+def names_conversations(name: str) -> bool:
+    """Whether the field or column ``name`` is one of :data:`CONVERSATION_FIELDS`, as an
+    application may spell it: any case, with or without the underscore (a SQLite or DuckDB
+    identifier is the same in any case; JavaScript writes ``sessionId``)."""
+    return name.replace("_", "").lower() in _CONVERSATION_WORDS
 
 
 def conversation_names(obj: Any, messages: Any) -> tuple[str, ...]:
     """The conversations a record says it belongs to, as ``field=value`` texts, distinct and
-    sorted: each of :data:`CONVERSATION_FIELDS` an envelope object ``obj`` holds as a string or
-    integer, and each string ``conversation_id`` of the ``messages`` (a history as plain JSON
-    data). Two records naming one conversation may be two pieces of it."""
+    sorted: each field of an envelope object ``obj`` that :func:`names_conversations` and is not
+    null (a value that is no string or integer as its JSON text), and each string
+    ``conversation_id`` of the ``messages`` (a history as plain JSON data). Two records naming
+    one conversation may be two pieces of it."""
     names = set()
     if type(obj) is dict:
-        for key in CONVERSATION_FIELDS:
-            value = obj.get(key)
-            if type(value) in (str, int):
-                names.add(f"{key}={value}")
+        for key, value in obj.items():
+            if value is not None and type(key) is str and names_conversations(key):
+                names.add(f"{key}={value if type(value) in (str, int) else dumps(value).decode()}")
     if type(messages) is list:
         for message in messages:
             value = message.get("conversation_id") if type(message) is dict else None

@@ -17,6 +17,7 @@ from histmig.records import (
     field_path,
     locate_in_conversation,
     locate_messages,
+    names_conversations,
     spelled,
 )
 
@@ -176,6 +177,32 @@ def test_a_record_names_its_conversations_by_envelope_field_and_by_message() -> 
     assert conversation_names(messages, messages) == ("conversation_id=c-1",)
     assert conversation_names({"id": "r-1"}, [{"kind": "request", "parts": []}]) == ()
     assert conversation_names({"thread_id": 1.5, "session_id": ["s"]}, "not a history") == ()
+
+
+@pytest.mark.parametrize(
+    ("name", "names"),
+    [
+        (n, True)
+        for n in ("session_id", "SESSION_ID", "Session_Id", "sessionId", "conversationId", "ChatID", "thread_id")
+    ]
+    + [(n, False) for n in ("session", "user_session_id", "sessions_id", "id")],
+)
+def test_a_field_or_column_names_a_conversation_in_any_case_with_or_without_its_underscore(
+    name: str, names: bool
+) -> None:
+    assert names_conversations(name) == names
+    assert bool(conversation_names({name: "s", "messages": []}, [])) == names
+
+
+def test_a_conversation_is_named_by_any_value_but_null() -> None:
+    assert conversation_names({"sessionId": "s", "thread_id": 1.5, "chat_id": None}, []) == (
+        "sessionId=s",
+        "thread_id=1.5",
+    )
+    assert conversation_names({"session_id": {"id": "x"}}, [{"conversation_id": "c"}]) == (
+        "conversation_id=c",
+        'session_id={"id":"x"}',
+    )
 
 
 def test_a_record_of_a_conversation_may_hold_its_one_message_in_a_field() -> None:

@@ -50,9 +50,9 @@ RULE = Rule(
             "Finds a tool call of the history's last response that no result answers: where a run stopped, crashed, "
             "or waits for a deferred tool's result. check reports it as a warning. The unsafe fix closes it with the "
             "interrupted return 2.68 synthesizes with repair_last_response, abandoning the run; not in a record that "
-            "names a conversation (conversation_id, session_id, ... in the record, or a column of its table or "
-            "file), whose next run may be in another record, nor in one whose calls another record of the input "
-            "answers (by tool_call_id), nor in a piece of a conversation."
+            "names a conversation (conversation_id, session_id, sessionId, ... in the record, or a column or "
+            "partition directory of its table or file), whose next run may be in another record, nor in one whose "
+            "calls another record of the input answers (by tool_call_id), nor in a piece of a conversation."
         ),
         why=(
             "A provider refuses the history as it is, and Agent.run refuses to add a new prompt after it; but a "

@@ -24,9 +24,10 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
+from histmig.engine import Plan
 from histmig.errors import ColumnError, partly_written
 from histmig.report import Report
-from histmig.sources import fs
+from histmig.sources import fs, partition_of
 from histmig.sources.arrow import Cells, ColumnMigrator, find_id_column, find_messages_column, write_jsonl_rows
 from histmig.sources.atomic import atomic_output, replaced, unwritable
 from histmig.sources.base import Destination, Format, Input, Job, Task, TaskResult, Written, lazy
@@ -160,9 +161,18 @@ def _opened(task: RowGroup, job: Job) -> tuple[BatchCursor, ColumnMigrator]:
         parquet = open_parquet(task.path)
         _OPEN[key] = (
             BatchCursor(parquet),
-            ColumnMigrator(parquet.schema_arrow, task.column, task.path, job, task.id_column),
+            ColumnMigrator(parquet.schema_arrow, task.column, task.path, _partitioned(job, task.path), task.id_column),
         )
     return _OPEN[key]
+
+
+def _partitioned(job: Job, path: str) -> Job:
+    """``job`` for the rows of the file ``path``, the keys of the partition directories it lies
+    in (``session_id=s1/part-0.parquet``) columns of its rows too, as Spark reads them
+    (:meth:`~histmig.engine.Plan.for_columns`)."""
+    if not isinstance(job, Plan):
+        return job
+    return job.for_columns(found[0] for part in path.split("/")[:-1] if (found := partition_of(part)) is not None)
 
 
 class BatchCursor:
@@ -257,7 +267,9 @@ class ParquetInput(Input):
         column = find_messages_column(
             schema, messages_column, where=path, first=lambda name: _first_cell(self._parquet, name)
         )
-        self._migrator = ColumnMigrator(schema, column, path, job, find_id_column(schema, id_column, where=path))
+        self._migrator = ColumnMigrator(
+            schema, column, path, _partitioned(job, path), find_id_column(schema, id_column, where=path)
+        )
         self._output = output
         self._output_format: Literal["parquet", "jsonl"] | None = (
             output_format if output is not None else None  # type: ignore[assignment]  # one of the two

@@ -114,6 +114,20 @@ def test_without_conversation_a_row_beside_a_column_naming_conversations_keeps_i
     ) == kept
 
 
+@pytest.mark.parametrize("partition", ["sessionId=s1", "day=1"])
+def test_without_conversation_a_partition_directory_naming_conversations_keeps_its_rows_last_calls_open(
+    tmp_path: Path, partition: str
+) -> None:
+    """A partition directory's key is a column of its files' rows (as Spark reads them): a
+    Hive-partitioned lake of sessions (``sessionId=s1/part-0.parquet``) holds runs, whose last
+    calls ``--unsafe-fixes`` leaves open without ``--conversation``."""
+    lake, out = tmp_path / "lake", tmp_path / "out"
+    (lake / partition).mkdir(parents=True)
+    pq.write_table(pa.table({"messages": [orjson.dumps([PROMPT, CALL]).decode()]}), lake / partition / "part-0.parquet")
+    result = api.convert(str(lake), str(out), Options(unsafe_fixes=True))
+    assert [row["rule"] for row in result.report.changes] == ([] if partition.startswith("session") else ["HM407"])
+
+
 def test_check_and_audit_name_rows_by_id_column(tmp_path: Path, records) -> None:
     source = write_parquet(tmp_path / "chats.parquet", table_of(records, nested=False))
     out = tmp_path / "out.parquet"

@@ -699,7 +699,7 @@ def test_the_chat_app_table_with_a_session_column_converts_session_by_session_by
     assert all("retry-prompt" not in text and '"outcome":"retried"' in text for (text,) in held)
 
 
-@pytest.mark.parametrize("column", ["session_id", "note"])
+@pytest.mark.parametrize("column", ["session_id", "SESSION_ID", "sessionId", "note"])
 def test_without_conversation_a_row_of_a_table_with_a_session_column_keeps_its_last_calls_open(
     tmp_path: Path, column: str
 ) -> None:
@@ -716,15 +716,46 @@ def test_without_conversation_a_row_of_a_table_with_a_session_column_keeps_its_l
         )
     before = query(db, "SELECT message_list FROM messages")
     result = api.convert(str(db), None, Options(table="messages", unsafe_fixes=True), in_place=True)
-    kept = column == "session_id"
+    kept = column != "note"  # in any case, with or without the underscore
     assert (query(db, "SELECT message_list FROM messages") == before) == kept
     assert [row["rule"] for row in result.report.changes] == ([] if kept else ["HM407"])
     said = (
-        f"{db}:messages: column 'session_id' names the conversation of each row, so the calls of a row's last response "
-        "were left open (HM407 not applied: the next run's row may answer them); --conversation session_id migrates "
+        f"{db}:messages: column {column!r} names the conversation of each row, so the calls of a row's last response "
+        f"were left open (HM407 not applied: the next run's row may answer them); --conversation {column} migrates "
         "the rows as the conversations they make"
     )
     assert result.notes == ([said] if kept else [])
+
+
+def test_a_conversation_a_trigger_leaves_a_row_of_unwritten_is_skipped_whole(tmp_path: Path) -> None:
+    """A trigger that leaves the UPDATE of one row undone (``RAISE(IGNORE)``: archived rows
+    are kept as they are) skips that row's whole conversation, rolled back, not written
+    beside it; the other conversation is written."""
+    db = tmp_path / "chat.sqlite"
+    with closing(sqlite3.connect(db)) as con, con:
+        con.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, conv TEXT, seq INT, frozen INT, messages TEXT)")
+        for conv in ("a", "b"):
+            again = [orjson.loads(orjson.dumps(m).replace(b'"c1"', b'"c2"')) for m in (CALL, RETRY)]
+            for seq, piece in enumerate(([PROMPT, CALL], [RETRY], again[:1], again[1:])):
+                frozen = int(conv == "a" and seq == 3)
+                con.execute(
+                    "INSERT INTO runs (conv, seq, frozen, messages) VALUES (?, ?, ?, ?)",
+                    [conv, seq, frozen, orjson.dumps(piece).decode()],
+                )
+        con.execute(
+            "CREATE TRIGGER keep_frozen BEFORE UPDATE ON runs FOR EACH ROW WHEN old.frozen "
+            "BEGIN SELECT RAISE(IGNORE); END"
+        )
+    options = Options(table="runs", conversation=("conv",), order="seq")
+    result = api.convert(str(db), None, options, in_place=True)
+    assert sorted(row["location"] for row in result.report.errors) == ["id=2", "id=4"]
+    held = query(db, "SELECT conv, messages FROM runs WHERE seq IN (1, 3) ORDER BY id")
+    assert [(conv, "retry-prompt" in text) for conv, text in held] == [
+        ("a", True),
+        ("a", True),
+        ("b", False),
+        ("b", False),
+    ]
 
 
 def test_a_table_of_one_message_a_row_finds_its_column_by_the_message_it_holds(tmp_path: Path) -> None:
