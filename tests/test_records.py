@@ -173,10 +173,18 @@ def test_a_record_names_its_conversations_by_envelope_field_and_by_message() -> 
         "not a message",
     ]
     envelope = {"session_id": "s-9", "thread_id": 42, "chat_id": None, "conversation_id": True, "id": "r-1"}
-    assert conversation_names(envelope, messages) == ("conversation_id=c-1", "session_id=s-9", "thread_id=42")
+    assert conversation_names(envelope, messages) == (
+        "conversation_id=c-1",
+        "conversation_id=true",  # any value but null names one, as its JSON text
+        "session_id=s-9",
+        "thread_id=42",
+    )
     assert conversation_names(messages, messages) == ("conversation_id=c-1",)
     assert conversation_names({"id": "r-1"}, [{"kind": "request", "parts": []}]) == ()
-    assert conversation_names({"thread_id": 1.5, "session_id": ["s"]}, "not a history") == ()
+    assert conversation_names({"thread_id": 1.5, "session_id": ["s"]}, "not a history") == (
+        'session_id=["s"]',
+        "thread_id=1.5",
+    )
 
 
 @pytest.mark.parametrize(
