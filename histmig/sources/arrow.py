@@ -493,8 +493,10 @@ class ColumnMigrator:
     through (a :class:`~histmig.engine.Plan`); ``id_column`` names the column whose value
     becomes each record's id in the report (else the envelope's id). :meth:`migrate` returns
     the batch with that column replaced; :meth:`migrate_cells` only the cells that change,
-    which :meth:`apply` puts in place. Raises :class:`ColumnError` at construction when a
-    column is missing or unusable.
+    which :meth:`apply` puts in place. ``columns``: the rows' columns besides the schema's (a
+    partition directory's keys; a table's columns a pass in place does not read), which with
+    the schema's say whether the rows name conversations (:meth:`~histmig.engine.Plan.for_columns`).
+    Raises :class:`ColumnError` at construction when a column is missing or unusable.
     """
 
     schema: pa.Schema
@@ -502,10 +504,11 @@ class ColumnMigrator:
     source: str
     job: Job
     id_column: str | None = None
+    columns: Sequence[str] = ()
 
     def __post_init__(self) -> None:
         if isinstance(self.job, Plan):
-            self.job = self.job.for_columns(self.schema.names)
+            self.job = self.job.for_columns([*self.schema.names, *self.columns])
         self.index = self.schema.get_field_index(self.column)
         self.input_type = self.schema.field(self.column).type
         kind = column_kind(self.input_type)

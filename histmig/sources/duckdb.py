@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from histmig import interrupt
-from histmig.engine import Plan
 from histmig.errors import ColumnError, UnwritableOutput, UsageError
 from histmig.report import Report
 from histmig.sources.arrow import Cells, ColumnMigrator, find_id_column, find_messages_column, indices, write_jsonl_rows
@@ -171,8 +170,8 @@ class DuckdbTable(Input):
         except BaseException:
             self._stack.close()
             raise
-        # a pass in place reads the messages alone: the table's own columns say whether they name conversations
-        self._job = job.for_columns(schema.names) if isinstance(job, Plan) else job
+        self._job = job
+        self._names = schema.names  # a pass in place reads the messages alone: the table's columns
         self._write: Callable[[Any], None] = lambda result: None  # a BatchResult; grouped, a ConversationsResult
         self._write_rows: Callable[[BatchResult], None] = self._write
         self._finish: Callable[[], None] = lambda: None
@@ -289,7 +288,7 @@ class DuckdbTable(Input):
             return
         with self._con.cursor() as cursor:
             reader = self._reader(cursor, self._scan())
-            migrator = ColumnMigrator(reader.schema, self._column, self.name, self._job, self._id_column)
+            migrator = ColumnMigrator(reader.schema, self._column, self.name, self._job, self._id_column, self._names)
             self.migrator = migrator
             row = 0
             for batch in reader:

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
-from histmig.engine import Plan
 from histmig.errors import ColumnError, partly_written
 from histmig.report import Report
 from histmig.sources import fs, partition_of
@@ -161,18 +160,17 @@ def _opened(task: RowGroup, job: Job) -> tuple[BatchCursor, ColumnMigrator]:
         parquet = open_parquet(task.path)
         _OPEN[key] = (
             BatchCursor(parquet),
-            ColumnMigrator(parquet.schema_arrow, task.column, task.path, _partitioned(job, task.path), task.id_column),
+            ColumnMigrator(
+                parquet.schema_arrow, task.column, task.path, job, task.id_column, _partition_keys(task.path)
+            ),
         )
     return _OPEN[key]
 
 
-def _partitioned(job: Job, path: str) -> Job:
-    """``job`` for the rows of the file ``path``, the keys of the partition directories it lies
-    in (``session_id=s1/part-0.parquet``) columns of its rows too, as Spark reads them
-    (:meth:`~histmig.engine.Plan.for_columns`)."""
-    if not isinstance(job, Plan):
-        return job
-    return job.for_columns(found[0] for part in path.split("/")[:-1] if (found := partition_of(part)) is not None)
+def _partition_keys(path: str) -> list[str]:
+    """The keys of the partition directories the file ``path`` lies in
+    (``session_id=s1/part-0.parquet``): columns of its rows too, as Spark reads them."""
+    return [found[0] for part in path.split("/")[:-1] if (found := partition_of(part)) is not None]
 
 
 class BatchCursor:
@@ -268,7 +266,7 @@ class ParquetInput(Input):
             schema, messages_column, where=path, first=lambda name: _first_cell(self._parquet, name)
         )
         self._migrator = ColumnMigrator(
-            schema, column, path, _partitioned(job, path), find_id_column(schema, id_column, where=path)
+            schema, column, path, job, find_id_column(schema, id_column, where=path), _partition_keys(path)
         )
         self._output = output
         self._output_format: Literal["parquet", "jsonl"] | None = (
