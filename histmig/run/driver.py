@@ -95,7 +95,7 @@ def _answered(input: str | Sequence[str], options: Options, progress: Progress |
     """The calls (:func:`~histmig.rules.pairing.call_names`) that a record of ``input`` leaves
     open in its last response and another record answers, found by an ``audit`` of it with
     every rule and without the unsafe fixes (:meth:`~histmig.report.Report.answered`). A
-    conversation stored over several records that names itself nowhere (a release before 2.60
+    conversation stored over several records that names itself nowhere (a release before 1.89
     wrote no ``conversation_id``) is told by its call ids alone, and the record that answers
     may come after the one HM407 would close: so every record is read before one is written."""
     ahead = replace(options, select=(), ignore=(), unsafe_fixes=False)  # every rule: a selection may leave out HM401
