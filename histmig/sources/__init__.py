@@ -134,7 +134,8 @@ def _directory(path: str, explicit: str | None) -> list[tuple[str, Format]]:
         kinds = ", ".join(suffix for fmt in formats().values() if fmt.in_directories for suffix in fmt.suffixes)
         raise UnreadableInput(
             f"{path}: no input in this directory (files ending in {kinds}, here or in key=value partition "
-            "directories; --format json|jsonl reads every file)"
+            "directories; other subdirectories are not read: give each as an INPUT or a quoted glob, "
+            "'dir/*/*.json'; --format json|jsonl reads every file)"
         )
     return chosen
 
