@@ -40,17 +40,19 @@ def location(text: str) -> str:
     return _CONNINFO_SECRET.sub(_conninfo_secret, text)
 
 
-def secrets(text: str) -> list[str]:
+def secrets(text: str, decoded: bool = True) -> list[str]:
     """The secrets of the location ``text`` as its writer meant them (see the module
-    docstring): a URL's percent-decoded, a quoted value without its quotes and escapes.
-    Empty for a plain path."""
+    docstring): a URL's percent-decoded (``decoded``; else as written, as libpq quotes back a
+    value it cannot decode), a quoted value without its quotes and escapes. Empty for a plain
+    path."""
+    read = unquote if decoded else str
     if scheme := _SCHEME.match(text):
-        found = [unquote(m[2]) for m in _QUERY_PARAM.finditer(text) if _secret_param(m)]
+        found = [read(m[2]) for m in _QUERY_PARAM.finditer(text) if _secret_param(m)]
         userinfo, at, _ = _QUERY_PARAM.sub(lambda m: m[1] if _secret_param(m) else m[0], text)[
             scheme.end() :
         ].rpartition("@")
         _, colon, password = userinfo.partition(":")
-        return [unquote(password), *found] if at and colon else found
+        return [read(password), *found] if at and colon else found
     return [_unquoted(m[2]) for m in _CONNINFO_SECRET.finditer(text)]
 
 
@@ -58,9 +60,9 @@ def message(text: str, of: str = "") -> str:
     """``text``, a message that may name locations or quote their parts, without a secret:
     each URL in it (up to a space) and each connection-string secret as :func:`location`
     hides them, and, for the location ``of`` the message is about, each of its
-    :func:`secrets` and each quoted (``"..."``) piece of one, as libpq quotes back a token it
-    cannot parse."""
-    hidden = [secret for secret in secrets(of) if secret]
+    :func:`secrets`, decoded or as written, and each quoted (``"..."``) piece of one, as libpq
+    quotes back a token it cannot parse."""
+    hidden = [secret for secret in dict.fromkeys(secrets(of) + secrets(of, decoded=False)) if secret]
     for secret in hidden:  # a secret as a whole word only: a short one is not every letter of its kind
         text = re.sub(rf"(?<!\w){re.escape(secret)}(?!\w)", MASK, text)
     text = _QUOTED.sub(lambda m: f'"{MASK}"' if m[1] and any(m[1] in s for s in hidden) else m[0], text)

@@ -69,3 +69,13 @@ def test_a_connection_string_is_postgres_never_a_path_nor_a_glob(tmp_path, monke
         assert format_of(location).name == "postgres"
         assert input_paths([location]) == [(location, format_of(location))]
     assert format_of("./host=h password=aXb", "jsonl").name == "jsonl"
+
+
+@pytest.mark.parametrize(
+    "location", ["postgresql://u:hunter2%00pass@/app", "postgresql:///app?password=hunter2%00pass"]
+)
+def test_a_secret_libpq_quotes_back_as_written_is_hidden_too(location: str) -> None:
+    """libpq quotes a percent-encoded value it cannot decode as it was written (``%00``): the
+    secret is hidden in that spelling as in its decoded one."""
+    said = 'forbidden value %00 in percent-encoded value: "hunter2%00pass"'
+    assert redact.message(said, location) == 'forbidden value %00 in percent-encoded value: "***"'
