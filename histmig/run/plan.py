@@ -23,7 +23,7 @@ from histmig.errors import UnwritableOutput, UsageError
 from histmig.options import Command, Options, flags, given
 from histmig.run.outputs import output_format, output_paths
 from histmig.run.paths import check_apart, file_key
-from histmig.sources import expands, formats, fs, input_paths, named_format, partitions
+from histmig.sources import REJECTS_SUFFIX, expands, formats, fs, input_paths, named_format, partitions
 from histmig.sources.atomic import check_writable, is_stream
 from histmig.sources.base import Destination, Format
 from histmig.sources.fs import check_creatable
@@ -126,6 +126,7 @@ def plan(
         report=report,
         beside=[(item.path, item.path + suffix) for item in inputs for suffix in item.format.companions],
     )
+    _check_not_read_later(paths, (("--rejects", destination.rejects), ("--report", report)))
     return Planning(
         command,
         input,
@@ -249,6 +250,30 @@ def _keys(keys: tuple[str, ...]) -> str:
 def _taken(destination: Destination, options: Options) -> dict[str, Any]:
     """The value of every option that is a field of ``options`` or of ``destination``."""
     return {**{k: getattr(options, k) for k in options.__dataclass_fields__}, **destination.__dict__}
+
+
+def _check_not_read_later(paths: Sequence[str], written: Sequence[tuple[str, str | None]]) -> None:
+    """Raise :class:`UsageError` when a file the run writes (``written``: each option and its
+    path) lies in a local input directory of ``paths`` under a name a run over that directory
+    reads as an input (not hidden, not ``*.rejects.jsonl``): the next run would migrate the
+    rejected records again, or read a report as an archive."""
+    for path in paths:
+        if path == "-" or fs.is_url(path) or not os.path.isdir(path):
+            continue
+        root = os.path.realpath(path)
+        for option, file in written:
+            if file is None or file == "-" or fs.is_url(file):
+                continue
+            where = os.path.realpath(file)
+            name = os.path.basename(where)
+            fmt = named_format(name)
+            read = fmt is not None and fmt.in_directories and not name.startswith(".")
+            if read and not name.endswith(REJECTS_SUFFIX) and os.path.commonpath([root, where]) == root:
+                skipped = f"*{REJECTS_SUFFIX}" if option == "--rejects" else "a name starting with '.'"
+                raise UsageError(
+                    f"{option} {redact.location(file)} is in the input directory {redact.location(path)}, where a "
+                    f"later run would read it as an input: write it elsewhere, or give it {skipped}"
+                )
 
 
 def check_options(

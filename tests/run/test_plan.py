@@ -172,3 +172,21 @@ def test_an_output_of_a_directory_run_that_is_a_directory_is_refused_before_any_
     with pytest.raises(UnwritableOutput, match=r"out/b\.jsonl: is a directory$"):
         plan("convert", [str(tmp_path / "in")], Destination(str(tmp_path / "out")), Options())
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["b.jsonl"]
+
+
+def test_a_report_or_rejects_file_a_later_run_over_an_input_directory_would_read_is_refused(tmp_path: Path) -> None:
+    """``--rejects`` or ``--report`` inside an input directory, under a name a run over it reads
+    (``z.jsonl``, ``rep.json``), is refused: the next run would take it as an input. A hidden
+    name or a ``*.rejects.jsonl`` one is skipped by the directory, so it is written."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.jsonl").write_bytes(b"[]\n")
+    into = str(tmp_path / "in")
+    for option, name in (("--rejects", "z.jsonl"), ("--report", "rep.json")):
+        given = {"rejects": str(tmp_path / "in" / name)} if option == "--rejects" else {}
+        report = str(tmp_path / "in" / name) if option == "--report" else None
+        with pytest.raises(UsageError, match=f"^{option} .*{name} is in the input directory .*in, where a later run"):
+            plan("convert", into, Destination(str(tmp_path / "out"), **given), Options(), report=report)
+    plan(
+        "convert", into, Destination(str(tmp_path / "out"), rejects=str(tmp_path / "in" / "x.rejects.jsonl")), Options()
+    )
+    plan("convert", into, Destination(str(tmp_path / "out")), Options(), report=str(tmp_path / "in" / ".rep.json"))
