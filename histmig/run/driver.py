@@ -54,6 +54,7 @@ def run(
     if tune and planning.columnar:
         use_jemalloc()
     warnings, cleaned = tidied(written_paths(planning, report), clean, [item.path for item in planning.inputs])
+    warnings += _linked(planning)
     if planning.engine == "spark":
         result = run_spark(planning, options, progress)
     else:
@@ -119,6 +120,25 @@ def written_paths(planning: Planning, report: str | None) -> list[str]:
         if path is not None
     ]
     return paths + ([report] if report is not None else [])
+
+
+def _linked(planning: Planning) -> list[str]:
+    """A warning for each file rewritten in place that has other hard links: the new file
+    replaces this name alone (a rename: atomic), so the others keep the bytes read."""
+    said = []
+    for item in planning.inputs:
+        if not item.destination.in_place or item.format.columnar or is_object(item.path) or item.path == "-":
+            continue
+        try:
+            links = os.stat(item.path).st_nlink
+        except OSError:
+            continue
+        if links > 1:
+            said.append(
+                f"{item.path} has {links - 1} other hard link(s): written in place by a rename, this name alone "
+                "gets the migrated file, and the others keep the bytes as read"
+            )
+    return said
 
 
 def tidied(paths: Sequence[str], clean: bool, inputs: Sequence[str] = ()) -> tuple[list[str], list[str]]:

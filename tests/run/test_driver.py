@@ -151,3 +151,19 @@ def test_the_look_ahead_reads_every_rule_and_never_reads_a_pipe_twice(tmp_path: 
         os.close(read)
     assert result.report.counts["records_in"] == 2 and len(out.read_bytes().splitlines()) == 2
     assert [(row["location"], row["rule"]) for row in result.report.changes] == [("line 1", "HM407")]
+
+
+def test_a_file_rewritten_in_place_that_has_other_hard_links_is_warned_of(tmp_path: Path) -> None:
+    """An in-place rewrite replaces the file by a rename: a hard link's other names keep the
+    bytes read, and the run says so."""
+    path = tmp_path / "chats.jsonl"
+    path.write_bytes(ALL.read_bytes().splitlines(keepends=True)[0])
+    os.link(path, tmp_path / "linked.jsonl")
+    plan = Options().plan()
+    result = run("convert", str(path), Destination(in_place=True), Options(), plan)
+    assert result.warnings == [
+        f"{path} has 1 other hard link(s): written in place by a rename, this name alone gets the migrated file, "
+        "and the others keep the bytes as read"
+    ]
+    os.unlink(tmp_path / "linked.jsonl")
+    assert run("convert", str(path), Destination(in_place=True), Options(), plan).warnings == []
