@@ -22,6 +22,7 @@ from __future__ import annotations
 import bisect
 import gc
 import gzip
+import heapq
 import io
 import itertools
 import operator
@@ -30,6 +31,7 @@ import stat
 import tempfile
 import zlib
 from array import array
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
@@ -316,11 +318,12 @@ def _read_blocks(stream: BinaryIO, source: str) -> Iterator[Chunk]:
         first += count_lines(data)
 
 
-def _whole_lines(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
-    """The bytes of a regular file from where it stands, :data:`CHUNK_BYTES` at a time
-    completed to the end of the last line, each block with its offset in the file."""
+def _whole_lines(stream: BinaryIO, end: int | None = None) -> Iterator[tuple[int, bytes]]:
+    """The bytes of a regular file from where it stands to ``end`` (a line start; ``None``: to
+    the end of the file), :data:`CHUNK_BYTES` at a time completed to the end of the last line,
+    each block with its offset in the file."""
     offset = stream.tell()
-    while data := stream.read(CHUNK_BYTES):
+    while data := stream.read(CHUNK_BYTES if end is None else min(CHUNK_BYTES, end - offset)):
         if not data.endswith(b"\n"):
             data += stream.readline()
         yield offset, data
@@ -661,6 +664,10 @@ class GroupIndex:
         self._starts, self._lengths, self._numbers = array("q"), array("q"), array("q")
         self.lines = Lines(array("q"), array("q"), array("q"))
         """The records in conversation order, once :meth:`conversations` sorted them."""
+        self.firsts = array("q")
+        """Where each conversation's first line starts in the file, in conversation order (rising:
+        the conversations are in their order of first appearance), once :meth:`conversations`
+        sorted them."""
         self._keyed = False
         self.ordered = False
         """Whether a record holds the order value."""
@@ -736,8 +743,8 @@ class GroupIndex:
     def conversations(self) -> Iterator[tuple[str, str | None, int, int]]:
         """Each conversation, in the order of first appearance, as its name, note, where its
         lines end among :attr:`lines` and their bytes; :attr:`lines`, the records sorted by
-        conversation, each one's in its order (by order value, then line), is set on the first
-        call, which sorts the index (two stable sorts of the records' places: by order value,
+        conversation, each one's in its order (by order value, then line), and :attr:`firsts`
+        are set on the first call, which sorts the index (two stable sorts of the records' places: by order value,
         then by conversation)."""
         ranked = self._order
         if isinstance(ranked, list):
@@ -752,6 +759,7 @@ class GroupIndex:
         del places
         conversations = list(map(self._conversation.__getitem__, order))  # ascending: the sorted records' own
         self._conversation = []
+        self.firsts = array("q", map(self._starts.__getitem__, self._firsts.values()))
         columns = [self._starts, self._lengths, self._numbers]
         self._starts = self._lengths = self._numbers = array("q")
         for i, column in enumerate(columns):  # one at a time, each unsorted one freed before the next is made
@@ -779,8 +787,13 @@ class GroupedLines(LinesInput):
     conversation's lines read by position (``pread``) and migrated as one
     (:class:`Conversations`), the migrated records spilled to a temporary file, and once more
     to write the output in the input's line order, each migrated record taken from the spill
-    at its place. stdin and a ``.gz`` are first copied, as read, to a temporary
-    file. Memory holds the index and the conversations in flight, not the archive."""
+    at its place. The output is written as the tasks' results come, as far as it is known:
+    the conversations go in their order of first appearance, so once the first ``n`` are
+    migrated, every line before the first line of the next belongs to one of them (a store
+    of one record a run is written nearly as it is migrated; a conversation's records far
+    apart hold back more of it). stdin and a ``.gz`` are first copied, as read, to a
+    temporary file. Memory holds the index and the conversations in flight, not the
+    archive."""
 
     window = 2
     slot_bytes = 0
@@ -788,7 +801,9 @@ class GroupedLines(LinesInput):
     def __init__(self, path: str, destination: Destination, size: int | None, grouping: Grouping) -> None:
         super().__init__(path, destination, size)
         self._grouping = grouping
-        self._edits: list[tuple[int, int, tuple[int, int] | None]] = []
+        self._pending: list[tuple[int, int, tuple[int, int] | None]] = []  # a heap, by place in the input
+        self._frontiers: deque[int | None] = deque()
+        self._copied = 0
         self._keyless = False
         self._unordered = False
         self._without_order = 0
@@ -850,14 +865,17 @@ class GroupedLines(LinesInput):
         """The tasks of :meth:`tasks` from its index: each conversation's lines in order,
         batched to about :data:`CHUNK_BYTES` of records a task."""
         batch: list[tuple[str, str | None, int, int]] = []
-        size = begin = 0
+        size = begin = made = 0
         for conversation in index.conversations():
             batch.append(conversation)
             size += conversation[3]
             if size >= CHUNK_BYTES:
+                made += len(batch)
+                self._frontiers.append(index.firsts[made] if made < len(index.firsts) else None)
                 yield self._task(file, index.lines, begin, batch, size)
                 begin, batch, size = conversation[2], [], 0
         if batch:
+            self._frontiers.append(None)
             yield self._task(file, index.lines, begin, batch, size)
 
     def written(self) -> Written:
@@ -911,39 +929,52 @@ class GroupedLines(LinesInput):
         )
 
     def write(self, task: Task, result: TaskResult, slot: memoryview | None) -> None:
+        """Keep the task's edits (each migrated record spilled), then write the output as far
+        as it is known: up to the first line of the first conversation no task has migrated yet
+        (every line before it belongs to a conversation migrated already)."""
         assert isinstance(result, GroupResult)
+        frontier = self._frontiers.popleft()
         if self._out is None:
             return
         for start, length, output in result.edits:
             if output is None:
-                self._edits.append((start, length, None))
+                heapq.heappush(self._pending, (start, length, None))
             else:
-                self._edits.append((start, length, (self._spill.tell(), len(output))))
+                heapq.heappush(self._pending, (start, length, (self._spill.tell(), len(output))))
                 self._spill.write(output)
+        if frontier is not None:
+            self._copy(frontier)
 
-    def _write_out(self) -> None:
-        """Write the output in the input's line order: every record as it is, but those
-        migrated (from the spill) and rejected (moved to the rejects, or kept). Raises
-        :class:`~histmig.errors.UnreadableInput` when the input file is no longer what the
-        index read (appended to, rewritten, replaced): its lines would no longer be those
-        migrated, so nothing is written (in place, the output's own check keeps the input)."""
-        self._check_unchanged()
-        self._spill.flush()
+    def _copy(self, end: int | None) -> None:
+        """Write the output from where it stands to the input's byte ``end`` (a line start;
+        ``None``: the end of the input), in the input's line order: every record as it is, but
+        those migrated (from the spill) and rejected (moved to the rejects, or kept)."""
+        if end is not None and end <= self._copied:
+            return
+        if self._pending:
+            self._spill.flush()
         spill = self._spill.fileno()
-        self._edits.sort()
-        edits = iter(self._edits)
-        edit = next(edits, None)
+        pending = self._pending
         rejects = self._rejects if self._rejects is not None or self._keep_rejected else _discarded
-        self._stream.seek(0)
-        for offset, data in _whole_lines(self._stream):  # its lines not counted: no line is named
-            end = offset + len(data)
+        self._stream.seek(self._copied)
+        for offset, data in _whole_lines(self._stream, end):  # its lines not counted: no line is named
+            stop = offset + len(data)
             mine: list[Edit] = []
-            while edit is not None and edit[0] < end:
-                start, length, place = edit
+            while pending and pending[0][0] < stop:
+                start, length, place = heapq.heappop(pending)
                 new = None if place is None else os.pread(spill, place[1], place[0])
                 mine.append((start - offset, start - offset + length, new))
-                edit = next(edits, None)
             write_chunk(data, mine, self._out, rejects)  # type: ignore[arg-type]
+        self._copied = self._stream.tell()
+
+    def _write_out(self) -> None:
+        """Write the rest of the output (:meth:`_copy`). Raises
+        :class:`~histmig.errors.UnreadableInput` when the input file is no longer what the
+        index read (appended to, rewritten, replaced): its lines would no longer be those
+        migrated, so the output is not committed (in place, the output's own check keeps the
+        input)."""
+        self._check_unchanged()
+        self._copy(None)
         self._check_unchanged()  # nor while it was copied
 
     def _check_unchanged(self) -> None:

@@ -10,6 +10,7 @@ import io
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -610,6 +611,46 @@ def test_in_place_a_grouped_file_is_rewritten_as_its_output_would_be(tmp_path: P
     api.convert(str(source), str(tmp_path / "out.jsonl"), GROUPED)
     result = api.convert(str(source), in_place=True, options=GROUPED)
     assert result.exit_code == 0 and source.read_bytes() == (tmp_path / "out.jsonl").read_bytes() != data
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 6), st.sampled_from(["prompt", "call", "retry", "answer", "bad"])),
+        min_size=1,
+        max_size=40,
+    ),
+    st.randoms(use_true_random=False),
+    st.booleans(),
+)
+def test_a_grouped_output_written_as_tasks_come_is_the_one_written_at_the_end(
+    records: list[tuple[int, str]], shuffle: Any, last_line_end: bool
+) -> None:
+    """The output of a grouped file of many tasks (written as far as the migrated conversations
+    reach, as each task's result comes) equals that of one task (written at the end): the same
+    lines, in the input's order, the rejected ones moved to the rejects alike."""
+    messages = {"prompt": [PROMPT], "call": [CALL], "retry": [RETRY], "answer": [ANSWER]}
+    lines = [
+        b"{oops" if kind == "bad" else orjson.dumps({"chat": {"id": f"c{chat}"}, "n": n, "messages": messages[kind]})
+        for n, (chat, kind) in enumerate(records)
+    ]
+    shuffle.shuffle(lines)
+    data = b"\n".join(lines) + (b"\n" if last_line_end else b"")
+    written = []
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp) / "chats.jsonl"
+        source.write_bytes(data)
+        for chunk_bytes in (1 << 20, 64):
+            out = Path(tmp) / f"out{chunk_bytes}.jsonl"
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(jsonl, "CHUNK_BYTES", chunk_bytes)
+                api.convert(str(source), str(out), GROUPED)
+            rejects = Path(f"{out}.rejects.jsonl")
+            written.append((out.read_bytes(), rejects.read_bytes() if rejects.exists() else None))
+    assert written[1] == written[0]
+    bad = lines.count(b"{oops")
+    assert len(written[0][0].splitlines()) == len(lines) - bad
+    assert written[0][1] == (b"{oops\n" * bad or None)
 
 
 _INDEXED = [
