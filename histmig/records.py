@@ -626,15 +626,23 @@ def names_conversations(name: str) -> bool:
 
 def conversation_names(obj: Any, messages: Any) -> tuple[str, ...]:
     """The conversations a record says it belongs to, as ``field=value`` texts, distinct and
-    sorted: each field of an envelope object ``obj`` that :func:`names_conversations` and is not
-    null (a value that is no string or integer as its JSON text), and each string
-    ``conversation_id`` of the ``messages`` (a history as plain JSON data). Two records naming
-    one conversation may be two pieces of it."""
+    sorted: each field of an envelope object ``obj``, or of an object within it (not within an
+    array: ``meta.session_id``, the field as ``--conversation`` names it), that
+    :func:`names_conversations` and is not null (a value that is no string or integer as its
+    JSON text), and each string ``conversation_id`` of the ``messages`` (a history as plain
+    JSON data). Two records naming one conversation may be two pieces of it."""
     names = set()
-    if type(obj) is dict:
-        for key, value in obj.items():
-            if value is not None and type(key) is str and names_conversations(key):
-                names.add(f"{key}={value if type(value) in (str, int) else dumps(value).decode()}")
+    objects: list[tuple[tuple[str, ...], dict[Any, Any]]] = [((), obj)] if type(obj) is dict else []
+    while objects:  # the envelope's objects, none twice: parsed JSON holds no cycle
+        path, found = objects.pop()
+        for key, value in found.items():
+            if type(key) is not str or value is None:
+                continue
+            if type(value) is dict:
+                objects.append(((*path, key), value))
+            if names_conversations(key):
+                text = value if type(value) in (str, int) else dumps(value).decode()
+                names.add(f"{spelled((*path, key))}={text}")
     if type(messages) is list:
         for message in messages:
             value = message.get("conversation_id") if type(message) is dict else None

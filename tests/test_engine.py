@@ -484,6 +484,9 @@ def test_a_record_naming_a_conversation_keeps_its_last_calls_open_whatever_the_f
     assert [c.rule for c in engine.migrate(alone, unsafe)] == ["HM407"] and len(alone) == 3
     named = process_full(Record(orjson.dumps({"session_id": "s-1", "messages": anonymous}), "t", "line 1"), unsafe)
     assert named.status == "unchanged" and named.conversations == ("session_id=s-1", *calls)
+    within = {"meta": {"app": {"session_id": "s-1"}}, "tags": [{"thread_id": "t-1"}], "messages": anonymous}
+    nested = process_full(Record(orjson.dumps(within), "t", "line 1"), unsafe)  # not within an array
+    assert nested.status == "unchanged" and nested.conversations == ("meta.app.session_id=s-1", *calls)
 
 
 def test_a_fragment_is_left_as_it_is_whatever_the_fixes_and_names_its_conversation() -> None:

@@ -213,6 +213,11 @@ def test_a_conversation_is_named_by_any_value_but_null() -> None:
     )
 
 
+def test_a_conversation_is_named_by_a_field_of_an_object_within_the_envelope_as_the_option_names_it() -> None:
+    envelope = {"meta": {"chat.v1": {"threadId": 7}, "user_id": "u"}, "runs": [{"session_id": "s"}], "messages": []}
+    assert conversation_names(envelope, []) == ("meta.chat\\.v1.threadId=7",)
+
+
 def test_a_record_of_a_conversation_may_hold_its_one_message_in_a_field() -> None:
     message = {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "hi"}]}
     record = {"conversation_id": "c", "seq": 2, "message": message}

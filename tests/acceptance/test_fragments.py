@@ -18,6 +18,7 @@ from __future__ import annotations
 import shutil
 import sqlite3
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -109,11 +110,16 @@ def stored(request: pytest.FixtureRequest) -> Stored:
     return Stored(request.param)
 
 
-def _jsonl(stored: Stored, tmp_path: Path) -> tuple[api.Result, list[list[Any]], list[str]]:
+def _jsonl(stored: Stored, tmp_path: Path, nested: bool = False) -> tuple[api.Result, list[list[Any]], list[str]]:
+    """Each piece a JSONL line naming its conversation by ``session_id``, or, ``nested``, by
+    ``meta.session_id``."""
     source, out = tmp_path / "runs.jsonl", tmp_path / "out.jsonl"
     source.write_bytes(
         b"".join(
-            orjson.dumps({"session_id": session, "messages": piece}) + b"\n"
+            orjson.dumps(
+                ({"meta": {"session_id": session}} if nested else {"session_id": session}) | {"messages": piece}
+            )
+            + b"\n"
             for session, piece in zip(stored.sessions, stored.pieces)
         )
     )
@@ -172,7 +178,9 @@ def _duckdb(stored: Stored, tmp_path: Path) -> tuple[api.Result, list[list[Any]]
 
 
 @pytest.mark.parametrize(
-    "store", [_jsonl, _sqlite, _parquet, _duckdb], ids=["jsonl", "chat-app-sqlite", "parquet", "duckdb"]
+    "store",
+    [_jsonl, partial(_jsonl, nested=True), _sqlite, _parquet, _duckdb],
+    ids=["jsonl", "jsonl-nested-name", "chat-app-sqlite", "parquet", "duckdb"],
 )
 def test_without_the_option_no_part_is_removed_or_added_on_a_fragment(
     stored: Stored, store: Callable[..., Any], tmp_path: Path
