@@ -744,8 +744,8 @@ class GroupIndex:
         """Each conversation, in the order of first appearance, as its name, note, where its
         lines end among :attr:`lines` and their bytes; :attr:`lines`, the records sorted by
         conversation, each one's in its order (by order value, then line), and :attr:`firsts`
-        are set on the first call, which sorts the index (two stable sorts of the records' places: by order value,
-        then by conversation)."""
+        are set on the first call, which sorts the index (two stable sorts of the records'
+        places: by order value, then by conversation)."""
         ranked = self._order
         if isinstance(ranked, list):
             rank = {value: i for i, value in enumerate(sorted(set(ranked)))}  # equal values (1, 1.0) tie
