@@ -91,16 +91,22 @@ def fragment(messages: Messages) -> bool:
 CALL_NAME = "tool_call_id="
 """What starts the :func:`call_names` of a record."""
 
+NO_CALL_ID = f"{CALL_NAME}null"
+"""The :func:`call_names` name of the calls and results without a text ``tool_call_id``
+(null or missing): no id tells which of them answers which, so each may answer any other (a
+call whose id is the text ``null`` is taken for one of them too)."""
+
 
 def call_names(messages: Messages) -> tuple[str, ...]:
     """The calls that may tie a record holding ``messages`` to another record of its
     conversation, as ``tool_call_id=<id>`` texts, distinct and sorted: of a :func:`fragment`,
     each result its first message answers (the calls are in an earlier record); of any other
     history, each call of its last response without a result (the frontier, which the next
-    run's record may answer). Parts without a text ``tool_call_id`` name none: an id derived
-    from one record's places is not the other record's. A frontier call named by a fragment's
-    result is answered there, which no record alone can tell
-    (:meth:`histmig.report.Report.fragments`, :attr:`histmig.engine.Plan.answered`)."""
+    run's record may answer). Parts without a text ``tool_call_id`` (null or missing) are
+    :data:`NO_CALL_ID`: an id HM201 derives from one record's places is not the other record's,
+    so a fragment starting with a result without an id may answer any call without one. A
+    frontier call named by a fragment's result is answered there, which no record alone can
+    tell (:meth:`histmig.report.Report.fragments`, :attr:`histmig.engine.Plan.answered`)."""
     if fragment(messages):
         first = messages[0]
         parts = first.get("parts") if first.get("kind") == "request" else None
@@ -109,7 +115,13 @@ def call_names(messages: Messages) -> tuple[str, ...]:
         ]  # a first response answers nothing
     else:
         ids = [messages[m]["parts"][p].get("tool_call_id") for m, p in analyse(messages).frontier]
-    return tuple(sorted({f"{CALL_NAME}{call_id}" for call_id in ids if type(call_id) is str}))
+        last = next((m for m in reversed(messages) if type(m) is dict and m.get("kind") == "response"), None)
+        parts = last.get("parts") if last is not None else None
+        nameless = (type(p) is dict and is_call(last, p) and p.get("tool_call_id") is None for p in parts or ())
+        if type(parts) is list and any(nameless):
+            ids.append(None)  # analyse passes it over: its result, if any, would be as nameless
+    names = {f"{CALL_NAME}{call_id}" for call_id in ids if type(call_id) is str}
+    return tuple(sorted(names | {NO_CALL_ID} if None in ids else names))
 
 
 def whole_only(find: Find) -> Callable[[Fix], Fix]:

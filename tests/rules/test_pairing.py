@@ -183,12 +183,12 @@ def test_a_fragment_starts_with_a_response_or_answers_calls_it_does_not_hold(mes
             [request({"part_kind": "user-prompt", "content": "hi"}), response(call("t", "a"), call("t", "b"))],
             ["a", "b"],
         ),
-        ([request({"part_kind": "user-prompt", "content": "hi"}), response(call("t", None))], []),
+        ([request({"part_kind": "user-prompt", "content": "hi"}), response(call("t", None))], ["null"]),
         (
             [request(result("tool-return", "t", "a"), result("retry-prompt", "t", "b")), response(call("t", "c"))],
             ["a", "b"],
         ),
-        ([request(result("tool-return", "t", None))], []),
+        ([request(result("tool-return", "t", None), result("tool-return", "t", "a"))], ["a", "null"]),
         ([response(call("t", "a"))], []),
         (
             [
@@ -205,7 +205,8 @@ def test_a_record_is_tied_to_another_by_its_open_calls_or_a_fragments_first_resu
     messages: list[Any], names: list[str]
 ) -> None:
     """A whole-looking history by the calls of its last response without a result; a fragment
-    by the results its first request holds (not by its own last calls: it is a piece already)."""
+    by the results its first request holds (not by its own last calls: it is a piece already).
+    A part without an id ties to any other without one: no id tells them apart."""
     assert call_names(messages) == tuple(f"tool_call_id={name}" for name in names)
 
 

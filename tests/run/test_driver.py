@@ -120,6 +120,32 @@ def test_convert_with_unsafe_fixes_leaves_open_the_last_calls_a_later_record_ans
     assert [(row["location"], row["rule"]) for row in audited.report.changes] == [("line 3", "HM407")]
 
 
+def test_convert_with_unsafe_fixes_leaves_open_a_last_call_without_an_id_a_later_record_may_answer(
+    tmp_path: Path,
+) -> None:
+    """A run stopped at a call without a ``tool_call_id``; the next line starts with a result
+    without one. No id tells which call it answers, so it may answer this one: HM407 leaves the
+    call open (a fragment's finding), not closed by an invented return (HM201 names the call; a
+    run with ``--conversation`` gives its result the same id)."""
+    prompt = {"part_kind": "user-prompt", "content": "go", "timestamp": "2025-05-01T10:00:00Z"}
+    call = {"part_kind": "tool-call", "tool_name": "t", "args": {}, "tool_call_id": None}
+    done = {"part_kind": "tool-return", "tool_name": "t", "content": "sunny", "tool_call_id": None}
+    lines = [
+        [{"kind": "request", "parts": [prompt]}, {"kind": "response", "parts": [call]}],
+        [{"kind": "request", "parts": [done]}, {"kind": "response", "parts": [{"part_kind": "text", "content": "k"}]}],
+    ]
+    source, out = tmp_path / "runs.jsonl", tmp_path / "out.jsonl"
+    source.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    options = Options(unsafe_fixes=True, jobs=1)
+    result = run("convert", str(source), Destination(output=str(out), rejects=None), options, options.plan())
+    written = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    assert written[1] == lines[1] and len(written[0]) == 2  # no request of invented returns
+    assert [(row["location"], row["rule"]) for row in result.report.changes] == [("line 1", "HM201")]
+    assert ("line 1", "HM407", "fragment") in {
+        (row["location"], row["rule"], row["certainty"]) for row in result.report.findings
+    }
+
+
 def test_the_look_ahead_reads_every_rule_and_never_reads_a_pipe_twice(tmp_path: Path) -> None:
     """A selection without HM401 still leaves open the call a later line answers; a pipe, which a
     second read would find empty, is read once (its calls closed as a history's given alone)."""
