@@ -66,7 +66,7 @@ from histmig.records import (
 )
 from histmig.rules import Walk, known_part_kinds, registry, select
 from histmig.rules.base import ABSENT_PART, Budgets, CauseMode, Change, Context, Finding, Rule
-from histmig.rules.pairing import CODES, call_names
+from histmig.rules.pairing import CODES, call_names, mentioned_call_names
 from histmig.schema import REQUEST_PART_KINDS, RESPONSE_PART_KINDS, releases
 from histmig.schema.releases import NEWEST, Release
 from histmig.screen import Screen, Settled, Verdict, screen_for, settled_for
@@ -646,7 +646,9 @@ def process_full(record: Record, plan: Plan = Plan(), *, defer: bool = True) -> 
     phases); their findings are reported. Only when they find something to fix, or cannot
     tell, is the record migrated again with them, each family asked when its phase comes."""
     outcome = _full_way(record, plan, defer and plan.target == NEWEST)
-    if outcome.findings:
+    if outcome.status == "rejected":
+        outcome.conversations = mentioned_call_names(record.raw)
+    elif outcome.findings:
         outcome.conversations = told_conversations(record.raw, outcome.findings, plan.messages_field)
     if plan.readers:
         outcome.readers = Readers(plan.target, _readers(record.raw, plan.messages_field))

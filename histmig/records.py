@@ -696,7 +696,9 @@ class Outcome:
     ``conversations``, the conversations it names (:func:`conversation_names`) and the calls
     that may tie it to another record (:func:`histmig.rules.pairing.call_names`), told only of
     a record whose findings say it may be a piece of one (a fragment, or a last response's
-    calls without results): the report tells which pieces another record continues; ``digest``, its
+    calls without results), and of a rejected record every call it may answer
+    (:func:`~histmig.rules.pairing.mentioned_call_names`): the report tells which pieces
+    another record continues; ``digest``, its
     messages' (:func:`messages_digest`, ``check --baseline``)."""
 
     record: Record

@@ -156,6 +156,8 @@ class Report:
         if changes:
             place = (record.source, record.location, record.record_id)
             self._counted(self._changes.add([place + row for row in changes]))
+        if outcome.status == "rejected":
+            self._pieces.update(outcome.conversations)  # the calls it may answer, kept in the rejects
         if outcome.findings:
             place = (record.source, record.location, record.record_id)
             warned = sum(finding.severity == "warning" for finding in outcome.findings)
@@ -167,7 +169,7 @@ class Report:
             if any(finding.certainty == "fragment" for finding in outcome.findings):
                 self.counts["fragments"] += 1
                 self._pieces.update(outcome.conversations)
-            else:
+            elif outcome.status != "rejected":
                 for name in outcome.conversations:
                     self._open_ends.setdefault(name, []).append((record.source, record.location))
             self._findings.add([place + row for row in finding_rows(outcome)])

@@ -22,10 +22,13 @@ skeleton.
 from __future__ import annotations
 
 import functools
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from histmig.rules.base import (
     ABSENT_PART,
@@ -122,6 +125,36 @@ def call_names(messages: Messages) -> tuple[str, ...]:
             ids.append(None)  # analyse passes it over: its result, if any, would be as nameless
     names = {f"{CALL_NAME}{call_id}" for call_id in ids if type(call_id) is str}
     return tuple(sorted(names | {NO_CALL_ID} if None in ids else names))
+
+
+_MENTIONED = re.compile(
+    rb'"tool_call_id"\s*:\s*(null|"(?:[^"\\]|\\.)*")|\\"tool_call_id\\"\s*:\s*(?:null|\\"([^"\\]*)\\")'
+)
+"""A ``tool_call_id`` of a record's bytes, a value of its own (group 1: ``null`` or a JSON
+text) or of a history held as JSON text in a string (group 2, an id without escapes; none for
+``null``)."""
+
+
+def mentioned_call_names(raw: bytes) -> tuple[str, ...]:
+    """The :func:`call_names` texts of every ``tool_call_id`` written in ``raw``, a record
+    that could not be read or was rejected (invalid JSON, a key given twice): whichever of
+    them it may answer, found without parsing it, distinct and sorted. A record a rejected
+    record may answer keeps its last calls open (:meth:`histmig.report.Report.answered`): the
+    rejected one is kept in the rejects file, and its real result answers them once it is
+    mended."""
+    names: set[str] = set()
+    for text, escaped in _MENTIONED.findall(raw):
+        if escaped:
+            names.add(f"{CALL_NAME}{escaped.decode(errors='replace')}")
+        elif text in (b"null", b""):
+            names.add(NO_CALL_ID)
+        else:
+            try:
+                call_id = orjson.loads(text)
+            except orjson.JSONDecodeError:
+                continue  # a broken escape: no id told
+            names.add(f"{CALL_NAME}{call_id}")
+    return tuple(sorted(names))
 
 
 def whole_only(find: Find) -> Callable[[Fix], Fix]:

@@ -21,6 +21,7 @@ from histmig.rules.pairing import (
     found,
     fragment,
     interrupted_return,
+    mentioned_call_names,
     new_request,
 )
 from histmig.screen import Screen
@@ -208,6 +209,22 @@ def test_a_record_is_tied_to_another_by_its_open_calls_or_a_fragments_first_resu
     by the results its first request holds (not by its own last calls: it is a piece already).
     A part without an id ties to any other without one: no id tells them apart."""
     assert call_names(messages) == tuple(f"tool_call_id={name}" for name in names)
+
+
+@pytest.mark.parametrize(
+    ("raw", "names"),
+    [
+        (b'{"parts":[{"tool_call_id":"c1","tool_call_id" : "c\\u0032"}]', ["c1", "c2"]),
+        (b'[{"part_kind":"tool-return","tool_call_id":null,"content":"x"', ["null"]),
+        (b'{"messages":"[{\\"tool_call_id\\":\\"c3\\"},{\\"tool_call_id\\": null}]"}', ["c3", "null"]),
+        (b'{"tool_call_id":"c\\', []),
+        (b'{"messages":[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"x"}]}]}', []),
+    ],
+)
+def test_a_rejected_record_names_every_tool_call_id_it_holds(raw: bytes, names: list[str]) -> None:
+    """Read from its bytes, not parsed (invalid JSON, a key given twice): its own values, and a
+    history held as text; a cut-off value names none."""
+    assert mentioned_call_names(raw) == tuple(f"tool_call_id={name}" for name in names)
 
 
 def test_the_screen_passes_a_fragment_with_its_findings_whatever_the_fixes() -> None:

@@ -146,6 +146,28 @@ def test_convert_with_unsafe_fixes_leaves_open_a_last_call_without_an_id_a_later
     }
 
 
+def test_convert_with_unsafe_fixes_leaves_open_the_last_calls_a_rejected_record_answers(tmp_path: Path) -> None:
+    """The next run's record holds the results but cannot be migrated (a key given twice,
+    a line cut off): it goes to the rejects file, and the calls it answers stay open, not
+    closed by invented returns its real results would contradict once it is mended."""
+    prompt = {"part_kind": "user-prompt", "content": "go", "timestamp": "2025-05-01T10:00:00Z"}
+    calls = [{"part_kind": "tool-call", "tool_name": "t", "args": {}, "tool_call_id": f"call_{n}"} for n in "ab"]
+    first = orjson.dumps([{"kind": "request", "parts": [prompt]}, {"kind": "response", "parts": calls}])
+    twice = b'[{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"t","content":"ok","tool_call_id":"call_a","tool_call_id":"call_a"}]}]'
+    cut = b'[{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"t","content":"ok","tool_call_id":"call_b"}'
+    source, out, rejects = tmp_path / "runs.jsonl", tmp_path / "out.jsonl", tmp_path / "rejects.jsonl"
+    source.write_bytes(b"\n".join((first, twice, cut)) + b"\n")
+    options = Options(unsafe_fixes=True, jobs=1)
+    result = run("convert", str(source), Destination(output=str(out), rejects=str(rejects)), options, options.plan())
+    assert out.read_bytes() == first + b"\n"
+    assert rejects.read_bytes() == twice + b"\n" + cut + b"\n"
+    assert result.report.changes == []
+    assert [(row["location"], row["rule"], row["certainty"]) for row in result.report.findings] == [
+        ("line 1", "HM407", "fragment"),
+        ("line 1", "HM407", "fragment"),
+    ]
+
+
 def test_the_look_ahead_reads_every_rule_and_never_reads_a_pipe_twice(tmp_path: Path) -> None:
     """A selection without HM401 still leaves open the call a later line answers; a pipe, which a
     second read would find empty, is read once (its calls closed as a history's given alone)."""
