@@ -23,7 +23,7 @@ from histmig.errors import UnwritableOutput, UsageError
 from histmig.options import Command, Options, flags, given
 from histmig.run.outputs import output_format, output_paths
 from histmig.run.paths import check_apart, file_key
-from histmig.sources import REJECTS_SUFFIX, expands, formats, fs, input_paths, named_format, partitions
+from histmig.sources import REJECTS_SUFFIX, expands, formats, fs, input_paths, named_format, partitions, root
 from histmig.sources.atomic import check_writable, is_stream
 from histmig.sources.base import Destination, Format
 from histmig.sources.fs import check_creatable
@@ -373,7 +373,7 @@ def _destinations(
     directory = None
     if destination.output is not None:
         several = len(paths) > 1 or any(expands(path) for path in paths)
-        roots = [path for path in paths if expands(path) and fs.is_directory(path)]  # not stdin nor a database
+        roots = list(filter(None, map(root, paths)))  # not stdin nor a database
         outputs, directory = output_paths(found, destination.output, several, roots)  # type: ignore[assignment]
         if directory is not None:
             check_creatable(directory, directory=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import glob
 import importlib
+import itertools
 import os
 import pkgutil
 from collections.abc import Iterator, Sequence
@@ -118,6 +119,20 @@ def expands(path: str) -> bool:
         fs.check_scheme(path)
         return fs.is_directory(path)
     return os.path.isdir(path) or (not os.path.exists(path) and bool(_GLOB_CHARS & set(path)))
+
+
+def root(path: str) -> str | None:
+    """The directory whose tree the INPUT argument ``path`` names files of, when it
+    :func:`expands`: a directory itself; of a glob, the directory before its first component
+    with a wildcard (``captured/*/*.json``: ``captured``; ``*.jsonl``: ``.``), so that the
+    files of its several directories keep their folders under an OUTPUT directory. ``None``
+    for any other INPUT."""
+    if not expands(path):
+        return None
+    if fs.is_url(path) or os.path.isdir(path):
+        return path
+    fixed = itertools.takewhile(lambda part: not _GLOB_CHARS & set(part), path.split(os.sep))
+    return os.sep.join(fixed) or (os.sep if path.startswith(os.sep) else os.curdir)
 
 
 def _directory(path: str, explicit: str | None) -> list[tuple[str, Format]]:

@@ -29,6 +29,18 @@ def test_each_input_gets_its_own_output_and_rejects_file(tmp_path: Path) -> None
     assert not out.exists()  # planning writes nothing
 
 
+def test_the_files_of_a_glob_keep_their_folders_under_the_output_directory(tmp_path: Path) -> None:
+    """``'captured/*/*.json'``: files of one name in several directories (each release's
+    ``h_empty_response.json``) are written under their folders, not refused as a clash."""
+    out = tmp_path / "out"
+    planning = plan(
+        "convert", [str(CORPUS / "captured" / "v0.*" / "h_empty_response.json")], Destination(str(out)), Options()
+    )
+    assert [item.destination.output for item in planning.inputs] == [
+        str(out / release / "h_empty_response.json") for release in ("v0.0.20", "v0.0.55", "v0.4.11")
+    ]
+
+
 def test_where_rejected_records_go() -> None:
     assert rejects_of(Destination("o.jsonl", "r.jsonl"), "in.jsonl", "o.jsonl", None) == "r.jsonl"
     assert rejects_of(Destination(in_place=True), "in.jsonl", None, None) == "in.jsonl.rejects.jsonl"

@@ -19,7 +19,7 @@ from histmig import api
 from histmig.cli import app
 from histmig.errors import UnreadableInput, UsageError
 from histmig.run.outputs import output_paths
-from histmig.sources import expands, format_of, formats, input_paths, partition_of, partitions
+from histmig.sources import expands, format_of, formats, input_paths, partition_of, partitions, root
 from tests.conftest import CORPUS
 
 
@@ -80,6 +80,15 @@ def test_a_directory_is_its_input_files_each_in_its_own_format(tmp_path: Path) -
         and not expands(str(tmp_path / "a.json"))
         and not expands("-")
     )
+
+
+def test_a_directory_or_a_glob_names_the_root_its_files_keep_their_folders_under(tmp_path: Path) -> None:
+    (tmp_path / "a.json").touch()
+    assert root(str(tmp_path)) == str(tmp_path)
+    assert root(str(tmp_path / "v*" / "*.json")) == str(tmp_path)
+    assert root(str(tmp_path / "c" / "d*" / "e" / "*.json")) == str(tmp_path / "c")
+    assert (root("*.jsonl"), root("/*.jsonl")) == (".", "/")
+    assert (root(str(tmp_path / "a.json")), root("-")) == (None, None)
 
 
 def test_a_fifo_a_directory_or_glob_names_as_an_input_is_refused_not_left_out(tmp_path: Path) -> None:
