@@ -135,6 +135,7 @@ class Report:
         self.warnings: list[dict[str, Any]] = []
         self.digests: dict[tuple[str, str], str] = {}
         self.flagged = 0  # records unchanged and valid but with a finding of severity error
+        self._last_calls_open = 0  # records with an HM407 finding not of a fragment
         self.run: RunInfo | None = None
         self._pieces: set[str] = set()
         self._open_ends: dict[str, list[tuple[str, str]]] = {}
@@ -166,6 +167,8 @@ class Report:
             self.counts["findings"] += len(outcome.findings) - warned
             self.counts["warnings"] += warned
             self._findings_by_rule.update(finding.code for finding in outcome.findings)
+            if any(finding.code == FRONTIER and finding.certainty != "fragment" for finding in outcome.findings):
+                self._last_calls_open += 1
             if any(finding.certainty == "fragment" for finding in outcome.findings):
                 self.counts["fragments"] += 1
                 self._pieces.update(outcome.conversations)
@@ -230,6 +233,7 @@ class Report:
             self._open_ends.setdefault(name, []).extend(places)
         self.digests.update(other.digests)
         self.flagged += other.flagged
+        self._last_calls_open += other._last_calls_open
 
     def _continued(self) -> set[tuple[str, str]]:
         """The records (``(source, location)``) whose last response's calls are without results
@@ -252,6 +256,14 @@ class Report:
         fragment answers: what :attr:`histmig.engine.Plan.answered` is given from a first
         pass."""
         return frozenset(name for name in self._open_ends if name.startswith(CALL_NAME) and name in self._pieces)
+
+    @property
+    def last_calls_open(self) -> int:
+        """The records with calls of their last response without results (HM407) that are not
+        :attr:`fragments`: under ``--unsafe-fixes`` without ``--conversation``, those whose
+        calls stayed open as naming a conversation another record may continue
+        (:meth:`histmig.engine.Plan.for_record`)."""
+        return self._last_calls_open - len(self._continued())
 
     @property
     def fragments(self) -> int:

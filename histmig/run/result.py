@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from histmig import __version__, redact
-from histmig.engine import Plan
+from histmig.engine import FRONTIER, Plan
 from histmig.options import Command, Options
 from histmig.problems import InvalidJson
 from histmig.report import Report, RunInfo, record_name, unknown_parts
@@ -34,7 +34,8 @@ class Result:
     files removed (``cleaned``, ``--clean``), and for ``check --baseline`` the ``baseline``
     read and how the run fared against it (``judged``, :func:`histmig.report.baseline.judge`), for
     ``--write-baseline`` the file written (``wrote_baseline``), and whether records were grouped
-    into conversations (``grouped``, ``--conversation``). :attr:`verdict` and
+    into conversations (``grouped``, ``--conversation``) and whether HM407's unsafe fix was
+    asked for without it (``closes_last_calls``). :attr:`verdict` and
     :attr:`exit_code` are made from these."""
 
     command: Command
@@ -55,6 +56,7 @@ class Result:
     judged: Judged | None = None
     wrote_baseline: str | None = None
     grouped: bool = False
+    closes_last_calls: bool = False
 
     @property
     def exit_code(self) -> int:
@@ -238,7 +240,8 @@ class Result:
         primary key could not (:class:`~histmig.sources.base.Written`); a rejects file an
         earlier run left there, added to; a stdin read as JSONL that looks like one JSON
         document; a ``.json`` file that looks like JSONL; the temporary files ``--clean`` removed;
-        the entries of a ``--baseline`` no longer found."""
+        the entries of a ``--baseline`` no longer found; the records whose last calls HM407's
+        unsafe fix left open as naming a conversation (:attr:`~histmig.report.Report.last_calls_open`)."""
         notes = [*self.cleaned, *(note for written in self.wrote for note in written.notes)]
         gone = self.judged.gone if self.judged is not None else []
         notes += [f"baseline entry no longer found: {e.record} {e.rule} {e.what}" for e in gone[:_GONE_SHOWN]]
@@ -273,6 +276,22 @@ class Result:
                     f"{row['source']} holds more than one JSON document; if it holds one record a line, add "
                     "--format jsonl"
                 )
+        open_ones = self.report.last_calls_open if self.closes_last_calls else 0
+        if open_ones:
+            records = "record names" if open_ones == 1 else "records name"
+            documents = any(path.lower().endswith((".json", ".json.gz")) for path in self.inputs)
+            notes.append(
+                f"{open_ones} {records} a conversation (conversation_id, session_id, ... in the record or a column): "
+                "HM407 left the calls of the last response open, as another record of it may answer them; "
+                "give --conversation COLUMN, or '*' for one conversation an input, to close them where a "
+                "conversation is whole"
+                + (
+                    " (a .json file is one record, which --conversation does not take: give its history as a line "
+                    "of JSONL, `jq -c . F.json | histmig convert - OUT.jsonl --conversation '*' --unsafe-fixes`)"
+                    if documents
+                    else ""
+                )
+            )
         return notes
 
     @property
@@ -306,6 +325,7 @@ def recorded(result: Result, options: Options, job: Job, started: str, given: di
     runs are recorded by it (:mod:`histmig.run.spark` too), and told whether ``--conversation``
     grouped the records (:attr:`Result.grouped`, which the verdict's advice depends on)."""
     result.grouped = bool(options.conversation)
+    result.closes_last_calls = isinstance(job, Plan) and not job.grouped and FRONTIER in job.fixing
     result.report.run = RunInfo(
         __version__,
         result.command,

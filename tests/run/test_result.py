@@ -147,3 +147,44 @@ def test_a_record_without_a_conversation_key_is_told_so_in_a_warning_not_an_unkn
     ]
     assert result.verdict.startswith("histmig check: all 3 records are current and valid; 7 warnings (see the report)")
     assert result.report.summary()["warnings"] == 7  # six HM407 findings of severity warning, the note
+
+
+def test_a_note_says_why_unsafe_fixes_left_open_the_last_calls_of_a_record_naming_a_conversation(
+    tmp_path: Path,
+) -> None:
+    """2.60+ writes ``conversation_id`` into every message: HM407 keeps such a record's last
+    calls open, and the note says so and how to close them; for a ``.json`` file, which
+    ``--conversation`` does not take, how to give it as JSONL. Nothing without the unsafe fix,
+    nor for a record another record continues (a fragment: the verdict says so)."""
+    document = CORPUS / "captured" / "v2.68.0" / "k_tool_retries_exhausted.json"
+    said = (
+        "1 record names a conversation (conversation_id, session_id, ... in the record or a column): HM407 left the "
+        "calls of the last response open, as another record of it may answer them; give --conversation COLUMN, or "
+        "'*' for one conversation an input, to close them where a conversation is whole"
+    )
+    assert api.audit(str(document), Options(unsafe_fixes=True)).notes == [
+        said + " (a .json file is one record, which --conversation does not take: give its history as a line of "
+        "JSONL, `jq -c . F.json | histmig convert - OUT.jsonl --conversation '*' --unsafe-fixes`)"
+    ]
+    assert api.audit(str(document)).notes == []
+    line = tmp_path / "one.jsonl"
+    line.write_bytes(orjson.dumps(orjson.loads(document.read_bytes())) + b"\n")
+    assert api.audit(str(line), Options(unsafe_fixes=True)).notes == [said]
+    assert api.audit(str(line), Options(unsafe_fixes=True, conversation=("*",))).notes == []
+    prompt = {"part_kind": "user-prompt", "content": "go", "timestamp": "2025-05-01T10:00:00Z"}
+    call = {"part_kind": "tool-call", "tool_name": "t", "args": {}, "tool_call_id": "call_a"}
+    done = {"part_kind": "tool-return", "tool_name": "t", "content": "ok", "tool_call_id": "call_a"}
+    runs = tmp_path / "runs.jsonl"
+    runs.write_bytes(
+        orjson.dumps(
+            {
+                "session_id": "s1",
+                "messages": [{"kind": "request", "parts": [prompt]}, {"kind": "response", "parts": [call]}],
+            }
+        )
+        + b"\n"
+        + orjson.dumps({"session_id": "s1", "messages": [{"kind": "request", "parts": [done]}]})
+        + b"\n"
+    )
+    continued = api.audit(str(runs), Options(unsafe_fixes=True))
+    assert (continued.notes, continued.report.fragments) == ([], 2)
