@@ -39,7 +39,7 @@ from typing import Any, Literal, NamedTuple
 from histmig import interrupt
 from histmig.engine import Plan, run_conversations, run_records
 from histmig.errors import ColumnError, UnwritableOutput, UsageError
-from histmig.records import MESSAGE_FIELD_CANDIDATES, Conversation, Outcome, Record, names_conversations
+from histmig.records import MESSAGE_FIELD_CANDIDATES, Conversation, Outcome, Record
 from histmig.report import Report
 from histmig.sources.arrow import holds_history, jsonl_line
 from histmig.sources.atomic import atomic_output
@@ -953,24 +953,13 @@ class TableInput(Input):
         )
 
     def _notes(self) -> list[str]:
-        """Without ``--conversation``, when a column names conversations and HM407's unsafe fix
-        was withheld for it (:meth:`~histmig.engine.Plan.for_columns`). Under
-        ``--conversation``, when no index of the table starts with the conversation and order
+        """Under ``--conversation``, when no index of the table starts with the conversation and order
         columns: that one would let the database read the rows in that order instead of
         sorting the table first. The statement names its index (SQLite requires a name;
         PostgreSQL's own default, ``TABLE_COLUMNS_idx``), so it runs as printed on both."""
         grouping = self.grouping
         if grouping is None:
-            names = [column.name for column in self.columns]
-            job = self._job
-            if not isinstance(job, Plan) or job.for_columns(names) is job:
-                return []
-            named = next(filter(names_conversations, names))
-            return [
-                f"{self.name}: column {named!r} names the conversation of each row, so the calls of a row's last "
-                f"response were left open (HM407 not applied: the next run's row may answer them); --conversation "
-                f"{named} migrates the rows as the conversations they make"
-            ]
+            return []
         wanted = (*(() if grouping.whole else grouping.keys), *filter(None, [grouping.order]))
         if not wanted or any(tuple(index[: len(wanted)]) == wanted for index in self._indexes):
             return []

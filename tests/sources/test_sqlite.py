@@ -720,9 +720,9 @@ def test_without_conversation_a_row_of_a_table_with_a_session_column_keeps_its_l
     assert (query(db, "SELECT message_list FROM messages") == before) == kept
     assert [row["rule"] for row in result.report.changes] == ([] if kept else ["HM407"])
     said = (
-        f"{db}:messages: column {column!r} names the conversation of each row, so the calls of a row's last response "
-        f"were left open (HM407 not applied: the next run's row may answer them); --conversation {column} migrates "
-        "the rows as the conversations they make"
+        "1 record names a conversation (conversation_id, session_id, ... in the record or a column): HM407 left the "
+        "calls of the last response open, as another record of it may answer them; give --conversation COLUMN, or "
+        "'*' for one conversation an input, to close them where a conversation is whole"
     )
     assert result.notes == ([said] if kept else [])
 
