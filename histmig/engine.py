@@ -188,6 +188,15 @@ class Plan:
             return self._frontier_kept
         return self
 
+    @property
+    def untold(self) -> Plan:
+        """The plan for a conversation ``--conversation`` could not tell, a record whose key is
+        missing or null (:attr:`~histmig.records.Conversation.note`): a conversation of its
+        own, not known to be whole (a misspelt key leaves every record so), whose last
+        response's calls stay open whatever the fixes (HM407), as a record's that names a
+        conversation without ``--conversation`` (:meth:`for_record`)."""
+        return self._frontier_kept if self.grouped and FRONTIER in self.fixing else self
+
     def for_columns(self, columns: Iterable[str]) -> Plan:
         """The plan for the rows of a table or a columnar file (not grouped by
         ``--conversation``) that has ``columns`` besides its messages: with a column naming
@@ -508,22 +517,24 @@ class Stream:
         records = conversation.records
         if verdict == ():
             return [Outcome(record, "unchanged", record.raw) for record in records]
+        plan = self.plan if conversation.note is None else self.plan.untold
         if len(records) == 1:
             if verdict is not None:
                 return [self.passed(records[0], verdict)]
             if not is_one_message(records[0].raw):
-                outcome = self.full(records[0])
-                if outcome.status != "rejected" or not _holds_one_message(records[0].raw, self.plan.messages_field):
+                outcome = self.full(records[0], plan)
+                if outcome.status != "rejected" or not _holds_one_message(records[0].raw, plan.messages_field):
                     return [outcome]
         elif verdict is not None:
-            return _screened_conversation(records, verdict, self.plan.messages_field)
-        return process_conversation(conversation, self.plan)
+            return _screened_conversation(records, verdict, plan.messages_field)
+        return process_conversation(conversation, plan)
 
-    def full(self, record: Record) -> Outcome:
+    def full(self, record: Record, plan: Plan | None = None) -> Outcome:
         """:func:`process_full` of ``record`` (a record that :meth:`screened` just refused, or
-        was not asked about), counted towards skipping the screen."""
+        was not asked about) in ``plan`` (``None``: the stream's), counted towards skipping the
+        screen."""
         asked = self._screen is None or not self._skipping()
-        outcome = process_full(record, self.plan)
+        outcome = process_full(record, plan or self.plan)
         self._changed_in_a_row = self._changed_in_a_row + 1 if outcome.status == "changed" else 0
         if not asked and outcome.status == "rejected":
             verdict = self._screen(record.raw)  # type: ignore[misc]  # not asked: there is a screen

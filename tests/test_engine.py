@@ -543,6 +543,21 @@ def test_a_call_and_its_result_in_two_records_get_one_derived_id_and_an_untouche
     assert [(c.rule, c.message, c.part) for c in outcomes[2].changes] == [("HM201", 0, 0)]  # the record's own place
 
 
+def test_a_conversation_whose_key_was_not_found_keeps_its_last_calls_open_whatever_the_fixes() -> None:
+    """A record ``--conversation`` could not group (its key missing or null: a misspelt key
+    leaves every record so) is a conversation of its own not known to be whole: the next
+    run's record may answer its last calls, so HM407's unsafe fix leaves them open; with its
+    key, it is a whole conversation, and they are closed."""
+    grouped = dataclasses.replace(Plan(unsafe_fixes=True), grouped=True)
+    first_run = orjson.dumps({"messages": [PROMPT, {**CALL, "parts": [{**CALL["parts"][0], "tool_call_id": "c1"}]}]})
+    record = Record(first_run, "chats.jsonl", "line 1")
+    note = "no conversation key (sesion_id missing or null): a conversation of its own"
+    (untold,) = Stream(grouped).conversation(Conversation((record,), "line 1", note))
+    assert (untold.status, untold.output, [f.code for f in untold.findings]) == ("unchanged", first_run, ["HM407"])
+    (whole,) = Stream(grouped).conversation(Conversation((record,), "session_id='s1'"))
+    assert whole.status == "changed" and [c.rule for c in whole.changes] == ["HM407"]
+
+
 def test_records_apart_are_fragments_and_together_a_whole_conversation_with_nothing_to_say() -> None:
     call = {**CALL, "parts": [{**CALL["parts"][0], "tool_call_id": "c1"}]}
     result = {**RESULT, "parts": [{**RESULT["parts"][0], "tool_call_id": "c1"}]}

@@ -53,7 +53,8 @@ RULE = Rule(
             "names a conversation (conversation_id, session_id, sessionId, ... in the record, or a column or "
             "partition directory of its table or file), whose next run may be in another record, nor in one whose "
             "calls another record of the input answers, a rejected one too (by tool_call_id; a call without one, by a "
-            "record starting with a result without one), nor in a piece of a conversation."
+            "record starting with a result without one), nor in a piece of a conversation, nor in a record whose "
+            "--conversation key is missing or null."
         ),
         why=(
             "A provider refuses the history as it is, and Agent.run refuses to add a new prompt after it; but a "
