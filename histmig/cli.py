@@ -191,16 +191,25 @@ def _annotation(flag: Flag) -> Any:
 class Shown:
     """Where the report goes, from the report options (:attr:`~histmig.options.Options.PARAMETERS`
     of ``about`` ``"report"``): a path (``report``; ``-``: stdout; ``None``: stderr), its
-    format, ``quiet`` (nothing on stderr), and how it is rendered
+    format (:attr:`format`), ``quiet`` (nothing on stderr), and how it is rendered
     (:class:`~histmig.report.Rendering`: ``report_detail``, and the start time unless
     ``no_timestamp``)."""
 
     report: str | None = None
-    report_format: str = "text"
+    report_format: str | None = None
     quiet: bool = False
     report_detail: Detail = "auto"
     no_timestamp: bool = False
     known: tuple[Any, ...] = ()  # the entries of a --baseline, which the GitHub report leaves out
+
+    @property
+    def format(self) -> str:
+        """The report format: ``report_format``, else the one the ``report`` file's name says
+        (``.json``: json, ``.md``: markdown), else text."""
+        if self.report_format is not None:
+            return self.report_format
+        name = (self.report or "").lower()
+        return "json" if name.endswith(".json") else "markdown" if name.endswith(".md") else "text"
 
     @property
     def rendering(self) -> Rendering:
@@ -356,7 +365,7 @@ def _finish(result: api.Result, shown: Shown) -> None:
     with _usage_errors():
         _emit(result.report, shown)
         summary = os.environ.get("GITHUB_STEP_SUMMARY")
-        if shown.report_format == "github" and summary:
+        if shown.format == "github" and summary:
             with open(summary, "a", encoding="utf-8", newline="\n") as stream:
                 _renderer("markdown")(result.report, stream, shown.rendering)
     _warn(result)
@@ -377,7 +386,7 @@ def _emit(report: Any, shown: Shown) -> None:
     """Write ``report`` as ``shown`` says: to its path (``-`` is stdout), or to stderr unless
     quiet, streamed rather than held whole in memory. A file is written atomically: an error
     while writing (raised as is) leaves the previous file, if any, and no other."""
-    render = _renderer(shown.report_format)
+    render = _renderer(shown.format)
     if shown.report is not None:
         with atomic_output(shown.report) as out:
             stream = TextIOWrapper(out, encoding="utf-8", newline="\n")

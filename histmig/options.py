@@ -571,14 +571,14 @@ class Options:
         _flag(
             "--report-format",
             "Report format: text, json, markdown, or github (a GitHub Actions workflow command a finding; the "
-            "Markdown report is added to $GITHUB_STEP_SUMMARY when it is set).",
+            "Markdown report is added to $GITHUB_STEP_SUMMARY when it is set). Default: json for a --report "
+            "FILE ending in .json, markdown for one ending in .md, else text.",
             RUNS,
             "report",
             metavar="FORMAT",
             choices=("text", "json", "markdown", "github"),
             name="report_format",
-            type=str,
-            default="text",
+            type=str | None,
         ),
         _flag(
             ("--quiet", "-q"),

@@ -115,6 +115,20 @@ def test_audit_writes_nothing_and_reports_markdown(tmp_path: Path) -> None:
     assert "| HM103 | retry-prompt -> tool-return | unknown_tool |" in text
 
 
+def test_the_report_files_name_tells_its_format_unless_report_format_is_given(tmp_path: Path) -> None:
+    for name, first in (
+        ("r.json", "{"),
+        ("r.md", "# ✅ pass: histmig audit"),
+        ("r.txt", f"{FIXTURES / 'sample.jsonl'}:line 1"),
+    ):
+        assert invoke("audit", str(FIXTURES / "sample.jsonl"), "--report", str(tmp_path / name), "-q").exit_code == 0
+        assert (tmp_path / name).read_text().startswith(first), name
+    given = invoke(
+        "audit", str(FIXTURES / "sample.jsonl"), "--report", str(tmp_path / "r.json"), "--report-format", "text"
+    )
+    assert given.exit_code == 0 and not (tmp_path / "r.json").read_text().startswith("{")
+
+
 def test_a_rejected_record_goes_to_the_rejects_file(tmp_path: Path) -> None:
     source = tmp_path / "in.jsonl"
     good = ALL.read_bytes().splitlines()[-1]
