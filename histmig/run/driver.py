@@ -8,6 +8,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import replace
 
+from histmig import redact
 from histmig.engine import FRONTIER, Plan
 from histmig.options import MIGRATING, Command, Options
 from histmig.parallel import Progress
@@ -16,6 +17,7 @@ from histmig.run.paths import file_key
 from histmig.run.plan import Planning, plan
 from histmig.run.result import Result, recorded, started_now
 from histmig.run.spark import run_spark
+from histmig.sources import fs, unread_folders
 from histmig.sources.atomic import stale_temps
 from histmig.sources.base import Destination, Job
 from histmig.sources.fs import is_object
@@ -54,7 +56,7 @@ def run(
     if tune and planning.columnar:
         use_jemalloc()
     warnings, cleaned = tidied(written_paths(planning, report), clean, [item.path for item in planning.inputs])
-    warnings += _linked(planning)
+    warnings += _linked(planning) + _unread(planning)
     if planning.engine == "spark":
         result = run_spark(planning, options, progress)
     else:
@@ -120,6 +122,27 @@ def written_paths(planning: Planning, report: str | None) -> list[str]:
         if path is not None
     ]
     return paths + ([report] if report is not None else [])
+
+
+def _unread(planning: Planning) -> list[str]:
+    """A warning for each INPUT directory with subdirectories holding input files that it
+    does not read (:func:`~histmig.sources.unread_folders`): a run over the tree a glob's
+    convert wrote would pass them over unsaid, and ``check`` pass. Local directories only: a
+    lake's prefixes are not listed twice over object storage."""
+    said = []
+    for path in planning.paths:
+        if path == "-" or fs.is_url(path) or not os.path.isdir(path):
+            continue
+        folders, glob = unread_folders(path)
+        if folders:
+            named = [redact.location(folder) for folder in folders[:3]]
+            shown = ", ".join(named) + (f" and {len(folders) - 3} more" if len(folders) > 3 else "")
+            said.append(
+                f"{redact.location(path)}: {shown} hold{'s' if len(folders) == 1 else ''} input files that are not "
+                f"read (a directory INPUT reads its own files and key=value partition directories): give them as "
+                f"INPUTs, or a quoted glob, {redact.location(glob)}"
+            )
+    return said
 
 
 def _linked(planning: Planning) -> list[str]:

@@ -147,10 +147,11 @@ def _directory(path: str, explicit: str | None) -> list[tuple[str, Format]]:
     _regular([file for file, _ in chosen])
     if not chosen:
         kinds = ", ".join(suffix for fmt in formats().values() if fmt.in_directories for suffix in fmt.suffixes)
+        glob = unread_folders(path)[1] or "'dir/*/*.json'"
         raise UnreadableInput(
             f"{path}: no input in this directory (files ending in {kinds}, here or in key=value partition "
-            "directories; other subdirectories are not read: give each as an INPUT or a quoted glob, "
-            "'dir/*/*.json'; --format json|jsonl reads every file)"
+            f"directories; other subdirectories are not read: give each as an INPUT or a quoted glob, {glob}; "
+            "--format json|jsonl reads every file)"
         )
     return chosen
 
@@ -178,6 +179,44 @@ def _files(path: str, hidden: tuple[str, ...] = (".",)) -> Iterator[str]:
             yield entry.path
         elif partition_of(entry.name) is not None:
             yield from _files(entry.path, (".", "_"))
+
+
+def unread_folders(path: str) -> tuple[list[str], str]:
+    """Of the INPUT directory ``path`` (and of its partition directories), the subdirectories
+    that are no partition directories and hold input files of their own (the tree
+    ``convert`` writes of a glob, ``captured/*/*.json``), sorted, which a directory INPUT does
+    not read, and the quoted glob of the first one's files below ``path`` that reads them
+    (``''`` for none). A subdirectory that cannot be listed is passed over."""
+    found = sorted(_unread(path))
+    if not found:
+        return [], ""
+    depth = len(relative_path(found[0][0], path).split("/"))  # its partition directories' too
+    return [folder for folder, _ in found], f"'{path.rstrip('/' + os.sep)}/{'*/' * depth}*{found[0][1]}'"
+
+
+def _unread(path: str) -> Iterator[tuple[str, str]]:
+    """:func:`unread_folders`' folders below ``path``, each with its :func:`_suffix`."""
+    for entry in fs.entries(path):
+        if not entry.directory or entry.name.startswith((".", "_")):
+            continue
+        if partition_of(entry.name) is not None:
+            yield from _unread(entry.path)
+        elif suffix := _suffix(entry.path):
+            yield entry.path, suffix
+
+
+def _suffix(folder: str) -> str:
+    """The suffix of the first input file among the directory ``folder``'s own (``.json``),
+    ``''`` for none or when it cannot be listed."""
+    try:
+        inner = fs.entries(folder)
+    except UnreadableInput:
+        return ""
+    for entry in inner:
+        fmt = None if entry.directory else named_format(entry.path)
+        if fmt is not None and fmt.in_directories:
+            return next(s for s in fmt.suffixes if entry.name.lower().endswith(s))
+    return ""
 
 
 def relative_path(path: str, root: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -215,3 +216,19 @@ def test_a_file_rewritten_in_place_that_has_other_hard_links_is_warned_of(tmp_pa
     ]
     os.unlink(tmp_path / "linked.jsonl")
     assert run("convert", str(path), Destination(in_place=True), Options(), plan).warnings == []
+
+
+def test_a_directory_input_warns_of_the_folders_of_input_files_it_does_not_read(tmp_path: Path) -> None:
+    """The tree a glob's convert writes, read back as a directory: its files read, and each
+    folder it passes over named, with the glob that reads it (``check`` would pass unsaid)."""
+    (tmp_path / "v1").mkdir()
+    shutil.copy(CORPUS / "v2.68.0" / "a_tool_model_retry.json", tmp_path / "v1" / "a.json")
+    shutil.copy(ALL, tmp_path / "top.jsonl")
+    options = Options()
+    result = run("check", str(tmp_path), Destination(), options, options.plan())
+    assert result.inputs == [str(tmp_path / "top.jsonl")]
+    assert result.warnings == [
+        f"{tmp_path}: {tmp_path / 'v1'} holds input files that are not read (a directory INPUT reads its own files and "
+        f"key=value partition directories): give them as INPUTs, or a quoted glob, '{tmp_path}/*/*.json'"
+    ]
+    assert run("check", str(tmp_path / "top.jsonl"), Destination(), options, options.plan()).warnings == []

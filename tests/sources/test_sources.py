@@ -19,7 +19,7 @@ from histmig import api
 from histmig.cli import app
 from histmig.errors import UnreadableInput, UsageError
 from histmig.run.outputs import output_paths
-from histmig.sources import expands, format_of, formats, input_paths, partition_of, partitions, root
+from histmig.sources import expands, format_of, formats, input_paths, partition_of, partitions, root, unread_folders
 from tests.conftest import CORPUS
 
 
@@ -89,6 +89,25 @@ def test_a_directory_or_a_glob_names_the_root_its_files_keep_their_folders_under
     assert root(str(tmp_path / "c" / "d*" / "e" / "*.json")) == str(tmp_path / "c")
     assert (root("*.jsonl"), root("/*.jsonl")) == (".", "/")
     assert (root(str(tmp_path / "a.json")), root("-")) == (None, None)
+
+
+def test_the_subdirectories_a_directory_input_does_not_read_are_told_with_the_glob_that_reads_them(
+    tmp_path: Path,
+) -> None:
+    """Folders of input files that are no partition directories (the tree a glob's convert
+    writes), within partition directories too; not hidden ones, nor folders of other files."""
+    for name in ("top.jsonl", "v1/a.json", "k=1/v2/b.jsonl.gz", ".git/c.json", "_tmp/d.json", "docs/e.txt"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).touch()
+    assert unread_folders(str(tmp_path)) == (
+        [str(tmp_path / "k=1" / "v2"), str(tmp_path / "v1")],
+        f"'{tmp_path}/*/*/*.jsonl.gz'",
+    )
+    assert unread_folders(str(tmp_path / "v1")) == ([], "")
+    (tmp_path / "top.jsonl").unlink()
+    (tmp_path / "k=1" / "v2" / "b.jsonl.gz").unlink()
+    with pytest.raises(UnreadableInput, match=re.escape(f"a quoted glob, '{tmp_path}/*/*.json';")):
+        input_paths([str(tmp_path)])  # no input of its own: the error names the glob
 
 
 def test_a_fifo_a_directory_or_glob_names_as_an_input_is_refused_not_left_out(tmp_path: Path) -> None:
