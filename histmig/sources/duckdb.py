@@ -39,7 +39,7 @@ from histmig.sources.base import (
 )
 from histmig.sources.grouped import Index, Migrated, Part, check_columns
 from histmig.sources.parquet import parquet_sink
-from histmig.sources.table import _VERIFY_BATCH, _digest
+from histmig.sources.table import _VERIFY_BATCH, _digest, no_table, tables_said
 
 duckdb = lazy("duckdb")
 pa = lazy("pyarrow")
@@ -135,9 +135,9 @@ class DuckdbTable(Input):
             raise ColumnError(f"{path}: {exc}") from exc
         try:
             if table is None:
-                raise UsageError(f"{path}: a DuckDB input needs --table ({self._tables()})")
+                raise UsageError(f"{path}: a DuckDB input needs --table ({tables_said(self._tables())})")
             if not self._exists(table):
-                raise ColumnError(f"{path}: no table {table!r} ({self._tables()})")
+                raise no_table(path, table, self._tables())
             if destination.in_place and self._exists(table, "VIEW"):
                 raise UsageError(f"{path}: {table!r} is a view, which --in-place cannot write; use --to-table")
             if destination.to_table is not None and self._exists(destination.to_table) and not destination.overwrite:
@@ -216,15 +216,10 @@ class DuckdbTable(Input):
             ).fetchall()
         ]
 
-    def _tables(self) -> str:
-        """The database's tables, in words, for an error line."""
-        names = [
-            row[0]
-            for row in self._con.execute(
-                "SELECT table_name FROM information_schema.tables ORDER BY table_name"
-            ).fetchall()
-        ]
-        return f"its tables: {', '.join(names)}" if names else "it has no table"
+    def _tables(self) -> list[str]:
+        """The database's tables, for an error line."""
+        query = "SELECT table_name FROM information_schema.tables ORDER BY table_name"
+        return [row[0] for row in self._con.execute(query).fetchall()]
 
     def __enter__(self) -> DuckdbTable:
         destination = self._destination

@@ -28,9 +28,9 @@ from dataclasses import replace
 from typing import Any
 
 from histmig import redact
-from histmig.errors import ColumnError, UnreadableInput, UnwritableOutput, UsageError
+from histmig.errors import UnreadableInput, UnwritableOutput, UsageError
 from histmig.sources.base import Destination, Format, Job, Written, lazy
-from histmig.sources.table import Column, Kind, Page, PageResult, RowUpdate, TableInput
+from histmig.sources.table import Column, Kind, Page, PageResult, RowUpdate, TableInput, no_table
 
 psycopg = lazy("psycopg")
 pq = lazy("psycopg.pq")
@@ -186,9 +186,14 @@ class PostgresTable(TableInput):
     def _columns(self) -> list[Column]:
         oid = self._oid(self.table)
         if oid is None:
-            raise ColumnError(
-                f"{self.name}: no table {self.table!r}" + (f" in schema {self._schema!r}" if self._schema else "")
+            rows = self._query(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = "
+                + ("%s" if self._schema else "ANY(current_schemas(false))")
+                + " ORDER BY table_name",
+                [self._schema] if self._schema else [],
             )
+            within = f" in schema {self._schema!r}" if self._schema else ""
+            raise no_table(self.name, self.table, [row[0] for row in rows], within)
         self._table_oid = oid
         rows = self._query(
             "SELECT a.attname, COALESCE(b.typname, t.typname) FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "

@@ -30,7 +30,7 @@ from urllib.parse import quote as url_quote
 from histmig.errors import ColumnError, UnreadableInput, UnwritableOutput
 from histmig.sources.base import Format, free_name, lazy, same_folded, starts_with
 from histmig.sources.duckdb import quote
-from histmig.sources.table import Column, Kind, Page, PageResult, RowUpdate, Seen, TableInput
+from histmig.sources.table import Column, Kind, Page, PageResult, RowUpdate, Seen, TableInput, no_table
 
 pa = lazy("pyarrow")
 
@@ -125,7 +125,11 @@ class SqliteTable(TableInput):
     def _columns(self) -> list[Column]:
         rows = self._query("SELECT name, type FROM pragma_table_info(?) ORDER BY cid", [self.table])
         if not rows:
-            raise ColumnError(f"{self.name}: no table {self.table!r}")
+            held = self._query(
+                "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') "
+                "AND name NOT LIKE 'sqlite!_%' ESCAPE '!' ORDER BY name"
+            )
+            raise no_table(self.name, self.table, [row[0] for row in held])
         return [Column(*row) for row in rows]
 
     def _primary_key(self) -> tuple[str, ...]:

@@ -238,6 +238,17 @@ def row_names(key: Sequence[str], rows: Sequence[Sequence[Any]]) -> tuple[str, .
     return tuple([row_name(key, row[:k]) for row in rows])
 
 
+def tables_said(tables: Sequence[str]) -> str:
+    """A database's ``tables`` in words, for an error line (the first 20)."""
+    return f"its tables: {', '.join(tables[:20])}{', ...' if len(tables) > 20 else ''}" if tables else "it has no table"
+
+
+def no_table(where: str, table: str, tables: Sequence[str], within: str = "") -> ColumnError:
+    """The error of a ``--table`` the database ``where`` does not hold (``within``: the schema
+    looked in, in words), naming the ``tables`` it holds (:func:`tables_said`)."""
+    return ColumnError(f"{where}: no table {table!r}{within} ({tables_said(tables)})")
+
+
 class TableInput(Input):
     """A table of a database opened for a run (see the module docstring). A format
     subclasses it with its connection and SQL (the abstract methods); this class reads the

@@ -464,7 +464,7 @@ def test_keys_schemas_views_and_environment(
     ("args", "message"),
     [
         ((), "a PostgreSQL input needs --table"),
-        (("--table", "missing"), "no table 'missing'"),
+        (("--table", "missing"), f"no table 'missing' (its tables: {TABLE})"),
         (("--table", TABLE, "--messages-column", "nothing"), "column 'nothing' is int4: expected JSON text or bytes"),
         (("--table", TABLE, "--messages-column", "absent"), "no column 'absent'"),
         (("--table", TABLE, "--key-column", "absent"), "no key column 'absent'"),

@@ -288,6 +288,8 @@ def test_keys_views_names_and_errors(tmp_path: Path, records) -> None:
         api.check(str(db), Options(format="sqlite", table="by_tenant", key_column="tenant"))
     with pytest.raises(UsageError, match="--schema does not apply to a SQLite input"):
         api.check(str(db), Options(format="sqlite", table="plain", schema="main"))
+    with pytest.raises(UnreadableInput, match=r"no table 'plian' \(its tables: by_tenant, plain"):
+        api.check(str(db), Options(format="sqlite", table="plian"))
     text = tmp_path / "not.sqlite"
     text.write_text("hello")
     assert (
