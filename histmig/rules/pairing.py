@@ -73,22 +73,33 @@ def is_result(message: Any, part: Any) -> bool:
 
 def fragment(messages: Messages) -> bool:
     """Whether ``messages`` look like a piece of a conversation stored over several records (one
-    record a run, or a message), not a whole one: the record starts with a response (a), or its
-    first request answers calls it does not hold (b: the first message is a request holding a
-    result, :func:`is_result`, any ``tool_call_id``; no response comes before it to hold the
-    call). A run of the framework starts with a request (``ModelRequest`` of the user prompt or
-    of a deferred tool's results, ``Agent.run``), and a result of a whole history answers a call
-    of an earlier response, so a history the framework wrote whole is neither. Pairing a
-    fragment as if it were whole finds its calls dangling and its results orphaned; its
-    findings carry certainty ``fragment`` and no fix acts on them (:func:`whole_only`)."""
+    record a run, or a message), not a whole one: the record starts with a response (a), or a
+    request before its first response answers calls it does not hold (b: it holds a result,
+    :func:`is_result`, any ``tool_call_id``, and no response comes before it to hold the call;
+    the next run's record may put the user's prompt or a system prompt before its results). A
+    run of the framework starts with a request (``ModelRequest`` of the user prompt or of a
+    deferred tool's results, ``Agent.run``), and a result of a whole history answers a call of
+    an earlier response, so a history the framework wrote whole is neither. Pairing a fragment
+    as if it were whole finds its calls dangling and its results orphaned; its findings carry
+    certainty ``fragment`` and no fix acts on them (:func:`whole_only`)."""
     first = messages[0] if messages else None
-    if type(first) is not dict:
-        return False
-    kind = first.get("kind")
-    if kind == "response":
-        return True
-    parts = first.get("parts")
-    return kind == "request" and type(parts) is list and any(type(p) is dict and is_result(first, p) for p in parts)
+    return type(first) is dict and (first.get("kind") == "response" or bool(_leading_results(messages)))
+
+
+def _leading_results(messages: Messages) -> list[Any]:
+    """The results (:func:`is_result`) of the requests before the first response of
+    ``messages``: each answers a call no message of them holds."""
+    found = []
+    for message in messages:
+        if type(message) is not dict:
+            continue
+        kind = message.get("kind")
+        if kind == "response":
+            break
+        parts = message.get("parts")
+        if kind == "request" and type(parts) is list:
+            found += [p for p in parts if type(p) is dict and is_result(message, p)]
+    return found
 
 
 CALL_NAME = "tool_call_id="
@@ -103,7 +114,7 @@ call whose id is the text ``null`` is taken for one of them too)."""
 def call_names(messages: Messages) -> tuple[str, ...]:
     """The calls that may tie a record holding ``messages`` to another record of its
     conversation, as ``tool_call_id=<id>`` texts, distinct and sorted: of a :func:`fragment`,
-    each result its first message answers (the calls are in an earlier record); of any other
+    each result before its first response (the calls are in an earlier record); of any other
     history, each call of its last response without a result (the frontier, which the next
     run's record may answer). Parts without a text ``tool_call_id`` (null or missing) are
     :data:`NO_CALL_ID`: an id HM201 derives from one record's places is not the other record's,
@@ -111,11 +122,7 @@ def call_names(messages: Messages) -> tuple[str, ...]:
     frontier call named by a fragment's result is answered there, which no record alone can
     tell (:meth:`histmig.report.Report.fragments`, :attr:`histmig.engine.Plan.answered`)."""
     if fragment(messages):
-        first = messages[0]
-        parts = first.get("parts") if first.get("kind") == "request" else None
-        ids = [
-            p.get("tool_call_id") for p in parts or () if type(p) is dict and is_result(first, p)
-        ]  # a first response answers nothing
+        ids = [p.get("tool_call_id") for p in _leading_results(messages)]  # a first response answers nothing
     else:
         ids = [messages[m]["parts"][p].get("tool_call_id") for m, p in analyse(messages).frontier]
         last = next((m for m in reversed(messages) if type(m) is dict and m.get("kind") == "response"), None)

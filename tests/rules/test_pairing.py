@@ -169,8 +169,29 @@ def test_dropping_keeps_an_emptied_last_request_and_reports_a_gone_one_whole() -
         ([request(result("tool-return", "t", "a")), response(call("t", "b"))], True),
         ([request({"part_kind": "user-prompt", "content": "go on"}, result("retry-prompt", "t", "a"))], True),
         ([request(result("tool-return", "t", None))], True),
+        ([request({"part_kind": "user-prompt", "content": "hi"}), request(result("tool-return", "t", "a"))], True),
+        (
+            [
+                request({"part_kind": "user-prompt", "content": "hi"}),
+                response(),
+                request(result("tool-return", "t", "a")),
+            ],
+            False,
+        ),
     ],
-    ids=["empty", "junk", "prompt", "prompt-call", "tool-less-retry", "response", "result", "retry", "null-id"],
+    ids=[
+        "empty",
+        "junk",
+        "prompt",
+        "prompt-call",
+        "tool-less-retry",
+        "response",
+        "result",
+        "retry",
+        "null-id",
+        "prompt-then-result",
+        "result-after-a-response",
+    ],
 )
 def test_a_fragment_starts_with_a_response_or_answers_calls_it_does_not_hold(messages: list[Any], piece: bool) -> None:
     assert fragment(messages) is piece
@@ -190,6 +211,7 @@ def test_a_fragment_starts_with_a_response_or_answers_calls_it_does_not_hold(mes
             ["a", "b"],
         ),
         ([request(result("tool-return", "t", None), result("tool-return", "t", "a"))], ["a", "null"]),
+        ([request({"part_kind": "user-prompt", "content": "hi"}), request(result("tool-return", "t", "b"))], ["b"]),
         ([response(call("t", "a"))], []),
         (
             [
@@ -200,7 +222,15 @@ def test_a_fragment_starts_with_a_response_or_answers_calls_it_does_not_hold(mes
             [],
         ),
     ],
-    ids=["frontier", "null-frontier", "fragment-answers", "null-result", "starts-with-a-response", "answered"],
+    ids=[
+        "frontier",
+        "null-frontier",
+        "fragment-answers",
+        "null-result",
+        "prompt-then-result",
+        "starts-with-a-response",
+        "answered",
+    ],
 )
 def test_a_record_is_tied_to_another_by_its_open_calls_or_a_fragments_first_results(
     messages: list[Any], names: list[str]

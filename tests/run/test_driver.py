@@ -169,6 +169,32 @@ def test_convert_with_unsafe_fixes_leaves_open_the_last_calls_a_rejected_record_
     ]
 
 
+def test_convert_with_unsafe_fixes_keeps_a_result_the_next_run_holds_after_a_prompt(tmp_path: Path) -> None:
+    """The next run's record opens with the user's prompt, then the result of the call the
+    first run stopped at: a piece of the conversation, not a history whose result answers no
+    call. Its result is kept and the call left open, not deleted and closed as invented."""
+    prompt = {"part_kind": "user-prompt", "content": "go", "timestamp": "2025-05-01T10:00:00Z"}
+    call = {"part_kind": "tool-call", "tool_name": "t", "args": {}, "tool_call_id": "call_a"}
+    done = {"part_kind": "tool-return", "tool_name": "t", "content": "sunny", "tool_call_id": "call_a"}
+    lines = [
+        [{"kind": "request", "parts": [prompt]}, {"kind": "response", "parts": [call]}],
+        [
+            {"kind": "request", "parts": [prompt]},
+            {"kind": "request", "parts": [done]},
+            {"kind": "response", "parts": [{"part_kind": "text", "content": "k"}]},
+        ],
+    ]
+    source, out = tmp_path / "runs.jsonl", tmp_path / "out.jsonl"
+    source.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    options = Options(unsafe_fixes=True, jobs=1)
+    result = run("convert", str(source), Destination(output=str(out), rejects=None), options, options.plan())
+    assert out.read_bytes() == source.read_bytes() and result.report.changes == []
+    assert {(row["location"], row["rule"], row["certainty"]) for row in result.report.findings} == {
+        ("line 1", "HM407", "fragment"),
+        ("line 2", "HM401", "fragment"),
+    }
+
+
 def test_the_look_ahead_reads_every_rule_and_never_reads_a_pipe_twice(tmp_path: Path) -> None:
     """A selection without HM401 still leaves open the call a later line answers; a pipe, which a
     second read would find empty, is read once (its calls closed as a history's given alone)."""
