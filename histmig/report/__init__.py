@@ -301,6 +301,10 @@ class Report:
         """The findings, of either severity: a row each."""
         return sum(self._findings_by_rule.values())
 
+    def findings_of(self, code: str) -> int:
+        """The findings of the rule ``code``, of either severity."""
+        return self._findings_by_rule[code]
+
     @property
     def by_rule(self) -> Counter[str]:
         """Edited parts by rule code."""

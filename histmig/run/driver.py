@@ -60,9 +60,15 @@ def run(
     if planning.engine == "spark":
         result = run_spark(planning, options, progress)
     else:
-        if isinstance(job, Plan) and _looks_ahead(command, planning, job):
-            job = replace(job, answered=_answered(input, options, progress))
+        once = False
+        if isinstance(job, Plan) and _closes_last_calls(command, planning, job):
+            if _rereadable(planning):
+                job = replace(job, answered=_answered(input, options, progress))
+            else:
+                job, once = replace(job, keep_frontier=True), True
         result = run_local(planning, options, job, progress, strict=strict)
+        if once and result.report.findings_of(FRONTIER):
+            warnings.append(_NOT_READ_TWICE)
     result.warnings[:0] = warnings
     result.cleaned += cleaned
     given = {
@@ -78,20 +84,36 @@ def run(
     return recorded(result, options, job, started, given)
 
 
-def _looks_ahead(command: Command, planning: Planning, job: Plan) -> bool:
-    """Whether the run reads its inputs twice, first to find the calls a record leaves open
-    that a later record answers (:func:`_answered`): ``convert``, and ``audit`` saying what it
-    does, whose HM407 fix closes the calls of a last response (``--unsafe-fixes``) without
-    ``--conversation``, of inputs that can each be read again: a regular file, an object, a
-    table (not standard input, a pipe, a FIFO or ``/dev/stdin``, which a second read would
-    find empty)."""
+def _closes_last_calls(command: Command, planning: Planning, job: Plan) -> bool:
+    """Whether the run's HM407 fix may close the calls of a record's last response that a later
+    record answers: ``convert``, and ``audit`` saying what it does, with ``--unsafe-fixes`` and
+    without ``--conversation``, of inputs of several records (not one JSON document). Then its
+    inputs are read twice when they can be (:func:`_rereadable`), first to find those calls
+    (:func:`_answered`); else every such call is left open, and the run warns
+    (:data:`_NOT_READ_TWICE`)."""
     return (
         command in MIGRATING
         and not job.grouped
         and FRONTIER in job.fixing
-        and "-" not in planning.paths
-        and all(item.format.columnar or is_object(item.path) or os.path.isfile(item.path) for item in planning.inputs)
+        and (len(planning.inputs) > 1 or any(item.format.name != "json" for item in planning.inputs))
     )
+
+
+def _rereadable(planning: Planning) -> bool:
+    """Whether every input can be read again: a regular file, an object, a table (not
+    standard input, a pipe, a FIFO or ``/dev/stdin``, which a second read would find empty)."""
+    return "-" not in planning.paths and all(
+        item.format.columnar or is_object(item.path) or os.path.isfile(item.path) for item in planning.inputs
+    )
+
+
+_NOT_READ_TWICE = (
+    "the input cannot be read twice (standard input or a pipe), so the calls of a record's last response that a "
+    "later record may answer could not be told: HM407 left every one open; give a file, or --conversation COLUMN "
+    "('*' for one conversation) to treat each conversation whole"
+)
+"""The warning of a run whose HM407 fix keeps every last response's calls open
+(:func:`_closes_last_calls`)."""
 
 
 def _answered(input: str | Sequence[str], options: Options, progress: Progress | None) -> frozenset[str]:

@@ -197,7 +197,9 @@ def test_convert_with_unsafe_fixes_keeps_a_result_the_next_run_holds_after_a_pro
 
 def test_the_look_ahead_reads_every_rule_and_never_reads_a_pipe_twice(tmp_path: Path) -> None:
     """A selection without HM401 still leaves open the call a later line answers; a pipe, which a
-    second read would find empty, is read once (its calls closed as a history's given alone)."""
+    second read would find empty, is read once: as no first pass tells which last calls a later
+    line answers, every one is left open, and the run warns. A JSON document, one history, has
+    its calls closed as any history given alone."""
     prompt = {"part_kind": "user-prompt", "content": "go", "timestamp": "2025-05-01T10:00:00Z"}
     call = {"part_kind": "tool-call", "tool_name": "t", "args": {}, "tool_call_id": "call_a"}
     done = {"part_kind": "tool-return", "tool_name": "t", "content": "ok", "tool_call_id": "call_a"}
@@ -224,8 +226,18 @@ def test_the_look_ahead_reads_every_rule_and_never_reads_a_pipe_twice(tmp_path: 
         result = run("convert", f"/dev/fd/{read}", Destination(output=str(out), rejects=None), options, options.plan())
     finally:
         os.close(read)
-    assert result.report.counts["records_in"] == 2 and len(out.read_bytes().splitlines()) == 2
-    assert [(row["location"], row["rule"]) for row in result.report.changes] == [("line 1", "HM407")]
+    assert result.report.counts["records_in"] == 2 and out.read_bytes() == data and result.report.changes == []
+    assert [warning for warning in result.warnings if "cannot be read twice" in warning] == [
+        "the input cannot be read twice (standard input or a pipe), so the calls of a record's last response that a "
+        "later record may answer could not be told: HM407 left every one open; give a file, or --conversation "
+        "COLUMN ('*' for one conversation) to treat each conversation whole"
+    ]
+    document, closed = tmp_path / "one.json", tmp_path / "closed.json"
+    document.write_bytes(data.splitlines()[0])
+    alone = Options(unsafe_fixes=True, jobs=1)
+    result = run("convert", str(document), Destination(output=str(closed), rejects=None), alone, alone.plan())
+    assert [(row["location"], row["rule"]) for row in result.report.changes] == [("file", "HM407")]
+    assert result.warnings == []
 
 
 def test_a_file_rewritten_in_place_that_has_other_hard_links_is_warned_of(tmp_path: Path) -> None:
