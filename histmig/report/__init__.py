@@ -48,6 +48,13 @@ SKIPPED = (
 )
 """The error line of a skipped row (:meth:`Report.add_skipped`)."""
 
+SKIPPED_WITH_CONVERSATION = (
+    "not written: another client wrote its conversation (a row of it changed, added or deleted) after histmig read "
+    "it, so the whole conversation was left as it is (run histmig again to migrate it)"
+)
+"""The error line of a row skipped with its conversation (``--conversation``), which need not
+be the row that changed (:meth:`Report.add_skipped`)."""
+
 FRONTIER = CODES["frontier"]
 """The rule of the calls of a history's last response (HM407)."""
 
@@ -277,15 +284,17 @@ class Report:
         self.counts["records_in"] += count
         self.counts["unchanged"] += count
 
-    def add_skipped(self, source: str, location: str, record_id: str | None) -> None:
+    def add_skipped(self, source: str, location: str, record_id: str | None, conversation: bool = False) -> None:
         """Record that the migrated row at ``location`` (its key) of ``source`` was not
         written: another client wrote it after histmig read it, and an UPDATE conditional on
-        the value read leaves it as that client wrote it. It moves from ``changed`` to
+        the value read leaves it as that client wrote it, or (``conversation``) wrote a row of
+        its conversation, which is written whole or not at all. It moves from ``changed`` to
         ``skipped``, with an ``errors`` entry of status ``skipped``."""
         self.counts["changed"] -= 1
         self.counts["skipped"] += 1
+        said = SKIPPED_WITH_CONVERSATION if conversation else SKIPPED
         self.errors.append(
-            {"source": source, "location": location, "id": record_id, "status": "skipped", "errors": [SKIPPED]}
+            {"source": source, "location": location, "id": record_id, "status": "skipped", "errors": [said]}
         )
 
     def add_read_error(self, source: str, location: str, message: str) -> None:

@@ -97,7 +97,7 @@ def run_local(
                 raise partly_written(exc, written[:done], written[done + 1 :]) from exc
             wrote.append(replace(current.written(), kept=kept))
             for row in wrote[-1].skipped:
-                report.add_skipped(row.source, row.location, row.id)
+                report.add_skipped(row.source, row.location, row.id, row.conversation)
     destination = planning.destination
     return Result(
         planning.command,

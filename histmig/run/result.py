@@ -140,8 +140,9 @@ class Result:
                 "exported" if self.command == "otel" else f"upgraded ({counts['unchanged']} already in version 6 roles)"
             )
             return f"histmig: {done} records {what}, {counts['rejected']} rejected"
+        wrote = "them, or a row of their conversation," if self.grouped else "them"
         skipped = (
-            f", {counts['skipped']} skipped (another client wrote them after histmig read them; run again to "
+            f", {counts['skipped']} skipped (another client wrote {wrote} after histmig read them; run again to "
             "migrate them)"
             if counts["skipped"]
             else ""

@@ -102,12 +102,15 @@ class Destination:
 @dataclass(frozen=True)
 class Skipped:
     """A row a database input did not write because another client wrote it after histmig
-    read it (the UPDATE is conditional on the value read): the row's ``source`` (the table),
-    ``location`` (its key, ``id=42``) and ``id`` (``--id-column``), as in a report row."""
+    read it (the UPDATE is conditional on the value read), or wrote a row of its
+    ``conversation`` (``--conversation``: written whole or not at all): the row's ``source``
+    (the table), ``location`` (its key, ``id=42``) and ``id`` (``--id-column``), as in a
+    report row."""
 
     source: str
     location: str
     id: str | None = None
+    conversation: bool = False
 
 
 @dataclass

@@ -382,7 +382,11 @@ class DuckdbTable(Input):
                     continue
                 rows = [self._index.row(i) for i in self._index.rows[number]]
                 dropped = set(self._migrated.drop(0, [place for place, *_ in rows]))
-                self._skipped += [Skipped(self.name, f"row {n}", id_) for place, n, id_, _ in rows if place in dropped]
+                self._skipped += [
+                    Skipped(self.name, f"row {n}", id_, conversation=True)
+                    for place, n, id_, _ in rows
+                    if place in dropped
+                ]
         with self._con.cursor() as cursor:
             reader = self._reader(cursor, self._scan())
             self.migrator = migrator = ColumnMigrator(

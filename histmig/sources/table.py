@@ -854,7 +854,7 @@ class TableInput(Input):
             if number in fresh:
                 ready += rows
             else:
-                self._skipped += [Skipped(self.name, c.location, c.id) for c in rows]
+                self._skipped += [Skipped(self.name, c.location, c.id, conversation=True) for c in rows]
         statement = self.update_statement(table)
         while ready:
             self._query(f"SAVEPOINT {_SAVEPOINT}")
@@ -865,7 +865,9 @@ class TableInput(Input):
             self._query(f"RELEASE SAVEPOINT {_SAVEPOINT}")
             if not undone:
                 return
-            self._skipped += [Skipped(self.name, c.location, c.id) for c in ready if c.conversation in undone]
+            self._skipped += [
+                Skipped(self.name, c.location, c.id, conversation=True) for c in ready if c.conversation in undone
+            ]
             ready = [c for c in ready if c.conversation not in undone]
 
     def read_as(self, page: Page, seen: Seen) -> Seen:

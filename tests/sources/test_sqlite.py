@@ -26,7 +26,7 @@ from histmig import api
 from histmig.cli import app
 from histmig.errors import UnreadableInput, UnwritableOutput, UsageError
 from histmig.options import Options
-from histmig.report import SKIPPED
+from histmig.report import SKIPPED, SKIPPED_WITH_CONVERSATION
 from histmig.sources import format_of, sqlite
 from histmig.sources.sqlite import SqliteTable, affinity
 from tests.conftest import CORPUS, ROOT, assert_reassembled, not_applicable, run_pieces, stored_apart, whole_conversion
@@ -540,6 +540,12 @@ def test_a_conversation_an_application_changes_mid_run_is_skipped_whole_and_a_re
     rows = dict(query(db, "SELECT id, session_id FROM messages"))
     assert skipped and {rows[int(location[3:])] for location in skipped} == {victim if row == "victim" else "moved"}
     assert result.report.counts["skipped"] == len(skipped) and result.exit_code == 1
+    assert {message for row in result.report.errors if row["status"] == "skipped" for message in row["errors"]} == {
+        SKIPPED_WITH_CONVERSATION  # not each row's own doing: its conversation's
+    }
+    assert "skipped (another client wrote them, or a row of their conversation, after histmig read them" in (
+        result.verdict
+    )
     assert b"retry-prompt" in b"".join(
         v for (v,) in query(db, "SELECT message_list FROM messages WHERE session_id = ?", (rows[written],))
     )
