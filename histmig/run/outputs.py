@@ -84,6 +84,8 @@ def _into_directory(
     names = [os.path.join(*_folders(path, roots), own_name(path, fmt)) for path, fmt in inputs]
     by_name: dict[str, str] = {}
     for (path, _), name in zip(inputs, names):
+        if name in by_name and by_name[name] == path:
+            raise UsageError(f"{path} is given twice (by two INPUTs, a directory or a glob): give it once")
         if name in by_name:
             raise UsageError(f"{output}: {by_name[name]} and {path} would both be written as {name}")
         by_name[name] = path

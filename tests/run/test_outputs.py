@@ -47,6 +47,10 @@ def test_several_inputs_are_written_into_a_directory_under_their_own_names(tmp_p
     with pytest.raises(UsageError, match="several inputs go to stdout only when every one is JSONL"):
         output_paths(several, "-", True)
     (tmp_path / "sub").mkdir()
+    with pytest.raises(
+        UsageError, match=r"a.jsonl is given twice \(by two INPUTs, a directory or a glob\): give it once"
+    ):
+        output_paths([*several[:1], *several[:1]], "lake2", True)
     clash = [*several[:1], *_inputs(tmp_path, "sub/a.jsonl")]
     with pytest.raises(UsageError, match=r"a.jsonl and .*sub/a.jsonl would both be written as a.jsonl"):
         output_paths(clash, "out", True)
