@@ -130,7 +130,7 @@ def test_a_rejected_record_fails_convert_and_says_where_it_went(tmp_path: Path) 
         (
             lambda tmp: api.convert([str(ALL), str(ALL)], str(tmp / "out")),
             UsageError,
-            "would both be written as all.jsonl",
+            "all.jsonl is given twice",
         ),
         (lambda tmp: api.otel(str(ALL), str(tmp / "o.jsonl"), version=4), UsageError, "--version must be one of 5, 6"),
     ],
