@@ -174,6 +174,13 @@ class Plan:
     def _frontier_kept(self) -> Plan:
         return replace(self, keep_frontier=True)
 
+    @property
+    def closes_alone(self) -> bool:
+        """Whether HM407's fix closes the calls of a record's last response as a history's
+        given alone: its unsafe fix applies and records are not grouped by ``--conversation``
+        (:meth:`for_record`, :meth:`for_columns` say which records keep them open)."""
+        return not self.grouped and FRONTIER in self.fixing
+
     def for_record(self, obj: Any, messages: list[Any]) -> Plan:
         """The plan for one record (``obj``, holding ``messages``): this one, but that the
         calls of the last response of a record naming a conversation
@@ -182,7 +189,7 @@ class Plan:
         conversation (the next run's, starting with their results) may answer them, which a
         record alone cannot tell (HM407's unsafe fix closes them on a history given alone,
         :func:`migrate`)."""
-        if self.grouped or FRONTIER not in self.fixing:
+        if not self.closes_alone:
             return self
         if conversation_names(obj, messages) or (self.answered and not self.answered.isdisjoint(call_names(messages))):
             return self._frontier_kept
@@ -195,7 +202,7 @@ class Plan:
         own, not known to be whole (a misspelt key leaves every record so), whose last
         response's calls stay open whatever the fixes (HM407), as a record's that names a
         conversation without ``--conversation`` (:meth:`for_record`)."""
-        return self._frontier_kept if self.grouped and FRONTIER in self.fixing else self
+        return self._frontier_kept if FRONTIER in self.fixing else self
 
     def for_columns(self, columns: Iterable[str]) -> Plan:
         """The plan for the rows of a table or a columnar file (not grouped by
@@ -204,7 +211,7 @@ class Plan:
         ``session_id``), every row is a record that may name one, whose last response's calls
         stay open whatever the fixes, as :meth:`for_record` keeps a JSON record's that names one
         in its envelope: the next run's row may answer them."""
-        if self.grouped or FRONTIER not in self.fixing or not any(map(names_conversations, columns)):
+        if not self.closes_alone or not any(map(names_conversations, columns)):
             return self
         return self._frontier_kept
 

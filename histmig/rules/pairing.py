@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,23 +83,23 @@ def fragment(messages: Messages) -> bool:
     as if it were whole finds its calls dangling and its results orphaned; its findings carry
     certainty ``fragment`` and no fix acts on them (:func:`whole_only`)."""
     first = messages[0] if messages else None
-    return type(first) is dict and (first.get("kind") == "response" or bool(_leading_results(messages)))
+    return type(first) is dict and (
+        first.get("kind") == "response" or next(_leading_results(messages), None) is not None
+    )
 
 
-def _leading_results(messages: Messages) -> list[Any]:
+def _leading_results(messages: Messages) -> Iterator[Any]:
     """The results (:func:`is_result`) of the requests before the first response of
     ``messages``: each answers a call no message of them holds."""
-    found = []
     for message in messages:
         if type(message) is not dict:
             continue
         kind = message.get("kind")
         if kind == "response":
-            break
+            return
         parts = message.get("parts")
         if kind == "request" and type(parts) is list:
-            found += [p for p in parts if type(p) is dict and is_result(message, p)]
-    return found
+            yield from (p for p in parts if type(p) is dict and is_result(message, p))
 
 
 CALL_NAME = "tool_call_id="

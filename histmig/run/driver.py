@@ -93,8 +93,7 @@ def _closes_last_calls(command: Command, planning: Planning, job: Plan) -> bool:
     (:data:`_NOT_READ_TWICE`)."""
     return (
         command in MIGRATING
-        and not job.grouped
-        and FRONTIER in job.fixing
+        and job.closes_alone
         and (len(planning.inputs) > 1 or any(item.format.name != "json" for item in planning.inputs))
     )
 

@@ -101,7 +101,7 @@ def own_name(path: str, fmt: Format) -> str:
     name = os.path.basename(path.rstrip("/" + os.sep))
     if fmt.name in fmt.written_as:
         return name
-    suffix = next((s for s in fmt.suffixes if name.lower().endswith(s)), "")
+    suffix = fmt.suffix_of(name)
     return name[: len(name) - len(suffix)] + formats()[fmt.written_as[0]].suffixes[0]
 
 

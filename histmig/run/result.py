@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from histmig import __version__, redact
-from histmig.engine import FRONTIER, Plan
+from histmig.engine import Plan
 from histmig.options import Command, Options
 from histmig.problems import InvalidJson
 from histmig.report import Report, RunInfo, record_name, unknown_parts
@@ -326,7 +326,7 @@ def recorded(result: Result, options: Options, job: Job, started: str, given: di
     runs are recorded by it (:mod:`histmig.run.spark` too), and told whether ``--conversation``
     grouped the records (:attr:`Result.grouped`, which the verdict's advice depends on)."""
     result.grouped = bool(options.conversation)
-    result.closes_last_calls = isinstance(job, Plan) and not job.grouped and FRONTIER in job.fixing
+    result.closes_last_calls = isinstance(job, Plan) and job.closes_alone
     result.report.run = RunInfo(
         __version__,
         result.command,

@@ -215,7 +215,7 @@ def _suffix(folder: str) -> str:
     for entry in inner:
         fmt = None if entry.directory else named_format(entry.path)
         if fmt is not None and fmt.in_directories:
-            return next(s for s in fmt.suffixes if entry.name.lower().endswith(s))
+            return fmt.suffix_of(entry.name)
     return ""
 
 

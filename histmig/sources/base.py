@@ -222,6 +222,10 @@ class Format:
         """Whether ``path``'s name ends in one of the suffixes (any case)."""
         return path.lower().endswith(self.suffixes)
 
+    def suffix_of(self, path: str) -> str:
+        """The first of the suffixes ``path``'s name ends in (any case), ``''`` for none."""
+        return next((suffix for suffix in self.suffixes if path.lower().endswith(suffix)), "")
+
 
 def folded(name: str) -> bytes:
     """A table name as SQLite and DuckDB compare names: ASCII letters in either case alike,
