@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any, Literal
 
 from histmig import redact
@@ -23,7 +23,17 @@ from histmig.errors import UnwritableOutput, UsageError
 from histmig.options import Command, Options, flags, given
 from histmig.run.outputs import output_format, output_paths
 from histmig.run.paths import check_apart, file_key
-from histmig.sources import REJECTS_SUFFIX, expands, formats, fs, input_paths, named_format, partitions, root
+from histmig.sources import (
+    REJECTS_SUFFIX,
+    expands,
+    formats,
+    fs,
+    input_paths,
+    named_format,
+    partition_of,
+    partitions,
+    root,
+)
 from histmig.sources.atomic import check_writable, is_stream
 from histmig.sources.base import Destination, Format
 from histmig.sources.fs import check_creatable
@@ -126,7 +136,11 @@ def plan(
         report=report,
         beside=[(item.path, item.path + suffix) for item in inputs for suffix in item.format.companions],
     )
-    _check_not_read_later(paths, (("--rejects", destination.rejects), ("--report", report)))
+    _check_not_read_later(
+        paths,
+        (("--rejects", destination.rejects), ("--report", report)),
+        [item.destination.output for item in inputs if item.destination.output is not None],
+    )
     return Planning(
         command,
         input,
@@ -252,28 +266,56 @@ def _taken(destination: Destination, options: Options) -> dict[str, Any]:
     return {**{k: getattr(options, k) for k in options.__dataclass_fields__}, **destination.__dict__}
 
 
-def _check_not_read_later(paths: Sequence[str], written: Sequence[tuple[str, str | None]]) -> None:
+def _check_not_read_later(
+    paths: Sequence[str], written: Sequence[tuple[str, str | None]], outputs: Sequence[str] = ()
+) -> None:
     """Raise :class:`UsageError` when a file the run writes (``written``: each option and its
     path) lies in a local input directory of ``paths`` under a name a run over that directory
-    reads as an input (not hidden, not ``*.rejects.jsonl``): the next run would migrate the
-    rejected records again, or read a report as an archive."""
+    reads as an input (not hidden, not ``*.rejects.jsonl``), or when it or one of the
+    ``outputs`` is a file a later run over an input would read: in the directory or its
+    ``key=value`` partition directories (an OUTPUT may go to another subdirectory, which is
+    not read), or matched by an input glob. The next run would migrate the rejected records or
+    the output again, or read a report as an archive."""
     for path in paths:
-        if path == "-" or fs.is_url(path) or not os.path.isdir(path):
+        if path == "-" or fs.is_url(path):
             continue
-        root = os.path.realpath(path)
-        for option, file in written:
+        globbed = not os.path.isdir(path) and expands(path)
+        if not globbed and not os.path.isdir(path):
+            continue
+        top = os.path.realpath(path)
+        for option, file in [*written, *(("OUTPUT", output) for output in outputs)]:
             if file is None or file == "-" or fs.is_url(file):
                 continue
             where = os.path.realpath(file)
+            if globbed:
+                if PurePath(where).match(os.path.abspath(path)):
+                    raise UsageError(
+                        f"{option} {redact.location(file)} matches the input glob {redact.location(path)}: a later "
+                        "run over it would read it as an input; write it elsewhere"
+                    )
+                continue
             name = os.path.basename(where)
             fmt = named_format(name)
             read = fmt is not None and fmt.in_directories and not name.startswith(".")
-            if read and not name.endswith(REJECTS_SUFFIX) and os.path.commonpath([root, where]) == root:
+            inside = os.path.commonpath([top, where]) == top
+            if option == "OUTPUT" and inside and read and _read_below(top, where):
+                raise UsageError(
+                    f"OUTPUT {redact.location(file)} is in the input directory {redact.location(path)} or a partition "
+                    "directory of it, where a later run would read it as an input: write it elsewhere"
+                )
+            if option != "OUTPUT" and read and not name.endswith(REJECTS_SUFFIX) and inside:
                 skipped = f"*{REJECTS_SUFFIX}" if option == "--rejects" else "a name starting with '.'"
                 raise UsageError(
                     f"{option} {redact.location(file)} is in the input directory {redact.location(path)}, where a "
                     f"later run would read it as an input: write it elsewhere, or give it {skipped}"
                 )
+
+
+def _read_below(top: str, file: str) -> bool:
+    """Whether a run over the directory ``top`` reads ``file`` below it: each directory
+    between them is a ``key=value`` partition directory (:func:`~histmig.sources.partition_of`)."""
+    folders = os.path.relpath(file, top).split(os.sep)[:-1]
+    return all(partition_of(folder) is not None for folder in folders)
 
 
 def check_options(

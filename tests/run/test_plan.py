@@ -202,3 +202,20 @@ def test_a_report_or_rejects_file_a_later_run_over_an_input_directory_would_read
         "convert", into, Destination(str(tmp_path / "out"), rejects=str(tmp_path / "in" / "x.rejects.jsonl")), Options()
     )
     plan("convert", into, Destination(str(tmp_path / "out")), Options(), report=str(tmp_path / "in" / ".rep.json"))
+
+
+def test_an_output_a_later_run_over_an_input_directory_or_glob_would_read_is_refused(tmp_path: Path) -> None:
+    """OUTPUT in a ``key=value`` partition directory of an input directory, or a report a
+    quoted input glob matches, would be read again by the next run; an OUTPUT in another
+    subdirectory, which a directory run does not read, is written."""
+    (tmp_path / "in" / "v1").mkdir(parents=True)
+    (tmp_path / "in" / "a.jsonl").write_bytes(b"[]\n")
+    (tmp_path / "in" / "v1" / "b.json").write_bytes(b"[]")
+    into = str(tmp_path / "in")
+    with pytest.raises(UsageError, match=r"^OUTPUT .*in/k=1/a.jsonl is in the input directory .*in or a partition"):
+        plan("convert", into, Destination(str(tmp_path / "in" / "k=1") + "/"), Options())
+    plan("convert", into, Destination(str(tmp_path / "in" / "out") + "/"), Options())
+    globbed, report = str(tmp_path / "in" / "*" / "*.json"), str(tmp_path / "in" / "v1" / "r.json")
+    with pytest.raises(UsageError, match=r"^--report .*r.json matches the input glob .*\*\.json: a later run"):
+        plan("convert", globbed, Destination(str(tmp_path / "out")), Options(), report=report)
+    plan("convert", globbed, Destination(str(tmp_path / "out")), Options(), report=str(tmp_path / "in" / "r.json"))
